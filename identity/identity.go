@@ -1,0 +1,86 @@
+// Package identity loads, creates and stores the Ed25519 key that is both a node's libp2p
+// identity and the key that signs its IACP messages.
+//
+// A key file holds the libp2p protobuf encoding of the private key (crypto.MarshalPrivateKey),
+// the format go-libp2p and kubo use, and is written with mode 0600.
+package identity
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Generate returns a new Ed25519 key.
+func Generate() (crypto.PrivKey, error) {
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	return k, err
+}
+
+// Load reads a key file. It refuses keys that are not Ed25519: IACP signatures are Ed25519.
+func Load(path string) (crypto.PrivKey, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key: %w", err)
+	}
+	k, err := crypto.UnmarshalPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("key file %s is not a libp2p private key: %w", path, err)
+	}
+	if k.Type() != crypto.Ed25519 {
+		return nil, fmt.Errorf("key file %s holds a %s key; IACP needs Ed25519", path, k.Type())
+	}
+	return k, nil
+}
+
+// Save writes key to path with mode 0600, creating parent directories (mode 0700). It refuses
+// to overwrite an existing file.
+func Save(path string, key crypto.PrivKey) error {
+	b, err := crypto.MarshalPrivateKey(key)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		if errors.Is(err, fs.ErrExist) {
+			return fmt.Errorf("%s already exists; refusing to overwrite a key", path)
+		}
+		return err
+	}
+	if _, err := f.Write(b); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// LoadOrCreate loads the key at path, or creates and saves a new one when the file does not
+// exist. created says which happened.
+func LoadOrCreate(path string) (key crypto.PrivKey, created bool, err error) {
+	key, err = Load(path)
+	if err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return key, false, err
+	}
+	key, err = Generate()
+	if err != nil {
+		return nil, false, err
+	}
+	if err := Save(path, key); err != nil {
+		return nil, false, err
+	}
+	return key, true, nil
+}
+
+// PeerID returns the peer id of key.
+func PeerID(key crypto.PrivKey) peer.ID {
+	id, _ := peer.IDFromPrivateKey(key)
+	return id
+}

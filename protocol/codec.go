@@ -1,0 +1,286 @@
+package protocol
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Format is a document encoding.
+type Format string
+
+// The two encodings of a document. JSON is the wire format; YAML is for people
+// (../shared/specs/README.md, "wire format").
+const (
+	JSON Format = "json"
+	YAML Format = "yaml"
+)
+
+// ParseFormat accepts "json", "yaml" or "yml".
+func ParseFormat(s string) (Format, error) {
+	switch s {
+	case "json":
+		return JSON, nil
+	case "yaml", "yml":
+		return YAML, nil
+	}
+	return "", fmt.Errorf("unknown format %q: use json or yaml", s)
+}
+
+// DecodeJSON decodes one JSON document. Its errors are *Error with code PAYLOAD_INVALID. The
+// caller bounds len(data); DecodeJSON allocates in proportion to it.
+func DecodeJSON(data []byte) (*Message, error) {
+	if !utf8.Valid(data) {
+		return nil, Errorf(CodePayloadInvalid, "document is not valid UTF-8")
+	}
+	var m Message
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, Errorf(CodePayloadInvalid, "malformed JSON document: %w", err)
+	}
+	return &m, nil
+}
+
+// EncodeJSON encodes m as compact JSON, the wire format.
+func EncodeJSON(m *Message) ([]byte, error) { return json.Marshal(m) }
+
+// DecodeYAML decodes one YAML document by converting it to JSON first, so that both formats
+// yield the same Message.
+func DecodeYAML(data []byte) (*Message, error) {
+	j, err := YAMLToJSON(data)
+	if err != nil {
+		return nil, Errorf(CodePayloadInvalid, "malformed YAML document: %w", err)
+	}
+	return DecodeJSON(j)
+}
+
+// EncodeYAML encodes m as block-style YAML with the members in the order JSON has them.
+func EncodeYAML(m *Message) ([]byte, error) {
+	j, err := EncodeJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	return JSONToYAML(j)
+}
+
+// Decode detects the format (a document whose first non-space byte is '{' is JSON, anything
+// else is YAML) and decodes it.
+func Decode(data []byte) (*Message, error) {
+	if DetectFormat(data) == JSON {
+		return DecodeJSON(data)
+	}
+	return DecodeYAML(data)
+}
+
+// DetectFormat tells JSON from YAML by the first non-space byte.
+func DetectFormat(data []byte) Format {
+	t := bytes.TrimLeft(data, " \t\r\n\ufeff")
+	if len(t) > 0 && t[0] == '{' {
+		return JSON
+	}
+	return YAML
+}
+
+// Encode encodes m in the given format.
+func Encode(m *Message, f Format) ([]byte, error) {
+	if f == YAML {
+		return EncodeYAML(m)
+	}
+	return EncodeJSON(m)
+}
+
+// maxYAMLNodes bounds the YAML decoder against alias bombs: a document may expand to at most
+// this many nodes.
+const maxYAMLNodes = 1 << 20
+
+// YAMLToJSON converts one YAML document to JSON, keeping member order. Only what JSON can
+// express is accepted: string keys, and no infinities or NaN.
+func YAMLToJSON(data []byte) ([]byte, error) {
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, err
+	}
+	if doc.Kind == 0 {
+		return nil, errors.New("empty document")
+	}
+	var buf bytes.Buffer
+	budget := maxYAMLNodes
+	if err := yamlNodeToJSON(&buf, &doc, &budget, 0); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func yamlNodeToJSON(buf *bytes.Buffer, n *yaml.Node, budget *int, depth int) error {
+	*budget--
+	if *budget < 0 {
+		return errors.New("document expands to too many nodes")
+	}
+	if depth > 64 {
+		return errors.New("document nested too deeply")
+	}
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) != 1 {
+			return errors.New("expected exactly one document")
+		}
+		return yamlNodeToJSON(buf, n.Content[0], budget, depth)
+	case yaml.AliasNode:
+		return yamlNodeToJSON(buf, n.Alias, budget, depth+1)
+	case yaml.MappingNode:
+		buf.WriteByte('{')
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k, v := n.Content[i], n.Content[i+1]
+			if k.Kind != yaml.ScalarNode || (k.ShortTag() != "!!str" && k.ShortTag() != "!!int" && k.ShortTag() != "!!bool") {
+				return fmt.Errorf("line %d: mapping keys must be strings (merge keys are not supported)", k.Line)
+			}
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			b, _ := json.Marshal(k.Value)
+			buf.Write(b)
+			buf.WriteByte(':')
+			if err := yamlNodeToJSON(buf, v, budget, depth+1); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte('}')
+	case yaml.SequenceNode:
+		buf.WriteByte('[')
+		for i, c := range n.Content {
+			if i > 0 {
+				buf.WriteByte(',')
+			}
+			if err := yamlNodeToJSON(buf, c, budget, depth+1); err != nil {
+				return err
+			}
+		}
+		buf.WriteByte(']')
+	case yaml.ScalarNode:
+		return yamlScalarToJSON(buf, n)
+	default:
+		return fmt.Errorf("line %d: unsupported YAML node", n.Line)
+	}
+	return nil
+}
+
+func yamlScalarToJSON(buf *bytes.Buffer, n *yaml.Node) error {
+	switch n.ShortTag() {
+	case "!!null":
+		buf.WriteString("null")
+	case "!!bool":
+		var b bool
+		if err := n.Decode(&b); err != nil {
+			return err
+		}
+		buf.WriteString(strconv.FormatBool(b))
+	case "!!int":
+		var v any
+		if err := n.Decode(&v); err != nil {
+			return err
+		}
+		b, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		buf.Write(b)
+	case "!!float":
+		var f float64
+		if err := n.Decode(&f); err != nil {
+			return err
+		}
+		b, err := json.Marshal(f)
+		if err != nil {
+			return fmt.Errorf("line %d: %s is not a JSON number", n.Line, n.Value)
+		}
+		buf.Write(b)
+	case "!!str", "!!binary", "!!timestamp":
+		b, _ := json.Marshal(n.Value)
+		buf.Write(b)
+	default:
+		return fmt.Errorf("line %d: unsupported YAML tag %s", n.Line, n.ShortTag())
+	}
+	return nil
+}
+
+// JSONToYAML converts one JSON value to block-style YAML, keeping member order and the exact
+// number literals.
+func JSONToYAML(data []byte) ([]byte, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	n, err := jsonToNode(dec)
+	if err != nil {
+		return nil, err
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	enc.SetIndent(2)
+	if err := enc.Encode(n); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+func jsonToNode(dec *json.Decoder) (*yaml.Node, error) {
+	tok, err := dec.Token()
+	if err != nil {
+		if err == io.EOF {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	switch t := tok.(type) {
+	case json.Delim:
+		switch t {
+		case '{':
+			n := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map"}
+			for dec.More() {
+				kt, err := dec.Token()
+				if err != nil {
+					return nil, err
+				}
+				key, _ := kt.(string)
+				v, err := jsonToNode(dec)
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: key}, v)
+			}
+			_, err := dec.Token()
+			return n, err
+		case '[':
+			n := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+			for dec.More() {
+				v, err := jsonToNode(dec)
+				if err != nil {
+					return nil, err
+				}
+				n.Content = append(n.Content, v)
+			}
+			_, err := dec.Token()
+			return n, err
+		}
+		return nil, fmt.Errorf("unexpected %v", t)
+	case string:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: t}, nil
+	case json.Number:
+		tag := "!!int"
+		if _, err := strconv.ParseInt(string(t), 10, 64); err != nil {
+			tag = "!!float"
+		}
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: string(t)}, nil
+	case bool:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!bool", Value: strconv.FormatBool(t)}, nil
+	case nil:
+		return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!null", Value: "null"}, nil
+	}
+	return nil, fmt.Errorf("unexpected token %v", tok)
+}

@@ -1,0 +1,59 @@
+package protocol
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// FrameHeaderSize is the size of the length prefix: 4 bytes, big-endian (IaCP 1.0 section 5.2).
+const FrameHeaderSize = 4
+
+// ErrFrameTooLarge is returned by ReadFrame when a length prefix exceeds the limit; nothing
+// has been allocated for the body. The stream is then unusable and should be reset.
+var ErrFrameTooLarge = errors.New("frame exceeds the size limit")
+
+// ErrEmptyFrame is returned by ReadFrame for a zero length prefix: one frame is one message,
+// and an empty document is not one.
+var ErrEmptyFrame = errors.New("empty frame")
+
+// AppendFrame appends the length prefix and doc to dst.
+func AppendFrame(dst, doc []byte) []byte {
+	dst = binary.BigEndian.AppendUint32(dst, uint32(len(doc)))
+	return append(dst, doc...)
+}
+
+// WriteFrame writes one frame in a single Write call.
+func WriteFrame(w io.Writer, doc []byte) error {
+	if uint64(len(doc)) > 1<<32-1 {
+		return ErrFrameTooLarge
+	}
+	_, err := w.Write(AppendFrame(make([]byte, 0, FrameHeaderSize+len(doc)), doc))
+	return err
+}
+
+// ReadFrame reads one frame whose body is at most max bytes. The length is checked against max
+// before anything is allocated. A clean end of stream before the header is io.EOF; one inside
+// a frame is io.ErrUnexpectedEOF.
+func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	var hdr [FrameHeaderSize]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return nil, err
+	}
+	n := binary.BigEndian.Uint32(hdr[:])
+	if n == 0 {
+		return nil, ErrEmptyFrame
+	}
+	if uint64(n) > uint64(max) {
+		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, max)
+	}
+	body := make([]byte, n)
+	if _, err := io.ReadFull(r, body); err != nil {
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+	return body, nil
+}

@@ -1,0 +1,120 @@
+package protocol
+
+import (
+	"crypto/sha256"
+	"encoding/base64"
+	"fmt"
+
+	"github.com/gowebpki/jcs"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Canonical returns the bytes a signature covers: the RFC 8785 (JCS) canonical form of the
+// whole document with sender.identity_sig removed (../shared/specs/README.md, "what the
+// signature covers"). Every other member, known or unknown, is included.
+func Canonical(m *Message) ([]byte, error) {
+	unsigned := *m
+	unsigned.Envelope.Sender.IdentitySig = ""
+	if _, ok := unsigned.Envelope.Sender.Extra["identity_sig"]; ok {
+		// A null identity_sig is kept in Extra; it is still the signature field.
+		x := unsigned.Envelope.Sender.Extra.clone()
+		delete(x, "identity_sig")
+		unsigned.Envelope.Sender.Extra = x
+	}
+	raw, err := EncodeJSON(&unsigned)
+	if err != nil {
+		return nil, Errorf(CodePayloadInvalid, "encode for canonicalisation: %w", err)
+	}
+	c, err := jcs.Transform(raw)
+	if err != nil {
+		return nil, Errorf(CodePayloadInvalid, "canonicalise (RFC 8785): %w", err)
+	}
+	return c, nil
+}
+
+// Digest returns SHA-256 of the canonical form: the 32 bytes that Ed25519 signs.
+func Digest(m *Message) ([32]byte, error) {
+	c, err := Canonical(m)
+	if err != nil {
+		return [32]byte{}, err
+	}
+	return sha256.Sum256(c), nil
+}
+
+// Sign sets sender.peer_id to the peer id of key and sender.identity_sig to the base64
+// (RFC 4648 section 4, with padding) Ed25519 signature of Digest(m). key must be Ed25519.
+func Sign(m *Message, key crypto.PrivKey) error {
+	if key == nil || key.Type() != crypto.Ed25519 {
+		return Errorf(CodeIdentityInvalid, "signing key must be Ed25519")
+	}
+	id, err := peer.IDFromPrivateKey(key)
+	if err != nil {
+		return Errorf(CodeIdentityInvalid, "peer id of signing key: %w", err)
+	}
+	m.Envelope.Sender.PeerID = id.String()
+	digest, err := Digest(m)
+	if err != nil {
+		return err
+	}
+	sig, err := key.Sign(digest[:])
+	if err != nil {
+		return Errorf(CodeInternalError, "sign: %w", err)
+	}
+	m.Envelope.Sender.IdentitySig = base64.StdEncoding.EncodeToString(sig)
+	return nil
+}
+
+// SenderKey returns the public key named by sender.peer_id. Ed25519 peer ids embed their key,
+// so no lookup is needed; any other key type is refused.
+func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
+	id, err := peer.Decode(m.Envelope.Sender.PeerID)
+	if err != nil {
+		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id %q is not a peer id: %w", m.Envelope.Sender.PeerID, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id does not embed a public key: %w", err)
+	}
+	if pub.Type() != crypto.Ed25519 {
+		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
+	}
+	return pub, id, nil
+}
+
+// Verify checks sender.identity_sig against the key of sender.peer_id. Every failure is an
+// *Error with code IDENTITY_INVALID (or PAYLOAD_INVALID when the document cannot be
+// canonicalised). Verify does not check that the peer id is allowed to speak for
+// sender.agent_id: that is the node's trust policy.
+func Verify(m *Message) error {
+	pub, _, err := SenderKey(m)
+	if err != nil {
+		return err
+	}
+	if m.Envelope.Sender.IdentitySig == "" {
+		return Errorf(CodeIdentityInvalid, "message is unsigned: sender.identity_sig is empty")
+	}
+	sig, err := base64.StdEncoding.DecodeString(m.Envelope.Sender.IdentitySig)
+	if err != nil {
+		return Errorf(CodeIdentityInvalid, "sender.identity_sig is not base64: %w", err)
+	}
+	digest, err := Digest(m)
+	if err != nil {
+		return err
+	}
+	ok, err := pub.Verify(digest[:], sig)
+	if err != nil || !ok {
+		return Errorf(CodeIdentityInvalid, "signature does not verify for peer %s", m.Envelope.Sender.PeerID)
+	}
+	return nil
+}
+
+// PeerIDOf returns sender.peer_id decoded, for callers that compare it with the authenticated
+// remote peer of a stream or a pubsub message.
+func PeerIDOf(m *Message) (peer.ID, error) {
+	id, err := peer.Decode(m.Envelope.Sender.PeerID)
+	if err != nil {
+		return "", fmt.Errorf("sender.peer_id: %w", err)
+	}
+	return id, nil
+}
