@@ -1,0 +1,375 @@
+package pubsub
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	ps "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("pubsub: gossip is closed; create a new one")
+
+// Gossip is one node's gossip layer: it publishes and validates IACP documents on the
+// broadcast, heartbeat and group topics, beats, and keeps the liveness table.
+//
+// State has two named owners. topicMu guards the topic handles. stateMu guards the liveness
+// table, the subscribers, the announced status and the closed flag; it is a leaf lock, held
+// only for in-memory work and never across a network call. The connection notifiee takes no
+// lock: it hands disconnects to the run goroutine through a channel.
+type Gossip struct {
+	h       host.Host
+	b       *protocol.Builder
+	cfg     config
+	log     *slog.Logger
+	ps      *ps.PubSub
+	replay  *protocol.ReplayWindow
+	limiter *limiter
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stats   struct{ rejected, ignored atomic.Uint64 }
+
+	topicMu sync.Mutex
+	topics  map[string]*topicHandle
+
+	stateMu sync.Mutex
+	live    *Liveness
+	subs    map[*Subscription]struct{}
+	status  protocol.HeartbeatPayload
+	closed  bool
+
+	beatMu  sync.Mutex // serialises heartbeats, so that offline is the last one
+	leaving bool       // guarded by beatMu
+
+	scoreMu sync.Mutex
+	scores  map[peer.ID]float64
+
+	lost     chan peer.ID
+	lostOver atomic.Bool
+	notifiee *network.NotifyBundle
+	once     sync.Once
+}
+
+type topicHandle struct {
+	info topicInfo
+	t    *ps.Topic
+	sub  *ps.Subscription // nil when only publishing
+	done chan struct{}    // closed when the reader of sub returns
+}
+
+// New starts gossip on h, signing with b, and joins the broadcast and heartbeat topics and
+// the group topic of every configured capability. b must sign with h's identity key: the
+// validators of other nodes refuse a document whose sender.peer_id is not the pubsub author.
+// Close the Gossip when done; the host stays the caller's.
+func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if h == nil || b == nil {
+		return nil, fmt.Errorf("pubsub: New needs a host and a builder")
+	}
+	if b.PeerID() != h.ID() {
+		return nil, fmt.Errorf("pubsub: the builder signs as %s but the host is %s; build it from the host's key", b.PeerID(), h.ID())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g = &Gossip{
+		h: h, b: b, cfg: cfg, ctx: ctx, cancel: cancel,
+		log:     cfg.log.With("agent", b.AgentID()),
+		replay:  protocol.NewReplayWindow(cfg.replayCap),
+		limiter: newLimiter(cfg.peerRate, cfg.peerBurst),
+		topics:  make(map[string]*topicHandle),
+		live: NewLiveness(LivenessConfig{Interval: cfg.interval, SuspectAfter: cfg.suspectAfter,
+			StuckAfter: cfg.stuckAfter, ForgetAfter: cfg.forgetAfter}),
+		subs:   make(map[*Subscription]struct{}),
+		status: protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
+		lost:   make(chan peer.ID, 1024),
+	}
+	defer func() {
+		if err != nil {
+			g.Close()
+		}
+	}()
+	g.ps, err = ps.NewGossipSub(ctx, h, g.routerOptions()...)
+	if err != nil {
+		return nil, fmt.Errorf("pubsub: start gossipsub: %w", err)
+	}
+	g.notifiee = &network.NotifyBundle{DisconnectedF: g.disconnected}
+	h.Network().Notify(g.notifiee)
+	for _, info := range []topicInfo{{name: g.broadcastTopic(), kind: kindBroadcast}, {name: g.heartbeatTopic(), kind: kindHeartbeat}} {
+		if _, err := g.topic(info, true); err != nil {
+			return nil, err
+		}
+	}
+	for _, cp := range cfg.capabilities {
+		if err := g.JoinGroup(cp); err != nil {
+			return nil, err
+		}
+	}
+	g.wg.Add(2)
+	go g.run()
+	go g.beatLoop()
+	return g, nil
+}
+
+func (g *Gossip) routerOptions() []ps.Option {
+	opts := []ps.Option{
+		ps.WithGossipSubParams(gossipParams()),
+		ps.WithPeerScore(scoreParams(), scoreThresholds()),
+		ps.WithPeerScoreInspect(ps.PeerScoreInspectFn(g.inspectScores), time.Second),
+		ps.WithMessageIdFn(msgID),
+		// A 1 MiB document plus its pubsub envelope (author, seqno, topic, signature).
+		ps.WithMaxMessageSize(protocol.MaxGossipBytes + 4<<10),
+		ps.WithPeerExchange(true),
+		ps.WithFloodPublish(true),
+		// Room for a burst of beats from a large fleet before validation drops anything.
+		ps.WithValidateQueueSize(1024),
+		ps.WithPeerOutboundQueueSize(256),
+		ps.WithLogger(g.log.With("component", "gossipsub")),
+	}
+	if len(g.cfg.direct) > 0 {
+		opts = append(opts, ps.WithDirectPeers(g.cfg.direct))
+	}
+	if g.cfg.disc != nil {
+		opts = append(opts, ps.WithDiscovery(g.cfg.disc))
+	}
+	return opts
+}
+
+// Close leaves every topic, cancels every subscription, stops gossipsub and waits for every
+// goroutine Gossip started. It does not announce anything: call Leave first for a clean
+// departure. Close is safe to call twice.
+func (g *Gossip) Close() error {
+	g.once.Do(func() {
+		g.stateMu.Lock()
+		g.closed = true
+		for s := range g.subs {
+			s.cancelLocked()
+		}
+		g.stateMu.Unlock()
+		if g.notifiee != nil {
+			g.h.Network().StopNotify(g.notifiee)
+		}
+		g.topicMu.Lock()
+		for _, th := range g.topics {
+			if th.sub != nil {
+				th.sub.Cancel()
+			}
+		}
+		g.topicMu.Unlock()
+		g.cancel()
+		g.wg.Wait()
+	})
+	return nil
+}
+
+// topic joins a topic, registers its validator and score parameters, and subscribes when
+// asked. The caller must not hold topicMu.
+func (g *Gossip) topic(info topicInfo, subscribe bool) (*topicHandle, error) {
+	g.topicMu.Lock()
+	defer g.topicMu.Unlock()
+	if g.ctx.Err() != nil {
+		return nil, ErrClosed
+	}
+	th, ok := g.topics[info.name]
+	if !ok {
+		if info.kind == kindGroup && len(g.topics) >= maxGroupTopics+2 {
+			return nil, fmt.Errorf("pubsub: this node already uses %d group topics, the most it may", maxGroupTopics)
+		}
+		if err := g.ps.RegisterTopicValidator(info.name, g.validator(info), ps.WithValidatorInline(true)); err != nil {
+			return nil, fmt.Errorf("pubsub: validator for %s: %w", info.name, err)
+		}
+		t, err := g.ps.Join(info.name)
+		if err != nil {
+			return nil, fmt.Errorf("pubsub: join %s: %w", info.name, err)
+		}
+		if err := t.SetScoreParams(topicScoreParams()); err != nil {
+			return nil, fmt.Errorf("pubsub: score parameters of %s: %w", info.name, err)
+		}
+		th = &topicHandle{info: info, t: t}
+		g.topics[info.name] = th
+	}
+	if subscribe && th.sub == nil {
+		sub, err := th.t.Subscribe(ps.WithBufferSize(1024))
+		if err != nil {
+			return nil, fmt.Errorf("pubsub: subscribe to %s: %w", info.name, err)
+		}
+		th.sub, th.done = sub, make(chan struct{})
+		g.wg.Add(1)
+		go g.read(th.info, sub, th.done)
+	}
+	return th, nil
+}
+
+// read delivers the messages of one subscription until it is cancelled.
+func (g *Gossip) read(info topicInfo, sub *ps.Subscription, done chan struct{}) {
+	defer g.wg.Done()
+	defer close(done)
+	for {
+		m, err := sub.Next(g.ctx)
+		if err != nil {
+			return
+		}
+		v, ok := m.ValidatorData.(*validated)
+		if !ok || m.GetFrom() == g.h.ID() {
+			continue // our own publication
+		}
+		g.deliver(info, m.GetFrom(), v)
+	}
+}
+
+func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
+	it := &Item{Message: v.doc, Author: author}
+	now := g.cfg.clock()
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	switch info.kind {
+	case kindBroadcast:
+		it.Kind, it.Event = KindEvent, v.event
+	case kindGroup:
+		it.Kind, it.Group = KindGroup, v.group
+	case kindHeartbeat:
+		it.Kind, it.Heartbeat = KindHeartbeat, v.hb
+		sent, _ := v.doc.Time()
+		tr, _ := g.live.Observe(Heard{AgentID: v.doc.Envelope.Sender.AgentID, PeerID: author, Payload: v.hb,
+			Interval: v.interval, Sent: sent, MessageID: v.doc.Envelope.MessageID}, now)
+		g.publishLocal(it)
+		if tr != nil {
+			g.emitLocked(*tr)
+		}
+		return
+	}
+	g.publishLocal(it)
+}
+
+// emitLocked logs a transition and offers it to subscribers; the caller holds stateMu.
+func (g *Gossip) emitLocked(tr Transition) {
+	g.log.Debug("liveness", "peer_agent", tr.AgentID, "from", tr.From, "to", tr.To, "reason", tr.Reason)
+	g.publishLocal(&Item{Kind: KindTransition, Transition: tr})
+}
+
+// disconnected is the network notifiee callback: it must not block nor lock.
+func (g *Gossip) disconnected(_ network.Network, c network.Conn) {
+	select {
+	case g.lost <- c.RemotePeer():
+	default:
+		// The queue is full: this disconnect falls back to the heartbeat timeout.
+		g.lostOver.Store(true)
+	}
+}
+
+// run owns the checker ticker and the disconnect queue.
+func (g *Gossip) run() {
+	defer g.wg.Done()
+	var tick <-chan time.Time
+	if d := g.cfg.checkInterval(); d > 0 {
+		t := time.NewTicker(d)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-tick:
+			g.Check()
+		case p := <-g.lost:
+			g.peerLost(p)
+		}
+	}
+}
+
+func (g *Gossip) peerLost(p peer.ID) {
+	if g.h.Network().Connectedness(p) == network.Connected {
+		return // another connection to the peer remains
+	}
+	now := g.cfg.clock()
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	for _, tr := range g.live.Disconnected(p, now) {
+		g.emitLocked(tr)
+	}
+}
+
+// Check applies the silence rules now (suspect, stuck, forgotten) and emits the transitions.
+// The run goroutine calls it every check interval; an owner that set WithCheckInterval(-1)
+// calls it itself, typically after advancing its clock.
+func (g *Gossip) Check() {
+	now := g.cfg.clock()
+	g.limiter.prune(now)
+	if g.lostOver.Swap(false) {
+		g.log.Warn("disconnect notifications overflowed; those peers will be suspected by heartbeat timeout")
+	}
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	for _, tr := range g.live.Tick(now) {
+		g.emitLocked(tr)
+	}
+}
+
+func (g *Gossip) inspectScores(m map[peer.ID]float64) {
+	g.scoreMu.Lock()
+	defer g.scoreMu.Unlock()
+	g.scores = maps.Clone(m)
+}
+
+// PeerScores returns gossipsub's score of every connected peer, as of the last inspection
+// (once a second).
+func (g *Gossip) PeerScores() map[peer.ID]float64 {
+	g.scoreMu.Lock()
+	defer g.scoreMu.Unlock()
+	return maps.Clone(g.scores)
+}
+
+// Stats counts the messages the validators refused.
+type Stats struct {
+	Rejected uint64 // invalid: the relayer is penalised
+	Ignored  uint64 // dropped without penalty (rate when relayed, expiry at the boundary, ...)
+}
+
+// Stats returns the validator counters.
+func (g *Gossip) Stats() Stats {
+	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load()}
+}
+
+// Agents returns the liveness table (every agent heard from except this one), by agent id.
+func (g *Gossip) Agents() []AgentState {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	return g.live.Agents()
+}
+
+// Agent returns one row of the liveness table.
+func (g *Gossip) Agent(id string) (AgentState, bool) {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	return g.live.Agent(id)
+}
+
+// Load returns an agent's announced load, whether it takes work (alive or busy) and whether
+// it is known, for discovery to rank candidates.
+func (g *Gossip) Load(agentID string) (load float64, alive bool, known bool) {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	return g.live.Load(agentID)
+}
+
+// PubSub returns the underlying gossipsub instance, for metrics and tracing only: do not
+// join IACP topics through it.
+func (g *Gossip) PubSub() *ps.PubSub { return g.ps }

@@ -1,0 +1,132 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// beatLoop beats every interval until Leave or Close.
+func (g *Gossip) beatLoop() {
+	defer g.wg.Done()
+	t := time.NewTicker(g.cfg.interval)
+	defer t.Stop()
+	for {
+		if err := g.beat(g.ctx, false); err != nil && g.ctx.Err() == nil {
+			g.log.Warn("heartbeat not sent", "err", err)
+		}
+		select {
+		case <-g.ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// beat publishes one heartbeat with the current status. Once Leave has begun, only Leave's
+// own beat (final) goes out.
+func (g *Gossip) beat(ctx context.Context, final bool) error {
+	g.beatMu.Lock()
+	defer g.beatMu.Unlock()
+	if g.leaving && !final {
+		return nil
+	}
+	g.stateMu.Lock()
+	hb := g.status
+	g.stateMu.Unlock()
+	raw, err := json.Marshal(heartbeatWire{HeartbeatPayload: hb, IntervalSeconds: g.cfg.interval.Seconds()})
+	if err != nil {
+		return err
+	}
+	m := &protocol.Message{}
+	m.Envelope.Recipient = protocol.Recipient{AgentID: protocol.Broadcast, Channel: protocol.ChannelHealth}
+	// A beat older than the suspect timeout says nothing; the clock-drift tolerance is added
+	// so that a receiver whose clock runs ahead still accepts fresh beats.
+	ttl := time.Duration(g.cfg.suspectAfter)*g.cfg.interval + protocol.DefaultMaxClockSkew
+	m.Envelope.TTLSeconds = int64(math.Ceil(ttl.Seconds()))
+	m.Message = protocol.Body{Type: protocol.TypeHeartbeat, Intent: protocol.IntentHealth, Payload: raw}
+	if err := g.b.Seal(m); err != nil {
+		return err
+	}
+	th, err := g.topic(topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}, false)
+	if err != nil {
+		return err
+	}
+	return g.publish(ctx, th, m)
+}
+
+// SetStatus sets what the next heartbeats announce: status alive or busy, load in 0..1 and
+// the number of active tasks. After Drain or Leave the status stays draining or offline and
+// only load and active tasks change.
+func (g *Gossip) SetStatus(status string, load float64, activeTasks int) error {
+	if status != protocol.StatusAlive && status != protocol.StatusBusy {
+		return fmt.Errorf("pubsub: status %q: set alive or busy here; use Drain and Leave for the others", status)
+	}
+	if load < 0 || load > 1 || math.IsNaN(load) {
+		return fmt.Errorf("pubsub: load %v is outside 0..1", load)
+	}
+	if activeTasks < 0 {
+		return fmt.Errorf("pubsub: active tasks %d is negative", activeTasks)
+	}
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	if g.status.Status == protocol.StatusAlive || g.status.Status == protocol.StatusBusy {
+		g.status.Status = status
+	}
+	g.status.Load, g.status.ActiveTasks = load, activeTasks
+	return nil
+}
+
+// Drain announces at once that this agent is draining: it finishes its work and accepts no
+// more. Heartbeats keep saying draining until Leave.
+func (g *Gossip) Drain(ctx context.Context) error {
+	g.stateMu.Lock()
+	if g.status.Status == protocol.StatusOffline {
+		g.stateMu.Unlock()
+		return nil
+	}
+	g.status.Status = protocol.StatusDraining
+	g.stateMu.Unlock()
+	return g.beat(ctx, false)
+}
+
+// Leave announces a clean departure: draining (if Drain was not called), then offline, the
+// last heartbeat. It then waits the leave flush (WithLeaveFlush) or until ctx is done, so
+// that the beat leaves the outgoing queues before Close resets the streams. Call it before
+// Close; calling it twice is harmless.
+func (g *Gossip) Leave(ctx context.Context) error {
+	g.stateMu.Lock()
+	st := g.status.Status
+	g.stateMu.Unlock()
+	if st == protocol.StatusOffline {
+		return nil
+	}
+	if st != protocol.StatusDraining {
+		if err := g.Drain(ctx); err != nil {
+			return err
+		}
+	}
+	g.beatMu.Lock()
+	g.leaving = true
+	g.beatMu.Unlock()
+	g.stateMu.Lock()
+	g.status.Status = protocol.StatusOffline
+	g.stateMu.Unlock()
+	if err := g.beat(ctx, true); err != nil {
+		return err
+	}
+	t := time.NewTimer(g.cfg.leaveFlush)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-g.ctx.Done():
+		return ErrClosed
+	}
+}

@@ -1,0 +1,218 @@
+package pubsub
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// State is an agent's liveness as this node sees it.
+type State string
+
+// Liveness states. Alive, busy, draining and offline are what the agent last announced;
+// suspect, stuck and gone are what this node concluded from silence or a lost connection.
+const (
+	StateAlive    State = "alive"    // beating, accepting work
+	StateBusy     State = "busy"     // beating, at capacity
+	StateDraining State = "draining" // beating, finishing its work, accepting none
+	StateSuspect  State = "suspect"  // missed SuspectAfter beats, or its connection dropped
+	StateStuck    State = "stuck"    // silent for StuckAfter (draft: 600 s); its work MAY be reassigned
+	StateOffline  State = "offline"  // said it left
+	StateGone     State = "gone"     // forgotten after ForgetAfter of silence; only in a Transition
+)
+
+// AgentState is one row of the liveness table.
+type AgentState struct {
+	AgentID     string
+	PeerID      peer.ID
+	State       State
+	LastSeen    time.Time     // when its last heartbeat was received
+	Load        float64       // 0..1, as announced
+	ActiveTasks int           // as announced
+	Version     string        // as announced
+	Interval    time.Duration // its heartbeat interval, as announced (or the local default)
+
+	sent   time.Time // timestamp of the beat recorded
+	lastID string    // message id of the beat recorded
+}
+
+// Transition is a change of an agent's state, delivered to subscribers as a KindTransition
+// item. From is "" the first time an agent is heard.
+type Transition struct {
+	AgentID string
+	PeerID  peer.ID
+	From    State
+	To      State
+	At      time.Time
+	Reason  string
+}
+
+// LivenessConfig configures a Liveness; zero fields take the package defaults.
+type LivenessConfig struct {
+	Interval     time.Duration // expected beat of agents that announce none (DefaultHeartbeatInterval)
+	SuspectAfter int           // missed beats before suspect (DefaultSuspectAfter)
+	StuckAfter   time.Duration // silence before stuck (DefaultStuckAfter)
+	ForgetAfter  time.Duration // silence before the row is dropped (DefaultForgetAfter)
+}
+
+// Liveness is the heartbeat state machine: the liveness table and its transitions. It owns no
+// goroutine and reads no clock: callers pass the time to every method. It is not safe for
+// concurrent use; Gossip guards it with its stateMu.
+type Liveness struct {
+	cfg    LivenessConfig
+	agents map[string]*AgentState
+}
+
+// NewLiveness returns an empty table.
+func NewLiveness(cfg LivenessConfig) *Liveness {
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultHeartbeatInterval
+	}
+	if cfg.SuspectAfter <= 0 {
+		cfg.SuspectAfter = DefaultSuspectAfter
+	}
+	if cfg.StuckAfter <= 0 {
+		cfg.StuckAfter = DefaultStuckAfter
+	}
+	if cfg.ForgetAfter <= 0 {
+		cfg.ForgetAfter = DefaultForgetAfter
+	}
+	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState)}
+}
+
+// Accepts reports whether a heartbeat for agentID signed by pid may update the table. An
+// agent id is bound to the first peer heard for it; another peer may take it over only once
+// the agent is offline, stuck or forgotten, so that nobody can declare someone else offline.
+func (l *Liveness) Accepts(agentID string, pid peer.ID) bool {
+	a, ok := l.agents[agentID]
+	return !ok || a.PeerID == pid || a.State == StateOffline || a.State == StateStuck
+}
+
+// Heard is one received heartbeat, as Observe takes it.
+type Heard struct {
+	AgentID   string
+	PeerID    peer.ID
+	Payload   protocol.HeartbeatPayload
+	Interval  time.Duration // the sender's announced beat; 0 for the configured default
+	Sent      time.Time     // envelope.timestamp
+	MessageID string        // envelope.message_id, to order beats sent in the same millisecond
+}
+
+// Observe records a heartbeat received at now. It returns the transition, if the state
+// changed, and false if the heartbeat was refused (see Accepts). A beat sent before the last
+// one recorded (gossip does not preserve order) changes nothing, so that "draining"
+// overtaken by "offline" does not resurrect the agent.
+func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
+	if !l.Accepts(h.AgentID, h.PeerID) {
+		return nil, false
+	}
+	if h.Interval <= 0 {
+		h.Interval = l.cfg.Interval
+	}
+	a, known := l.agents[h.AgentID]
+	if !known {
+		a = &AgentState{AgentID: h.AgentID}
+		l.agents[h.AgentID] = a
+	} else if a.PeerID == h.PeerID && older(h, a) {
+		return nil, true
+	}
+	from, to := a.State, State(h.Payload.Status)
+	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID = h.PeerID, to, now, h.Sent, h.MessageID
+	a.Load, a.ActiveTasks, a.Version, a.Interval = h.Payload.Load, h.Payload.ActiveTasks, h.Payload.Version, h.Interval
+	if from == to {
+		return nil, true
+	}
+	return &Transition{AgentID: h.AgentID, PeerID: h.PeerID, From: from, To: to, At: now, Reason: "heartbeat"}, true
+}
+
+func older(h Heard, a *AgentState) bool {
+	if c := h.Sent.Compare(a.sent); c != 0 {
+		return c < 0
+	}
+	return h.MessageID < a.lastID
+}
+
+// Disconnected moves every agent of pid that was beating to suspect at once: the direct
+// connection to it was lost.
+func (l *Liveness) Disconnected(pid peer.ID, now time.Time) []Transition {
+	var out []Transition
+	for _, id := range l.sortedIDs() {
+		a := l.agents[id]
+		if a.PeerID == pid && beating(a.State) {
+			out = append(out, l.move(a, StateSuspect, now, "connection lost"))
+		}
+	}
+	return out
+}
+
+// Tick applies the silence rules at now: suspect after SuspectAfter of the agent's intervals,
+// stuck after StuckAfter, gone after ForgetAfter. Call it at least every fraction of a beat.
+func (l *Liveness) Tick(now time.Time) []Transition {
+	var out []Transition
+	for _, id := range l.sortedIDs() {
+		a := l.agents[id]
+		silent := now.Sub(a.LastSeen)
+		switch {
+		case silent >= l.cfg.ForgetAfter:
+			out = append(out, l.move(a, StateGone, now, "silent for "+silent.Round(time.Second).String()))
+			delete(l.agents, id)
+		case a.State == StateOffline || a.State == StateStuck:
+		case silent >= l.cfg.StuckAfter:
+			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))
+		case a.State != StateSuspect && silent >= time.Duration(l.cfg.SuspectAfter)*a.Interval:
+			out = append(out, l.move(a, StateSuspect, now, "missed heartbeats"))
+		}
+	}
+	return out
+}
+
+func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) Transition {
+	tr := Transition{AgentID: a.AgentID, PeerID: a.PeerID, From: a.State, To: to, At: now, Reason: reason}
+	a.State = to
+	return tr
+}
+
+func beating(s State) bool { return s == StateAlive || s == StateBusy || s == StateDraining }
+
+// Agent returns one row.
+func (l *Liveness) Agent(id string) (AgentState, bool) {
+	a, ok := l.agents[id]
+	if !ok {
+		return AgentState{}, false
+	}
+	return *a, true
+}
+
+// Agents returns every row, ordered by agent id.
+func (l *Liveness) Agents() []AgentState {
+	out := make([]AgentState, 0, len(l.agents))
+	for _, id := range l.sortedIDs() {
+		out = append(out, *l.agents[id])
+	}
+	return out
+}
+
+// Load returns an agent's announced load, whether it takes work (alive or busy), and whether
+// it is known at all: what discovery needs to rank candidates.
+func (l *Liveness) Load(id string) (load float64, alive, known bool) {
+	a, ok := l.agents[id]
+	if !ok {
+		return 0, false, false
+	}
+	return a.Load, a.State == StateAlive || a.State == StateBusy, true
+}
+
+// Len returns how many agents are in the table.
+func (l *Liveness) Len() int { return len(l.agents) }
+
+func (l *Liveness) sortedIDs() []string {
+	ids := make([]string, 0, len(l.agents))
+	for id := range l.agents {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, strings.Compare)
+	return ids
+}

@@ -1,0 +1,212 @@
+package pubsub
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/discovery"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
+
+// Defaults. Each number says why it is what it is.
+const (
+	// DefaultTopicPrefix versions every topic, so that a future IACP 2 mesh can share hosts
+	// with this one without mixing documents.
+	DefaultTopicPrefix = "/iacp/1/"
+	// DefaultHeartbeatInterval is IaCP 1.0 section 5.3.2's 30 s.
+	DefaultHeartbeatInterval = 30 * time.Second
+	// MinHeartbeatInterval is the fastest beat allowed: tests and the simulator use it;
+	// anything faster would be noise next to gossipsub's own 1 s heartbeat.
+	MinHeartbeatInterval = time.Second
+	// MaxHeartbeatInterval is the slowest beat the draft allows (30 to 300 s).
+	MaxHeartbeatInterval = 300 * time.Second
+	// DefaultSuspectAfter is how many missed beats make an agent suspect: 3, so 90 s at the
+	// default interval, IaCP 1.0's connection timeout.
+	DefaultSuspectAfter = 3
+	// DefaultStuckAfter is the draft's "no heartbeat for 600 seconds" rule.
+	DefaultStuckAfter = 600 * time.Second
+	// DefaultForgetAfter drops an agent from the table after an hour of silence, so that the
+	// table stays bounded by the agents active in the last hour.
+	DefaultForgetAfter = time.Hour
+	// DefaultPeerRate is how many messages per second one author may publish, summed over all
+	// topics: far above what an agent needs (a beat every 30 s, occasional events), far below
+	// what would load the mesh.
+	DefaultPeerRate = rate.Limit(20)
+	// DefaultPeerBurst lets an author send a burst (a drain sequence, a batch of events).
+	DefaultPeerBurst = 100
+	// DefaultBufferSize is the depth of a Subscription's channel before items are dropped.
+	DefaultBufferSize = 256
+	// DefaultLeaveFlush is how long Leave waits after handing the offline heartbeat to
+	// gossipsub: pubsub reports no write completion, and Close resets its streams.
+	DefaultLeaveFlush = 250 * time.Millisecond
+	// DefaultGroupPublishWait bounds how long SendToGroup waits for a member of the group to
+	// be reachable when its context has no deadline.
+	DefaultGroupPublishWait = 10 * time.Second
+	// MaxCapabilityLength bounds a capability name, which becomes part of a topic name.
+	MaxCapabilityLength = 64
+	// maxGroupTopics bounds the group topics one node joins or publishes to.
+	maxGroupTopics = 256
+)
+
+// Option configures New.
+type Option func(*config) error
+
+type config struct {
+	prefix       string
+	capabilities []string
+	interval     time.Duration
+	suspectAfter int
+	stuckAfter   time.Duration
+	forgetAfter  time.Duration
+	checkEvery   time.Duration // 0: derived from interval; <0: no ticker, the owner calls Check
+	clock        func() time.Time
+	log          *slog.Logger
+	peerRate     rate.Limit
+	peerBurst    int
+	version      string
+	direct       []peer.AddrInfo
+	disc         discovery.Discovery
+	leaveFlush   time.Duration
+	replayCap    int
+}
+
+func defaults() config {
+	return config{
+		prefix:       DefaultTopicPrefix,
+		interval:     DefaultHeartbeatInterval,
+		suspectAfter: DefaultSuspectAfter,
+		stuckAfter:   DefaultStuckAfter,
+		forgetAfter:  DefaultForgetAfter,
+		clock:        time.Now,
+		log:          slog.New(slog.DiscardHandler),
+		peerRate:     DefaultPeerRate,
+		peerBurst:    DefaultPeerBurst,
+		leaveFlush:   DefaultLeaveFlush,
+	}
+}
+
+func (c *config) validate() error {
+	if !strings.HasPrefix(c.prefix, "/") || !strings.HasSuffix(c.prefix, "/") || len(c.prefix) < 3 {
+		return fmt.Errorf("pubsub: topic prefix %q must start and end with '/', like %q", c.prefix, DefaultTopicPrefix)
+	}
+	if c.interval < MinHeartbeatInterval || c.interval > MaxHeartbeatInterval {
+		return fmt.Errorf("pubsub: heartbeat interval %s is outside %s..%s", c.interval, MinHeartbeatInterval, MaxHeartbeatInterval)
+	}
+	if c.suspectAfter < 1 || c.suspectAfter > 100 {
+		return fmt.Errorf("pubsub: suspect-after %d beats is outside 1..100", c.suspectAfter)
+	}
+	if c.stuckAfter <= time.Duration(c.suspectAfter)*c.interval {
+		return fmt.Errorf("pubsub: stuck-after %s must exceed suspect-after (%d beats of %s)", c.stuckAfter, c.suspectAfter, c.interval)
+	}
+	if c.forgetAfter < c.stuckAfter {
+		return fmt.Errorf("pubsub: forget-after %s must be at least stuck-after %s", c.forgetAfter, c.stuckAfter)
+	}
+	if c.peerRate <= 0 || c.peerBurst < 1 {
+		return fmt.Errorf("pubsub: peer rate %v/s with burst %d: both must be positive", c.peerRate, c.peerBurst)
+	}
+	if c.leaveFlush < 0 || c.leaveFlush > 10*time.Second {
+		return fmt.Errorf("pubsub: leave flush %s is outside 0..10s", c.leaveFlush)
+	}
+	for _, cp := range c.capabilities {
+		if err := ValidateCapability(cp); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkInterval is how often the liveness checker ticks: a quarter beat, at most 1 s, so
+// that a silence is noticed within a small fraction of the suspect timeout.
+func (c *config) checkInterval() time.Duration {
+	if c.checkEvery != 0 {
+		return c.checkEvery
+	}
+	return min(c.interval/4, time.Second)
+}
+
+// WithTopicPrefix sets the topic prefix (default DefaultTopicPrefix). It must start and end
+// with '/'.
+func WithTopicPrefix(p string) Option { return func(c *config) error { c.prefix = p; return nil } }
+
+// WithCapabilities sets the capabilities whose group topics the node joins at start (default
+// none). JoinGroup and LeaveGroup change them later.
+func WithCapabilities(caps []string) Option {
+	return func(c *config) error { c.capabilities = append([]string(nil), caps...); return nil }
+}
+
+// WithHeartbeatInterval sets how often this node beats (default 30 s, 1 s to 300 s). It is
+// also announced in every beat, so that receivers time this agent's silence by its own beat.
+func WithHeartbeatInterval(d time.Duration) Option {
+	return func(c *config) error { c.interval = d; return nil }
+}
+
+// WithSuspectAfter sets how many missed beats make an agent suspect (default 3, 1 to 100).
+func WithSuspectAfter(beats int) Option {
+	return func(c *config) error { c.suspectAfter = beats; return nil }
+}
+
+// WithStuckAfter sets the silence after which an agent is stuck (default 600 s).
+func WithStuckAfter(d time.Duration) Option { return func(c *config) error { c.stuckAfter = d; return nil } }
+
+// WithForgetAfter sets the silence after which an agent leaves the table (default 1 h).
+func WithForgetAfter(d time.Duration) Option {
+	return func(c *config) error { c.forgetAfter = d; return nil }
+}
+
+// WithCheckInterval sets how often the liveness checker ticks (default a quarter of the
+// heartbeat interval, at most 1 s). A negative value starts no ticker: the owner calls Check.
+func WithCheckInterval(d time.Duration) Option {
+	return func(c *config) error { c.checkEvery = d; return nil }
+}
+
+// WithClock sets the clock used for validation (TTL, timestamps), heartbeat timestamps are
+// the Builder's own. Default time.Now.
+func WithClock(now func() time.Time) Option {
+	return func(c *config) error {
+		if now == nil {
+			return fmt.Errorf("pubsub: WithClock needs a non-nil clock")
+		}
+		c.clock = now
+		return nil
+	}
+}
+
+// WithLogger sets the logger (default: discard). Tag it with the peer id.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *config) error {
+		if l == nil {
+			return fmt.Errorf("pubsub: WithLogger needs a non-nil logger")
+		}
+		c.log = l
+		return nil
+	}
+}
+
+// WithPeerRate sets the per-author token bucket (default 20 messages/s, burst 100).
+func WithPeerRate(r rate.Limit, burst int) Option {
+	return func(c *config) error { c.peerRate, c.peerBurst = r, burst; return nil }
+}
+
+// WithVersion sets the agent software version announced in heartbeats (default empty).
+func WithVersion(v string) Option { return func(c *config) error { c.version = v; return nil } }
+
+// WithDirectPeers sets gossipsub direct peers: always sent every message, never pruned (for
+// example a fleet coordinator). Default none.
+func WithDirectPeers(pis []peer.AddrInfo) Option {
+	return func(c *config) error { c.direct = append([]peer.AddrInfo(nil), pis...); return nil }
+}
+
+// WithDiscovery lets gossipsub find and connect peers of a topic it has too few of, through
+// d (for example a routing discovery on the DHT). Without it, group messages only reach
+// members connected to the publisher through other members. Default none.
+func WithDiscovery(d discovery.Discovery) Option { return func(c *config) error { c.disc = d; return nil } }
+
+// WithLeaveFlush sets how long Leave waits for the offline beat to leave (default 250 ms,
+// at most 10 s).
+func WithLeaveFlush(d time.Duration) Option { return func(c *config) error { c.leaveFlush = d; return nil } }
+
+// WithReplayCapacity bounds the replay window (default protocol.DefaultReplayCapacity).
+func WithReplayCapacity(n int) Option { return func(c *config) error { c.replayCap = n; return nil } }

@@ -1,0 +1,103 @@
+package pubsub
+
+import (
+	"encoding/json"
+	"time"
+
+	ps "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// gossipParams are the router parameters for agent meshes (docs/gossip.md, "Parameters").
+// They are gossipsub's defaults except where noted.
+func gossipParams() ps.GossipSubParams {
+	p := ps.DefaultGossipSubParams()
+	p.D = 6    // mesh degree: 6 neighbours per topic, log-ish reach in a few hops for 100s of agents
+	p.Dlo = 4  // graft below 4 (default 5): small fleets of 5-10 agents keep a stable mesh
+	p.Dhi = 12 // prune above 12
+	p.Dout = 2 // keep 2 outbound links in the mesh against eclipse by inbound connections
+	// 1 s gossip heartbeat (default): mesh repair and IHAVE gossip once a second; also the
+	// score decay tick (DecayInterval below).
+	p.HeartbeatInterval = time.Second
+	p.HistoryLength = 5 // message cache: 5 heartbeats of history
+	p.HistoryGossip = 3 // advertise the last 3 in IHAVE
+	return p
+}
+
+// Score thresholds (docs/gossip.md, "Peer scoring"). One invalid message costs -100, below
+// every threshold at once: a forger stops receiving gossip, can no longer publish to us, and
+// has its RPCs ignored (graylisted) until the penalty decays.
+func scoreThresholds() *ps.PeerScoreThresholds {
+	return &ps.PeerScoreThresholds{
+		GossipThreshold:             -10, // below: no IHAVE/IWANT with the peer
+		PublishThreshold:            -50, // below: we do not flood-publish to the peer
+		GraylistThreshold:           -80, // below: every RPC from the peer is ignored
+		AcceptPXThreshold:           10,  // only peers that delivered first messages may suggest peers on PRUNE
+		OpportunisticGraftThreshold: 1,   // graft better peers when the mesh median falls below 1
+	}
+}
+
+// scoreParams are the peer-level score parameters; per-topic parameters come from
+// topicScoreParams, added as topics are joined.
+func scoreParams() *ps.PeerScoreParams {
+	return &ps.PeerScoreParams{
+		Topics:        map[string]*ps.TopicScoreParams{},
+		TopicScoreCap: 20, // positive topic score is capped, so good behaviour cannot buy a forgery
+		// P5: no application-specific score; the trust policy lives in the node.
+		AppSpecificScore:  func(peer.ID) float64 { return 0 },
+		AppSpecificWeight: 1,
+		// P6 off: many agents legitimately share one machine or one NAT (a laptop running a
+		// fleet, a Kubernetes node), so IP colocation says nothing about Sybils here.
+		IPColocationFactorWeight: 0,
+		// P7: protocol misbehaviour (broken promises in IWANT, GRAFT during backoff) beyond 6
+		// events, squared, decaying over 10 minutes.
+		BehaviourPenaltyWeight:    -10,
+		BehaviourPenaltyThreshold: 6,
+		BehaviourPenaltyDecay:     ps.ScoreParameterDecay(10 * time.Minute),
+		DecayInterval:             time.Second,
+		DecayToZero:               0.01,
+		// Keep a disconnected peer's score for an hour, so that a forger cannot reset its
+		// score by reconnecting.
+		RetainScore: time.Hour,
+	}
+}
+
+// topicScoreParams are the same for every IACP topic.
+func topicScoreParams() *ps.TopicScoreParams {
+	return &ps.TopicScoreParams{
+		TopicWeight: 1,
+		// P1: a small reward for time in the mesh, at most 0.01*300 = 3.
+		TimeInMeshWeight:  0.01,
+		TimeInMeshQuantum: time.Second,
+		TimeInMeshCap:     300,
+		// P2: reward first deliveries, at most 10, forgotten over 10 minutes.
+		FirstMessageDeliveriesWeight: 1,
+		FirstMessageDeliveriesDecay:  ps.ScoreParameterDecay(10 * time.Minute),
+		FirstMessageDeliveriesCap:    10,
+		// P3 and P3b off: agents publish rarely and in bursts, so an honest mesh peer would
+		// often look like it under-delivers.
+		MeshMessageDeliveriesWeight: 0,
+		MeshFailurePenaltyWeight:    0,
+		// P4: every rejected message costs -100 x count^2, decaying to nothing over an hour.
+		InvalidMessageDeliveriesWeight: -100,
+		InvalidMessageDeliveriesDecay:  ps.ScoreParameterDecay(time.Hour),
+	}
+}
+
+// msgID is the gossipsub message id: the author's peer id and the IACP message_id. gossipsub
+// marks an id seen before the user validators run, so an id that anyone could claim (the bare
+// message_id) would let a forger who races a genuine message censor it; the author is
+// authenticated by pubsub's own signature before that point, so this id cannot be squatted.
+// A document that does not parse gets the default from+seqno id; the validator rejects it.
+func msgID(m *pb.Message) string {
+	var doc struct {
+		Envelope struct {
+			MessageID string `json:"message_id"`
+		} `json:"envelope"`
+	}
+	if err := json.Unmarshal(m.Data, &doc); err != nil || doc.Envelope.MessageID == "" {
+		return "x/" + ps.DefaultMsgIdFn(m)
+	}
+	return string(m.From) + "/" + doc.Envelope.MessageID
+}

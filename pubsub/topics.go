@@ -1,0 +1,51 @@
+package pubsub
+
+import (
+	"fmt"
+	"strings"
+)
+
+const (
+	broadcastName = "broadcast"
+	heartbeatName = "heartbeat"
+	groupName     = "group/"
+)
+
+// topicKind says what a topic carries.
+type topicKind int
+
+const (
+	kindBroadcast topicKind = iota
+	kindHeartbeat
+	kindGroup
+)
+
+// topicInfo is what the validator knows about a topic.
+type topicInfo struct {
+	name  string
+	kind  topicKind
+	group string // capability, for kindGroup
+}
+
+func (g *Gossip) broadcastTopic() string { return g.cfg.prefix + broadcastName }
+func (g *Gossip) heartbeatTopic() string { return g.cfg.prefix + heartbeatName }
+
+// GroupTopic returns the topic of the group of agents with capability cp.
+func (g *Gossip) GroupTopic(cp string) string { return g.cfg.prefix + groupName + cp }
+
+// ValidateCapability checks a capability name: 1 to 64 letters, digits, '.', '_', '-' or ':',
+// starting with a letter or digit. It becomes part of a topic name.
+func ValidateCapability(cp string) error {
+	if cp == "" || len(cp) > MaxCapabilityLength {
+		return fmt.Errorf("pubsub: capability %q must be 1 to %d characters", cp, MaxCapabilityLength)
+	}
+	for i := 0; i < len(cp); i++ {
+		c := cp[i]
+		alnum := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+		if alnum || i > 0 && strings.IndexByte("._-:", c) >= 0 {
+			continue
+		}
+		return fmt.Errorf("pubsub: capability %q: character %q at %d is not allowed (letters, digits, '.', '_', '-', ':'; a letter or digit first)", cp, c, i)
+	}
+	return nil
+}

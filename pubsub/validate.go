@@ -1,0 +1,241 @@
+package pubsub
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	ps "github.com/libp2p/go-libp2p-pubsub"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"golang.org/x/time/rate"
+)
+
+// groupField is the recipient extension member that names the group of a group message. The
+// signature covers it, so a group message cannot be replayed into another group's topic.
+const groupField = "group"
+
+// validated is what the validator hands to delivery through ps.Message.ValidatorData.
+type validated struct {
+	doc      *protocol.Message
+	event    protocol.EventPayload
+	hb       protocol.HeartbeatPayload
+	interval time.Duration
+	group    string
+}
+
+// errVerdict carries why a message was refused and whether it is an Ignore.
+type errVerdict struct {
+	ignore bool
+	err    error
+}
+
+func (e *errVerdict) Error() string { return e.err.Error() }
+func (e *errVerdict) Unwrap() error { return e.err }
+
+func reject(format string, args ...any) error {
+	return &errVerdict{err: fmt.Errorf(format, args...)}
+}
+
+func ignore(format string, args ...any) error {
+	return &errVerdict{ignore: true, err: fmt.Errorf(format, args...)}
+}
+
+// validator returns the topic validator of one topic.
+func (g *Gossip) validator(info topicInfo) ps.ValidatorEx {
+	return func(_ context.Context, _ peer.ID, m *ps.Message) ps.ValidationResult {
+		v, err := g.check(info, m)
+		if err == nil {
+			m.ValidatorData = v
+			return ps.ValidationAccept
+		}
+		var ev *errVerdict
+		isIgnore := errors.As(err, &ev) && ev.ignore
+		g.log.Debug("gossip message refused", "topic", info.name, "author", m.GetFrom(),
+			"relayer", m.ReceivedFrom, "ignored", isIgnore, "err", err)
+		if isIgnore {
+			g.stats.ignored.Add(1)
+			return ps.ValidationIgnore
+		}
+		g.stats.rejected.Add(1)
+		return ps.ValidationReject
+	}
+}
+
+// check applies every rule to one message; cheap rules first. A rule whose outcome may
+// depend on the receiver's view (rate, expiry at the boundary, a full replay window) ignores
+// a message relayed by a third party instead of rejecting it, so that an honest relayer is
+// never punished for another node's timing.
+func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
+	author := m.GetFrom()
+	relayed := m.ReceivedFrom != author
+	if len(m.Data) > protocol.MaxGossipBytes {
+		return nil, reject("message is %d bytes; the gossip limit is %d", len(m.Data), protocol.MaxGossipBytes)
+	}
+	now := g.cfg.clock()
+	if !g.limiter.allow(author, now) {
+		if relayed {
+			return nil, ignore("author %s is over its rate (relayed)", author)
+		}
+		return nil, reject("author %s is over its rate of %v/s", author, g.cfg.peerRate)
+	}
+	doc, err := protocol.DecodeJSON(m.Data)
+	if err != nil {
+		return nil, reject("decode: %w", err)
+	}
+	if err := protocol.Verify(doc); err != nil {
+		return nil, reject("signature: %w", err)
+	}
+	if pid, err := protocol.PeerIDOf(doc); err != nil || pid != author {
+		return nil, reject("sender.peer_id %q is not the pubsub author %s", doc.Envelope.Sender.PeerID, author)
+	}
+	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes}); err != nil {
+		late := now.Sub(doc.Expires())
+		if protocol.CodeOf(err) == protocol.CodeTimeout && relayed && late < protocol.DefaultMaxClockSkew {
+			return nil, ignore("expired %s ago while relayed: %w", late, err)
+		}
+		return nil, reject("validate: %w", err)
+	}
+	v := &validated{doc: doc}
+	if err := g.checkTopic(info, v); err != nil {
+		return nil, err
+	}
+	if info.kind == kindHeartbeat {
+		g.stateMu.Lock()
+		ok := g.live.Accepts(doc.Envelope.Sender.AgentID, author)
+		g.stateMu.Unlock()
+		if !ok {
+			return nil, ignore("agent %s is bound to another peer", doc.Envelope.Sender.AgentID)
+		}
+	}
+	if err := g.replay.Add(doc.Envelope.MessageID, doc.Expires(), now); err != nil {
+		if errors.Is(err, protocol.ErrDuplicate) {
+			return nil, reject("replay: %w", err)
+		}
+		return nil, ignore("replay window: %w", err)
+	}
+	return v, nil
+}
+
+// checkTopic checks that the document belongs on the topic it came on, and decodes the
+// payload the topic implies.
+func (g *Gossip) checkTopic(info topicInfo, v *validated) error {
+	env, body := &v.doc.Envelope, &v.doc.Message
+	group, hasGroup, err := groupOf(v.doc)
+	if err != nil {
+		return reject("%w", err)
+	}
+	if env.Recipient.AgentID != protocol.Broadcast {
+		return reject("recipient %q on %s: gossip carries messages to \"*\" only", env.Recipient.AgentID, info.name)
+	}
+	switch info.kind {
+	case kindBroadcast:
+		if body.Type != protocol.TypeEvent || hasGroup {
+			return reject("a %s (group %q) on the broadcast topic, which carries events to every agent", body.Type, group)
+		}
+		if err := protocol.DecodePayload(v.doc, &v.event); err != nil {
+			return reject("%w", err)
+		}
+	case kindHeartbeat:
+		if body.Type != protocol.TypeHeartbeat || env.Recipient.Channel != protocol.ChannelHealth || hasGroup {
+			return reject("a %s on channel %q on the heartbeat topic", body.Type, env.Recipient.Channel)
+		}
+		var wire heartbeatWire
+		if err := protocol.DecodePayload(v.doc, &wire); err != nil {
+			return reject("%w", err)
+		}
+		v.hb = wire.HeartbeatPayload
+		if s := wire.IntervalSeconds; s > 0 {
+			v.interval = min(max(time.Duration(s*float64(time.Second)), MinHeartbeatInterval), MaxHeartbeatInterval)
+		}
+	case kindGroup:
+		if body.Type != protocol.TypeRequest && body.Type != protocol.TypeEvent {
+			return reject("a %s on group topic %s", body.Type, info.name)
+		}
+		if group != info.group {
+			return reject("a message for group %q on the topic of group %q", group, info.group)
+		}
+		v.group = group
+	}
+	return nil
+}
+
+// groupOf returns the recipient.group extension of a document.
+func groupOf(m *protocol.Message) (string, bool, error) {
+	raw, ok := m.Envelope.Recipient.Extra[groupField]
+	if !ok {
+		return "", false, nil
+	}
+	var g string
+	if err := json.Unmarshal(raw, &g); err != nil {
+		return "", true, fmt.Errorf("recipient.%s is not a string", groupField)
+	}
+	return g, true, nil
+}
+
+// heartbeatWire is the heartbeat payload with this implementation's extension member
+// interval_seconds, the sender's beat, so that receivers time its silence by its own interval.
+type heartbeatWire struct {
+	protocol.HeartbeatPayload
+	IntervalSeconds float64 `json:"interval_seconds,omitempty"`
+}
+
+// maxLimiters bounds the per-author buckets; beyond it, idle buckets are pruned first and
+// messages of new authors are ignored until room frees.
+const maxLimiters = 1 << 16
+
+// limiterIdle is how long an unused bucket is kept.
+const limiterIdle = 10 * time.Minute
+
+// limiter is a token bucket per pubsub author. Its map is guarded by mu; validators run
+// concurrently.
+type limiter struct {
+	mu      sync.Mutex
+	r       rate.Limit
+	burst   int
+	buckets map[peer.ID]*bucket
+}
+
+type bucket struct {
+	lim  *rate.Limiter
+	last time.Time
+}
+
+func newLimiter(r rate.Limit, burst int) *limiter {
+	return &limiter{r: r, burst: burst, buckets: make(map[peer.ID]*bucket)}
+}
+
+func (l *limiter) allow(p peer.ID, now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[p]
+	if !ok {
+		if len(l.buckets) >= maxLimiters {
+			l.pruneLocked(now)
+			if len(l.buckets) >= maxLimiters {
+				return false
+			}
+		}
+		b = &bucket{lim: rate.NewLimiter(l.r, l.burst)}
+		l.buckets[p] = b
+	}
+	b.last = now
+	return b.lim.AllowN(now, 1)
+}
+
+func (l *limiter) prune(now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pruneLocked(now)
+}
+
+func (l *limiter) pruneLocked(now time.Time) {
+	for p, b := range l.buckets {
+		if now.Sub(b.last) > limiterIdle {
+			delete(l.buckets, p)
+		}
+	}
+}
