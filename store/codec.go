@@ -1,0 +1,105 @@
+package store
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// A record is one version byte, a uvarint length, that many bytes of JSON metadata, then the
+// raw signed message verbatim. Keeping the raw bytes outside the JSON avoids re-encoding the
+// message (its signature covers the exact bytes the sender produced).
+const recordVersion = 1
+
+func encodeRecord(meta any, raw []byte) ([]byte, error) {
+	m, err := json.Marshal(meta)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(m)+len(raw))
+	out = append(out, recordVersion)
+	out = binary.AppendUvarint(out, uint64(len(m)))
+	out = append(out, m...)
+	return append(out, raw...), nil
+}
+
+// decodeRecord fills meta and returns a copy of the raw bytes (bbolt's memory is only valid
+// inside the transaction).
+func decodeRecord(v []byte, meta any) ([]byte, error) {
+	if len(v) < 2 || v[0] != recordVersion {
+		return nil, errors.New("store: record has an unknown format version")
+	}
+	n, k := binary.Uvarint(v[1:])
+	if k <= 0 || uint64(len(v)-1-k) < n {
+		return nil, errors.New("store: record is truncated")
+	}
+	body := v[1+k:]
+	if err := json.Unmarshal(body[:n], meta); err != nil {
+		return nil, fmt.Errorf("store: record metadata: %w", err)
+	}
+	return append([]byte(nil), body[n:]...), nil
+}
+
+// outboxMeta is the stored metadata of an OutboxEntry.
+type outboxMeta struct {
+	ID        string `json:"id"`
+	Recipient string `json:"to"`
+	Seq       uint64 `json:"seq"`
+	Enqueued  int64  `json:"enq"`
+	Expires   int64  `json:"exp"`
+	Attempts  int    `json:"att,omitempty"`
+	Next      int64  `json:"next"`
+	LastError string `json:"err,omitempty"`
+}
+
+func encodeOutbox(e *OutboxEntry) ([]byte, error) {
+	return encodeRecord(outboxMeta{
+		ID: e.MessageID, Recipient: e.Recipient, Seq: e.Seq,
+		Enqueued: e.EnqueuedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(),
+		Attempts: e.Attempts, Next: e.NextAttemptAt.UnixNano(), LastError: e.LastError,
+	}, e.Raw)
+}
+
+func decodeOutbox(v []byte) (*OutboxEntry, error) {
+	var m outboxMeta
+	raw, err := decodeRecord(v, &m)
+	if err != nil {
+		return nil, err
+	}
+	return &OutboxEntry{
+		MessageID: m.ID, Recipient: m.Recipient, Seq: m.Seq, Raw: raw,
+		EnqueuedAt: time.Unix(0, m.Enqueued), ExpiresAt: time.Unix(0, m.Expires),
+		Attempts: m.Attempts, NextAttemptAt: time.Unix(0, m.Next), LastError: m.LastError,
+	}, nil
+}
+
+// inboxMeta is the stored metadata of an InboxEntry.
+type inboxMeta struct {
+	ID       string `json:"id"`
+	From     string `json:"from"`
+	To       string `json:"to"`
+	Seq      uint64 `json:"seq"`
+	Received int64  `json:"recv"`
+	Expires  int64  `json:"exp"`
+}
+
+func encodeInbox(e *InboxEntry) ([]byte, error) {
+	return encodeRecord(inboxMeta{
+		ID: e.MessageID, From: e.From, To: e.To, Seq: e.Seq,
+		Received: e.ReceivedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(),
+	}, e.Raw)
+}
+
+func decodeInbox(v []byte) (*InboxEntry, error) {
+	var m inboxMeta
+	raw, err := decodeRecord(v, &m)
+	if err != nil {
+		return nil, err
+	}
+	return &InboxEntry{
+		MessageID: m.ID, From: m.From, To: m.To, Seq: m.Seq, Raw: raw,
+		ReceivedAt: time.Unix(0, m.Received), ExpiresAt: time.Unix(0, m.Expires),
+	}, nil
+}

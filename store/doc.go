@@ -1,0 +1,15 @@
+// Package store is the node's durable delivery state: the outbox of direct messages waiting
+// for a receipt, the inbox of accepted messages waiting for the local agent, and the
+// persistent "seen" set that makes acceptance exactly-once across restarts.
+//
+// Everything lives in one bbolt file (<data-dir>/store/store.db by the node's convention).
+// Every write is one bbolt transaction; Put, Accept, Ack, Delivered and Reschedule go through
+// bbolt's DB.Batch, which coalesces concurrent writers into one commit and one fsync. A call
+// that returns nil has been committed and, unless the store was opened WithNoSync, fsynced.
+//
+// The store reads the clock only where it stamps a time of its own (enqueued at, received
+// at); every decision that depends on time (Due, Expired, PurgeSeen) takes now from the
+// caller, so tests need no sleeps. It starts no goroutine of its own (bbolt's batch timer
+// aside, which ends with each batch). The layout, the guarantees and how each is tested are
+// in docs/delivery.md.
+package store

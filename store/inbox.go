@@ -1,0 +1,214 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// InboxEntry is one accepted inbound message the local agent has not yet taken.
+type InboxEntry struct {
+	// MessageID, From and To come from the envelope (sender and recipient agent ids).
+	MessageID string
+	From      string
+	To        string
+	// Raw is the signed document exactly as received.
+	Raw []byte
+	// Seq is the arrival order.
+	Seq uint64
+	// ReceivedAt is when Accept stored it; ExpiresAt is protocol.Message.Expires.
+	ReceivedAt time.Time
+	ExpiresAt  time.Time
+}
+
+// AcceptResult says what Accept did.
+type AcceptResult struct {
+	// Duplicate is true when the message id was accepted before and has not expired: nothing
+	// was stored, the node acknowledges it again and does not hand it to the agent twice.
+	Duplicate bool
+	// Pending is true when the message is in the inbox now (always for a new message; for a
+	// duplicate, whether the agent has not yet taken the first copy).
+	Pending bool
+	// Seq is the inbox arrival order of the message, when Pending.
+	Seq uint64
+}
+
+// Accept stores an inbound message and records its id in the persistent seen set, both in
+// one transaction, before the node sends the receipt. When Accept returns nil the message is
+// committed (and fsynced unless WithNoSync).
+//
+// A message id seen before and not yet expired is not stored again: the result has
+// Duplicate set. Accept refuses a message whose id is not a UUID (PAYLOAD_INVALID), one
+// already expired (TIMEOUT), and one that would push the inbox past its limit
+// (*QueueFullError, RATE_LIMITED): the sender keeps it and retries.
+func (s *Store) Accept(m *protocol.Message, raw []byte) (AcceptResult, error) {
+	now := s.cfg.now()
+	e := InboxEntry{
+		MessageID: m.Envelope.MessageID, From: m.Envelope.Sender.AgentID, To: m.Envelope.Recipient.AgentID,
+		Raw: raw, ReceivedAt: now, ExpiresAt: m.Expires(),
+	}
+	if err := checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raw)); err != nil {
+		return AcceptResult{}, err
+	}
+	size := int64(len(raw))
+	if err := s.reserveInbox(size); err != nil {
+		return AcceptResult{}, err
+	}
+	var res AcceptResult
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		res = AcceptResult{}
+		id := []byte(e.MessageID)
+		seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
+		if v := seen.Get(id); v != nil {
+			if exp := keyTime(v); exp.After(now) {
+				res.Duplicate = true
+				if seq := tx.Bucket(bktInboxID).Get(id); seq != nil {
+					res.Pending, res.Seq = true, beUint(seq)
+				}
+				return nil
+			}
+			// Seen but expired and not yet purged: forget the old record.
+			if err := seenExp.Delete(timeKey(keyTime(v), id)); err != nil {
+				return err
+			}
+		}
+		inbox := tx.Bucket(bktInbox)
+		seq, err := inbox.NextSequence()
+		if err != nil {
+			return err
+		}
+		e.Seq = seq
+		v, err := encodeInbox(&e)
+		if err != nil {
+			return err
+		}
+		res.Pending, res.Seq = true, seq
+		return errors.Join(
+			seen.Put(id, timeKey(e.ExpiresAt)),
+			seenExp.Put(timeKey(e.ExpiresAt, id), nil),
+			inbox.Put(be64(seq), v),
+			tx.Bucket(bktInboxID).Put(id, be64(seq)),
+		)
+	})
+	if err != nil || res.Duplicate {
+		s.releaseInbox(size)
+	}
+	return res, s.wrap("accept", err)
+}
+
+func beUint(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
+
+func (s *Store) reserveInbox(size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.inTotal+size > s.cfg.maxInboxBytes {
+		return &QueueFullError{Limit: LimitInbox, Queued: s.inTotal, Max: s.cfg.maxInboxBytes, Size: size}
+	}
+	s.inTotal += size
+	return nil
+}
+
+func (s *Store) releaseInbox(size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inTotal -= size
+}
+
+// Pending returns every message accepted and not yet acknowledged, in arrival order: after
+// a restart, what the local agent has still to take.
+func (s *Store) Pending() ([]InboxEntry, error) {
+	var out []InboxEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktInbox).ForEach(func(_, v []byte) error {
+			e, err := decodeInbox(v)
+			if err != nil {
+				return err
+			}
+			out = append(out, *e)
+			return nil
+		})
+	})
+	return out, s.wrap("pending", err)
+}
+
+// Ack removes a message the local agent has taken. Its id stays in the seen set until the
+// message expires, so a late retransmission is still a duplicate. Ack returns ErrNotFound if
+// the message is not in the inbox (already acknowledged).
+func (s *Store) Ack(id string) error {
+	var size int64
+	var found bool
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		found, size = false, 0
+		ids := tx.Bucket(bktInboxID)
+		seq := ids.Get([]byte(id))
+		if seq == nil {
+			return nil
+		}
+		inbox := tx.Bucket(bktInbox)
+		key := bytes.Clone(seq)
+		size = recordRawLen(inbox.Get(key))
+		found = true
+		return errors.Join(inbox.Delete(key), ids.Delete([]byte(id)))
+	})
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	if err == nil {
+		s.releaseInbox(size)
+	}
+	return s.wrap("ack", err)
+}
+
+func recordRawLen(v []byte) int64 {
+	if v == nil {
+		return 0
+	}
+	e, err := decodeInbox(v)
+	if err != nil {
+		return 0
+	}
+	return int64(len(e.Raw))
+}
+
+// PurgeSeen forgets the seen ids whose messages expired at or before now and returns how
+// many it removed. Such a message can no longer be accepted (Accept refuses it as expired),
+// so forgetting it cannot let a replay through. The owner calls it on a schedule, e.g. every
+// minute.
+func (s *Store) PurgeSeen(now time.Time) (int, error) {
+	var n int
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		n = 0
+		seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
+		c := seenExp.Cursor()
+		var keys [][]byte
+		for k, _ := c.First(); k != nil && !keyTime(k).After(now); k, _ = c.Next() {
+			keys = append(keys, bytes.Clone(k))
+		}
+		for _, k := range keys {
+			if err := errors.Join(seenExp.Delete(k), seen.Delete(k[8:])); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, s.wrap("purge seen", err)
+}
+
+// SeenLen returns how many ids the seen set holds, expired ones not yet purged included.
+func (s *Store) SeenLen() (int, error) {
+	var n int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		n = tx.Bucket(bktSeen).Stats().KeyN
+		return nil
+	})
+	return n, s.wrap("seen len", err)
+}

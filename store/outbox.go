@@ -1,0 +1,388 @@
+package store
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// OutboxEntry is one outgoing direct message waiting for its receipt.
+type OutboxEntry struct {
+	// MessageID is envelope.message_id; Recipient is envelope.recipient.agent_id.
+	MessageID string
+	Recipient string
+	// Raw is the signed JSON document exactly as it goes on the wire. List leaves it nil.
+	Raw []byte
+	// Seq is the enqueue order, unique and increasing for the life of the file.
+	Seq uint64
+	// EnqueuedAt is when Put stored it; ExpiresAt is protocol.Message.Expires
+	// (timestamp + ttl_seconds).
+	EnqueuedAt time.Time
+	ExpiresAt  time.Time
+	// Attempts counts the failed delivery attempts recorded by Reschedule.
+	Attempts int
+	// NextAttemptAt is when Due returns the entry next; Put sets it to EnqueuedAt.
+	NextAttemptAt time.Time
+	// LastError is the error of the last failed attempt, "" before the first.
+	LastError string
+}
+
+// Size is the number of bytes the entry counts against the limits: the raw document.
+func (e *OutboxEntry) Size() int64 { return int64(len(e.Raw)) }
+
+func dueKey(t time.Time, seq uint64) []byte { return timeKey(t, be64(seq)) }
+
+func rcptKey(recipient string, seq uint64) []byte {
+	k := make([]byte, 0, len(recipient)+9)
+	k = append(append(k, recipient...), 0)
+	return append(k, be64(seq)...)
+}
+
+func rcptPrefix(recipient string) []byte { return append([]byte(recipient), 0) }
+
+// Put stores an outgoing message before it is first sent. When Put returns nil the entry is
+// committed (and fsynced unless WithNoSync), so it survives a crash. The entry is due at
+// once (NextAttemptAt = now).
+//
+// Put refuses, storing nothing and dropping nothing: a message whose id is not a UUID or
+// whose recipient is empty (PAYLOAD_INVALID), one already expired (TIMEOUT), and one that
+// would push the recipient's or the total queued bytes past their limits (*QueueFullError,
+// which matches ErrQueueFull and protocol.ErrRateLimited). Putting an id that is already
+// queued is a no-op that returns nil, so a caller may retry a Put whose result it lost.
+func (s *Store) Put(m *protocol.Message, raw []byte) error {
+	now := s.cfg.now()
+	e := OutboxEntry{
+		MessageID: m.Envelope.MessageID, Recipient: m.Envelope.Recipient.AgentID,
+		Raw: raw, EnqueuedAt: now, ExpiresAt: m.Expires(), NextAttemptAt: now,
+	}
+	if err := checkMessage(e.MessageID, e.Recipient, e.ExpiresAt, now, len(raw)); err != nil {
+		return err
+	}
+	size := e.Size()
+	if err := s.reserveOutbox(e.Recipient, size); err != nil {
+		return err
+	}
+	var existed bool
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		existed = false
+		b := tx.Bucket(bktOutbox)
+		if b.Get([]byte(e.MessageID)) != nil {
+			existed = true
+			return nil
+		}
+		seq, err := b.NextSequence()
+		if err != nil {
+			return err
+		}
+		e.Seq = seq
+		return putOutbox(tx, &e)
+	})
+	if err != nil || existed {
+		s.releaseOutbox(e.Recipient, size)
+	}
+	return s.wrap("put", err)
+}
+
+func checkMessage(id, recipient string, expires, now time.Time, size int) error {
+	if _, err := uuid.Parse(id); err != nil {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "store: message_id %q is not a UUID", id)
+	}
+	if recipient == "" || strings.IndexByte(recipient, 0) >= 0 {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "store: message %s has no valid recipient agent id", id)
+	}
+	if size == 0 {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "store: message %s has no raw bytes", id)
+	}
+	if expires.IsZero() {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "store: message %s has no parseable timestamp, so no expiry", id)
+	}
+	if !expires.After(now) {
+		return protocol.Errorf(protocol.CodeTimeout, "store: message %s expired at %s", id, expires.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+func (s *Store) reserveOutbox(recipient string, size int64) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if q := s.outRcpt[recipient]; q+size > s.cfg.maxRecipientBytes {
+		return &QueueFullError{Limit: LimitRecipient, Recipient: recipient, Queued: q, Max: s.cfg.maxRecipientBytes, Size: size}
+	}
+	if s.outTotal+size > s.cfg.maxTotalBytes {
+		return &QueueFullError{Limit: LimitTotal, Queued: s.outTotal, Max: s.cfg.maxTotalBytes, Size: size}
+	}
+	s.outRcpt[recipient] += size
+	s.outTotal += size
+	return nil
+}
+
+func (s *Store) releaseOutbox(recipient string, size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.outTotal -= size
+	if s.outRcpt[recipient] -= size; s.outRcpt[recipient] <= 0 {
+		delete(s.outRcpt, recipient)
+	}
+}
+
+func putOutbox(tx *bolt.Tx, e *OutboxEntry) error {
+	v, err := encodeOutbox(e)
+	if err != nil {
+		return err
+	}
+	id := []byte(e.MessageID)
+	return errors.Join(
+		tx.Bucket(bktOutbox).Put(id, v),
+		tx.Bucket(bktOutDue).Put(dueKey(e.NextAttemptAt, e.Seq), id),
+		tx.Bucket(bktOutExp).Put(dueKey(e.ExpiresAt, e.Seq), id),
+		tx.Bucket(bktOutRcpt).Put(rcptKey(e.Recipient, e.Seq), id),
+	)
+}
+
+func deleteOutbox(tx *bolt.Tx, e *OutboxEntry) error {
+	return errors.Join(
+		tx.Bucket(bktOutbox).Delete([]byte(e.MessageID)),
+		tx.Bucket(bktOutDue).Delete(dueKey(e.NextAttemptAt, e.Seq)),
+		tx.Bucket(bktOutExp).Delete(dueKey(e.ExpiresAt, e.Seq)),
+		tx.Bucket(bktOutRcpt).Delete(rcptKey(e.Recipient, e.Seq)),
+	)
+}
+
+func getOutbox(tx *bolt.Tx, id []byte) (*OutboxEntry, error) {
+	v := tx.Bucket(bktOutbox).Get(id)
+	if v == nil {
+		return nil, nil
+	}
+	return decodeOutbox(v)
+}
+
+// Get returns the queued entry with this message id, or ErrNotFound.
+func (s *Store) Get(id string) (OutboxEntry, error) {
+	var out *OutboxEntry
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		out, err = getOutbox(tx, []byte(id))
+		return err
+	})
+	if err == nil && out == nil {
+		err = ErrNotFound
+	}
+	if err != nil {
+		return OutboxEntry{}, s.wrap("get", err)
+	}
+	return *out, nil
+}
+
+// Due returns up to limit entries (all when limit <= 0) whose next attempt is at or before
+// now and which have not expired at now, earliest next attempt first and, among equal
+// times, oldest first. Entries that have expired are left for Expired.
+func (s *Store) Due(now time.Time, limit int) ([]OutboxEntry, error) {
+	var out []OutboxEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bktOutDue).Cursor()
+		for k, id := c.First(); k != nil && !keyTime(k).After(now); k, id = c.Next() {
+			e, err := getOutbox(tx, id)
+			if err != nil {
+				return err
+			}
+			if e == nil || !e.ExpiresAt.After(now) {
+				continue
+			}
+			out = append(out, *e)
+			if limit > 0 && len(out) >= limit {
+				break
+			}
+		}
+		return nil
+	})
+	return out, s.wrap("due", err)
+}
+
+// Reschedule records a failed attempt: Attempts grows by one, NextAttemptAt becomes next
+// and LastError lastErr. It returns ErrNotFound if the entry is gone (delivered or expired
+// meanwhile), which the caller can ignore.
+func (s *Store) Reschedule(id string, next time.Time, lastErr string) error {
+	var found bool
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		found = false
+		e, err := getOutbox(tx, []byte(id))
+		if err != nil || e == nil {
+			return err
+		}
+		found = true
+		if err := tx.Bucket(bktOutDue).Delete(dueKey(e.NextAttemptAt, e.Seq)); err != nil {
+			return err
+		}
+		e.Attempts++
+		e.NextAttemptAt, e.LastError = next, lastErr
+		return putOutbox(tx, e)
+	})
+	if err == nil && !found {
+		err = ErrNotFound
+	}
+	return s.wrap("reschedule", err)
+}
+
+// RetryNow makes every entry for recipient that is scheduled after now due at now, without
+// counting an attempt, for when the recipient is seen again. It returns how many it moved.
+func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
+	var moved int
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		moved = 0
+		entries, err := forRecipient(tx, recipient)
+		if err != nil {
+			return err
+		}
+		for i := range entries {
+			e := &entries[i]
+			if !e.NextAttemptAt.After(now) {
+				continue
+			}
+			if err := tx.Bucket(bktOutDue).Delete(dueKey(e.NextAttemptAt, e.Seq)); err != nil {
+				return err
+			}
+			e.NextAttemptAt = now
+			if err := putOutbox(tx, e); err != nil {
+				return err
+			}
+			moved++
+		}
+		return nil
+	})
+	return moved, s.wrap("retry now", err)
+}
+
+// Delivered removes the entry once its receipt arrived. It reports whether an entry was
+// removed (false: already delivered or expired), so that a caller records delivery once.
+func (s *Store) Delivered(id string) (bool, error) {
+	var removed *OutboxEntry
+	err := s.db.Batch(func(tx *bolt.Tx) error {
+		removed = nil
+		e, err := getOutbox(tx, []byte(id))
+		if err != nil || e == nil {
+			return err
+		}
+		removed = e
+		return deleteOutbox(tx, e)
+	})
+	if err != nil {
+		return false, s.wrap("delivered", err)
+	}
+	if removed != nil {
+		s.releaseOutbox(removed.Recipient, removed.Size())
+	}
+	return removed != nil, nil
+}
+
+// ForRecipient returns every entry queued for recipient, oldest first.
+func (s *Store) ForRecipient(recipient string) ([]OutboxEntry, error) {
+	var out []OutboxEntry
+	err := s.db.View(func(tx *bolt.Tx) (err error) {
+		out, err = forRecipient(tx, recipient)
+		return err
+	})
+	return out, s.wrap("for recipient", err)
+}
+
+func forRecipient(tx *bolt.Tx, recipient string) ([]OutboxEntry, error) {
+	var out []OutboxEntry
+	prefix := rcptPrefix(recipient)
+	c := tx.Bucket(bktOutRcpt).Cursor()
+	for k, id := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, id = c.Next() {
+		e, err := getOutbox(tx, id)
+		if err != nil {
+			return nil, err
+		}
+		if e != nil {
+			out = append(out, *e)
+		}
+	}
+	return out, nil
+}
+
+// Expired removes and returns every entry whose expiry is at or before now, earliest expiry
+// first, in one transaction: each expired entry is returned by exactly one call, so the
+// caller can send the sending agent one TIMEOUT error per message.
+func (s *Store) Expired(now time.Time) ([]OutboxEntry, error) {
+	var out []OutboxEntry
+	err := s.db.Update(func(tx *bolt.Tx) error {
+		out = out[:0]
+		c := tx.Bucket(bktOutExp).Cursor()
+		var ids [][]byte
+		for k, id := c.First(); k != nil && !keyTime(k).After(now); k, id = c.Next() {
+			ids = append(ids, bytes.Clone(id))
+		}
+		for _, id := range ids {
+			e, err := getOutbox(tx, id)
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				continue
+			}
+			if err := deleteOutbox(tx, e); err != nil {
+				return err
+			}
+			out = append(out, *e)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, s.wrap("expired", err)
+	}
+	for i := range out {
+		s.releaseOutbox(out[i].Recipient, out[i].Size())
+	}
+	return out, nil
+}
+
+// List returns every queued entry, oldest first, without Raw (use Get for the document):
+// what the `outbox` command shows (for whom, since when, until when, attempts).
+func (s *Store) List() ([]OutboxEntry, error) {
+	var out []OutboxEntry
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bktOutbox).ForEach(func(_, v []byte) error {
+			e, err := decodeOutbox(v)
+			if err != nil {
+				return err
+			}
+			e.Raw = nil
+			out = append(out, *e)
+			return nil
+		})
+	})
+	slices.SortFunc(out, func(a, b OutboxEntry) int { return int64Cmp(int64(a.Seq), int64(b.Seq)) })
+	return out, s.wrap("list", err)
+}
+
+func int64Cmp(a, b int64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// wrap maps bbolt's closed-database error to ErrClosed and names the operation.
+func (s *Store) wrap(op string, err error) error {
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+		return err
+	case errors.Is(err, bolterrors.ErrDatabaseNotOpen):
+		return ErrClosed
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
+}

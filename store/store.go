@@ -1,0 +1,195 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// FileName is the name of the bbolt file inside the directory given to Open.
+const FileName = "store.db"
+
+// Bucket names. Keys are described in docs/delivery.md.
+var (
+	bktOutbox    = []byte("outbox")       // message id -> outbox record
+	bktOutDue    = []byte("outbox_due")   // next attempt (8) + seq (8) -> message id
+	bktOutExp    = []byte("outbox_exp")   // expires (8) + seq (8) -> message id
+	bktOutRcpt   = []byte("outbox_rcpt")  // recipient + 0x00 + seq (8) -> message id
+	bktInbox     = []byte("inbox")        // seq (8) -> inbox record
+	bktInboxID   = []byte("inbox_id")     // message id -> seq (8)
+	bktSeen      = []byte("seen")         // message id -> expires (8)
+	bktSeenExp   = []byte("seen_exp")     // expires (8) + message id -> empty
+	bktReplay    = []byte("replay")       // window name -> JSON []protocol.ReplayEntry
+	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktReplay}
+	errLockTaken = errors.New("store: the file is locked by another process")
+)
+
+// Store is the durable outbox, inbox and seen set of one node.
+//
+// A Store is safe for concurrent use. bbolt serialises writers; the byte counters are
+// guarded by mu. Every method returns ErrClosed after Close.
+type Store struct {
+	db  *bolt.DB
+	cfg config
+	log *slog.Logger
+
+	mu       sync.Mutex // guards the counters below and closed
+	closed   bool
+	outTotal int64
+	outRcpt  map[string]int64
+	inTotal  int64
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Open opens (creating if needed) the store in dir, which is created with mode 0700. It
+// recomputes the byte counters from what is stored, so limits hold across restarts.
+func Open(dir string, opts ...Option) (_ *Store, err error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("store: create directory: %w", err)
+	}
+	path := filepath.Join(dir, FileName)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:        cfg.lockTimeout,
+		NoSync:         cfg.noSync,
+		NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
+		FreelistType:   bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", errLockTaken, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = db.Close()
+		}
+	}()
+	db.MaxBatchDelay = cfg.batchDelay
+	db.MaxBatchSize = cfg.batchSize
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range allBuckets {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
+	}
+	s := &Store{db: db, cfg: cfg, log: cfg.log, outRcpt: make(map[string]int64)}
+	if err := s.recount(); err != nil {
+		return nil, fmt.Errorf("store: recount %s: %w", path, err)
+	}
+	s.log.Debug("store opened", "path", path, "outbox_bytes", s.outTotal, "inbox_bytes", s.inTotal, "nosync", cfg.noSync)
+	return s, nil
+}
+
+// Close closes the file. It is safe to call more than once; later calls return the first
+// call's result. Writes in flight finish first (bbolt waits for them).
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.mu.Lock()
+		s.closed = true
+		s.mu.Unlock()
+		s.closeErr = s.db.Close()
+	})
+	return s.closeErr
+}
+
+// Path returns the bbolt file's path.
+func (s *Store) Path() string { return s.db.Path() }
+
+// recount recomputes the byte counters from the outbox and inbox buckets.
+func (s *Store) recount() error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		if err := tx.Bucket(bktOutbox).ForEach(func(_, v []byte) error {
+			e, err := decodeOutbox(v)
+			if err != nil {
+				return err
+			}
+			s.outTotal += int64(len(e.Raw))
+			s.outRcpt[e.Recipient] += int64(len(e.Raw))
+			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bktInbox).ForEach(func(_, v []byte) error {
+			e, err := decodeInbox(v)
+			if err != nil {
+				return err
+			}
+			s.inTotal += int64(len(e.Raw))
+			return nil
+		})
+	})
+}
+
+func (s *Store) checkOpen() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Usage is a snapshot of the byte counters.
+type Usage struct {
+	// OutboxBytes is the raw bytes queued in the outbox; ByRecipient splits it.
+	OutboxBytes int64
+	ByRecipient map[string]int64
+	// InboxBytes is the raw bytes accepted and not yet acknowledged.
+	InboxBytes int64
+	// MaxRecipientBytes, MaxTotalBytes and MaxInboxBytes are the configured limits.
+	MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes int64
+}
+
+// Usage returns the current byte counters and limits.
+func (s *Store) Usage() Usage {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := Usage{OutboxBytes: s.outTotal, InboxBytes: s.inTotal, ByRecipient: make(map[string]int64, len(s.outRcpt)),
+		MaxRecipientBytes: s.cfg.maxRecipientBytes, MaxTotalBytes: s.cfg.maxTotalBytes, MaxInboxBytes: s.cfg.maxInboxBytes}
+	for k, v := range s.outRcpt {
+		u.ByRecipient[k] = v
+	}
+	return u
+}
+
+// be64 and key helpers. Times are stored as Unix nanoseconds; big-endian keys sort in time
+// order for every time after 1970.
+func be64(v uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], v)
+	return b[:]
+}
+
+func timeKey(t time.Time, suffix ...[]byte) []byte {
+	k := be64(uint64(t.UnixNano()))
+	for _, s := range suffix {
+		k = append(k, s...)
+	}
+	return k
+}
+
+func keyTime(k []byte) time.Time { return time.Unix(0, int64(binary.BigEndian.Uint64(k[:8]))) }
