@@ -1,0 +1,234 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	iacp "github.com/iacp-node/iacp-node/protocol"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+)
+
+// ErrClosed is returned by every method called after Close.
+var ErrClosed = errors.New("discovery is closed")
+
+// ErrNotStarted is returned by Leave when nothing was published and by Start's misuse; see the
+// message for what to do.
+var ErrNotStarted = errors.New("discovery is not started")
+
+// Discovery is one node's view of the mesh directory. It owns a Kademlia DHT, the bootstrap
+// loop, the republish loop and (optionally) mDNS. Its goroutines are started by Start and
+// stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle) and by the
+// cache's own mutex; the DHT is safe for concurrent use.
+type Discovery struct {
+	h      host.Host
+	key    crypto.PrivKey
+	cfg    config
+	log    *slog.Logger
+	dht    *dht.IpfsDHT
+	cache  *cache
+	rand   *rand.Rand
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	kick   chan struct{} // asks the republish loop to publish now
+
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	mdns    interface{ Close() error }
+	load    LoadSource
+	local   *localAgent
+	boot    bootState
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// localAgent is what Publish was given and what was last published.
+type localAgent struct {
+	manifest  iacp.Manifest
+	seq       uint64
+	published time.Time
+	lastErr   error
+}
+
+// New builds a Discovery on host h. key must be h's Ed25519 private key: records are signed
+// with it and validators check them against the peer id. The DHT is created (and, in server
+// mode, answers queries) at once; bootstrapping begins with Start.
+func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, fmt.Errorf("discovery options: %w", err)
+	}
+	if h == nil {
+		return nil, fmt.Errorf("discovery: host is nil")
+	}
+	if key == nil || key.Type() != crypto.Ed25519 {
+		return nil, fmt.Errorf("discovery: the key must be the host's Ed25519 private key")
+	}
+	if id, err := peer.IDFromPrivateKey(key); err != nil || id != h.ID() {
+		return nil, fmt.Errorf("discovery: the key is not the key of host %s; pass the host's own identity key", h.ID())
+	}
+	d := &Discovery{
+		h: h, key: key, cfg: cfg, load: cfg.load,
+		log:   cfg.logger.With("component", "discovery", "peer", h.ID().String()),
+		cache: newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize),
+		kick:  make(chan struct{}, 1),
+		rand:  cfg.rand,
+	}
+	if d.rand == nil {
+		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	d.boot.peers = make([]BootstrapPeerStatus, 0, len(cfg.bootstrap))
+	for _, ai := range cfg.bootstrap {
+		if ai.ID != h.ID() {
+			d.boot.peers = append(d.boot.peers, BootstrapPeerStatus{Peer: ai})
+		}
+	}
+	mode := dht.ModeServer
+	if cfg.client {
+		mode = dht.ModeClient
+	}
+	dopts := []dht.Option{
+		dht.Mode(mode),
+		dht.ProtocolPrefix(protocol.ID(cfg.prefix)),
+		dht.Validator(record.NamespacedValidator{
+			AgentNamespace: Validator{Namespace: AgentNamespace, Now: cfg.now},
+			PeerNamespace:  Validator{Namespace: PeerNamespace, Now: cfg.now},
+		}),
+		// A record lives at most MaxRecordLifetime; stores need not keep it longer.
+		dht.MaxRecordAge(MaxRecordLifetime),
+	}
+	d.dht, err = dht.New(h, append(dopts, cfg.dhtOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("discovery: start the DHT: %w", err)
+	}
+	d.ctx, d.cancel = context.WithCancel(context.Background())
+	return d, nil
+}
+
+// Start begins the bootstrap loop (and mDNS when enabled) and the republish loop. It returns at
+// once; Status tells how bootstrapping goes. ctx is not retained: Close stops what Start began.
+func (d *Discovery) Start(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return ErrClosed
+	}
+	if d.started {
+		return fmt.Errorf("discovery: Start called twice")
+	}
+	if d.cfg.mdns {
+		svc := mdns.NewMdnsService(d.h, mdnsServiceName(d.cfg.prefix), &mdnsNotifee{d: d})
+		if err := svc.Start(); err != nil {
+			return fmt.Errorf("discovery: start mDNS: %w (turn mDNS off with WithMDNS(false) if the network forbids multicast)", err)
+		}
+		d.mdns = svc
+	}
+	d.started = true
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
+	go func() { defer d.wg.Done(); d.republishLoop() }()
+	return nil
+}
+
+// DHT returns the underlying DHT, for the node's diagnostics (routing table, peers). Callers
+// must not close it.
+func (d *Discovery) DHT() *dht.IpfsDHT { return d.dht }
+
+// SetLoadSource sets (or, with nil, clears) where Query reads live load.
+func (d *Discovery) SetLoadSource(s LoadSource) {
+	d.mu.Lock()
+	d.load = s
+	d.mu.Unlock()
+}
+
+func (d *Discovery) loadSource() LoadSource {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.load
+}
+
+func (d *Discovery) isClosed() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.closed
+}
+
+// Close stops mDNS and the loops, waits for them, and closes the DHT. It does not publish a
+// Left record (call Leave first for a clean shutdown) and does not close the host. It is safe
+// to call twice.
+func (d *Discovery) Close() error {
+	d.closeOnce.Do(func() {
+		d.mu.Lock()
+		d.closed = true
+		svc := d.mdns
+		d.mu.Unlock()
+		var errs []error
+		if svc != nil {
+			errs = append(errs, svc.Close())
+		}
+		d.cancel()
+		d.wg.Wait()
+		errs = append(errs, d.dht.Close())
+		d.closeErr = errors.Join(errs...)
+	})
+	return d.closeErr
+}
+
+// mdnsServiceName derives the mDNS service name from the protocol prefix, so meshes with other
+// prefixes do not find each other: "/iacp" gives "_iacp-discovery._udp".
+func mdnsServiceName(prefix string) string {
+	name := []byte(prefix[1:])
+	for i, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			name[i] = '-'
+		}
+	}
+	return "_" + string(name) + "-discovery._udp"
+}
+
+// mdnsNotifee connects to peers found on the local network; the DHT adds them to its routing
+// table once identify completes.
+type mdnsNotifee struct{ d *Discovery }
+
+func (n *mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
+	d := n.d
+	if ai.ID == d.h.ID() {
+		return
+	}
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return
+	}
+	d.wg.Add(1)
+	d.mu.Unlock()
+	defer d.wg.Done()
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.connectTimeout)
+	defer cancel()
+	if err := d.h.Connect(ctx, ai); err != nil {
+		d.log.Debug("mDNS peer did not answer", "remote", ai.ID.String(), "err", err)
+		return
+	}
+	d.log.Info("mDNS found a peer on the local network", "remote", ai.ID.String())
+}

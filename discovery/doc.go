@@ -1,0 +1,14 @@
+// Package discovery finds IACP agents on the mesh: a Kademlia DHT under a private protocol
+// prefix, signed agent records that bind an agent id to a peer id and its addresses, capability
+// advertisement as DHT provider records, capability queries ranked by preference and live load,
+// and a directory cache so that repeated lookups do not walk the DHT.
+//
+// A Discovery is built by New around a libp2p host and the node's Ed25519 key (the key of the
+// host's peer id). Start begins the bootstrap loop; Publish advertises the local agent; Resolve,
+// FindByCapability and Query look other agents up; Leave withdraws the local agent; Close stops
+// everything it started. The record format, the DHT keys, every timing and the ranking order are
+// described in docs/discovery.md.
+//
+// The package depends only on protocol/ and libp2p. It does no IACP messaging: the node composes
+// it and dials what Resolve and Query return.
+package discovery

@@ -1,0 +1,213 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/routing"
+)
+
+// Resolve returns the current record of an agent: its peer id and addresses, to dial it. The
+// directory cache answers when it can; otherwise the DHT is walked. The error wraps
+// protocol.ErrAgentNotFound when no record exists, it expired, or the agent left.
+func (d *Discovery) Resolve(ctx context.Context, agentID string) (Record, error) {
+	if err := protocol.ValidateAgentID(agentID); err != nil {
+		return Record{}, fmt.Errorf("resolve: %w", err)
+	}
+	if d.isClosed() {
+		return Record{}, ErrClosed
+	}
+	if r, ok := d.cache.lookup(agentID); ok {
+		return live(r)
+	}
+	r, err := d.getRecord(ctx, AgentKey(agentID))
+	if err != nil {
+		return Record{}, err
+	}
+	return live(d.cache.put(r))
+}
+
+// live turns a Left record into AGENT_NOT_FOUND.
+func live(r Record) (Record, error) {
+	if r.Left {
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "agent %s left the mesh", r.AgentID)
+	}
+	return r, nil
+}
+
+// getRecord fetches, verifies and returns the best record under a DHT key.
+func (d *Discovery) getRecord(ctx context.Context, key string) (Record, error) {
+	val, err := d.dht.GetValue(ctx, key, dht.Quorum(d.cfg.quorum))
+	if errors.Is(err, routing.ErrNotFound) {
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s", key)
+	}
+	if err != nil {
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "look up %s: %w", key, err)
+	}
+	r, err := DecodeRecord(val)
+	if err != nil {
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "record under %s: %w", key, err)
+	}
+	if !r.Expires.After(d.cfg.now()) {
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "record under %s expired", key)
+	}
+	return r, nil
+}
+
+// recordOfPeer returns the agent record of a peer (cache first), or false.
+func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool) {
+	if r, ok := d.cache.lookupPeer(id); ok {
+		return r, true
+	}
+	r, err := d.getRecord(ctx, PeerKey(id))
+	if err != nil {
+		d.log.Debug("provider has no usable agent record", "remote", id.String(), "err", err)
+		return Record{}, false
+	}
+	return d.cache.put(r), true
+}
+
+// providers returns the peers that provide a capability (cache first).
+func (d *Discovery) providers(ctx context.Context, c capability) ([]peer.ID, error) {
+	if ps, ok := d.cache.providersOf(c); ok {
+		return ps, nil
+	}
+	key, err := CapabilityCID(c.kind, c.name)
+	if err != nil {
+		return nil, err
+	}
+	var out []peer.ID
+	for ai := range d.dht.FindProvidersAsync(ctx, key, d.cfg.maxProviders) {
+		out = append(out, ai.ID)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("find providers of %s: %w", c, err)
+	}
+	d.cache.putProviders(c, out)
+	return out, nil
+}
+
+// records fetches the agent records of peers, at most DefaultFetchParallelism at a time. Peers
+// without a usable record, and Left records, are skipped.
+func (d *Discovery) records(ctx context.Context, peers []peer.ID) []Record {
+	out := make([]Record, len(peers))
+	ok := make([]bool, len(peers))
+	sem := make(chan struct{}, DefaultFetchParallelism)
+	var wg sync.WaitGroup
+	for i, id := range peers {
+		wg.Go(func() {
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			defer func() { <-sem }()
+			out[i], ok[i] = d.recordOfPeer(ctx, id)
+		})
+	}
+	wg.Wait()
+	var recs []Record
+	for i := range out {
+		if ok[i] && !out[i].Left && out[i].Expires.After(d.cfg.now()) {
+			recs = append(recs, out[i])
+		}
+	}
+	return recs
+}
+
+// FindByCapability returns the agents whose manifest has the capability (kind is KindTool,
+// KindModel or KindDomain), sorted by agent id. An empty result is not an error.
+func (d *Discovery) FindByCapability(ctx context.Context, kind, name string) ([]Record, error) {
+	if _, err := CapabilityCID(kind, name); err != nil {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "find by capability: %w", err)
+	}
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	c := capability{kind, NormalizeCapability(name)}
+	peers, err := d.providers(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	var out []Record
+	for _, r := range d.records(ctx, peers) {
+		if manifestSet(r.Manifest)[c] {
+			out = append(out, r)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].AgentID < out[j].AgentID })
+	return out, nil
+}
+
+// Query evaluates a capability query (draft "Capability Query") against the agents that
+// advertise its capabilities and returns the matches in rank order (docs/discovery.md,
+// "Ranking"). Candidates are the providers of every required capability (the intersection);
+// with no required capability, the providers of any preferred one. The manifests decide: an
+// agent missing a required capability is excluded even if a stale provider record names it.
+// constraints.locality must equal the manifest's deployment; constraints.max_latency_ms excludes
+// agents whose peerstore latency EWMA is known and higher, and keeps those whose latency is
+// unknown (Match.LatencyKnown is false). Live load comes from the LoadSource.
+func (d *Discovery) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Match, error) {
+	if err := validateQuery(q); err != nil {
+		return nil, err
+	}
+	if d.isClosed() {
+		return nil, ErrClosed
+	}
+	required := capabilitiesOf(q.Required.Tools, q.Required.Models, q.Required.Domains)
+	lookups, intersect := required, true
+	if len(required) == 0 {
+		lookups, intersect = capabilitiesOf(q.Preferred.Tools, q.Preferred.Models, q.Preferred.Domains), false
+	}
+	sets := make([][]peer.ID, len(lookups))
+	errs := make([]error, len(lookups))
+	var wg sync.WaitGroup
+	for i, c := range lookups {
+		wg.Go(func() { sets[i], errs[i] = d.providers(ctx, c) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("query: %w", err)
+	}
+	recs := d.records(ctx, combine(sets, intersect))
+	return evaluate(q, recs, d.loadSource(), d.latency), nil
+}
+
+// combine returns the intersection (or union) of peer sets, in first-seen order.
+func combine(sets [][]peer.ID, intersect bool) []peer.ID {
+	count := map[peer.ID]int{}
+	var order []peer.ID
+	for _, s := range sets {
+		seen := map[peer.ID]bool{}
+		for _, id := range s {
+			if seen[id] {
+				continue
+			}
+			seen[id] = true
+			if count[id] == 0 {
+				order = append(order, id)
+			}
+			count[id]++
+		}
+	}
+	var out []peer.ID
+	for _, id := range order {
+		if !intersect || count[id] == len(sets) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// latency is the peerstore's latency EWMA; zero means unknown.
+func (d *Discovery) latency(id peer.ID) (time.Duration, bool) {
+	l := d.h.Peerstore().LatencyEWMA(id)
+	return l, l > 0
+}

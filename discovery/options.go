@@ -1,0 +1,192 @@
+package discovery
+
+import (
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// Defaults. Every number is explained in docs/discovery.md ("Timings").
+const (
+	// DefaultProtocolPrefix keeps the mesh's DHT apart from the public IPFS DHT ("/ipfs").
+	DefaultProtocolPrefix = "/iacp"
+	// DefaultRecordTTL is how long a published record lives; it is republished at half.
+	DefaultRecordTTL = time.Hour
+	// DefaultCacheTTL is how long a lookup result is reused before the DHT is asked again.
+	DefaultCacheTTL = time.Minute
+	// DefaultCacheSize bounds the number of agents the directory cache holds.
+	DefaultCacheSize = 10000
+	// DefaultBackoffBase is the first wait after a bootstrap round in which no peer answered.
+	DefaultBackoffBase = time.Second
+	// DefaultBackoffMax caps the bootstrap backoff.
+	DefaultBackoffMax = time.Minute
+	// DefaultHealthInterval is how often a bootstrapped node checks its routing table (and
+	// retries bootstrap peers that did not answer).
+	DefaultHealthInterval = time.Minute
+	// DefaultConnectTimeout bounds one dial of one bootstrap peer.
+	DefaultConnectTimeout = 10 * time.Second
+	// DefaultQuorum is how many DHT peers must answer a record lookup before the best (highest
+	// seq) record is taken.
+	DefaultQuorum = 3
+	// DefaultMaxProviders bounds the providers collected per capability lookup.
+	DefaultMaxProviders = 100
+	// DefaultFetchParallelism bounds concurrent record fetches of one query.
+	DefaultFetchParallelism = 16
+)
+
+// Option configures a Discovery.
+type Option func(*config) error
+
+type config struct {
+	bootstrap      []peer.AddrInfo
+	prefix         string
+	client         bool
+	recordTTL      time.Duration
+	cacheTTL       time.Duration
+	cacheSize      int
+	mdns           bool
+	load           LoadSource
+	now            func() time.Time
+	rand           *rand.Rand
+	logger         *slog.Logger
+	backoffBase    time.Duration
+	backoffMax     time.Duration
+	healthInterval time.Duration
+	connectTimeout time.Duration
+	quorum         int
+	maxProviders   int
+	dhtOpts        []dht.Option
+}
+
+func defaults() config {
+	return config{
+		prefix:         DefaultProtocolPrefix,
+		recordTTL:      DefaultRecordTTL,
+		cacheTTL:       DefaultCacheTTL,
+		cacheSize:      DefaultCacheSize,
+		now:            time.Now,
+		logger:         slog.Default(),
+		backoffBase:    DefaultBackoffBase,
+		backoffMax:     DefaultBackoffMax,
+		healthInterval: DefaultHealthInterval,
+		connectTimeout: DefaultConnectTimeout,
+		quorum:         DefaultQuorum,
+		maxProviders:   DefaultMaxProviders,
+	}
+}
+
+func (c *config) validate() error {
+	switch {
+	case !strings.HasPrefix(c.prefix, "/") || len(c.prefix) < 2 || strings.HasSuffix(c.prefix, "/"):
+		return fmt.Errorf("protocol prefix %q must look like \"/name\"", c.prefix)
+	case c.prefix == "/ipfs":
+		return fmt.Errorf("protocol prefix /ipfs would join the public IPFS DHT; choose a private prefix such as %q", DefaultProtocolPrefix)
+	case c.recordTTL < time.Minute || c.recordTTL > MaxRecordLifetime:
+		return fmt.Errorf("record TTL %s must be between 1m and %s", c.recordTTL, MaxRecordLifetime)
+	case c.cacheTTL < 0 || c.cacheTTL > c.recordTTL:
+		return fmt.Errorf("cache TTL %s must be between 0 (no cache) and the record TTL %s", c.cacheTTL, c.recordTTL)
+	case c.cacheSize < 1:
+		return fmt.Errorf("cache size %d must be at least 1", c.cacheSize)
+	case c.backoffBase <= 0 || c.backoffMax < c.backoffBase:
+		return fmt.Errorf("bootstrap backoff %s..%s: the base must be positive and not above the maximum", c.backoffBase, c.backoffMax)
+	case c.healthInterval <= 0:
+		return fmt.Errorf("health interval %s must be positive", c.healthInterval)
+	case c.connectTimeout <= 0:
+		return fmt.Errorf("connect timeout %s must be positive", c.connectTimeout)
+	case c.quorum < 0 || c.quorum > 20:
+		return fmt.Errorf("quorum %d must be between 0 (complete every lookup) and 20", c.quorum)
+	case c.maxProviders < 1:
+		return fmt.Errorf("max providers %d must be at least 1", c.maxProviders)
+	case c.now == nil || c.logger == nil:
+		return fmt.Errorf("clock and logger must not be nil")
+	}
+	for _, ai := range c.bootstrap {
+		if ai.ID == "" {
+			return fmt.Errorf("a bootstrap peer has no peer id; give full multiaddrs ending in /p2p/<peer id>")
+		}
+	}
+	return nil
+}
+
+// WithBootstrapPeers sets the peers the node joins the mesh through. Default: none (the node
+// waits to be contacted, as the first bootstrap peer of a mesh does).
+func WithBootstrapPeers(peers []peer.AddrInfo) Option {
+	return func(c *config) error { c.bootstrap = append([]peer.AddrInfo(nil), peers...); return nil }
+}
+
+// WithProtocolPrefix sets the DHT protocol prefix. Default "/iacp"; "/ipfs" is refused.
+func WithProtocolPrefix(prefix string) Option {
+	return func(c *config) error { c.prefix = prefix; return nil }
+}
+
+// WithClientMode makes the DHT a client: it queries but stores and serves nothing. Default:
+// server mode.
+func WithClientMode() Option { return func(c *config) error { c.client = true; return nil } }
+
+// WithRecordTTL sets how long published records live (1m..24h, default 1h); they are
+// republished at half of it.
+func WithRecordTTL(d time.Duration) Option {
+	return func(c *config) error { c.recordTTL = d; return nil }
+}
+
+// WithCacheTTL sets how long lookup results are reused (0 disables the cache; at most the
+// record TTL; default 1m).
+func WithCacheTTL(d time.Duration) Option {
+	return func(c *config) error { c.cacheTTL = d; return nil }
+}
+
+// WithCacheSize bounds the agents held by the directory cache (default 10000).
+func WithCacheSize(n int) Option { return func(c *config) error { c.cacheSize = n; return nil } }
+
+// WithMDNS turns mDNS discovery of peers on the local network on or off (default off).
+func WithMDNS(on bool) Option { return func(c *config) error { c.mdns = on; return nil } }
+
+// WithLoadSource sets where Query reads live load (see LoadSource). Default: none, every load
+// is unknown. SetLoadSource changes it later.
+func WithLoadSource(s LoadSource) Option { return func(c *config) error { c.load = s; return nil } }
+
+// WithClock sets the clock used for record sequence numbers, expiry and the cache. Default
+// time.Now.
+func WithClock(now func() time.Time) Option { return func(c *config) error { c.now = now; return nil } }
+
+// WithRand sets the random source of the bootstrap backoff jitter; it is used by the bootstrap
+// goroutine only. Default: a source seeded by the runtime.
+func WithRand(r *rand.Rand) Option { return func(c *config) error { c.rand = r; return nil } }
+
+// WithLogger sets the logger; every line is tagged with the local peer id. Default
+// slog.Default().
+func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.logger = l; return nil } }
+
+// WithBackoff sets the bootstrap backoff: the first wait and the cap (default 1s and 1m).
+func WithBackoff(base, max time.Duration) Option {
+	return func(c *config) error { c.backoffBase, c.backoffMax = base, max; return nil }
+}
+
+// WithHealthInterval sets how often a bootstrapped node checks its routing table and retries
+// bootstrap peers that are not connected (default 1m).
+func WithHealthInterval(d time.Duration) Option {
+	return func(c *config) error { c.healthInterval = d; return nil }
+}
+
+// WithConnectTimeout bounds one dial of a bootstrap peer (default 10s).
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *config) error { c.connectTimeout = d; return nil }
+}
+
+// WithQuorum sets how many DHT peers must answer a record lookup before the highest-seq record
+// among the answers is taken (0 completes every lookup; default 3).
+func WithQuorum(n int) Option { return func(c *config) error { c.quorum = n; return nil } }
+
+// WithMaxProviders bounds the providers collected per capability lookup (default 100).
+func WithMaxProviders(n int) Option { return func(c *config) error { c.maxProviders = n; return nil } }
+
+// WithDHTOptions passes extra options to dht.New, after this package's own (mode, prefix,
+// validators). For tuning and tests; the defaults need none.
+func WithDHTOptions(opts ...dht.Option) Option {
+	return func(c *config) error { c.dhtOpts = append(c.dhtOpts, opts...); return nil }
+}

@@ -1,0 +1,238 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	ma "github.com/multiformats/go-multiaddr"
+	manet "github.com/multiformats/go-multiaddr/net"
+)
+
+// Publish advertises the local agent: it signs an agent record (seq = now in unix nanoseconds,
+// expiry = now + record TTL), stores it under AgentKey and PeerKey, and provides every tool,
+// model and domain of the manifest under its CapabilityCID. The manifest is kept: the record is
+// republished at half its TTL, and at once after the bootstrap loop (re)joins the mesh, so a
+// Publish that failed because the node had not joined yet is repaired without the caller. A
+// node hosts one agent: publishing another agent id requires Leave first.
+func (d *Discovery) Publish(ctx context.Context, m protocol.Manifest) error {
+	if err := protocol.ValidateAgentID(m.AgentID); err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
+	d.mu.Lock()
+	switch {
+	case d.closed:
+		d.mu.Unlock()
+		return ErrClosed
+	case d.local != nil && d.local.manifest.AgentID != m.AgentID:
+		cur := d.local.manifest.AgentID
+		d.mu.Unlock()
+		return fmt.Errorf("publish %s: this node already publishes agent %s; call Leave first", m.AgentID, cur)
+	}
+	d.local = &localAgent{manifest: cloneManifest(m)}
+	d.boot.left = false
+	d.mu.Unlock()
+	return d.publishLocal(ctx)
+}
+
+// publishLocal signs and stores the current local record and provides its capabilities.
+func (d *Discovery) publishLocal(ctx context.Context) error {
+	d.mu.Lock()
+	if d.local == nil {
+		d.mu.Unlock()
+		return nil
+	}
+	m := d.local.manifest
+	d.mu.Unlock()
+	rec := d.newRecord(m.AgentID, false)
+	rec.Manifest = m
+	err := d.store(ctx, rec)
+	if err == nil {
+		err = d.provide(ctx, m)
+	}
+	d.mu.Lock()
+	if d.local != nil && d.local.manifest.AgentID == m.AgentID {
+		d.local.lastErr = err
+		if err == nil {
+			d.local.seq, d.local.published = rec.Seq, d.cfg.now()
+		}
+	}
+	d.mu.Unlock()
+	if err != nil {
+		d.setError(err)
+		return err
+	}
+	d.cache.put(rec)
+	d.log.Debug("agent record published", "agent", m.AgentID, "seq", rec.Seq)
+	return nil
+}
+
+// newRecord returns an unsigned record for the local peer with a fresh seq and expiry.
+func (d *Discovery) newRecord(agentID string, left bool) Record {
+	now := d.cfg.now()
+	d.mu.Lock()
+	seq := uint64(now.UnixNano())
+	if d.local != nil && seq <= d.local.seq {
+		seq = d.local.seq + 1
+	}
+	if d.local != nil {
+		d.local.seq = seq
+	}
+	d.mu.Unlock()
+	rec := Record{AgentID: agentID, PeerID: d.h.ID(), Seq: seq, Expires: now.Add(d.cfg.recordTTL), Left: left}
+	if !left {
+		rec.Addrs = publicAddrs(d.h.Addrs())
+	}
+	return rec
+}
+
+// publicAddrs drops loopback addresses when others exist, and bounds the list.
+func publicAddrs(addrs []ma.Multiaddr) []ma.Multiaddr {
+	var out, loop []ma.Multiaddr
+	for _, a := range addrs {
+		if manet.IsIPLoopback(a) {
+			loop = append(loop, a)
+		} else {
+			out = append(out, a)
+		}
+	}
+	if len(out) == 0 {
+		out = loop
+	}
+	if len(out) > MaxRecordAddrs {
+		out = out[:MaxRecordAddrs]
+	}
+	return out
+}
+
+// store signs rec and puts it under both keys, in parallel.
+func (d *Discovery) store(ctx context.Context, rec Record) error {
+	val, err := SignRecord(rec, d.key)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i, key := range []string{AgentKey(rec.AgentID), PeerKey(rec.PeerID)} {
+		wg.Go(func() {
+			if err := d.dht.PutValue(ctx, key, val); err != nil {
+				errs[i] = fmt.Errorf("put %s: %w", key, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("publish agent record of %s (is the node joined? see Status): %w", rec.AgentID, err)
+	}
+	return nil
+}
+
+// provide announces every capability of m, in parallel.
+func (d *Discovery) provide(ctx context.Context, m protocol.Manifest) error {
+	caps := capabilitiesOf(m.Tools, m.Models, m.Domains)
+	var wg sync.WaitGroup
+	errs := make([]error, len(caps))
+	for i, c := range caps {
+		wg.Go(func() {
+			key, err := CapabilityCID(c.kind, c.name)
+			if err == nil {
+				err = d.dht.Provide(ctx, key, true)
+			}
+			if err != nil {
+				errs[i] = fmt.Errorf("provide %s: %w", c, err)
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("advertise capabilities of %s: %w", m.AgentID, err)
+	}
+	return nil
+}
+
+// Leave publishes a Left record for the local agent (under both keys), so that lookups stop
+// returning it, and stops republishing. Capability provider records cannot be withdrawn from a
+// DHT; they expire, and lookups skip peers whose record says Left. Call it before Close on a
+// clean shutdown.
+func (d *Discovery) Leave(ctx context.Context) error {
+	d.mu.Lock()
+	if d.closed {
+		d.mu.Unlock()
+		return ErrClosed
+	}
+	if d.local == nil {
+		d.mu.Unlock()
+		return fmt.Errorf("leave: %w: nothing was published", ErrNotStarted)
+	}
+	agentID := d.local.manifest.AgentID
+	d.mu.Unlock()
+	rec := d.newRecord(agentID, true)
+	if err := d.store(ctx, rec); err != nil {
+		d.setError(err)
+		return fmt.Errorf("leave: %w", err)
+	}
+	d.mu.Lock()
+	d.local = nil
+	d.boot.left = true
+	d.mu.Unlock()
+	d.cache.put(rec)
+	d.log.Info("agent left the mesh", "agent", agentID, "seq", rec.Seq)
+	return nil
+}
+
+// kickRepublish asks the republish loop to publish now; it never blocks.
+func (d *Discovery) kickRepublish() {
+	select {
+	case d.kick <- struct{}{}:
+	default:
+	}
+}
+
+// republishLoop republishes the local record at half the record TTL, and when kicked.
+func (d *Discovery) republishLoop() {
+	every := d.cfg.recordTTL / 2
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-d.ctx.Done():
+			return
+		case <-t.C:
+		case <-d.kick:
+			if !d.needsPublish() {
+				continue
+			}
+		}
+		ctx, cancel := context.WithTimeout(d.ctx, every)
+		err := d.publishLocal(ctx)
+		cancel()
+		if err != nil && d.ctx.Err() == nil {
+			d.log.Warn("republishing the agent record failed; will retry", "err", err)
+		}
+		if !t.Stop() {
+			select {
+			case <-t.C:
+			default:
+			}
+		}
+		t.Reset(every)
+	}
+}
+
+// needsPublish reports whether a kick should publish: something to publish whose last attempt
+// failed or that was never published.
+func (d *Discovery) needsPublish() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.local != nil && (d.local.published.IsZero() || d.local.lastErr != nil)
+}
+
+func cloneManifest(m protocol.Manifest) protocol.Manifest {
+	m.Tools = append([]string(nil), m.Tools...)
+	m.Models = append([]string(nil), m.Models...)
+	m.Domains = append([]string(nil), m.Domains...)
+	return m
+}
