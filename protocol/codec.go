@@ -40,14 +40,18 @@ func DecodeJSON(data []byte) (*Message, error) {
 		return nil, Errorf(CodePayloadInvalid, "document is not valid UTF-8")
 	}
 	var m Message
-	if err := json.Unmarshal(data, &m); err != nil {
+	if err := decodeWhole(data, m.decode); err != nil {
 		return nil, Errorf(CodePayloadInvalid, "malformed JSON document: %w", err)
 	}
 	return &m, nil
 }
 
-// EncodeJSON encodes m as compact JSON, the wire format.
-func EncodeJSON(m *Message) ([]byte, error) { return json.Marshal(m) }
+// EncodeJSON encodes m as compact JSON, the wire format: known members in the order of the
+// draft, then unknown ones sorted by name. Raw members (payload, unknown fields) are
+// validated and compacted.
+func EncodeJSON(m *Message) ([]byte, error) {
+	return m.appendDoc(make([]byte, 0, 512+len(m.Message.Payload)), false, false)
+}
 
 // DecodeYAML decodes one YAML document by converting it to JSON first, so that both formats
 // yield the same Message.

@@ -5,28 +5,17 @@ import (
 	"encoding/base64"
 	"fmt"
 
-	"github.com/gowebpki/jcs"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // Canonical returns the bytes a signature covers: the RFC 8785 (JCS) canonical form of the
 // whole document with sender.identity_sig removed (../shared/specs/README.md, "what the
-// signature covers"). Every other member, known or unknown, is included.
+// signature covers"). Every other member, known or unknown, is included. The known structure
+// is written in canonical form directly; only raw members (payload and unknown fields) are
+// parsed and re-serialised.
 func Canonical(m *Message) ([]byte, error) {
-	unsigned := *m
-	unsigned.Envelope.Sender.IdentitySig = ""
-	if _, ok := unsigned.Envelope.Sender.Extra["identity_sig"]; ok {
-		// A null identity_sig is kept in Extra; it is still the signature field.
-		x := unsigned.Envelope.Sender.Extra.clone()
-		delete(x, "identity_sig")
-		unsigned.Envelope.Sender.Extra = x
-	}
-	raw, err := EncodeJSON(&unsigned)
-	if err != nil {
-		return nil, Errorf(CodePayloadInvalid, "encode for canonicalisation: %w", err)
-	}
-	c, err := jcs.Transform(raw)
+	c, err := m.appendDoc(make([]byte, 0, 512+len(m.Message.Payload)), true, true)
 	if err != nil {
 		return nil, Errorf(CodePayloadInvalid, "canonicalise (RFC 8785): %w", err)
 	}
@@ -48,7 +37,7 @@ func Sign(m *Message, key crypto.PrivKey) error {
 	if key == nil || key.Type() != crypto.Ed25519 {
 		return Errorf(CodeIdentityInvalid, "signing key must be Ed25519")
 	}
-	id, err := peer.IDFromPrivateKey(key)
+	id, err := peerIDOfKey(key)
 	if err != nil {
 		return Errorf(CodeIdentityInvalid, "peer id of signing key: %w", err)
 	}
@@ -68,6 +57,9 @@ func Sign(m *Message, key crypto.PrivKey) error {
 // SenderKey returns the public key named by sender.peer_id. Ed25519 peer ids embed their key,
 // so no lookup is needed; any other key type is refused.
 func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
+	if k, ok := cachedSenderKey(m.Envelope.Sender.PeerID); ok {
+		return k.pub, k.id, nil
+	}
 	id, err := peer.Decode(m.Envelope.Sender.PeerID)
 	if err != nil {
 		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id %q is not a peer id: %w", m.Envelope.Sender.PeerID, err)
@@ -79,6 +71,7 @@ func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
 	if pub.Type() != crypto.Ed25519 {
 		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
 	}
+	storeSenderKey(m.Envelope.Sender.PeerID, senderKey{pub: pub, id: id})
 	return pub, id, nil
 }
 

@@ -1,0 +1,481 @@
+package protocol
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// maxJSONDepth bounds the nesting of a whole document (the payload sits at level 3), so that
+// a hostile document can neither exhaust the stack nor make canonicalisation, which may move
+// each unsorted object once per level above it, cost more than 64 copies of the document.
+// Validate applies the much smaller payload limit (DefaultMaxNesting).
+const maxJSONDepth = 64
+
+// scanner is a strict, allocation-light JSON reader (RFC 8259) over one buffer. It is what the
+// codecs and the canonicaliser share: it validates every value it skips, unescapes strings the
+// way encoding/json does, and reports errors with their byte offset.
+type scanner struct {
+	data  []byte
+	i     int
+	depth int
+	// spaced records that white space was skipped, so that appendCompact can copy a value
+	// that has none in one move.
+	spaced bool
+}
+
+func (s *scanner) errorf(format string, args ...any) error {
+	return fmt.Errorf("offset %d: %s", s.i, fmt.Sprintf(format, args...))
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.data) {
+		switch s.data[s.i] {
+		case ' ', '\t', '\r', '\n':
+			s.i++
+			s.spaced = true
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte without consuming it, or 0 at the end.
+func (s *scanner) peek() byte {
+	s.ws()
+	if s.i < len(s.data) {
+		return s.data[s.i]
+	}
+	return 0
+}
+
+func (s *scanner) expect(c byte) error {
+	if s.peek() != c {
+		if s.i >= len(s.data) {
+			return s.errorf("unexpected end of JSON, want %q", c)
+		}
+		return s.errorf("invalid character %q, want %q", s.data[s.i], c)
+	}
+	s.i++
+	return nil
+}
+
+// end checks that only white space follows.
+func (s *scanner) end() error {
+	if s.peek() != 0 {
+		return s.errorf("invalid character %q after the top-level value", s.data[s.i])
+	}
+	return nil
+}
+
+// object calls member for each member of the object at the cursor, with the unescaped name;
+// member must consume the value. It refuses duplicate names: a document whose meaning depends
+// on which duplicate a parser keeps cannot be signed unambiguously (RFC 8785 section 3.1).
+func (s *scanner) object(member func(name string) error) error {
+	if err := s.expect('{'); err != nil {
+		return err
+	}
+	if s.depth++; s.depth > maxJSONDepth {
+		return s.errorf("nested too deeply")
+	}
+	defer func() { s.depth-- }()
+	var stack [16]string
+	seen := stack[:0]
+	if s.peek() == '}' {
+		s.i++
+		return nil
+	}
+	for {
+		if s.peek() != '"' {
+			return s.errorf("object member name must be a string")
+		}
+		name, err := s.str()
+		if err != nil {
+			return err
+		}
+		for _, n := range seen {
+			if n == name {
+				return s.errorf("duplicate member %q", name)
+			}
+		}
+		seen = append(seen, name)
+		if err := s.expect(':'); err != nil {
+			return err
+		}
+		s.ws()
+		if err := member(name); err != nil {
+			return err
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return nil
+		default:
+			return s.errorf("object member not followed by ',' or '}'")
+		}
+	}
+}
+
+// skip validates and consumes one value, returning its bytes (white space inside included).
+func (s *scanner) skip() ([]byte, error) {
+	s.ws()
+	start := s.i
+	if err := s.skipValue(); err != nil {
+		return nil, err
+	}
+	return s.data[start:s.i], nil
+}
+
+func (s *scanner) skipValue() error {
+	switch c := s.peek(); {
+	case c == '{':
+		// Duplicate detection in nested objects is left to the canonicaliser, which sorts the
+		// names anyway and refuses duplicates there.
+		if err := s.expect('{'); err != nil {
+			return err
+		}
+		if s.depth++; s.depth > maxJSONDepth {
+			return s.errorf("nested too deeply")
+		}
+		defer func() { s.depth-- }()
+		if s.peek() == '}' {
+			s.i++
+			return nil
+		}
+		for {
+			if s.peek() != '"' {
+				return s.errorf("object member name must be a string")
+			}
+			if err := s.skipString(); err != nil {
+				return err
+			}
+			if err := s.expect(':'); err != nil {
+				return err
+			}
+			if err := s.skipValue(); err != nil {
+				return err
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case '}':
+				s.i++
+				return nil
+			default:
+				return s.errorf("object member not followed by ',' or '}'")
+			}
+		}
+	case c == '[':
+		s.i++
+		if s.depth++; s.depth > maxJSONDepth {
+			return s.errorf("nested too deeply")
+		}
+		defer func() { s.depth-- }()
+		if s.peek() == ']' {
+			s.i++
+			return nil
+		}
+		for {
+			if err := s.skipValue(); err != nil {
+				return err
+			}
+			switch s.peek() {
+			case ',':
+				s.i++
+			case ']':
+				s.i++
+				return nil
+			default:
+				return s.errorf("array element not followed by ',' or ']'")
+			}
+		}
+	case c == '"':
+		return s.skipString()
+	case c == '-' || c >= '0' && c <= '9':
+		_, err := s.number()
+		return err
+	case c == 't':
+		return s.literal("true")
+	case c == 'f':
+		return s.literal("false")
+	case c == 'n':
+		return s.literal("null")
+	case c == 0 && s.i >= len(s.data):
+		return s.errorf("unexpected end of JSON")
+	default:
+		return s.errorf("invalid character %q looking for a value", c)
+	}
+}
+
+func (s *scanner) literal(lit string) error {
+	if len(s.data)-s.i < len(lit) || string(s.data[s.i:s.i+len(lit)]) != lit {
+		return s.errorf("invalid literal, want %s", lit)
+	}
+	s.i += len(lit)
+	return nil
+}
+
+// isNull reports whether the value at the cursor is the literal null.
+func (s *scanner) isNull() bool {
+	s.ws()
+	return len(s.data)-s.i >= 4 && string(s.data[s.i:s.i+4]) == "null"
+}
+
+// number consumes a number literal (RFC 8259 grammar) and returns it.
+func (s *scanner) number() ([]byte, error) {
+	start := s.i
+	d := s.data
+	i := s.i
+	if i < len(d) && d[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(d) && d[i] == '0':
+		i++
+	case i < len(d) && d[i] >= '1' && d[i] <= '9':
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	default:
+		s.i = i
+		return nil, s.errorf("invalid number")
+	}
+	if i < len(d) && d[i] == '.' {
+		i++
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			s.i = i
+			return nil, s.errorf("invalid number: digits must follow '.'")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
+		i++
+		if i < len(d) && (d[i] == '+' || d[i] == '-') {
+			i++
+		}
+		if i >= len(d) || d[i] < '0' || d[i] > '9' {
+			s.i = i
+			return nil, s.errorf("invalid number: digits must follow the exponent")
+		}
+		for i < len(d) && d[i] >= '0' && d[i] <= '9' {
+			i++
+		}
+	}
+	s.i = i
+	return d[start:i], nil
+}
+
+// skipString validates and consumes a string literal.
+func (s *scanner) skipString() error {
+	_, _, err := s.rawString()
+	return err
+}
+
+// rawString consumes a string literal and returns its body (between the quotes, escapes
+// intact) and whether it holds any escape.
+func (s *scanner) rawString() (body []byte, escaped bool, err error) {
+	if s.peek() != '"' {
+		return nil, false, s.errorf("want a string")
+	}
+	d := s.data
+	i := s.i + 1
+	start := i
+	for i < len(d) {
+		c := d[i]
+		switch {
+		case c == '"':
+			s.i = i + 1
+			return d[start:i], escaped, nil
+		case c == '\\':
+			escaped = true
+			if i+1 >= len(d) {
+				s.i = i
+				return nil, false, s.errorf("unterminated string")
+			}
+			switch d[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(d) || !isHex4(d[i+2:i+6]) {
+					s.i = i
+					return nil, false, s.errorf("invalid \\u escape")
+				}
+				i += 6
+			default:
+				s.i = i
+				return nil, false, s.errorf("invalid escape \\%c", d[i+1])
+			}
+		case c < 0x20:
+			s.i = i
+			return nil, false, s.errorf("control character %#02x in string", c)
+		default:
+			i++
+		}
+	}
+	s.i = i
+	return nil, false, s.errorf("unterminated string")
+}
+
+// str consumes a string literal and returns it unescaped, as encoding/json would: a lone or
+// broken surrogate becomes U+FFFD, and invalid UTF-8 is replaced by U+FFFD.
+func (s *scanner) str() (string, error) {
+	body, escaped, err := s.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !escaped && utf8.Valid(body) {
+		return string(body), nil
+	}
+	b, _ := unescape(make([]byte, 0, len(body)), body, false)
+	return string(b), nil
+}
+
+// unescape appends the decoded body of a validated string literal to dst. With jcsRules it
+// follows github.com/gowebpki/jcs (and RFC 8785's reference code): a surrogate escape always
+// consumes the next \u escape and the pair decodes to U+FFFD when it is not a valid pair, and
+// raw bytes pass through, and a surrogate escape not followed by another \u escape is an error.
+// Without it, it follows encoding/json and never fails.
+func unescape(dst, body []byte, jcsRules bool) ([]byte, error) {
+	for i := 0; i < len(body); {
+		c := body[i]
+		if c != '\\' {
+			if jcsRules || c < utf8.RuneSelf {
+				dst = append(dst, c)
+				i++
+				continue
+			}
+			r, size := utf8.DecodeRune(body[i:])
+			dst = utf8.AppendRune(dst, r)
+			i += size
+			continue
+		}
+		switch body[i+1] {
+		case 'b':
+			dst = append(dst, '\b')
+		case 'f':
+			dst = append(dst, '\f')
+		case 'n':
+			dst = append(dst, '\n')
+		case 'r':
+			dst = append(dst, '\r')
+		case 't':
+			dst = append(dst, '\t')
+		case 'u':
+			r := rune(hex4(body[i+2 : i+6]))
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
+					r2 := rune(hex4(body[i+2 : i+6]))
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError || jcsRules {
+						dst = utf8.AppendRune(dst, dec)
+						i += 6
+						continue
+					}
+				} else if jcsRules {
+					return dst, errors.New("lone UTF-16 surrogate in a string escape")
+				}
+				r = utf8.RuneError
+			}
+			dst = utf8.AppendRune(dst, r)
+			continue
+		default: // '"', '\\', '/'
+			dst = append(dst, body[i+1])
+		}
+		i += 2
+	}
+	return dst, nil
+}
+
+func isHex4(b []byte) bool {
+	for _, c := range b {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
+			return false
+		}
+	}
+	return true
+}
+
+func hex4(b []byte) uint16 {
+	var v uint16
+	for _, c := range b {
+		v <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			v |= uint16(c - '0')
+		case c >= 'a' && c <= 'f':
+			v |= uint16(c - 'a' + 10)
+		default:
+			v |= uint16(c - 'A' + 10)
+		}
+	}
+	return v
+}
+
+// int64Value consumes a number that must be an integer literal within int64, as encoding/json
+// requires when it decodes into an int64.
+func (s *scanner) int64Value() (int64, error) {
+	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+		return 0, s.errorf("want a number")
+	}
+	lit, err := s.number()
+	if err != nil {
+		return 0, err
+	}
+	v, err := strconv.ParseInt(string(lit), 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%s is not an integer within int64", lit)
+	}
+	return v, nil
+}
+
+// stringValue consumes a value that must be a string.
+func (s *scanner) stringValue() (string, error) {
+	if s.peek() != '"' {
+		return "", errors.New("want a string")
+	}
+	return s.str()
+}
+
+// appendCompact appends raw (one JSON value) to dst without insignificant white space,
+// validating it on the way.
+func appendCompact(dst, raw []byte) ([]byte, error) {
+	s := scanner{data: raw}
+	if _, err := s.skip(); err != nil {
+		return dst, err
+	}
+	if err := s.end(); err != nil {
+		return dst, err
+	}
+	if !s.spaced {
+		return append(dst, raw...), nil
+	}
+	inString, escaped := false, false
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			dst = append(dst, c)
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			inString = true
+		}
+		dst = append(dst, c)
+	}
+	return dst, nil
+}
