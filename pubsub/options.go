@@ -149,7 +149,9 @@ func WithSuspectAfter(beats int) Option {
 }
 
 // WithStuckAfter sets the silence after which an agent is stuck (default 600 s).
-func WithStuckAfter(d time.Duration) Option { return func(c *config) error { c.stuckAfter = d; return nil } }
+func WithStuckAfter(d time.Duration) Option {
+	return func(c *config) error { c.stuckAfter = d; return nil }
+}
 
 // WithForgetAfter sets the silence after which an agent leaves the table (default 1 h).
 func WithForgetAfter(d time.Duration) Option {
@@ -202,11 +204,15 @@ func WithDirectPeers(pis []peer.AddrInfo) Option {
 // WithDiscovery lets gossipsub find and connect peers of a topic it has too few of, through
 // d (for example a routing discovery on the DHT). Without it, group messages only reach
 // members connected to the publisher through other members. Default none.
-func WithDiscovery(d discovery.Discovery) Option { return func(c *config) error { c.disc = d; return nil } }
+func WithDiscovery(d discovery.Discovery) Option {
+	return func(c *config) error { c.disc = d; return nil }
+}
 
 // WithLeaveFlush sets how long Leave waits for the offline beat to leave (default 250 ms,
 // at most 10 s).
-func WithLeaveFlush(d time.Duration) Option { return func(c *config) error { c.leaveFlush = d; return nil } }
+func WithLeaveFlush(d time.Duration) Option {
+	return func(c *config) error { c.leaveFlush = d; return nil }
+}
 
 // WithReplayCapacity bounds the replay window (default protocol.DefaultReplayCapacity).
 func WithReplayCapacity(n int) Option { return func(c *config) error { c.replayCap = n; return nil } }

@@ -1,0 +1,149 @@
+package pubsub
+
+import (
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+
+func beat(agent string, pid peer.ID, status string, sent time.Time) Heard {
+	return Heard{AgentID: agent, PeerID: pid, Payload: protocol.HeartbeatPayload{Status: status, Load: 0.5, ActiveTasks: 2, Version: "v1"},
+		Sent: sent, MessageID: sent.Format(time.RFC3339Nano)}
+}
+
+func states(trs []Transition) []State {
+	var out []State
+	for _, tr := range trs {
+		out = append(out, tr.To)
+	}
+	return out
+}
+
+func TestLivenessSilence(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
+	tr, ok := l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	if !ok || tr == nil || tr.From != "" || tr.To != StateAlive {
+		t.Fatalf("first beat: %+v %v", tr, ok)
+	}
+	// Beats every 30 s keep it alive without transitions.
+	for i := 1; i <= 4; i++ {
+		at := t0.Add(time.Duration(i) * 30 * time.Second)
+		if tr, _ := l.Observe(beat("a:b:c", "P", "alive", at), at); tr != nil {
+			t.Fatalf("steady beat %d made a transition %+v", i, tr)
+		}
+		if trs := l.Tick(at.Add(29 * time.Second)); len(trs) != 0 {
+			t.Fatalf("tick between beats: %+v", trs)
+		}
+	}
+	last := t0.Add(120 * time.Second)
+	if trs := l.Tick(last.Add(89 * time.Second)); len(trs) != 0 {
+		t.Fatalf("2.97 missed beats made %v", states(trs))
+	}
+	if trs := l.Tick(last.Add(90 * time.Second)); len(trs) != 1 || trs[0].To != StateSuspect || trs[0].From != StateAlive {
+		t.Fatalf("3 missed beats: %+v", trs)
+	}
+	if trs := l.Tick(last.Add(91 * time.Second)); len(trs) != 0 {
+		t.Fatalf("suspect again: %+v", trs)
+	}
+	if load, alive, known := l.Load("a:b:c"); alive || !known || load != 0.5 {
+		t.Fatalf("Load of a suspect = %v %v %v", load, alive, known)
+	}
+	if trs := l.Tick(last.Add(600 * time.Second)); len(trs) != 1 || trs[0].To != StateStuck {
+		t.Fatalf("600 s of silence: %+v", trs)
+	}
+	// A beat brings it back.
+	back := last.Add(700 * time.Second)
+	if tr, _ := l.Observe(beat("a:b:c", "P", "busy", back), back); tr == nil || tr.From != StateStuck || tr.To != StateBusy {
+		t.Fatalf("recovery: %+v", tr)
+	}
+	if _, alive, _ := l.Load("a:b:c"); !alive {
+		t.Fatal("busy agent should take work")
+	}
+	if trs := l.Tick(back.Add(time.Hour)); len(trs) != 1 || trs[0].To != StateGone || l.Len() != 0 {
+		t.Fatalf("forget: %+v len %d", trs, l.Len())
+	}
+	if _, _, known := l.Load("a:b:c"); known {
+		t.Fatal("forgotten agent still known")
+	}
+}
+
+func TestLivenessAnnouncedInterval(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second, SuspectAfter: 2})
+	h := beat("a:b:c", "P", "alive", t0)
+	h.Interval = time.Second
+	l.Observe(h, t0)
+	if trs := l.Tick(t0.Add(1999 * time.Millisecond)); len(trs) != 0 {
+		t.Fatalf("early: %+v", trs)
+	}
+	if trs := l.Tick(t0.Add(2 * time.Second)); len(states(trs)) != 1 || trs[0].To != StateSuspect {
+		t.Fatalf("2 missed 1 s beats: %+v", trs)
+	}
+}
+
+func TestLivenessDrainOfflineAndOrder(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	tr, _ := l.Observe(beat("a:b:c", "P", "draining", t0.Add(time.Second)), t0.Add(time.Second))
+	if tr == nil || tr.To != StateDraining {
+		t.Fatalf("draining: %+v", tr)
+	}
+	if _, alive, _ := l.Load("a:b:c"); alive {
+		t.Fatal("a draining agent must not be offered work")
+	}
+	// offline sent 1 ms later overtakes a second draining beat sent in between.
+	off := t0.Add(time.Second + 2*time.Millisecond)
+	if tr, _ := l.Observe(beat("a:b:c", "P", "offline", off), off); tr == nil || tr.To != StateOffline {
+		t.Fatalf("offline: %+v", tr)
+	}
+	late := beat("a:b:c", "P", "draining", t0.Add(time.Second+time.Millisecond))
+	if tr, ok := l.Observe(late, off.Add(time.Millisecond)); tr != nil || !ok {
+		t.Fatalf("an older beat changed the state: %+v", tr)
+	}
+	if a, _ := l.Agent("a:b:c"); a.State != StateOffline {
+		t.Fatalf("state %s, want offline", a.State)
+	}
+	// Offline stays offline through silence and disconnects, until forgotten.
+	if trs := l.Tick(off.Add(20 * time.Minute)); len(trs) != 0 {
+		t.Fatalf("offline agent moved on silence: %+v", trs)
+	}
+	if trs := l.Disconnected("P", off); len(trs) != 0 {
+		t.Fatalf("offline agent moved on disconnect: %+v", trs)
+	}
+}
+
+func TestLivenessDisconnect(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	l.Observe(beat("a:b:one", "P", "alive", t0), t0)
+	l.Observe(beat("a:b:two", "P", "busy", t0), t0)
+	l.Observe(beat("a:b:three", "Q", "alive", t0), t0)
+	trs := l.Disconnected("P", t0.Add(time.Second))
+	if len(trs) != 2 || trs[0].AgentID != "a:b:one" || trs[1].AgentID != "a:b:two" || trs[0].To != StateSuspect || trs[0].Reason != "connection lost" {
+		t.Fatalf("disconnect of P: %+v", trs)
+	}
+	if a, _ := l.Agent("a:b:three"); a.State != StateAlive {
+		t.Fatalf("Q's agent moved: %s", a.State)
+	}
+	if got := l.Agents(); len(got) != 3 || got[0].AgentID != "a:b:one" || got[2].AgentID != "a:b:two" {
+		t.Fatalf("Agents not sorted: %+v", got)
+	}
+}
+
+func TestLivenessBinding(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	if _, ok := l.Observe(beat("a:b:c", "EVIL", "offline", t0.Add(time.Second)), t0.Add(time.Second)); ok {
+		t.Fatal("another peer declared a live agent offline")
+	}
+	if a, _ := l.Agent("a:b:c"); a.State != StateAlive || a.PeerID != "P" {
+		t.Fatalf("row changed: %+v", a)
+	}
+	// Once the agent said offline, a new key may take the id over (key rotation).
+	l.Observe(beat("a:b:c", "P", "offline", t0.Add(2*time.Second)), t0.Add(2*time.Second))
+	if tr, ok := l.Observe(beat("a:b:c", "NEW", "alive", t0.Add(3*time.Second)), t0.Add(3*time.Second)); !ok || tr == nil || tr.PeerID != "NEW" {
+		t.Fatalf("takeover after offline: %+v %v", tr, ok)
+	}
+}
