@@ -103,14 +103,23 @@ func Encode(m *Message, f Format) ([]byte, error) {
 const maxYAMLNodes = 1 << 20
 
 // YAMLToJSON converts one YAML document to JSON, keeping member order. Only what JSON can
-// express is accepted: string keys, and no infinities or NaN.
+// express is accepted: string keys, no infinities or NaN, and exactly one document.
 func YAMLToJSON(data []byte) ([]byte, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	if err := dec.Decode(&doc); err != nil {
+		if err == io.EOF {
+			return nil, errors.New("empty document")
+		}
 		return nil, err
 	}
 	if doc.Kind == 0 {
 		return nil, errors.New("empty document")
+	}
+	// A stream of several documents is refused rather than silently cut to its first one.
+	var next yaml.Node
+	if err := dec.Decode(&next); err != io.EOF {
+		return nil, errors.New("expected exactly one document")
 	}
 	var buf bytes.Buffer
 	budget := maxYAMLNodes

@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"crypto/ed25519"
 	"encoding/hex"
+	"errors"
 	"testing"
 	"time"
 
@@ -49,4 +50,58 @@ func newTestBuilder(t testing.TB, agent string) *protocol.Builder {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// codeOf returns the IACP code of err, failing the test when err is nil.
+func wantCode(t testing.TB, err error, want protocol.Code) *protocol.Error {
+	t.Helper()
+	if err == nil {
+		t.Fatalf("got no error, want %s", want)
+	}
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("got %T %v, want a *protocol.Error with code %s", err, err, want)
+	}
+	if pe.Code != want {
+		t.Fatalf("got code %s (%v), want %s", pe.Code, err, want)
+	}
+	return pe
+}
+
+// validRequest returns a signed request from the fixed key at fixedNow.
+func validRequest(t testing.TB) *protocol.Message {
+	t.Helper()
+	m, err := newTestBuilder(t, "acme:host-1:planner").Request("acme:host-2:analyst", protocol.IntentQuery,
+		map[string]any{"question": "what is the capital of France?"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func mustDecode(t testing.TB, doc string) *protocol.Message {
+	t.Helper()
+	m, err := protocol.Decode([]byte(doc))
+	if err != nil {
+		t.Fatalf("decode: %v\n%s", err, doc)
+	}
+	return m
+}
+
+func mustEncode(t testing.TB, m *protocol.Message, f protocol.Format) []byte {
+	t.Helper()
+	b, err := protocol.Encode(m, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func mustCanonical(t testing.TB, m *protocol.Message) []byte {
+	t.Helper()
+	c, err := protocol.Canonical(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }

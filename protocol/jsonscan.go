@@ -71,8 +71,9 @@ func (s *scanner) end() error {
 }
 
 // object calls member for each member of the object at the cursor, with the unescaped name;
-// member must consume the value. It refuses duplicate names: a document whose meaning depends
-// on which duplicate a parser keeps cannot be signed unambiguously (RFC 8785 section 3.1).
+// member must consume the value. It refuses duplicate names, at every level: a document whose
+// meaning depends on which duplicate a parser keeps cannot be signed unambiguously (I-JSON,
+// RFC 7493 section 2.3; RFC 8785 section 3.1).
 func (s *scanner) object(member func(name string) error) error {
 	if err := s.expect('{'); err != nil {
 		return err
@@ -83,6 +84,7 @@ func (s *scanner) object(member func(name string) error) error {
 	defer func() { s.depth-- }()
 	var stack [16]string
 	seen := stack[:0]
+	var seenMap map[string]struct{} // past 16 members
 	if s.peek() == '}' {
 		s.i++
 		return nil
@@ -95,12 +97,24 @@ func (s *scanner) object(member func(name string) error) error {
 		if err != nil {
 			return err
 		}
-		for _, n := range seen {
-			if n == name {
+		if seenMap != nil {
+			if _, dup := seenMap[name]; dup {
 				return s.errorf("duplicate member %q", name)
 			}
+			seenMap[name] = struct{}{}
+		} else {
+			for _, n := range seen {
+				if n == name {
+					return s.errorf("duplicate member %q", name)
+				}
+			}
+			if seen = append(seen, name); len(seen) == cap(stack) {
+				seenMap = make(map[string]struct{}, 2*len(seen))
+				for _, n := range seen {
+					seenMap[n] = struct{}{}
+				}
+			}
 		}
-		seen = append(seen, name)
 		if err := s.expect(':'); err != nil {
 			return err
 		}
@@ -133,42 +147,7 @@ func (s *scanner) skip() ([]byte, error) {
 func (s *scanner) skipValue() error {
 	switch c := s.peek(); {
 	case c == '{':
-		// Duplicate detection in nested objects is left to the canonicaliser, which sorts the
-		// names anyway and refuses duplicates there.
-		if err := s.expect('{'); err != nil {
-			return err
-		}
-		if s.depth++; s.depth > maxJSONDepth {
-			return s.errorf("nested too deeply")
-		}
-		defer func() { s.depth-- }()
-		if s.peek() == '}' {
-			s.i++
-			return nil
-		}
-		for {
-			if s.peek() != '"' {
-				return s.errorf("object member name must be a string")
-			}
-			if err := s.skipString(); err != nil {
-				return err
-			}
-			if err := s.expect(':'); err != nil {
-				return err
-			}
-			if err := s.skipValue(); err != nil {
-				return err
-			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return nil
-			default:
-				return s.errorf("object member not followed by ',' or '}'")
-			}
-		}
+		return s.object(func(string) error { return s.skipValue() })
 	case c == '[':
 		s.i++
 		if s.depth++; s.depth > maxJSONDepth {
@@ -196,7 +175,12 @@ func (s *scanner) skipValue() error {
 	case c == '"':
 		return s.skipString()
 	case c == '-' || c >= '0' && c <= '9':
-		_, err := s.number()
+		lit, err := s.number()
+		if err == nil && !isSmallInt(lit) {
+			if _, perr := strconv.ParseFloat(string(lit), 64); perr != nil {
+				return s.errorf("number %s is not a finite IEEE 754 double (I-JSON)", lit)
+			}
+		}
 		return err
 	case c == 't':
 		return s.literal("true")
@@ -271,9 +255,15 @@ func (s *scanner) number() ([]byte, error) {
 	return d[start:i], nil
 }
 
-// skipString validates and consumes a string literal.
+// skipString validates and consumes a string literal. Escapes must not leave a lone UTF-16
+// surrogate (I-JSON, RFC 7493 section 2.1), so that every value can be canonicalised.
 func (s *scanner) skipString() error {
-	_, _, err := s.rawString()
+	body, escaped, err := s.rawString()
+	if err == nil && escaped {
+		if _, uerr := unescape(nil, body, true); uerr != nil {
+			return s.errorf("%v", uerr)
+		}
+	}
 	return err
 }
 
@@ -322,8 +312,8 @@ func (s *scanner) rawString() (body []byte, escaped bool, err error) {
 	return nil, false, s.errorf("unterminated string")
 }
 
-// str consumes a string literal and returns it unescaped, as encoding/json would: a lone or
-// broken surrogate becomes U+FFFD, and invalid UTF-8 is replaced by U+FFFD.
+// str consumes a string literal and returns it unescaped, as encoding/json would. A lone
+// surrogate escape is refused (I-JSON); invalid UTF-8 is replaced by U+FFFD.
 func (s *scanner) str() (string, error) {
 	body, escaped, err := s.rawString()
 	if err != nil {
@@ -331,6 +321,11 @@ func (s *scanner) str() (string, error) {
 	}
 	if !escaped && utf8.Valid(body) {
 		return string(body), nil
+	}
+	if escaped {
+		if _, err := unescape(nil, body, true); err != nil {
+			return "", s.errorf("%v", err)
+		}
 	}
 	b, _ := unescape(make([]byte, 0, len(body)), body, false)
 	return string(b), nil
