@@ -1,0 +1,228 @@
+package pubsub
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	ps "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	"golang.org/x/time/rate"
+)
+
+// oneNode is a Gossip alone on a mocknet, to drive its validator directly.
+func oneNode(t *testing.T, opts ...Option) *Gossip {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	h, sk := addHost(t, mn, 0)
+	b, err := protocol.NewBuilder("test:solo:agent", sk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := New(h, b, append([]Option{WithCheckInterval(-1)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { g.Close() })
+	return g
+}
+
+type signer struct {
+	b  *protocol.Builder
+	id peer.ID
+}
+
+func newSigner(t *testing.T, agent string, now func() time.Time) signer {
+	t.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protocol.NewBuilder(agent, sk, now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return signer{b, b.PeerID()}
+}
+
+func psMsg(t *testing.T, m *protocol.Message, topic string, author, relayer peer.ID) *ps.Message {
+	t.Helper()
+	data, err := protocol.EncodeJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &ps.Message{Message: &pb.Message{Data: data, From: []byte(author), Topic: &topic}, ReceivedFrom: relayer}
+}
+
+func verdict(err error) string {
+	var ev *errVerdict
+	switch {
+	case err == nil:
+		return "accept"
+	case errors.As(err, &ev) && ev.ignore:
+		return "ignore"
+	}
+	return "reject"
+}
+
+func TestValidator(t *testing.T) {
+	g := oneNode(t)
+	bc := topicInfo{name: g.broadcastTopic(), kind: kindBroadcast}
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	grp := topicInfo{name: g.GroupTopic("code.review"), kind: kindGroup, group: "code.review"}
+	a := newSigner(t, "test:a:agent", nil)
+	relay := newSigner(t, "test:r:agent", nil).id
+	ev := protocol.EventPayload{EventType: "deploy.done"}
+
+	good, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+	if v, err := g.check(bc, psMsg(t, good, bc.name, a.id, relay)); err != nil || v.event.EventType != "deploy.done" {
+		t.Fatalf("valid event: %v", err)
+	}
+	cases := []struct {
+		name, want, why string
+		info           topicInfo
+		msg            func() *ps.Message
+	}{
+		{"replay", "reject", "already processed", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, relay) }},
+		{"bad signature", "reject", "signature", bc, func() *ps.Message {
+			m, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+			m.Message.Payload = json.RawMessage(`{"event_type":"forged"}`)
+			return psMsg(t, m, bc.name, a.id, relay)
+		}},
+		{"peer_id is not the author", "reject", "not the pubsub author", bc, func() *ps.Message {
+			m, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+			return psMsg(t, m, bc.name, relay, relay)
+		}},
+		{"heartbeat on the broadcast topic", "reject", "broadcast topic", bc, func() *ps.Message {
+			m, _ := a.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"})
+			return psMsg(t, m, bc.name, a.id, a.id)
+		}},
+		{"event on the heartbeat topic", "reject", "heartbeat topic", hbt, func() *ps.Message {
+			m, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+			return psMsg(t, m, hbt.name, a.id, a.id)
+		}},
+		{"event to one agent", "reject", "to \"*\" only", bc, func() *ps.Message {
+			m, _ := a.b.Event("test:x:agent", protocol.IntentNotify, ev)
+			return psMsg(t, m, bc.name, a.id, a.id)
+		}},
+		{"group message without group", "reject", "for group \"\"", grp, func() *ps.Message {
+			m, _ := a.b.Request(protocol.Broadcast, protocol.IntentQuery, nil)
+			return psMsg(t, m, grp.name, a.id, a.id)
+		}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := g.check(c.info, c.msg())
+			if verdict(err) != c.want || !strings.Contains(err.Error(), c.why) {
+				t.Fatalf("got %s (%v), want %s with %q", verdict(err), err, c.want, c.why)
+			}
+		})
+	}
+
+	t.Run("expired", func(t *testing.T) {
+		old := newSigner(t, "test:old:agent", func() time.Time { return time.Now().Add(-time.Hour - 5*time.Second) })
+		m, _ := old.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+		if _, err := g.check(bc, psMsg(t, m, bc.name, old.id, relay)); verdict(err) != "ignore" {
+			t.Fatalf("just expired while relayed: %s %v", verdict(err), err)
+		}
+		m, _ = old.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+		if _, err := g.check(bc, psMsg(t, m, bc.name, old.id, old.id)); verdict(err) != "reject" {
+			t.Fatalf("expired from its author: %s %v", verdict(err), err)
+		}
+		older := newSigner(t, "test:older:agent", func() time.Time { return time.Now().Add(-2 * time.Hour) })
+		m, _ = older.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+		if _, err := g.check(bc, psMsg(t, m, bc.name, older.id, relay)); verdict(err) != "reject" {
+			t.Fatalf("long expired: %s %v", verdict(err), err)
+		}
+	})
+
+	t.Run("rate", func(t *testing.T) {
+		g := oneNode(t, WithPeerRate(rate.Limit(1), 3))
+		f := newSigner(t, "test:flood:agent", nil)
+		var verdicts []string
+		for range 5 {
+			m, _ := f.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+			_, err := g.check(bc, psMsg(t, m, bc.name, f.id, f.id))
+			verdicts = append(verdicts, verdict(err))
+		}
+		if strings.Join(verdicts, ",") != "accept,accept,accept,reject,reject" {
+			t.Fatalf("burst of 3 then flood from the author: %v", verdicts)
+		}
+		m, _ := f.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+		if _, err := g.check(bc, psMsg(t, m, bc.name, f.id, relay)); verdict(err) != "ignore" {
+			t.Fatalf("over rate but relayed: %s", verdict(err))
+		}
+	})
+
+	t.Run("oversize", func(t *testing.T) {
+		m := &ps.Message{Message: &pb.Message{Data: make([]byte, protocol.MaxGossipBytes+1), From: []byte(a.id), Topic: &bc.name}, ReceivedFrom: a.id}
+		if _, err := g.check(bc, m); verdict(err) != "reject" {
+			t.Fatalf("oversize: %s", verdict(err))
+		}
+	})
+
+	t.Run("group", func(t *testing.T) {
+		m := &protocol.Message{}
+		m.Envelope.Recipient = protocol.Recipient{AgentID: "*", Channel: "coordination", Extra: protocol.Extra{"group": json.RawMessage(`"code.review"`)}}
+		m.Message = protocol.Body{Type: protocol.TypeRequest, Intent: protocol.IntentQuery, Payload: json.RawMessage(`{}`)}
+		if err := a.b.Seal(m); err != nil {
+			t.Fatal(err)
+		}
+		if v, err := g.check(grp, psMsg(t, m, grp.name, a.id, a.id)); err != nil || v.group != "code.review" {
+			t.Fatalf("group message: %v", err)
+		}
+		other := topicInfo{name: g.GroupTopic("translate"), kind: kindGroup, group: "translate"}
+		m2 := m.Clone()
+		m2.Envelope.MessageID = ""
+		if err := a.b.Seal(m2); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := g.check(other, psMsg(t, m2, other.name, a.id, a.id)); verdict(err) != "reject" {
+			t.Fatalf("group message on another group's topic: %s", verdict(err))
+		}
+	})
+
+	if s := g.Stats(); s.Rejected != 0 {
+		t.Fatalf("check itself must not count; the validator wrapper does: %+v", s)
+	}
+}
+
+func TestOptionsValidate(t *testing.T) {
+	mn := mocknet.New()
+	defer mn.Close()
+	h, sk := addHost(t, mn, 0)
+	b, _ := protocol.NewBuilder("test:opt:agent", sk, nil)
+	for _, o := range []Option{
+		WithHeartbeatInterval(500 * time.Millisecond),
+		WithHeartbeatInterval(time.Hour),
+		WithSuspectAfter(0),
+		WithStuckAfter(time.Minute),
+		WithTopicPrefix("iacp"),
+		WithCapabilities([]string{"bad topic"}),
+		WithPeerRate(0, 1),
+	} {
+		if g, err := New(h, b, o); err == nil {
+			g.Close()
+			t.Errorf("an invalid option was accepted")
+		}
+	}
+	other, _ := protocol.NewBuilder("test:opt:other", newSignerKey(t), nil)
+	if _, err := New(h, other); err == nil {
+		t.Error("a builder with another key was accepted")
+	}
+}
+
+func newSignerKey(t *testing.T) crypto.PrivKey {
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sk
+}
