@@ -1,0 +1,176 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// mesh is n mocknet hosts, all linked, each with a Discovery; the first nBoot are the bootstrap
+// peers of the others (and of each other).
+type mesh struct {
+	mn    mocknet.Mocknet
+	hosts []host.Host
+	keys  []crypto.PrivKey
+	ds    []*Discovery
+	boot  []peer.AddrInfo
+}
+
+var quiet = slog.New(slog.DiscardHandler)
+
+func addHost(tb testing.TB, mn mocknet.Mocknet, i int) (host.Host, crypto.PrivKey) {
+	tb.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	a := ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 20000+i))
+	h, err := mn.AddPeer(sk, a)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return h, sk
+}
+
+func newMesh(tb testing.TB, n, nBoot int, opts ...Option) *mesh {
+	tb.Helper()
+	m := &mesh{mn: mocknet.New()}
+	tb.Cleanup(func() { m.close() })
+	for i := range n {
+		h, sk := addHost(tb, m.mn, i)
+		m.hosts, m.keys = append(m.hosts, h), append(m.keys, sk)
+	}
+	if err := m.mn.LinkAll(); err != nil {
+		tb.Fatal(err)
+	}
+	for i := range nBoot {
+		m.boot = append(m.boot, peer.AddrInfo{ID: m.hosts[i].ID(), Addrs: m.hosts[i].Addrs()})
+	}
+	for i, h := range m.hosts {
+		o := append([]Option{WithLogger(quiet), WithBootstrapPeers(m.boot), WithBackoff(5*time.Millisecond, 50*time.Millisecond)}, opts...)
+		d, err := New(h, m.keys[i], o...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		m.ds = append(m.ds, d)
+	}
+	return m
+}
+
+// start starts every Discovery and waits until each has joined.
+func (m *mesh) start(tb testing.TB) {
+	tb.Helper()
+	for _, d := range m.ds {
+		if err := d.Start(context.Background()); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	for i, d := range m.ds {
+		waitFor(tb, 30*time.Second, fmt.Sprintf("node %d joined", i), func() bool {
+			s := d.Status()
+			return s.Bootstrapped && s.RoutingTableSize > 0
+		})
+	}
+}
+
+// publishAll publishes manifestFor(i) on every node, a few at a time.
+func (m *mesh) publishAll(tb testing.TB, ctx context.Context) {
+	tb.Helper()
+	m.parallel(tb, 8, len(m.ds), func(i int) error { return m.ds[i].Publish(ctx, manifestFor(i)) })
+}
+
+// parallel runs f(0..n-1) with at most width at a time and fails on the first error.
+func (m *mesh) parallel(tb testing.TB, width, n int, f func(i int) error) {
+	tb.Helper()
+	sem := make(chan struct{}, width)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() { defer func() { <-sem }(); errs[i] = f(i) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			tb.Fatalf("item %d: %v", i, err)
+		}
+	}
+}
+
+func (m *mesh) close() {
+	for _, d := range m.ds {
+		_ = d.Close()
+	}
+	_ = m.mn.Close()
+}
+
+func agentID(i int) string { return fmt.Sprintf("test:n%03d:agent", i) }
+
+// manifestFor gives agent i a spread of capabilities: every agent has the terminal tool; even
+// ones web; every third one browser; every fourth one the llama3 model; every fifth one the
+// security domain; odd ones compliance. Even ones are on-prem, odd ones cloud.
+func manifestFor(i int) protocol.Manifest {
+	m := protocol.Manifest{AgentID: agentID(i), Tools: []string{"terminal"}, Deployment: "cloud", Version: "1.0.0"}
+	if i%2 == 0 {
+		m.Tools = append(m.Tools, "web")
+		m.Deployment = "on-prem"
+	}
+	if i%3 == 0 {
+		m.Tools = append(m.Tools, "browser")
+	}
+	if i%4 == 0 {
+		m.Models = append(m.Models, "llama3")
+	}
+	if i%5 == 0 {
+		m.Domains = append(m.Domains, "security")
+	}
+	if i%2 == 1 {
+		m.Domains = append(m.Domains, "compliance")
+	}
+	return m
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
+	tb.Helper()
+	deadline := time.Now().Add(within)
+	for !cond() {
+		if time.Now().After(deadline) {
+			tb.Fatalf("timed out after %s waiting for: %s", within, what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// fakeClock is a settable clock.
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)} }
+
+func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.t }
+
+func (c *fakeClock) Advance(d time.Duration) { c.mu.Lock(); c.t = c.t.Add(d); c.mu.Unlock() }
+
+// loads is a LoadSource backed by a map; a missing agent is unknown.
+type loads map[string]struct {
+	load  float64
+	alive bool
+}
+
+func (l loads) Load(id string) (float64, bool, bool) {
+	v, ok := l[id]
+	return v.load, v.alive, ok
+}
