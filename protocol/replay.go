@@ -9,9 +9,10 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultReplayCapacity is the default bound of a ReplayWindow: 262,144 ids, about 16 MiB
-// (64 bytes per id across the map and the expiry heap).
-const DefaultReplayCapacity = 1 << 18
+// DefaultReplayCapacity is the default bound of a ReplayWindow: 1,048,576 ids, about 64 MiB
+// at the bound (64 bytes per id across the map and the expiry heap); enough for ~290 messages
+// per second sustained with one-hour TTLs.
+const DefaultReplayCapacity = 1 << 20
 
 // ReplayWindow remembers message ids until their messages expire, and refuses a repeat with
 // DUPLICATE (draft "Replay Attacks").
@@ -141,10 +142,18 @@ func (w *ReplayWindow) insert(u uuid.UUID, exp int64) {
 }
 
 func (w *ReplayWindow) purge(now int64) {
-	for len(w.byExpiry) > 0 && w.byExpiry[0].exp <= now {
-		it := heap.Pop(&w.byExpiry).(expiryItem)
-		if exp, ok := w.ids[it.id]; ok && exp == it.exp {
-			delete(w.ids, it.id)
+	for len(w.byExpiry) > 0 {
+		top := w.byExpiry[0]
+		exp, live := w.ids[top.id]
+		live = live && exp == top.exp
+		if live && top.exp > now {
+			break
+		}
+		// Expired, or left behind by Remove: either way it goes, so that the top of the heap
+		// is always the live id that expires first (Add's RetryAfter relies on it).
+		heap.Pop(&w.byExpiry)
+		if live {
+			delete(w.ids, top.id)
 		}
 	}
 	// Entries removed with Remove leave stale heap items; compact when they dominate.

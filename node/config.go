@@ -1,0 +1,220 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Config is everything a node can be told. DefaultConfig fills every field; the YAML tags are
+// the names used in the config file that `iacp-node init` writes.
+type Config struct {
+	// DataDir holds the identity key, trust pins and (with durable delivery) the store.
+	DataDir string `yaml:"data_dir"`
+
+	// AgentID is the agent this node serves, namespace:host:name.
+	AgentID string `yaml:"agent_id"`
+	// AgentName and AgentVersion describe the agent in its manifest and heartbeats.
+	AgentName    string `yaml:"agent_name"`
+	AgentVersion string `yaml:"agent_version"`
+	// Manifest is the agent's capability manifest; its agent_id is set to AgentID.
+	Manifest protocol.Manifest `yaml:"manifest"`
+
+	// ListenAddrs are libp2p multiaddrs. Default: TCP and QUIC on every interface, port 0
+	// (the kernel picks); set a fixed port for a bootstrap node.
+	ListenAddrs []string `yaml:"listen"`
+	// Bootstrap peers, multiaddrs with /p2p/<peer id>.
+	Bootstrap []string `yaml:"bootstrap"`
+	// NAT switches on AutoNAT, the circuit relay v2 client and hole punching. Default true.
+	NAT bool `yaml:"nat"`
+
+	// ConnLow and ConnHigh are the connection manager's watermarks: above High it trims to
+	// Low, sparing connections younger than ConnGrace. Defaults 64, 192, 1 m.
+	ConnLow   int           `yaml:"conn_low"`
+	ConnHigh  int           `yaml:"conn_high"`
+	ConnGrace time.Duration `yaml:"conn_grace"`
+	// ResourceMemory and ResourceFDs scale the libp2p resource manager's limits. Defaults
+	// 512 MiB and 1024 descriptors.
+	ResourceMemory int64 `yaml:"resource_memory"`
+	ResourceFDs    int   `yaml:"resource_fds"`
+
+	// MaxMessageBytes bounds one frame on /iacp/1.0.0. Default 16 MiB (IaCP 1.0 section 10).
+	MaxMessageBytes int `yaml:"max_message_bytes"`
+	// DefaultTTL is the ttl_seconds of messages this node builds. Default 1 h.
+	DefaultTTL time.Duration `yaml:"default_ttl"`
+	// FrameTimeout bounds each frame read or write once it has started, and every dial.
+	// Default 10 s.
+	FrameTimeout time.Duration `yaml:"frame_timeout"`
+	// IdleTimeout closes a stream that carried nothing for this long. Default 60 s.
+	IdleTimeout time.Duration `yaml:"idle_timeout"`
+	// ReceiptWindow is how long a request's handler may take to answer before the node sends
+	// a separate pending receipt; a quicker answer is itself the receipt. Default 20 ms.
+	ReceiptWindow time.Duration `yaml:"receipt_window"`
+	// ShutdownGrace bounds how long Close waits for in-flight exchanges. Default 5 s.
+	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
+
+	// RatePerSecond and RateBurst are the per-peer token bucket for inbound messages
+	// (A2ACP's default is 1000 per minute per agent; we allow bursts). Defaults 200 and 400.
+	RatePerSecond float64 `yaml:"rate_per_second"`
+	RateBurst     int     `yaml:"rate_burst"`
+	// Policy says which agent ids may use which intents; empty allows everything.
+	Policy []PolicyRule `yaml:"policy"`
+	// AllowlistFile, when set, names a YAML or JSON map of agent id to peer id: only those
+	// pairs may speak (a closed mesh). Without it, trust on first use pins each agent id to
+	// the first peer id that speaks for it.
+	AllowlistFile string `yaml:"allowlist_file"`
+
+	// KeepAlive is how often the node pings peers it needs. Default 15 s.
+	KeepAlive time.Duration `yaml:"keep_alive"`
+	// ReconnectMin and ReconnectMax bound the exponential backoff (with jitter) for
+	// reconnecting to peers it needs. Defaults 1 s and 1 m.
+	ReconnectMin time.Duration `yaml:"reconnect_min"`
+	ReconnectMax time.Duration `yaml:"reconnect_max"`
+
+	// LogLevel is go-log's level for the node's subsystems. Default "info".
+	LogLevel string `yaml:"log_level"`
+
+	// Key, when set, is the identity instead of the key file in DataDir.
+	Key crypto.PrivKey `yaml:"-"`
+	// Host, when set, is used instead of building one (tests, the simulator's mocknet); the
+	// node takes ownership and closes it. Key must be the host's key.
+	Host host.Host `yaml:"-"`
+	// Clock is the time source for validation, TTLs and backoff. Default time.Now.
+	Clock func() time.Time `yaml:"-"`
+	// Logger receives the node's logs, already tagged with the agent and peer ids. Default:
+	// go-log's slog bridge.
+	Logger *slog.Logger `yaml:"-"`
+}
+
+// PolicyRule lets the agents matching Agents (a recipient-style pattern, e.g. "ops:*:*")
+// use Intents. With any rule configured, a sender matching no rule is refused.
+type PolicyRule struct {
+	Agents  string            `yaml:"agents"`
+	Intents []protocol.Intent `yaml:"intents"`
+}
+
+// DefaultConfig returns the documented defaults.
+func DefaultConfig() Config {
+	return Config{
+		DataDir:         ".data/node",
+		AgentVersion:    "0.1.0",
+		ListenAddrs:     []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
+		NAT:             true,
+		ConnLow:         64,
+		ConnHigh:        192,
+		ConnGrace:       time.Minute,
+		ResourceMemory:  512 << 20,
+		ResourceFDs:     1024,
+		MaxMessageBytes: protocol.DefaultMaxMessageBytes,
+		DefaultTTL:      protocol.DefaultTTL,
+		FrameTimeout:    10 * time.Second,
+		IdleTimeout:     60 * time.Second,
+		ReceiptWindow:   20 * time.Millisecond,
+		ShutdownGrace:   5 * time.Second,
+		RatePerSecond:   200,
+		RateBurst:       400,
+		KeepAlive:       15 * time.Second,
+		ReconnectMin:    time.Second,
+		ReconnectMax:    time.Minute,
+		LogLevel:        "info",
+	}
+}
+
+// validate names the field and the allowed range of the first bad value.
+func (c *Config) validate() error {
+	if err := protocol.ValidateAgentID(c.AgentID); err != nil {
+		return fmt.Errorf("agent_id: %w (set it with --agent-id or agent_id in the config)", err)
+	}
+	checks := []struct {
+		ok   bool
+		what string
+	}{
+		{c.Host != nil || len(c.ListenAddrs) > 0, "listen: at least one multiaddr"},
+		{c.ConnLow > 0 && c.ConnHigh >= c.ConnLow, "conn_low/conn_high: 0 < low <= high"},
+		{c.ResourceMemory >= 64<<20, "resource_memory: at least 64 MiB"},
+		{c.ResourceFDs >= 16, "resource_fds: at least 16"},
+		{c.MaxMessageBytes >= 1024 && c.MaxMessageBytes <= 1<<30, "max_message_bytes: 1 KiB to 1 GiB"},
+		{c.DefaultTTL >= time.Second && c.DefaultTTL <= protocol.DefaultMaxTTL, "default_ttl: 1 s to 7 days"},
+		{c.FrameTimeout >= 100*time.Millisecond, "frame_timeout: at least 100 ms"},
+		{c.IdleTimeout >= time.Second, "idle_timeout: at least 1 s"},
+		{c.ReceiptWindow >= 0 && c.ReceiptWindow <= time.Second, "receipt_window: 0 to 1 s"},
+		{c.ShutdownGrace >= 0, "shutdown_grace: not negative"},
+		{c.RatePerSecond > 0 && c.RateBurst >= 1, "rate_per_second > 0 and rate_burst >= 1"},
+		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
+		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
+	}
+	for _, ch := range checks {
+		if !ch.ok {
+			return fmt.Errorf("invalid config: %s", ch.what)
+		}
+	}
+	for i, r := range c.Policy {
+		if err := protocol.ValidateRecipientID(r.Agents); err != nil {
+			return fmt.Errorf("policy[%d].agents: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// Option changes the configuration before the node is built.
+type Option func(*Config) error
+
+// WithConfig replaces the whole configuration (for example one read from a file); later
+// options still apply on top.
+func WithConfig(c Config) Option { return func(dst *Config) error { *dst = c; return nil } }
+
+// WithAgent sets the agent id and its manifest.
+func WithAgent(agentID string, m protocol.Manifest) Option {
+	return func(c *Config) error { c.AgentID, c.Manifest = agentID, m; return nil }
+}
+
+// WithDataDir sets the data directory.
+func WithDataDir(dir string) Option { return func(c *Config) error { c.DataDir = dir; return nil } }
+
+// WithListen sets the listen multiaddrs.
+func WithListen(addrs ...string) Option {
+	return func(c *Config) error { c.ListenAddrs = addrs; return nil }
+}
+
+// WithBootstrap sets the bootstrap peers.
+func WithBootstrap(addrs ...string) Option {
+	return func(c *Config) error { c.Bootstrap = addrs; return nil }
+}
+
+// WithKey sets the identity key instead of the data directory's key file.
+func WithKey(k crypto.PrivKey) Option { return func(c *Config) error { c.Key = k; return nil } }
+
+// WithHost makes the node use h (and close it) instead of building a host; k must be h's key.
+func WithHost(h host.Host, k crypto.PrivKey) Option {
+	return func(c *Config) error {
+		if h == nil || k == nil {
+			return fmt.Errorf("WithHost: host and key are required")
+		}
+		c.Host, c.Key = h, k
+		return nil
+	}
+}
+
+// WithClock sets the time source.
+func WithClock(now func() time.Time) Option { return func(c *Config) error { c.Clock = now; return nil } }
+
+// WithLogger sets the logger.
+func WithLogger(l *slog.Logger) Option { return func(c *Config) error { c.Logger = l; return nil } }
+
+// WithRateLimit sets the per-peer inbound token bucket.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return func(c *Config) error { c.RatePerSecond, c.RateBurst = perSecond, burst; return nil }
+}
+
+// WithPolicy sets the intent policy.
+func WithPolicy(rules ...PolicyRule) Option {
+	return func(c *Config) error { c.Policy = rules; return nil }
+}
+
+// WithNAT switches NAT traversal on or off.
+func WithNAT(on bool) Option { return func(c *Config) error { c.NAT = on; return nil } }

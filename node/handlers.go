@@ -1,0 +1,198 @@
+package node
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Handler handles one inbound message. For a request it answers with r.Reply or r.Fail, now
+// or later from another goroutine (async-first: the answer then goes out on a new stream, up
+// to the message's TTL); returning an error is r.Fail(err). For events and notifications no
+// answer is expected. Handlers run on their own goroutine, at most 1024 at once.
+type Handler func(ctx context.Context, r *Request) error
+
+// Request is one inbound message handed to a handler, with helpers to answer it.
+type Request struct {
+	// Msg is the verified, validated message.
+	Msg *protocol.Message
+	// Peer is the authenticated remote peer that delivered it.
+	Peer peer.ID
+
+	n  *Node
+	ex *exchange // nil unless Msg is a request that arrived on a stream
+}
+
+// Reply answers the request with a response of the given status (accepted, rejected, pending,
+// counter) and a body merged into the payload.
+func (r *Request) Reply(status string, body any) error {
+	m, err := r.n.builder.Response(r.Msg, status, body)
+	if err != nil {
+		return err
+	}
+	return r.answer(m)
+}
+
+// Fail answers the request with an error message whose code is protocol.CodeOf(err).
+func (r *Request) Fail(err error) error {
+	m, berr := r.n.builder.Error(r.Msg, r.Msg.Envelope.Sender.AgentID, err)
+	if berr != nil {
+		return berr
+	}
+	return r.answer(m)
+}
+
+// answer sends the reply inline when the receipt window is still open, else out of band.
+func (r *Request) answer(m *protocol.Message) error {
+	if r.Msg.Message.Type != protocol.TypeRequest {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "only requests are answered; this is a %s", r.Msg.Message.Type)
+	}
+	if ex := r.ex; ex != nil && ex.state.CompareAndSwap(exWaiting, exInline) {
+		if ex.timer.Stop() {
+			defer ex.in.exchanges.Done()
+		}
+		if ex.in.write(m) {
+			return nil
+		}
+	}
+	ctx, cancel := context.WithDeadline(r.n.ctx, r.Msg.Expires())
+	defer cancel()
+	return r.n.Send(ctx, m)
+}
+
+// Handle registers h for an intent (handoff, negotiate, notify or an x- custom intent),
+// replacing any earlier handler. query and health are answered by the node itself unless a
+// handler is registered for them.
+func (n *Node) Handle(intent protocol.Intent, h Handler) {
+	n.handlersMu.Lock()
+	defer n.handlersMu.Unlock()
+	n.handlers[intent] = h
+}
+
+// HandleOther registers a handler for every message no intent handler takes: events without a
+// handler, and responses that arrive after their requester stopped waiting. The local API
+// uses it to queue such messages for its clients.
+func (n *Node) HandleOther(h Handler) {
+	n.handlersMu.Lock()
+	defer n.handlersMu.Unlock()
+	n.fallback = h
+}
+
+// Handlers returns the intents that have a handler, sorted.
+func (n *Node) Handlers() []protocol.Intent {
+	n.handlersMu.RLock()
+	defer n.handlersMu.RUnlock()
+	out := make([]protocol.Intent, 0, len(n.handlers))
+	for i := range n.handlers {
+		out = append(out, i)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
+	return out
+}
+
+// dispatch runs the handler for r on its own goroutine.
+func (n *Node) dispatch(r *Request) {
+	h := n.handlerFor(r.Msg)
+	if h == nil {
+		if r.Msg.Message.Type == protocol.TypeRequest {
+			_ = r.Fail(protocol.Errorf(protocol.CodeCapabilityMismatch, "agent %s has no handler for intent %s", n.cfg.AgentID, r.Msg.Message.Intent))
+		} else {
+			n.log.Debug("no handler; message dropped after receipt", "id", r.Msg.Envelope.MessageID, "type", r.Msg.Message.Type)
+		}
+		return
+	}
+	select {
+	case n.slots <- struct{}{}:
+	default:
+		_ = r.Fail(&protocol.Error{Code: protocol.CodeRateLimited, Message: "too many messages in progress", RetryAfter: time.Second})
+		return
+	}
+	if !n.track() {
+		<-n.slots
+		return
+	}
+	go func() {
+		defer n.inflight.Done()
+		defer func() { <-n.slots }()
+		ctx, cancel := context.WithDeadline(n.ctx, r.Msg.Expires())
+		defer cancel()
+		if err := h(ctx, r); err != nil && r.Msg.Message.Type == protocol.TypeRequest {
+			_ = r.Fail(err)
+		}
+	}()
+}
+
+func (n *Node) handlerFor(m *protocol.Message) Handler {
+	n.handlersMu.RLock()
+	defer n.handlersMu.RUnlock()
+	if m.Message.Type == protocol.TypeRequest || m.Message.Type == protocol.TypeEvent {
+		if h, ok := n.handlers[m.Message.Intent]; ok {
+			return h
+		}
+		if m.Message.Type == protocol.TypeRequest {
+			switch m.Message.Intent {
+			case protocol.IntentQuery:
+				return n.answerQuery
+			case protocol.IntentHealth:
+				return n.answerHealth
+			}
+		}
+	}
+	return n.fallback
+}
+
+// answerQuery answers a capability query with the manifest: accepted when every required
+// capability is present, rejected (with the missing ones) otherwise.
+func (n *Node) answerQuery(_ context.Context, r *Request) error {
+	var q protocol.CapabilityQuery
+	if err := protocol.DecodePayload(r.Msg, &q); err != nil {
+		return err
+	}
+	m := n.Manifest()
+	missing := Missing(m, q.Required)
+	status, detail := protocol.ResponseAccepted, ""
+	if len(missing) > 0 {
+		status, detail = protocol.ResponseRejected, "missing required capabilities: "+strings.Join(missing, ", ")
+	}
+	return r.Reply(status, map[string]any{"manifest": m, "detail": detail})
+}
+
+// answerHealth answers a health request with the node's status.
+func (n *Node) answerHealth(_ context.Context, r *Request) error {
+	st := n.Status()
+	return r.Reply(protocol.ResponseAccepted, map[string]any{
+		"health": map[string]any{
+			"status": st.Status, "load": st.Load, "active_tasks": st.ActiveTasks,
+			"version": st.Version, "uptime_seconds": int64(n.now().Sub(n.started) / time.Second),
+		},
+	})
+}
+
+// Missing lists the required capabilities (as "tool:x", "model:y", "domain:z") that the
+// manifest lacks.
+func Missing(m protocol.Manifest, required protocol.CapabilitySet) []string {
+	var out []string
+	check := func(kind string, have, want []string) {
+		for _, w := range want {
+			found := false
+			for _, h := range have {
+				if h == w {
+					found = true
+					break
+				}
+			}
+			if !found {
+				out = append(out, kind+":"+w)
+			}
+		}
+	}
+	check("tool", m.Tools, required.Tools)
+	check("model", m.Models, required.Models)
+	check("domain", m.Domains, required.Domains)
+	return out
+}

@@ -1,0 +1,76 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// mesh is a set of nodes on one in-memory network, each knowing where the others are.
+type mesh struct {
+	mn    mocknet.Mocknet
+	nodes []*Node
+	keys  []crypto.PrivKey
+}
+
+func agentName(i int) string { return fmt.Sprintf("test:mesh:agent%d", i) }
+
+// newMesh starts n nodes; opts apply to every node, perNode to node i.
+func newMesh(t *testing.T, n int, opts []Option, perNode func(i int) []Option) *mesh {
+	t.Helper()
+	m := &mesh{mn: mocknet.New()}
+	t.Cleanup(func() { m.mn.Close() })
+	for i := 0; i < n; i++ {
+		sk, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := m.mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 4000+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		all := append([]Option{
+			WithHost(h, sk),
+			WithAgent(agentName(i), protocol.Manifest{Tools: []string{"terminal"}}),
+			WithDataDir(t.TempDir()),
+		}, opts...)
+		if perNode != nil {
+			all = append(all, perNode(i)...)
+		}
+		nd, err := New(all...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nd.Close() })
+		m.nodes = append(m.nodes, nd)
+		m.keys = append(m.keys, sk)
+	}
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range m.nodes {
+		for j, b := range m.nodes {
+			if i != j {
+				a.AddPeer(agentName(j), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+			}
+		}
+	}
+	return m
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}

@@ -1,0 +1,246 @@
+package node
+
+import (
+	"bufio"
+	"errors"
+	"io"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// inStream is the server side of one /iacp/1.0.0 stream. Frames are read by one goroutine
+// (handleStream); replies may be written by handler goroutines, serialised by wmu.
+type inStream struct {
+	n      *Node
+	s      network.Stream
+	remote peer.ID
+	wmu    sync.Mutex
+	// batch holds ids of accepted messages whose receipt is not yet sent; it is flushed when
+	// no further frame is already buffered, so that a burst gets one receipt. Guarded by wmu.
+	batch     []*protocol.Message
+	exchanges sync.WaitGroup // requests still inside their receipt window
+}
+
+// handleStream serves one inbound stream: every frame is checked, answered with an error, a
+// receipt or (quickly) a response, and handed to the agent.
+func (n *Node) handleStream(s network.Stream) {
+	if !n.track() {
+		s.Reset()
+		return
+	}
+	defer n.inflight.Done()
+	in := &inStream{n: n, s: s, remote: s.Conn().RemotePeer()}
+	n.sessionsMu.Lock()
+	n.inbound[in] = struct{}{}
+	n.sessionsMu.Unlock()
+	defer func() {
+		n.sessionsMu.Lock()
+		delete(n.inbound, in)
+		n.sessionsMu.Unlock()
+	}()
+	br := bufio.NewReader(s)
+	for {
+		_ = s.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+		raw, err := protocol.ReadFrame(br, n.cfg.MaxMessageBytes)
+		if err != nil {
+			in.exchanges.Wait()
+			if errors.Is(err, io.EOF) || n.ctx.Err() != nil || n.isClosing() {
+				in.flush()
+				s.Close()
+				return
+			}
+			n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", err)
+			s.Reset()
+			return
+		}
+		m, err := protocol.DecodeJSON(raw)
+		if err != nil {
+			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err)
+			in.exchanges.Wait()
+			s.Reset()
+			return
+		}
+		in.serve(m, len(raw))
+		if br.Buffered() == 0 {
+			in.flush()
+		}
+	}
+}
+
+// serve checks one decoded message and routes it.
+func (in *inStream) serve(m *protocol.Message, size int) {
+	n := in.n
+	if err := n.check(m, size, in.remote, true); err != nil {
+		if protocol.CodeOf(err) == protocol.CodeDuplicate {
+			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
+		} else {
+			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err)
+		}
+		in.replyError(m, err)
+		return
+	}
+	if m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError {
+		in.queueReceipt(m)
+		n.deliverReply(m, in.remote)
+		return
+	}
+	if m.Message.Type != protocol.TypeRequest {
+		in.queueReceipt(m)
+		n.dispatch(&Request{Msg: m, Peer: in.remote, n: n})
+		return
+	}
+	// A request: run the handler; a reply within the receipt window goes back on this stream
+	// and is the receipt; otherwise a pending receipt goes now and the reply later.
+	ex := &exchange{in: in}
+	r := &Request{Msg: m, Peer: in.remote, n: n, ex: ex}
+	in.exchanges.Add(1)
+	ex.timer = time.AfterFunc(n.cfg.ReceiptWindow, func() {
+		if ex.state.CompareAndSwap(exWaiting, exReceipted) {
+			in.sendReceipt(m)
+		}
+		in.exchanges.Done()
+	})
+	n.dispatch(r)
+}
+
+// exchange tracks whether a request was answered inside its receipt window.
+type exchange struct {
+	in    *inStream
+	timer *time.Timer
+	state atomic.Int32
+}
+
+const (
+	exWaiting   = iota // handler running, nothing sent
+	exInline           // answered on the stream within the window
+	exReceipted        // pending receipt sent; the answer goes out of band
+)
+
+// check runs every inbound rule in order, and returns the first failure as an *protocol.Error.
+// The order puts the cheap, abuse-limiting rules first, and the replay window last so that a
+// refused message does not burn its id.
+func (n *Node) check(m *protocol.Message, size int, remote peer.ID, rateLimited bool) error {
+	now := n.now()
+	if rateLimited {
+		if err := n.rate.allow(remote, now); err != nil {
+			return err
+		}
+	}
+	if err := protocol.CheckVersion(m.Envelope.Version); err != nil {
+		return err
+	}
+	if err := protocol.Verify(m); err != nil {
+		return err
+	}
+	if m.Envelope.Sender.PeerID != remote.String() {
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "sender.peer_id %s is not the authenticated remote peer %s", m.Envelope.Sender.PeerID, remote)
+	}
+	if err := protocol.Validate(m, now, size, n.limits); err != nil {
+		return err
+	}
+	if err := n.trust.check(m.Envelope.Sender.AgentID, remote); err != nil {
+		return err
+	}
+	if !protocol.MatchAgent(m.Envelope.Recipient.AgentID, n.cfg.AgentID) {
+		return protocol.Errorf(protocol.CodeAgentNotFound, "this node serves %s, not %s", n.cfg.AgentID, m.Envelope.Recipient.AgentID)
+	}
+	if err := n.policy.check(m.Envelope.Sender.AgentID, m.Message.Type, m.Message.Intent); err != nil {
+		return err
+	}
+	if err := n.replay.Add(m.Envelope.MessageID, m.Expires(), now); err != nil {
+		return err
+	}
+	n.learn(m.Envelope.Sender.AgentID, remote)
+	return nil
+}
+
+// replyError sends an error message correlated to m on the stream.
+func (in *inStream) replyError(m *protocol.Message, cause error) {
+	e, err := in.n.builder.Error(m, m.Envelope.Sender.AgentID, cause)
+	if err != nil {
+		// The offending message may carry an invalid sender; answer to a placeholder-free
+		// recipient is impossible, so reset instead.
+		in.s.Reset()
+		return
+	}
+	in.write(e)
+}
+
+func (in *inStream) queueReceipt(m *protocol.Message) {
+	in.wmu.Lock()
+	in.batch = append(in.batch, m)
+	in.wmu.Unlock()
+}
+
+// flush sends one receipt for every message accepted since the last flush.
+func (in *inStream) flush() {
+	in.wmu.Lock()
+	batch := in.batch
+	in.batch = nil
+	in.wmu.Unlock()
+	if len(batch) > 0 {
+		in.sendReceipt(batch...)
+	}
+}
+
+// sendReceipt writes one signed receipt covering ms: a `response` with status `pending` to the
+// first message, whose payload lists every covered message id under "receipt".
+func (in *inStream) sendReceipt(ms ...*protocol.Message) {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.Envelope.MessageID
+	}
+	r, err := in.n.builder.Response(ms[0], protocol.ResponsePending, receiptBody{Detail: "received", Receipt: receiptIDs{MessageIDs: ids}})
+	if err != nil {
+		in.n.log.Error("build receipt", "err", err)
+		return
+	}
+	in.write(r)
+}
+
+// write sends one frame with a deadline.
+func (in *inStream) write(m *protocol.Message) bool {
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return false
+	}
+	in.wmu.Lock()
+	defer in.wmu.Unlock()
+	_ = in.s.SetWriteDeadline(time.Now().Add(in.n.cfg.FrameTimeout))
+	if err := protocol.WriteFrame(in.s, raw); err != nil {
+		in.n.log.Debug("write on inbound stream failed", "err", err)
+		return false
+	}
+	return true
+}
+
+// receiptBody is the payload of a receipt.
+type receiptBody struct {
+	Detail  string     `json:"detail"`
+	Receipt receiptIDs `json:"receipt"`
+}
+
+type receiptIDs struct {
+	MessageIDs []string `json:"message_ids"`
+}
+
+// receiptOf returns the ids a receipt covers, or nil when m is not a receipt.
+func receiptOf(m *protocol.Message) []string {
+	if m.Message.Type != protocol.TypeResponse {
+		return nil
+	}
+	var b struct {
+		Status  string     `json:"status"`
+		Receipt receiptIDs `json:"receipt"`
+	}
+	if protocol.DecodePayload(m, &b) != nil || b.Status != protocol.ResponsePending {
+		return nil
+	}
+	return b.Receipt.MessageIDs
+}

@@ -1,0 +1,353 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// ProtocolID is the libp2p protocol of direct IACP messaging.
+const ProtocolID = "/iacp/1.0.0"
+
+// KeyFile is the identity key's name inside the data directory.
+const KeyFile = "identity.key"
+
+// maxHandlers bounds the handler goroutines running at once; beyond it new messages are
+// refused with RATE_LIMITED so that a flood cannot grow the node without bound.
+const maxHandlers = 1024
+
+// Node is one agent's IACP node. Its mutable state is split by owner: handlers under
+// handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, the agent
+// directory under dirMu; everything else is set in New and read-only after.
+type Node struct {
+	cfg     Config
+	host    host.Host
+	key     crypto.PrivKey
+	builder *protocol.Builder
+	log     *slog.Logger
+	now     func() time.Time
+	limits  protocol.Limits
+	replay  *protocol.ReplayWindow
+	trust   *trustStore
+	rate    *rateLimiter
+	policy  policy
+	started time.Time
+	slots   chan struct{} // handler concurrency
+
+	handlersMu sync.RWMutex
+	handlers   map[protocol.Intent]Handler
+	fallback   Handler
+
+	waitersMu sync.Mutex
+	waiters   map[string]*waiter
+
+	sessionsMu sync.Mutex
+	sessions   map[peer.ID]*session
+	inbound    map[*inStream]struct{}
+
+	dirMu     sync.RWMutex
+	directory map[string]peer.ID // agent id -> peer, learned from verified messages and AddPeer
+	resolvers []Resolver
+	needed    map[peer.ID]*backoff
+
+	status atomic.Pointer[protocol.HeartbeatPayload]
+
+	ctx       context.Context
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // background loops and session readers
+	inflight  sync.WaitGroup // inbound streams and handlers, drained on Close
+	gate      sync.RWMutex   // orders inflight.Add against Close
+	closing   bool           // guarded by gate
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// Resolver finds the peer that serves an agent id; discovery plugs in here.
+type Resolver interface {
+	// ResolveAgent returns the peer and addresses of agentID, or an error wrapping
+	// protocol.ErrAgentNotFound.
+	ResolveAgent(ctx context.Context, agentID string) (peer.AddrInfo, error)
+}
+
+// New builds and starts a node. It loads the identity key from the data directory (creating it
+// with mode 0600 on first start) unless one is given, builds the libp2p host unless one is
+// given, and registers /iacp/1.0.0. A New that fails halfway closes what it built.
+func New(opts ...Option) (_ *Node, err error) {
+	cfg := DefaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = time.Now
+	}
+	key := cfg.Key
+	if key == nil {
+		if cfg.DataDir == "" {
+			return nil, errors.New("no identity: set a data directory or a key")
+		}
+		if key, _, err = identity.LoadOrCreate(filepath.Join(cfg.DataDir, KeyFile)); err != nil {
+			return nil, fmt.Errorf("identity: %w", err)
+		}
+	}
+	b, err := protocol.NewBuilder(cfg.AgentID, key, cfg.Clock)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile)
+	if err != nil {
+		return nil, err
+	}
+	h := cfg.Host
+	if h == nil {
+		if h, err = newHost(&cfg, key); err != nil {
+			return nil, err
+		}
+	}
+	defer func() {
+		if err != nil {
+			h.Close()
+		}
+	}()
+	if h.ID() != b.PeerID() {
+		return nil, fmt.Errorf("host peer id %s does not match the identity key's %s", h.ID(), b.PeerID())
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(logging.SlogHandler())
+		_ = logging.SetLogLevelRegex("iacp.*", cfg.LogLevel)
+	}
+	log = log.With("agent", cfg.AgentID, "peer", h.ID().ShortString())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	n := &Node{
+		cfg: cfg, host: h, key: key, builder: b, log: log, now: cfg.Clock,
+		limits:    protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
+		replay:    protocol.NewReplayWindow(0),
+		trust:     trust,
+		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst),
+		policy:    policy(cfg.Policy),
+		started:   cfg.Clock(),
+		slots:     make(chan struct{}, maxHandlers),
+		handlers:  make(map[protocol.Intent]Handler),
+		waiters:   make(map[string]*waiter),
+		sessions:  make(map[peer.ID]*session),
+		inbound:   make(map[*inStream]struct{}),
+		directory: make(map[string]peer.ID),
+		needed:    make(map[peer.ID]*backoff),
+		ctx:       ctx,
+		cancel:    cancel,
+	}
+	n.cfg.Manifest.AgentID = cfg.AgentID
+	if n.cfg.Manifest.Name == "" {
+		n.cfg.Manifest.Name = cfg.AgentName
+	}
+	if n.cfg.Manifest.Version == "" {
+		n.cfg.Manifest.Version = cfg.AgentVersion
+	}
+	n.SetStatus(protocol.StatusAlive, 0, 0)
+	for _, s := range cfg.Bootstrap {
+		ai, err := ParseBootstrap(s)
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+		n.needed[ai.ID] = &backoff{}
+	}
+	h.SetStreamHandler(ProtocolID, n.handleStream)
+	n.wg.Add(1)
+	go n.maintain()
+	log.Info("node started", "addrs", n.Addrs())
+	return n, nil
+}
+
+// Close stops the node: it refuses new streams, lets in-flight exchanges finish for up to
+// ShutdownGrace, then stops every goroutine it started and closes the host. It is safe to call
+// more than once; later calls return the first call's result.
+func (n *Node) Close() error {
+	n.closeOnce.Do(func() {
+		n.gate.Lock()
+		n.closing = true
+		n.gate.Unlock()
+		n.host.RemoveStreamHandler(ProtocolID)
+		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
+		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
+		n.sessionsMu.Lock()
+		open := make([]*session, 0, len(n.sessions))
+		for _, s := range n.sessions {
+			open = append(open, s)
+		}
+		for in := range n.inbound {
+			_ = in.s.CloseRead() // frames not yet read get no receipt: their senders retry
+		}
+		n.sessionsMu.Unlock()
+		for _, s := range open {
+			s.end(errors.New("node closed"), false)
+		}
+		drained := make(chan struct{})
+		go func() { n.inflight.Wait(); close(drained) }()
+		select {
+		case <-drained:
+		case <-time.After(n.cfg.ShutdownGrace):
+			n.log.Warn("shutdown grace passed with exchanges in flight; closing anyway")
+		}
+		n.cancel()
+		n.closeErr = n.host.Close()
+		<-drained
+		n.wg.Wait()
+	})
+	return n.closeErr
+}
+
+// track counts one in-flight exchange, or returns false once Close has begun.
+func (n *Node) track() bool {
+	n.gate.RLock()
+	defer n.gate.RUnlock()
+	if n.closing {
+		return false
+	}
+	n.inflight.Add(1)
+	return true
+}
+
+func (n *Node) isClosing() bool {
+	n.gate.RLock()
+	defer n.gate.RUnlock()
+	return n.closing
+}
+
+// Host returns the libp2p host, for composing discovery and gossip on it.
+func (n *Node) Host() host.Host { return n.host }
+
+// Key returns the identity key.
+func (n *Node) Key() crypto.PrivKey { return n.key }
+
+// ID returns the node's peer id.
+func (n *Node) ID() peer.ID { return n.host.ID() }
+
+// AgentID returns the agent this node serves.
+func (n *Node) AgentID() string { return n.cfg.AgentID }
+
+// Builder returns the builder that signs as this node's agent.
+func (n *Node) Builder() *protocol.Builder { return n.builder }
+
+// Manifest returns the agent's capability manifest, with uptime filled in.
+func (n *Node) Manifest() protocol.Manifest {
+	m := n.cfg.Manifest
+	m.UptimeSeconds = int64(n.now().Sub(n.started) / time.Second)
+	return m
+}
+
+// Config returns the configuration the node runs with.
+func (n *Node) Config() Config { return n.cfg }
+
+// Logger returns the node's logger, tagged with its agent and peer ids.
+func (n *Node) Logger() *slog.Logger { return n.log }
+
+// Now returns the node's clock reading.
+func (n *Node) Now() time.Time { return n.now() }
+
+// Addrs returns the full multiaddrs (with /p2p/) the node listens on.
+func (n *Node) Addrs() []ma.Multiaddr {
+	full, _ := peer.AddrInfoToP2pAddrs(&peer.AddrInfo{ID: n.host.ID(), Addrs: n.host.Addrs()})
+	return full
+}
+
+// SetStatus sets what health requests (and, with gossip, heartbeats) report.
+func (n *Node) SetStatus(status string, load float64, activeTasks int) {
+	n.status.Store(&protocol.HeartbeatPayload{Status: status, Load: load, ActiveTasks: activeTasks, Version: n.cfg.AgentVersion})
+}
+
+// Status returns the current status.
+func (n *Node) Status() protocol.HeartbeatPayload { return *n.status.Load() }
+
+// AddResolver adds a way to find agents the node has never heard from (discovery).
+func (n *Node) AddResolver(r Resolver) {
+	n.dirMu.Lock()
+	defer n.dirMu.Unlock()
+	n.resolvers = append(n.resolvers, r)
+}
+
+// AddPeer tells the node where an agent lives, and keeps the node connected to it.
+func (n *Node) AddPeer(agentID string, ai peer.AddrInfo) {
+	n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+	n.dirMu.Lock()
+	defer n.dirMu.Unlock()
+	n.directory[agentID] = ai.ID
+	if _, ok := n.needed[ai.ID]; !ok {
+		n.needed[ai.ID] = &backoff{}
+	}
+}
+
+// ParseBootstrap parses a multiaddr that ends in /p2p/<peer id>.
+func ParseBootstrap(s string) (peer.AddrInfo, error) {
+	a, err := ma.NewMultiaddr(s)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("bootstrap %q: %w", s, err)
+	}
+	ai, err := peer.AddrInfoFromP2pAddr(a)
+	if err != nil {
+		return peer.AddrInfo{}, fmt.Errorf("bootstrap %q must end in /p2p/<peer id>: %w", s, err)
+	}
+	return *ai, nil
+}
+
+// learn records that agentID spoke from p in a verified, trusted message.
+func (n *Node) learn(agentID string, p peer.ID) {
+	n.dirMu.RLock()
+	known := n.directory[agentID] == p
+	n.dirMu.RUnlock()
+	if !known {
+		n.dirMu.Lock()
+		n.directory[agentID] = p
+		n.dirMu.Unlock()
+	}
+}
+
+// resolve finds the peer serving agentID: the agent itself, the directory, trust pins, then
+// the resolvers.
+func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
+	if protocol.IsWildcard(agentID) {
+		return "", protocol.Errorf(protocol.CodePayloadInvalid, "recipient %q is a wildcard: direct messages need one agent; use a broadcast", agentID)
+	}
+	n.dirMu.RLock()
+	p, ok := n.directory[agentID]
+	resolvers := n.resolvers
+	n.dirMu.RUnlock()
+	if ok {
+		return p, nil
+	}
+	if p, ok := n.trust.peerOf(agentID); ok {
+		return p, nil
+	}
+	var errs []error
+	for _, r := range resolvers {
+		ai, err := r.ResolveAgent(ctx, agentID)
+		if err == nil {
+			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+			n.learn(agentID, ai.ID)
+			return ai.ID, nil
+		}
+		errs = append(errs, err)
+	}
+	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
+}

@@ -1,0 +1,293 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// waiter is a sender waiting for the receipt, and for a request the reply, of one message.
+type waiter struct {
+	peer      peer.ID
+	receipted chan struct{} // closed by the first receipt, reply or error
+	rOnce     sync.Once
+	done      chan struct{} // closed when reply is set
+	dOnce     sync.Once
+	reply     *protocol.Message
+}
+
+func (w *waiter) receipt() { w.rOnce.Do(func() { close(w.receipted) }) }
+
+func (w *waiter) complete(m *protocol.Message) {
+	w.dOnce.Do(func() { w.reply = m; close(w.done) })
+	w.receipt()
+}
+
+// Send delivers m to its recipient and returns once the recipient's node has acknowledged it
+// (a receipt, or for a request its reply), or with the recipient's refusal as an
+// *protocol.Error. m may leave out what the node fills in (see protocol.Builder.Seal); an
+// unsigned m is sealed and signed here.
+func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
+	if err := n.seal(m); err != nil {
+		return err
+	}
+	w, err := n.register(ctx, m)
+	if err != nil {
+		return err
+	}
+	defer n.unregister(m.Envelope.MessageID)
+	if err := n.deliver(ctx, m, w); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		if w.reply.Message.Type == protocol.TypeError && w.reply.Envelope.CorrelationID == m.Envelope.MessageID {
+			return replyError(w.reply)
+		}
+	default:
+	}
+	return nil
+}
+
+// Request sends a request and waits for the correlated response until ctx ends or the
+// request's TTL passes, whichever is first; then it returns a TIMEOUT error. An `error`
+// reply is returned as the message and as an *protocol.Error with its code.
+func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
+	if m.Message.Type == "" {
+		m.Message.Type = protocol.TypeRequest
+	}
+	if m.Message.Type != protocol.TypeRequest {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "Request sends requests, not %s; use Send", m.Message.Type)
+	}
+	if err := n.seal(m); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithDeadline(ctx, m.Expires())
+	defer cancel()
+	w, err := n.register(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	defer n.unregister(m.Envelope.MessageID)
+	if err := n.deliver(ctx, m, w); err != nil {
+		return nil, err
+	}
+	select {
+	case <-w.done:
+		if w.reply.Message.Type == protocol.TypeError {
+			return w.reply, replyError(w.reply)
+		}
+		return w.reply, nil
+	case <-ctx.Done():
+		return nil, timeoutError(m, ctx.Err())
+	}
+}
+
+func (n *Node) seal(m *protocol.Message) error {
+	if m.Envelope.Sender.IdentitySig != "" && m.Envelope.Sender.AgentID == n.cfg.AgentID {
+		return nil
+	}
+	m.Envelope.Sender.IdentitySig = ""
+	return n.builder.Seal(m)
+}
+
+// register resolves the recipient and records a waiter for m.
+func (n *Node) register(ctx context.Context, m *protocol.Message) (*waiter, error) {
+	p, err := n.resolve(ctx, m.Envelope.Recipient.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	w := &waiter{peer: p, receipted: make(chan struct{}), done: make(chan struct{})}
+	n.waitersMu.Lock()
+	defer n.waitersMu.Unlock()
+	if _, dup := n.waiters[m.Envelope.MessageID]; dup {
+		return nil, protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent", m.Envelope.MessageID)
+	}
+	n.waiters[m.Envelope.MessageID] = w
+	return w, nil
+}
+
+func (n *Node) unregister(id string) {
+	n.waitersMu.Lock()
+	defer n.waitersMu.Unlock()
+	delete(n.waiters, id)
+}
+
+// deliver writes m on a session to its peer and waits for the receipt. A session that dies
+// before the receipt is replaced once.
+func (n *Node) deliver(ctx context.Context, m *protocol.Message, w *waiter) error {
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return err
+	}
+	var lastErr error
+	for attempt := 0; attempt < 2; attempt++ {
+		s, err := n.session(ctx, w.peer)
+		if err != nil {
+			return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("cannot reach agent %s at peer %s", m.Envelope.Recipient.AgentID, w.peer), Err: err}
+		}
+		if err := s.write(raw); err != nil {
+			lastErr = err
+			continue
+		}
+		select {
+		case <-w.receipted:
+			return nil
+		case <-s.done:
+			lastErr = s.err
+		case <-ctx.Done():
+			return timeoutError(m, ctx.Err())
+		}
+	}
+	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", m.Envelope.Recipient.AgentID), Err: lastErr}
+}
+
+// deliverReply hands a receipt, response or error to whoever waits for it; replies nobody
+// waits for go to the fallback handler.
+func (n *Node) deliverReply(m *protocol.Message, remote peer.ID) {
+	if ids := receiptOf(m); ids != nil {
+		n.waitersMu.Lock()
+		for _, id := range ids {
+			if w, ok := n.waiters[id]; ok && w.peer == remote {
+				w.receipt()
+			}
+		}
+		n.waitersMu.Unlock()
+		return
+	}
+	n.waitersMu.Lock()
+	w, ok := n.waiters[m.Envelope.CorrelationID]
+	n.waitersMu.Unlock()
+	if ok && w.peer == remote {
+		w.complete(m)
+		return
+	}
+	n.dispatch(&Request{Msg: m, Peer: remote, n: n})
+}
+
+func replyError(m *protocol.Message) error {
+	e, err := protocol.ErrorOf(m)
+	if err != nil {
+		return err
+	}
+	return e
+}
+
+func timeoutError(m *protocol.Message, cause error) error {
+	return &protocol.Error{Code: protocol.CodeTimeout, Message: fmt.Sprintf("no reply from %s to %s within its deadline", m.Envelope.Recipient.AgentID, m.Envelope.MessageID), Err: cause}
+}
+
+// session is the client side of one long-lived /iacp/1.0.0 stream to a peer: many messages
+// go out on it and their receipts and quick replies come back on it. Writes are serialised by
+// wmu; one goroutine (read) reads. done is closed when the session ends, with err set.
+type session struct {
+	n    *Node
+	peer peer.ID
+	s    network.Stream
+	wmu  sync.Mutex
+	done chan struct{}
+	once sync.Once
+	err  error
+}
+
+// session returns the live session to p, opening one if needed.
+func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
+	n.sessionsMu.Lock()
+	if s, ok := n.sessions[p]; ok {
+		n.sessionsMu.Unlock()
+		return s, nil
+	}
+	n.sessionsMu.Unlock()
+	dctx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
+	defer cancel()
+	st, err := n.host.NewStream(network.WithAllowLimitedConn(dctx, "iacp"), p, ProtocolID)
+	if err != nil {
+		return nil, err
+	}
+	s := &session{n: n, peer: p, s: st, done: make(chan struct{})}
+	n.sessionsMu.Lock()
+	defer n.sessionsMu.Unlock()
+	if n.ctx.Err() != nil {
+		st.Reset()
+		return nil, errors.New("node is closing")
+	}
+	if other, ok := n.sessions[p]; ok {
+		st.Close()
+		return other, nil
+	}
+	n.sessions[p] = s
+	n.wg.Add(1)
+	go s.read()
+	return s, nil
+}
+
+func (s *session) write(raw []byte) error {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	select {
+	case <-s.done:
+		return s.err
+	default:
+	}
+	_ = s.s.SetWriteDeadline(time.Now().Add(s.n.cfg.FrameTimeout))
+	if err := protocol.WriteFrame(s.s, raw); err != nil {
+		s.end(err, true)
+		return err
+	}
+	return nil
+}
+
+// read receives receipts and replies until the stream ends or idles out.
+func (s *session) read() {
+	defer s.n.wg.Done()
+	br := bufio.NewReader(s.s)
+	for {
+		_ = s.s.SetReadDeadline(time.Now().Add(s.n.cfg.IdleTimeout))
+		raw, err := protocol.ReadFrame(br, s.n.cfg.MaxMessageBytes)
+		if err != nil {
+			s.end(err, !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err))
+			return
+		}
+		m, err := protocol.DecodeJSON(raw)
+		if err != nil {
+			s.end(err, true)
+			return
+		}
+		if err := s.n.check(m, len(raw), s.peer, false); err != nil {
+			s.n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err)
+			continue
+		}
+		s.n.deliverReply(m, s.peer)
+	}
+}
+
+// end retires the session: reset on failure, a clean close otherwise.
+func (s *session) end(err error, reset bool) {
+	s.once.Do(func() {
+		s.err = err
+		s.n.sessionsMu.Lock()
+		if s.n.sessions[s.peer] == s {
+			delete(s.n.sessions, s.peer)
+		}
+		s.n.sessionsMu.Unlock()
+		if reset {
+			s.s.Reset()
+		} else {
+			s.s.Close()
+		}
+		close(s.done)
+	})
+}
+
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}

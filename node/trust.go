@@ -1,0 +1,144 @@
+package node
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// trustStore decides which peer may speak for which agent id. With an allowlist only the
+// listed pairs may; otherwise the first peer that speaks for an agent id is pinned to it (trust
+// on first use) and the pin is saved in the data directory. Its maps are guarded by mu.
+type trustStore struct {
+	mu        sync.Mutex
+	pinsFile  string // "" keeps pins in memory only
+	pins      map[string]peer.ID
+	allowlist map[string]peer.ID // nil: trust on first use
+}
+
+func newTrustStore(dataDir, allowlistFile string) (*trustStore, error) {
+	t := &trustStore{pins: make(map[string]peer.ID)}
+	if dataDir != "" {
+		t.pinsFile = filepath.Join(dataDir, "trust.json")
+		if err := t.load(); err != nil {
+			return nil, err
+		}
+	}
+	if allowlistFile != "" {
+		al, err := readAllowlist(allowlistFile)
+		if err != nil {
+			return nil, err
+		}
+		t.allowlist = al
+	}
+	return t, nil
+}
+
+// check returns nil when p may speak for agentID, pinning it on first use.
+func (t *trustStore) check(agentID string, p peer.ID) error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.allowlist != nil {
+		want, ok := t.allowlist[agentID]
+		if !ok {
+			return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is not in this closed mesh's allowlist", agentID)
+		}
+		if want != p {
+			return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is allowlisted for peer %s, not %s", agentID, want, p)
+		}
+		return nil
+	}
+	if want, ok := t.pins[agentID]; ok {
+		if want != p {
+			return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is pinned to peer %s, not %s", agentID, want, p)
+		}
+		return nil
+	}
+	t.pins[agentID] = p
+	return t.saveLocked()
+}
+
+// peerOf returns the peer pinned or allowlisted for agentID.
+func (t *trustStore) peerOf(agentID string) (peer.ID, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if p, ok := t.allowlist[agentID]; ok {
+		return p, true
+	}
+	p, ok := t.pins[agentID]
+	return p, ok
+}
+
+func (t *trustStore) load() error {
+	b, err := os.ReadFile(t.pinsFile)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var raw map[string]string
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return fmt.Errorf("%s: %w (fix or remove the file to re-pin on first use)", t.pinsFile, err)
+	}
+	for a, s := range raw {
+		p, err := peer.Decode(s)
+		if err != nil {
+			return fmt.Errorf("%s: agent %s: %w", t.pinsFile, a, err)
+		}
+		t.pins[a] = p
+	}
+	return nil
+}
+
+func (t *trustStore) saveLocked() error {
+	if t.pinsFile == "" {
+		return nil
+	}
+	raw := make(map[string]string, len(t.pins))
+	for a, p := range t.pins {
+		raw[a] = p.String()
+	}
+	b, _ := json.MarshalIndent(raw, "", "  ")
+	tmp := t.pinsFile + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "save trust pins: %w", err)
+	}
+	if err := os.Rename(tmp, t.pinsFile); err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "save trust pins: %w", err)
+	}
+	return nil
+}
+
+// readAllowlist reads a YAML (or JSON) map of agent id to peer id.
+func readAllowlist(path string) (map[string]peer.ID, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("allowlist: %w", err)
+	}
+	var raw map[string]string
+	if err := yaml.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("allowlist %s: want a map of agent id to peer id: %w", path, err)
+	}
+	out := make(map[string]peer.ID, len(raw))
+	for a, s := range raw {
+		if err := protocol.ValidateAgentID(a); err != nil {
+			return nil, fmt.Errorf("allowlist %s: %w", path, err)
+		}
+		p, err := peer.Decode(s)
+		if err != nil {
+			return nil, fmt.Errorf("allowlist %s: agent %s: bad peer id: %w", path, a, err)
+		}
+		out[a] = p
+	}
+	return out, nil
+}
