@@ -33,12 +33,25 @@ func WriteFrame(w io.Writer, doc []byte) error {
 	return err
 }
 
-// ReadFrame reads one frame whose body is at most max bytes. The length is checked against max
-// before anything is allocated. A clean end of stream before the header is io.EOF; one inside
-// a frame is io.ErrUnexpectedEOF.
+// frameChunk is how much ReadFrame allocates ahead of the bytes that have arrived: a peer that
+// announces a large frame and then stalls costs at most this much, not the announced length.
+const frameChunk = 64 << 10
+
+// ReadFrame reads one frame whose body is at most max bytes (DefaultMaxMessageBytes when
+// max <= 0). The length is checked against max before anything is allocated, and the body
+// buffer grows, doubling from 64 KiB, with the bytes that actually arrive: no buffer is larger
+// than the announced length, and a peer that announces a large frame and stalls does not get
+// the whole limit allocated. A clean end of stream before the header is io.EOF; one inside a
+// frame (header included) is io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	if max <= 0 {
+		max = DefaultMaxMessageBytes
+	}
 	var hdr [FrameHeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		if errors.Is(err, io.ErrUnexpectedEOF) {
+			return nil, fmt.Errorf("frame header: %w", err)
+		}
 		return nil, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
@@ -48,12 +61,22 @@ func ReadFrame(r io.Reader, max int) ([]byte, error) {
 	if uint64(n) > uint64(max) {
 		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, max)
 	}
-	body := make([]byte, n)
-	if _, err := io.ReadFull(r, body); err != nil {
-		if errors.Is(err, io.EOF) {
-			err = io.ErrUnexpectedEOF
+	size := int(n)
+	body := make([]byte, 0, min(size, frameChunk))
+	for len(body) < size {
+		if len(body) == cap(body) {
+			grown := make([]byte, len(body), min(size, 2*cap(body)))
+			copy(grown, body)
+			body = grown
 		}
-		return nil, err
+		k, err := io.ReadFull(r, body[len(body):cap(body)])
+		body = body[:len(body)+k]
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return nil, err
+		}
 	}
 	return body, nil
 }

@@ -1,0 +1,169 @@
+package protocol_test
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+func uuidN(i int) string { return fmt.Sprintf("0190f5a4-7c3e-7000-8000-%012d", i) }
+
+func TestSecurity_ReplayWindow_DuplicateWithinTTLIsRefused(t *testing.T) {
+	w := protocol.NewReplayWindow(10)
+	exp := fixedNow.Add(time.Minute)
+	if err := w.Add(uuidN(1), exp, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	err := w.Add(uuidN(1), exp, fixedNow.Add(59*time.Second))
+	wantCode(t, err, protocol.CodeDuplicate)
+	if !w.Seen(uuidN(1), fixedNow) || w.Seen(uuidN(2), fixedNow) {
+		t.Fatal("Seen disagrees with Add")
+	}
+	// Upper- and lower-case spellings of one UUID are one id.
+	wantCode(t, w.Add("0190F5A4-7C3E-7000-8000-000000000001", exp, fixedNow), protocol.CodeDuplicate)
+}
+
+func TestSecurity_ReplayWindow_AcceptedAfterExpiry(t *testing.T) {
+	w := protocol.NewReplayWindow(10)
+	exp := fixedNow.Add(time.Minute)
+	if err := w.Add(uuidN(1), exp, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	if w.Seen(uuidN(1), exp) {
+		t.Fatal("id still seen at its expiry")
+	}
+	// By then Validate refuses the message itself as TIMEOUT; the window only has to forget.
+	if err := w.Add(uuidN(1), exp.Add(time.Minute), exp); err != nil {
+		t.Fatalf("after expiry: %v", err)
+	}
+	if w.Len() != 1 {
+		t.Fatalf("Len = %d, want 1 (the expired entry purged)", w.Len())
+	}
+}
+
+func TestSecurity_ReplayWindow_BoundReachedFailsClosedWithRetryAfter(t *testing.T) {
+	w := protocol.NewReplayWindow(3)
+	for i := 1; i <= 3; i++ {
+		if err := w.Add(uuidN(i), fixedNow.Add(time.Duration(i)*time.Minute), fixedNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := w.Add(uuidN(4), fixedNow.Add(time.Hour), fixedNow)
+	pe := wantCode(t, err, protocol.CodeRateLimited)
+	if pe.RetryAfter != time.Minute {
+		t.Fatalf("RetryAfter = %v, want 1m (when the oldest id expires)", pe.RetryAfter)
+	}
+	if !protocol.CodeRateLimited.Retryable() {
+		t.Fatal("RATE_LIMITED is not retryable")
+	}
+	// Nothing was forgotten to make room: the remembered ids are still duplicates.
+	wantCode(t, w.Add(uuidN(1), fixedNow.Add(time.Minute), fixedNow), protocol.CodeDuplicate)
+	// Once the oldest expires there is room again.
+	if err := w.Add(uuidN(4), fixedNow.Add(time.Hour), fixedNow.Add(time.Minute)); err != nil {
+		t.Fatalf("after the oldest expired: %v", err)
+	}
+}
+
+func TestSecurity_ReplayWindow_RemoveForgets(t *testing.T) {
+	w := protocol.NewReplayWindow(2)
+	exp := fixedNow.Add(time.Hour)
+	_ = w.Add(uuidN(1), fixedNow.Add(time.Minute), fixedNow)
+	_ = w.Add(uuidN(2), exp, fixedNow)
+	w.Remove(uuidN(1))
+	w.Remove("not a uuid") // ignored
+	if w.Seen(uuidN(1), fixedNow) || w.Len() != 1 {
+		t.Fatal("Remove did not forget")
+	}
+	if err := w.Add(uuidN(1), exp, fixedNow); err != nil {
+		t.Fatalf("re-adding a removed id: %v", err)
+	}
+	// Full again; RetryAfter must come from a live id, not from the removed entry's expiry.
+	pe := wantCode(t, w.Add(uuidN(3), exp, fixedNow), protocol.CodeRateLimited)
+	if pe.RetryAfter != time.Hour {
+		t.Fatalf("RetryAfter = %v, want 1h", pe.RetryAfter)
+	}
+}
+
+func TestSecurity_ReplayWindow_SnapshotRestoreRoundTrip(t *testing.T) {
+	w := protocol.NewReplayWindow(10)
+	for i := 1; i <= 5; i++ {
+		if err := w.Add(uuidN(i), fixedNow.Add(time.Duration(6-i)*time.Minute), fixedNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	later := fixedNow.Add(90 * time.Second) // ids 4 (2m) and 5 (1m): 5 expired
+	snap := w.Snapshot(later)
+	if len(snap) != 4 {
+		t.Fatalf("Snapshot has %d entries, want 4", len(snap))
+	}
+	for i := 1; i < len(snap); i++ {
+		if snap[i].Expires.Before(snap[i-1].Expires) {
+			t.Fatal("Snapshot is not ordered by expiry")
+		}
+	}
+	r := protocol.NewReplayWindow(10)
+	if dropped := r.Restore(snap, later); dropped != 0 {
+		t.Fatalf("dropped %d", dropped)
+	}
+	for i := 1; i <= 4; i++ {
+		wantCode(t, r.Add(uuidN(i), fixedNow.Add(time.Hour), later), protocol.CodeDuplicate)
+	}
+	if err := r.Add(uuidN(5), fixedNow.Add(time.Hour), later); err != nil {
+		t.Fatalf("the expired id was restored: %v", err)
+	}
+	// A smaller window keeps the entries that expire first and reports the rest.
+	small := protocol.NewReplayWindow(2)
+	if dropped := small.Restore(snap, later); dropped != 2 || small.Len() != 2 {
+		t.Fatalf("dropped %d, len %d", dropped, small.Len())
+	}
+	if !small.Seen(snap[0].ID, later) || small.Seen(snap[3].ID, later) {
+		t.Fatal("Restore kept the wrong entries")
+	}
+	// Entries already expired at restore time, and garbage, are skipped.
+	if small := protocol.NewReplayWindow(2); small.Restore([]protocol.ReplayEntry{{ID: "x", Expires: later.Add(time.Hour)}, {ID: uuidN(9), Expires: later}}, later) != 0 || small.Len() != 0 {
+		t.Fatal("Restore took an expired or malformed entry")
+	}
+}
+
+func TestSecurity_ReplayWindow_RefusesNonUUID(t *testing.T) {
+	wantCode(t, protocol.NewReplayWindow(1).Add("nope", fixedNow.Add(time.Hour), fixedNow), protocol.CodePayloadInvalid)
+}
+
+func TestSecurity_ReplayWindow_DefaultCapacity(t *testing.T) {
+	if got := protocol.NewReplayWindow(0).Capacity(); got != protocol.DefaultReplayCapacity {
+		t.Fatalf("Capacity = %d", got)
+	}
+}
+
+// Many goroutines adding the same ids: each id is accepted exactly once.
+func TestSecurity_ReplayWindow_ConcurrentAddsAcceptEachIDOnce(t *testing.T) {
+	w := protocol.NewReplayWindow(1000)
+	var mu sync.Mutex
+	accepted := map[string]int{}
+	var wg sync.WaitGroup
+	for g := 0; g < 8; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 100; i++ {
+				if w.Add(uuidN(i), fixedNow.Add(time.Hour), fixedNow) == nil {
+					mu.Lock()
+					accepted[uuidN(i)]++
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if len(accepted) != 100 {
+		t.Fatalf("%d ids accepted, want 100", len(accepted))
+	}
+	for id, n := range accepted {
+		if n != 1 {
+			t.Fatalf("%s accepted %d times", id, n)
+		}
+	}
+}
