@@ -19,15 +19,15 @@ const FileName = "store.db"
 
 // Bucket names. Keys are described in docs/delivery.md.
 var (
-	bktOutbox    = []byte("outbox")       // message id -> outbox record
-	bktOutDue    = []byte("outbox_due")   // next attempt (8) + seq (8) -> message id
-	bktOutExp    = []byte("outbox_exp")   // expires (8) + seq (8) -> message id
-	bktOutRcpt   = []byte("outbox_rcpt")  // recipient + 0x00 + seq (8) -> message id
-	bktInbox     = []byte("inbox")        // seq (8) -> inbox record
-	bktInboxID   = []byte("inbox_id")     // message id -> seq (8)
-	bktSeen      = []byte("seen")         // message id -> expires (8)
-	bktSeenExp   = []byte("seen_exp")     // expires (8) + message id -> empty
-	bktReplay    = []byte("replay")       // window name -> JSON []protocol.ReplayEntry
+	bktOutbox    = []byte("outbox")      // message id -> outbox record
+	bktOutDue    = []byte("outbox_due")  // next attempt (8) + seq (8) -> message id
+	bktOutExp    = []byte("outbox_exp")  // expires (8) + seq (8) -> message id
+	bktOutRcpt   = []byte("outbox_rcpt") // recipient + 0x00 + seq (8) -> message id
+	bktInbox     = []byte("inbox")       // seq (8) -> inbox record
+	bktInboxID   = []byte("inbox_id")    // message id -> seq (8)
+	bktSeen      = []byte("seen")        // message id -> expires (8)
+	bktSeenExp   = []byte("seen_exp")    // expires (8) + message id -> empty
+	bktReplay    = []byte("replay")      // window name -> JSON []protocol.ReplayEntry
 	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktReplay}
 	errLockTaken = errors.New("store: the file is locked by another process")
 )
@@ -142,15 +142,6 @@ func (s *Store) recount() error {
 			return nil
 		})
 	})
-}
-
-func (s *Store) checkOpen() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.closed {
-		return ErrClosed
-	}
-	return nil
 }
 
 // Usage is a snapshot of the byte counters.
