@@ -201,7 +201,9 @@ func WithHost(h host.Host, k crypto.PrivKey) Option {
 }
 
 // WithClock sets the time source.
-func WithClock(now func() time.Time) Option { return func(c *Config) error { c.Clock = now; return nil } }
+func WithClock(now func() time.Time) Option {
+	return func(c *Config) error { c.Clock = now; return nil }
+}
 
 // WithLogger sets the logger.
 func WithLogger(l *slog.Logger) Option { return func(c *Config) error { c.Logger = l; return nil } }

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,7 +26,7 @@ type mesh struct {
 func agentName(i int) string { return fmt.Sprintf("test:mesh:agent%d", i) }
 
 // newMesh starts n nodes; opts apply to every node, perNode to node i.
-func newMesh(t *testing.T, n int, opts []Option, perNode func(i int) []Option) *mesh {
+func newMesh(t *testing.T, n int, opts []Option, perNode func(i int, m *mesh) []Option) *mesh {
 	t.Helper()
 	m := &mesh{mn: mocknet.New()}
 	t.Cleanup(func() { m.mn.Close() })
@@ -41,9 +43,10 @@ func newMesh(t *testing.T, n int, opts []Option, perNode func(i int) []Option) *
 			WithHost(h, sk),
 			WithAgent(agentName(i), protocol.Manifest{Tools: []string{"terminal"}}),
 			WithDataDir(t.TempDir()),
+			WithLogger(slog.New(slog.DiscardHandler)),
 		}, opts...)
 		if perNode != nil {
-			all = append(all, perNode(i)...)
+			all = append(all, perNode(i, m)...)
 		}
 		nd, err := New(all...)
 		if err != nil {
@@ -69,8 +72,17 @@ func newMesh(t *testing.T, n int, opts []Option, perNode func(i int) []Option) *
 	return m
 }
 
+func peerOf(k crypto.PrivKey) string {
+	id, _ := peer.IDFromPrivateKey(k)
+	return id.String()
+}
+
 func testCtx(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	t.Cleanup(cancel)
 	return ctx
 }
+
+func protocolManifest() protocol.Manifest { return protocol.Manifest{Tools: []string{"terminal"}} }
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

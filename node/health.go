@@ -88,7 +88,7 @@ func (n *Node) reconnect(now time.Time) {
 			b.attempts++
 			wait := n.cfg.delay(b.attempts)
 			b.next = now.Add(wait)
-			n.log.Warn("peer unreachable; will retry", "peer", p.ShortString(), "attempt", b.attempts, "retry_in", wait.Round(time.Millisecond), "err", err)
+			n.log.Warn("peer unreachable; will retry", "peer", p.ShortString(), "attempt", b.attempts, "retry_in", wait.Round(time.Millisecond), "err", err.Error())
 		} else {
 			if b.attempts > 0 {
 				n.log.Info("peer reconnected", "peer", p.ShortString(), "after_attempts", b.attempts)
@@ -110,7 +110,7 @@ func (n *Node) keepAlive() {
 		select {
 		case res := <-ping.Ping(ctx, n.host, p):
 			if res.Error != nil {
-				n.log.Debug("keep-alive ping failed", "peer", p.ShortString(), "err", res.Error)
+				n.log.Debug("keep-alive ping failed", "peer", p.ShortString(), "err", res.Error.Error())
 			}
 		case <-ctx.Done():
 		}

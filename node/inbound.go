@@ -55,13 +55,13 @@ func (n *Node) handleStream(s network.Stream) {
 				s.Close()
 				return
 			}
-			n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", err)
+			n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", err.Error())
 			s.Reset()
 			return
 		}
 		m, err := protocol.DecodeJSON(raw)
 		if err != nil {
-			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err)
+			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
 			in.exchanges.Wait()
 			s.Reset()
 			return
@@ -80,7 +80,7 @@ func (in *inStream) serve(m *protocol.Message, size int) {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
-			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err)
+			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err.Error())
 		}
 		in.replyError(m, err)
 		return
@@ -198,7 +198,7 @@ func (in *inStream) sendReceipt(ms ...*protocol.Message) {
 	}
 	r, err := in.n.builder.Response(ms[0], protocol.ResponsePending, receiptBody{Detail: "received", Receipt: receiptIDs{MessageIDs: ids}})
 	if err != nil {
-		in.n.log.Error("build receipt", "err", err)
+		in.n.log.Error("build receipt", "err", err.Error())
 		return
 	}
 	in.write(r)
@@ -214,7 +214,7 @@ func (in *inStream) write(m *protocol.Message) bool {
 	defer in.wmu.Unlock()
 	_ = in.s.SetWriteDeadline(time.Now().Add(in.n.cfg.FrameTimeout))
 	if err := protocol.WriteFrame(in.s, raw); err != nil {
-		in.n.log.Debug("write on inbound stream failed", "err", err)
+		in.n.log.Debug("write on inbound stream failed", "err", err.Error())
 		return false
 	}
 	return true

@@ -262,7 +262,7 @@ func (s *session) read() {
 			return
 		}
 		if err := s.n.check(m, len(raw), s.peer, false); err != nil {
-			s.n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err)
+			s.n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
 			continue
 		}
 		s.n.deliverReply(m, s.peer)

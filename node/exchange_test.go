@@ -1,0 +1,171 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// IACP "request": a request expects a response whose correlation_id is the request's id.
+func TestRequest_ResponseCorrelatesToRequest(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	b.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
+		return r.Reply(protocol.ResponseAccepted, map[string]any{"result": "done"})
+	})
+	req, _ := a.Builder().Request(agentName(1), protocol.IntentHandoff, map[string]any{"task": "x"})
+	resp, err := a.Request(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.Envelope.CorrelationID != req.Envelope.MessageID {
+		t.Fatalf("correlation_id %s, want the request's id %s", resp.Envelope.CorrelationID, req.Envelope.MessageID)
+	}
+	if st, _ := protocol.StatusOf(resp); st != protocol.ResponseAccepted {
+		t.Fatalf("status %q", st)
+	}
+}
+
+// IACP "event": fire-and-forget; Send returns after the receipt and the handler gets it.
+func TestSend_FireAndForgetReturnsAfterReceipt(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	got := make(chan *protocol.Message, 1)
+	b.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { got <- r.Msg; return nil })
+	ev, _ := a.Builder().Event(agentName(1), protocol.IntentNotify, protocol.EventPayload{EventType: "build.done"})
+	if err := a.Send(testCtx(t), ev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case r := <-got:
+		if r.Envelope.MessageID != ev.Envelope.MessageID {
+			t.Fatal("handler got another message")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler never got the event")
+	}
+}
+
+// Async-first: a response that comes long after the receipt window goes out on a new stream
+// and is still matched by correlation_id.
+func TestRequest_LateResponseArrivesOutOfBand(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	b.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
+		go func() {
+			time.Sleep(300 * time.Millisecond) // well past the 20 ms receipt window
+			_ = r.Reply(protocol.ResponseAccepted, map[string]any{"late": true})
+		}()
+		return nil
+	})
+	req, _ := a.Builder().Request(agentName(1), protocol.IntentHandoff, nil)
+	resp, err := a.Request(testCtx(t), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct{ Late bool }
+	_ = protocol.DecodePayload(resp, &body)
+	if !body.Late || resp.Envelope.CorrelationID != req.Envelope.MessageID {
+		t.Fatalf("unexpected response %s", resp.Message.Payload)
+	}
+}
+
+// IACP "request" error handling: no response within the TTL is a TIMEOUT.
+func TestRequest_NoResponseIsTimeout(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	b.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error { return nil })
+	req, _ := a.Builder().Request(agentName(1), protocol.IntentHandoff, nil)
+	ctx, cancel := context.WithTimeout(testCtx(t), 300*time.Millisecond)
+	defer cancel()
+	_, err := a.Request(ctx, req)
+	if !errors.Is(err, protocol.ErrTimeout) {
+		t.Fatalf("err = %v, want TIMEOUT", err)
+	}
+}
+
+// A request for an intent the agent has no handler for is CAPABILITY_MISMATCH.
+func TestRequest_UnhandledIntentIsCapabilityMismatch(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	req, _ := m.nodes[0].Builder().Request(agentName(1), protocol.IntentNegotiate, nil)
+	_, err := m.nodes[0].Request(testCtx(t), req)
+	if !errors.Is(err, protocol.ErrCapabilityMismatch) {
+		t.Fatalf("err = %v, want CAPABILITY_MISMATCH", err)
+	}
+}
+
+// The node answers `query` with the manifest and `health` with its status by itself.
+func TestBuiltins_QueryAndHealth(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a := m.nodes[0]
+	q, _ := a.Builder().Request(agentName(1), protocol.IntentQuery, protocol.CapabilityQuery{Required: protocol.CapabilitySet{Tools: []string{"terminal"}}})
+	resp, err := a.Request(testCtx(t), q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mr protocol.ManifestResponse
+	_ = protocol.DecodePayload(resp, &mr)
+	if mr.Status != protocol.ResponseAccepted || mr.Manifest.AgentID != agentName(1) {
+		t.Fatalf("query answer %s", resp.Message.Payload)
+	}
+	q2, _ := a.Builder().Request(agentName(1), protocol.IntentQuery, protocol.CapabilityQuery{Required: protocol.CapabilitySet{Models: []string{"llama3"}}})
+	resp, err = a.Request(testCtx(t), q2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, _ := protocol.StatusOf(resp); st != protocol.ResponseRejected {
+		t.Fatalf("a query the agent cannot satisfy: status %q, want rejected", st)
+	}
+	m.nodes[1].SetStatus(protocol.StatusBusy, 0.75, 3)
+	h, _ := a.Builder().Request(agentName(1), protocol.IntentHealth, nil)
+	resp, err = a.Request(testCtx(t), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var hb struct{ Health protocol.HeartbeatPayload }
+	_ = protocol.DecodePayload(resp, &hb)
+	if hb.Health.Status != protocol.StatusBusy || hb.Health.Load != 0.75 || hb.Health.ActiveTasks != 3 {
+		t.Fatalf("health answer %s", resp.Message.Payload)
+	}
+}
+
+// Many concurrent sends share one session and every one gets its receipt.
+func TestSend_ConcurrentBurstAllReceipted(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	var got atomic.Int64
+	b.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { got.Add(1); return nil })
+	const n = 200
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			ev, _ := a.Builder().Event(agentName(1), protocol.IntentNotify, protocol.EventPayload{EventType: "tick"})
+			errs <- a.Send(testCtx(t), ev)
+		}()
+	}
+	for i := 0; i < n; i++ {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for got.Load() < n && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got.Load() != n {
+		t.Fatalf("handler saw %d of %d", got.Load(), n)
+	}
+}
+
+// Sending to an agent nobody knows is AGENT_NOT_FOUND, at once.
+func TestSend_UnknownAgentIsAgentNotFound(t *testing.T) {
+	m := newMesh(t, 1, nil, nil)
+	ev, _ := m.nodes[0].Builder().Event("test:mesh:nobody", protocol.IntentNotify, protocol.EventPayload{EventType: "x"})
+	if err := m.nodes[0].Send(testCtx(t), ev); !errors.Is(err, protocol.ErrAgentNotFound) {
+		t.Fatalf("err = %v, want AGENT_NOT_FOUND", err)
+	}
+}

@@ -1,0 +1,260 @@
+package node
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// rawClient speaks /iacp/1.0.0 by hand from one node's host to another, to send what a well
+// behaved node never would.
+type rawClient struct {
+	t  *testing.T
+	s  network.Stream
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, from, to *Node) *rawClient {
+	t.Helper()
+	s, err := from.Host().NewStream(testCtx(t), to.ID(), ProtocolID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Reset() })
+	return &rawClient{t: t, s: s, br: bufio.NewReader(s)}
+}
+
+func (c *rawClient) sendRaw(b []byte) {
+	c.t.Helper()
+	if err := protocol.WriteFrame(c.s, b); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *rawClient) send(m *protocol.Message) {
+	c.t.Helper()
+	b, err := protocol.EncodeJSON(m)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.sendRaw(b)
+}
+
+// next reads the next reply frame; a reset stream is an error.
+func (c *rawClient) next() (*protocol.Message, error) {
+	raw, err := protocol.ReadFrame(c.br, protocol.DefaultMaxMessageBytes)
+	if err != nil {
+		return nil, err
+	}
+	return protocol.DecodeJSON(raw)
+}
+
+// refusal sends m and returns the code of the error that comes back.
+func (c *rawClient) refusal(m *protocol.Message) (protocol.Code, *protocol.Error) {
+	c.t.Helper()
+	c.send(m)
+	reply, err := c.next()
+	if err != nil {
+		c.t.Fatalf("no reply: %v", err)
+	}
+	if reply.Message.Type != protocol.TypeError {
+		return "", nil
+	}
+	if reply.Envelope.CorrelationID != m.Envelope.MessageID {
+		c.t.Fatalf("error correlates to %s, want %s", reply.Envelope.CorrelationID, m.Envelope.MessageID)
+	}
+	if err := protocol.Verify(reply); err != nil {
+		c.t.Fatalf("the refusal itself is not validly signed: %v", err)
+	}
+	e, _ := protocol.ErrorOf(reply)
+	return e.Code, e
+}
+
+func (c *rawClient) expectReset() {
+	c.t.Helper()
+	_, err := c.next()
+	if err == nil || errors.Is(err, io.EOF) {
+		c.t.Fatalf("stream was not reset (err %v)", err)
+	}
+}
+
+func event(t *testing.T, b *protocol.Builder, to string) *protocol.Message {
+	t.Helper()
+	m, err := b.Event(to, protocol.IntentNotify, protocol.EventPayload{EventType: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func expectCode(t *testing.T, got, want protocol.Code) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("refused with %q, want %q", got, want)
+	}
+}
+
+// Security "Identity Spoofing": a message whose signature does not verify is refused.
+func TestInbound_ForgedSignatureIsIdentityInvalid(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	ev := event(t, m.nodes[0].Builder(), agentName(1))
+	ev.Message.Payload = []byte(`{"event_type":"tampered"}`)
+	code, _ := dialRaw(t, m.nodes[0], m.nodes[1]).refusal(ev)
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+}
+
+// sender.peer_id must be the authenticated remote peer: a message validly signed by another
+// key, relayed on this connection, is refused.
+func TestInbound_PeerIDMismatchIsIdentityInvalid(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	other, _, _ := crypto.GenerateEd25519Key(nil)
+	ob, _ := protocol.NewBuilder("test:mesh:mallory", other, nil)
+	code, _ := dialRaw(t, m.nodes[0], m.nodes[1]).refusal(event(t, ob, agentName(1)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+}
+
+// Security "Replay Attacks": a repeated message_id within its TTL is DUPLICATE.
+func TestInbound_ReplayIsDuplicate(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	ev := event(t, m.nodes[0].Builder(), agentName(1))
+	c.send(ev)
+	if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
+		t.Fatalf("first copy: %v %v", r, err)
+	}
+	code, _ := c.refusal(ev)
+	expectCode(t, code, protocol.CodeDuplicate)
+}
+
+// Field "ttl_seconds": after expiry the message MUST NOT be processed.
+func TestInbound_ExpiredIsTimeout(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	past := func() time.Time { return time.Now().Add(-2 * time.Hour) }
+	old, _ := protocol.NewBuilder(agentName(0), m.keys[0], past)
+	code, _ := dialRaw(t, m.nodes[0], m.nodes[1]).refusal(event(t, old, agentName(1)))
+	expectCode(t, code, protocol.CodeTimeout)
+}
+
+// A frame longer than the limit resets the stream before anything is allocated for it.
+func TestInbound_OversizeFrameResetsStream(t *testing.T) {
+	m := newMesh(t, 2, nil, func(i int, _ *mesh) []Option {
+		return []Option{func(c *Config) error { c.MaxMessageBytes = 4096; return nil }}
+	})
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	var hdr [4]byte
+	binary.BigEndian.PutUint32(hdr[:], 1<<30)
+	_, _ = c.s.Write(hdr[:])
+	c.expectReset()
+}
+
+// A message for another agent is refused with AGENT_NOT_FOUND.
+func TestInbound_WrongRecipientIsAgentNotFound(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	code, _ := dialRaw(t, m.nodes[0], m.nodes[1]).refusal(event(t, m.nodes[0].Builder(), "test:mesh:someone-else"))
+	expectCode(t, code, protocol.CodeAgentNotFound)
+}
+
+// Field "version": another MAJOR is refused with the list of supported versions.
+func TestInbound_OtherMajorIsVersionUnsupported(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	ev := &protocol.Message{}
+	ev.Envelope.Version = "2.0"
+	ev.Envelope.Recipient.AgentID = agentName(1)
+	ev.Message = protocol.Body{Type: protocol.TypeEvent, Intent: protocol.IntentNotify, Payload: []byte(`{"event_type":"x"}`)}
+	if err := m.nodes[0].Builder().Seal(ev); err != nil {
+		t.Fatal(err)
+	}
+	code, e := dialRaw(t, m.nodes[0], m.nodes[1]).refusal(ev)
+	expectCode(t, code, protocol.CodeVersionUnsupported)
+	if !strings.Contains(e.Message, "1.0") {
+		t.Fatalf("refusal does not list the supported versions: %q", e.Message)
+	}
+}
+
+// A stream that sends garbage is reset.
+func TestInbound_GarbageResetsStream(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	c.sendRaw([]byte("this is not an IACP document"))
+	c.expectReset()
+}
+
+// The per-peer token bucket answers RATE_LIMITED with retry_after.
+func TestInbound_RateLimitIsRateLimitedWithRetryAfter(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithRateLimit(0.5, 2)}, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	for i := 0; i < 2; i++ {
+		c.send(event(t, m.nodes[0].Builder(), agentName(1)))
+		if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
+			t.Fatalf("message %d within the burst: %v %v", i, r, err)
+		}
+	}
+	code, e := c.refusal(event(t, m.nodes[0].Builder(), agentName(1)))
+	expectCode(t, code, protocol.CodeRateLimited)
+	if e.RetryAfter <= 0 {
+		t.Fatal("RATE_LIMITED without retry_after")
+	}
+}
+
+// The intent policy answers PERMISSION_DENIED.
+func TestInbound_PolicyIsPermissionDenied(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithPolicy(PolicyRule{Agents: "test:mesh:*", Intents: []protocol.Intent{protocol.IntentQuery}})}, nil)
+	req, _ := m.nodes[0].Builder().Request(agentName(1), protocol.IntentHandoff, nil)
+	code, _ := dialRaw(t, m.nodes[0], m.nodes[1]).refusal(req)
+	expectCode(t, code, protocol.CodePermissionDenied)
+	q, _ := m.nodes[0].Builder().Request(agentName(1), protocol.IntentQuery, nil)
+	if _, err := m.nodes[0].Request(testCtx(t), q); err != nil {
+		t.Fatalf("an allowed intent was refused: %v", err)
+	}
+}
+
+// Trust on first use: once an agent id has spoken from one key, another key claiming it is
+// IDENTITY_INVALID, and the pin survives a restart (it is in the data directory).
+func TestTrust_PinnedAgentFromAnotherKeyIsIdentityInvalid(t *testing.T) {
+	m := newMesh(t, 3, nil, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	c.send(event(t, m.nodes[0].Builder(), agentName(1)))
+	if _, err := c.next(); err != nil {
+		t.Fatal(err)
+	}
+	impostor, _ := protocol.NewBuilder(agentName(0), m.keys[2], nil)
+	code, _ := dialRaw(t, m.nodes[2], m.nodes[1]).refusal(event(t, impostor, agentName(1)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+	if _, err := os.Stat(filepath.Join(m.nodes[1].Config().DataDir, "trust.json")); err != nil {
+		t.Fatalf("pin not saved: %v", err)
+	}
+}
+
+// A closed mesh: only allowlisted agent/peer pairs may speak; everyone else is
+// IDENTITY_INVALID.
+func TestTrust_AllowlistRefusesOthers(t *testing.T) {
+	list := filepath.Join(t.TempDir(), "allow.yaml")
+	m := newMesh(t, 3, nil, func(i int, m *mesh) []Option {
+		if i != 1 {
+			return nil
+		}
+		body := agentName(0) + ": " + peerOf(m.keys[0]) + "\n"
+		if err := os.WriteFile(list, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return []Option{func(c *Config) error { c.AllowlistFile = list; return nil }}
+	})
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	c.send(event(t, m.nodes[0].Builder(), agentName(1)))
+	if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
+		t.Fatalf("allowlisted agent refused: %v %v", r, err)
+	}
+	code, _ := dialRaw(t, m.nodes[2], m.nodes[1]).refusal(event(t, m.nodes[2].Builder(), agentName(1)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+}
