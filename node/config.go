@@ -69,6 +69,12 @@ type Config struct {
 	// the first peer id that speaks for it.
 	AllowlistFile string `yaml:"allowlist_file"`
 
+	// Inbox queues inbound messages that no Go handler takes until the agent acknowledges
+	// them through the local API (Node.Inbox). Off, a request without a handler is refused
+	// with CAPABILITY_MISMATCH and such events are dropped after their receipt. `iacp-node
+	// run` turns it on. Default false.
+	Inbox bool `yaml:"inbox"`
+
 	// KeepAlive is how often the node pings peers it needs. Default 15 s.
 	KeepAlive time.Duration `yaml:"keep_alive"`
 	// ReconnectMin and ReconnectMax bound the exponential backoff (with jitter) for
@@ -217,6 +223,9 @@ func WithRateLimit(perSecond float64, burst int) Option {
 func WithPolicy(rules ...PolicyRule) Option {
 	return func(c *Config) error { c.Policy = rules; return nil }
 }
+
+// WithInbox switches the inbox on or off (see Config.Inbox).
+func WithInbox(on bool) Option { return func(c *Config) error { c.Inbox = on; return nil } }
 
 // WithNAT switches NAT traversal on or off.
 func WithNAT(on bool) Option { return func(c *Config) error { c.NAT = on; return nil } }

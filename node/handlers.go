@@ -74,9 +74,9 @@ func (n *Node) Handle(intent protocol.Intent, h Handler) {
 	n.handlers[intent] = h
 }
 
-// HandleOther registers a handler for every message no intent handler takes: events without a
-// handler, and responses that arrive after their requester stopped waiting. The local API
-// uses it to queue such messages for its clients.
+// HandleOther registers a handler for every message no intent handler takes (events and
+// requests without a handler, responses that arrive after their requester stopped waiting),
+// instead of queueing them in the inbox.
 func (n *Node) HandleOther(h Handler) {
 	n.handlersMu.Lock()
 	defer n.handlersMu.Unlock()
@@ -95,26 +95,28 @@ func (n *Node) Handlers() []protocol.Intent {
 	return out
 }
 
-// dispatch runs the handler for r on its own goroutine.
-func (n *Node) dispatch(r *Request) {
+// dispatch runs the handler for r on its own goroutine; a message no handler takes goes to
+// the inbox, where the agent picks it up through the local API.
+func (n *Node) dispatch(r *Request) error {
 	h := n.handlerFor(r.Msg)
 	if h == nil {
-		if r.Msg.Message.Type == protocol.TypeRequest {
-			_ = r.Fail(protocol.Errorf(protocol.CodeCapabilityMismatch, "agent %s has no handler for intent %s", n.cfg.AgentID, r.Msg.Message.Intent))
-		} else {
-			n.log.Debug("no handler; message dropped after receipt", "id", r.Msg.Envelope.MessageID, "type", r.Msg.Message.Type)
+		switch {
+		case n.cfg.Inbox:
+			return n.inbox.add(r.Msg, r.Peer, n.now())
+		case r.Msg.Message.Type == protocol.TypeRequest:
+			return protocol.Errorf(protocol.CodeCapabilityMismatch, "agent %s has no handler for intent %s", n.cfg.AgentID, r.Msg.Message.Intent)
 		}
-		return
+		n.log.Debug("no handler and no inbox; message dropped after receipt", "id", r.Msg.Envelope.MessageID, "type", r.Msg.Message.Type)
+		return nil
 	}
 	select {
 	case n.slots <- struct{}{}:
 	default:
-		_ = r.Fail(&protocol.Error{Code: protocol.CodeRateLimited, Message: "too many messages in progress", RetryAfter: time.Second})
-		return
+		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "too many messages in progress", RetryAfter: time.Second}
 	}
 	if !n.track() {
 		<-n.slots
-		return
+		return protocol.Errorf(protocol.CodeAgentNotFound, "node is shutting down")
 	}
 	go func() {
 		defer n.inflight.Done()
@@ -125,6 +127,7 @@ func (n *Node) dispatch(r *Request) {
 			_ = r.Fail(err)
 		}
 	}()
+	return nil
 }
 
 func (n *Node) handlerFor(m *protocol.Message) Handler {

@@ -91,14 +91,17 @@ func (in *inStream) serve(m *protocol.Message, size int) {
 		return
 	}
 	if m.Message.Type != protocol.TypeRequest {
+		if err := n.dispatch(&Request{Msg: m, Peer: in.remote, n: n}); err != nil {
+			in.refuse(m, err)
+			return
+		}
 		in.queueReceipt(m)
-		n.dispatch(&Request{Msg: m, Peer: in.remote, n: n})
 		return
 	}
 	// A request: run the handler; a reply within the receipt window goes back on this stream
-	// and is the receipt; otherwise a pending receipt goes now and the reply later.
+	// and is the receipt; otherwise a pending receipt goes when the window closes and the reply
+	// later, out of band.
 	ex := &exchange{in: in}
-	r := &Request{Msg: m, Peer: in.remote, n: n, ex: ex}
 	in.exchanges.Add(1)
 	ex.timer = time.AfterFunc(n.cfg.ReceiptWindow, func() {
 		if ex.state.CompareAndSwap(exWaiting, exReceipted) {
@@ -106,7 +109,19 @@ func (in *inStream) serve(m *protocol.Message, size int) {
 		}
 		in.exchanges.Done()
 	})
-	n.dispatch(r)
+	if err := n.dispatch(&Request{Msg: m, Peer: in.remote, n: n, ex: ex}); err != nil {
+		if ex.state.CompareAndSwap(exWaiting, exInline) && ex.timer.Stop() {
+			in.exchanges.Done()
+		}
+		in.refuse(m, err)
+	}
+}
+
+// refuse answers an accepted-then-undeliverable message with an error and forgets its id, so
+// that the sender's retry is not taken for a replay.
+func (in *inStream) refuse(m *protocol.Message, err error) {
+	in.n.replay.Remove(m.Envelope.MessageID)
+	in.replyError(m, err)
 }
 
 // exchange tracks whether a request was answered inside its receipt window.

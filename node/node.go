@@ -65,6 +65,7 @@ type Node struct {
 	needed    map[peer.ID]*backoff
 
 	status atomic.Pointer[protocol.HeartbeatPayload]
+	inbox  *Inbox
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -153,6 +154,7 @@ func New(opts ...Option) (_ *Node, err error) {
 		inbound:   make(map[*inStream]struct{}),
 		directory: make(map[string]peer.ID),
 		needed:    make(map[peer.ID]*backoff),
+		inbox:     newInbox(DefaultInboxBytes),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
@@ -279,6 +281,10 @@ func (n *Node) SetStatus(status string, load float64, activeTasks int) {
 
 // Status returns the current status.
 func (n *Node) Status() protocol.HeartbeatPayload { return *n.status.Load() }
+
+// Inbox returns the inbox: inbound messages that no Go handler took, held until the agent
+// acknowledges them.
+func (n *Node) Inbox() *Inbox { return n.inbox }
 
 // AddResolver adds a way to find agents the node has never heard from (discovery).
 func (n *Node) AddResolver(r Resolver) {

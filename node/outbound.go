@@ -170,7 +170,9 @@ func (n *Node) deliverReply(m *protocol.Message, remote peer.ID) {
 		w.complete(m)
 		return
 	}
-	n.dispatch(&Request{Msg: m, Peer: remote, n: n})
+	if err := n.dispatch(&Request{Msg: m, Peer: remote, n: n}); err != nil {
+		n.log.Warn("reply nobody waits for could not be queued", "id", m.Envelope.MessageID, "err", err.Error())
+	}
 }
 
 func replyError(m *protocol.Message) error {

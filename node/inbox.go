@@ -1,0 +1,141 @@
+package node
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Delivery is one inbound message waiting in the inbox for the agent to take it.
+type Delivery struct {
+	// Seq orders deliveries by arrival; it only grows.
+	Seq      uint64            `json:"seq"`
+	Received time.Time         `json:"received"`
+	Peer     peer.ID           `json:"peer"`
+	Msg      *protocol.Message `json:"message"`
+}
+
+// Inbox holds inbound messages that no Go handler takes (the agent uses the local API, or
+// registered no handler for the intent) until the agent acknowledges them. Agents pull them,
+// or receive them over a WebSocket or a webhook, and Ack each one when taken; what is not
+// acknowledged is offered again. Its state is guarded by mu; changed is closed and replaced on
+// every arrival so that any number of waiters can block on it.
+type Inbox struct {
+	mu       sync.Mutex
+	next     uint64
+	pending  []Delivery // in Seq order
+	bytes    int
+	maxBytes int
+	changed  chan struct{}
+	persist  InboxStore
+}
+
+// InboxStore makes the inbox durable; the store package implements it. Put must be durable
+// when it returns; Load returns what was not acknowledged, in arrival order.
+type InboxStore interface {
+	PutInbox(d Delivery, raw []byte) error
+	AckInbox(messageID string) error
+	LoadInbox() ([]Delivery, error)
+}
+
+// DefaultInboxBytes bounds the in-memory inbox: 256 MiB of messages not yet taken.
+const DefaultInboxBytes = 256 << 20
+
+func newInbox(maxBytes int) *Inbox {
+	return &Inbox{maxBytes: maxBytes, changed: make(chan struct{})}
+}
+
+// add queues a message; it refuses with RATE_LIMITED when the inbox is full, so that the
+// sender keeps it and retries rather than the node dropping it.
+func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time) error {
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return err
+	}
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	if ib.bytes+len(raw) > ib.maxBytes {
+		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "the agent's inbox is full; it has not taken its messages", RetryAfter: 5 * time.Second}
+	}
+	ib.next++
+	d := Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m}
+	if ib.persist != nil {
+		if err := ib.persist.PutInbox(d, raw); err != nil {
+			return protocol.Errorf(protocol.CodeInternalError, "store inbound message: %w", err)
+		}
+	}
+	ib.pending = append(ib.pending, d)
+	ib.bytes += len(raw)
+	close(ib.changed)
+	ib.changed = make(chan struct{})
+	return nil
+}
+
+// List returns the messages not yet taken with Seq greater than after, oldest first.
+func (ib *Inbox) List(after uint64) []Delivery {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	out := make([]Delivery, 0, len(ib.pending))
+	for _, d := range ib.pending {
+		if d.Seq > after {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Len returns how many messages wait.
+func (ib *Inbox) Len() int {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return len(ib.pending)
+}
+
+// Changed returns a channel that is closed at the next arrival.
+func (ib *Inbox) Changed() <-chan struct{} {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return ib.changed
+}
+
+// Wait blocks until a message with Seq greater than after waits, or ctx ends.
+func (ib *Inbox) Wait(ctx context.Context, after uint64) ([]Delivery, error) {
+	for {
+		ch := ib.Changed()
+		if ds := ib.List(after); len(ds) > 0 {
+			return ds, nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Ack marks the message taken and removes it. Acknowledging an unknown id is an error that
+// says so (it was taken already, or never came).
+func (ib *Inbox) Ack(messageID string) error {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	for i, d := range ib.pending {
+		if d.Msg.Envelope.MessageID != messageID {
+			continue
+		}
+		if ib.persist != nil {
+			if err := ib.persist.AckInbox(messageID); err != nil {
+				return err
+			}
+		}
+		raw, _ := protocol.EncodeJSON(d.Msg)
+		ib.bytes -= len(raw)
+		ib.pending = append(ib.pending[:i], ib.pending[i+1:]...)
+		return nil
+	}
+	return fmt.Errorf("message %s is not in the inbox (already taken, or never received)", messageID)
+}
