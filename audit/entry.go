@@ -1,0 +1,83 @@
+package audit
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// GenesisHash is the prev of the very first entry: 64 zeros.
+const GenesisHash = "0000000000000000000000000000000000000000000000000000000000000000"
+
+// Event says what happened to a message.
+type Event string
+
+// The events. A direct message normally appears as sent then delivered on the sending node,
+// and as received then acked on the receiving node.
+const (
+	// EventSent: the node accepted a message from its agent and queued or sent it.
+	EventSent Event = "sent"
+	// EventDelivered: the recipient's node acknowledged the message (receipt).
+	EventDelivered Event = "delivered"
+	// EventReceived: the node accepted an inbound message for its agent.
+	EventReceived Event = "received"
+	// EventAcked: the local agent took the inbound message.
+	EventAcked Event = "acked"
+	// EventRefused: a message was refused, inbound or outbound; Code says why.
+	EventRefused Event = "refused"
+	// EventExpired: a queued message reached its TTL undelivered (Code TIMEOUT).
+	EventExpired Event = "expired"
+	// EventRecovered: written by Open itself when it dropped an incomplete last line left
+	// by a crash; Reason says how many bytes and their hash.
+	EventRecovered Event = "recovered"
+)
+
+// Entry is one line of the audit log. Append fills Seq, Prev and (when zero) Time.
+type Entry struct {
+	// Seq numbers entries from 1, without gaps, across files.
+	Seq  uint64    `json:"seq"`
+	Time time.Time `json:"time"`
+	// Event is what happened.
+	Event Event `json:"event"`
+	// MessageID, CorrelationID, Type, Intent, From and To come from the envelope.
+	MessageID     string `json:"message_id,omitempty"`
+	CorrelationID string `json:"correlation_id,omitempty"`
+	Type          string `json:"type,omitempty"`
+	Intent        string `json:"intent,omitempty"`
+	From          string `json:"from,omitempty"`
+	To            string `json:"to,omitempty"`
+	// Code is the IACP error code of a refused or expired message.
+	Code protocol.Code `json:"code,omitempty"`
+	// Reason is a human-readable detail (the error text of a refusal).
+	Reason string `json:"reason,omitempty"`
+	// Payload is the message payload, verbatim JSON; with WithOmitPayloads it is left out
+	// and PayloadSHA256, the hex SHA-256 of the payload bytes, is recorded instead.
+	Payload       json.RawMessage `json:"payload,omitempty"`
+	PayloadSHA256 string          `json:"payload_sha256,omitempty"`
+	// Prev is the hex SHA-256 of the previous line (GenesisHash for the first).
+	Prev string `json:"prev"`
+}
+
+// FromMessage returns an entry for event about m, with the envelope fields and payload
+// filled in. Set Code and Reason for refused and expired events.
+func FromMessage(event Event, m *protocol.Message) Entry {
+	return Entry{
+		Event:         event,
+		MessageID:     m.Envelope.MessageID,
+		CorrelationID: m.Envelope.CorrelationID,
+		Type:          string(m.Message.Type),
+		Intent:        string(m.Message.Intent),
+		From:          m.Envelope.Sender.AgentID,
+		To:            m.Envelope.Recipient.AgentID,
+		Payload:       m.Message.Payload,
+	}
+}
+
+// hashLine is the chain hash of one line (without its newline).
+func hashLine(line []byte) string {
+	sum := sha256.Sum256(line)
+	return hex.EncodeToString(sum[:])
+}
