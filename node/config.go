@@ -8,7 +8,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // Config is everything a node can be told. DefaultConfig fills every field; the YAML tags are
@@ -82,6 +84,23 @@ type Config struct {
 	ReconnectMin time.Duration `yaml:"reconnect_min"`
 	ReconnectMax time.Duration `yaml:"reconnect_max"`
 
+	// Discovery runs the Kademlia DHT (agent records, capability lookup). Default true.
+	Discovery bool `yaml:"discovery"`
+	// DHTClient runs the DHT in client mode (it queries but stores nothing for others), for
+	// nodes that are not reachable. Default false: server mode.
+	DHTClient bool `yaml:"dht_client"`
+	// MDNS also finds peers on the local network. Default false.
+	MDNS bool `yaml:"mdns"`
+	// Gossip runs gossipsub (broadcasts, capability groups, heartbeats, liveness). Default true.
+	Gossip bool `yaml:"gossip"`
+	// HeartbeatInterval is how often the node announces its status; 1 s to 300 s. Default 30 s.
+	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+
+	// DiscoveryOptions and GossipOptions go to discovery.New and pubsub.New after the
+	// node's own (tests and the simulator tune timings with them).
+	DiscoveryOptions []discovery.Option `yaml:"-"`
+	GossipOptions    []pubsub.Option    `yaml:"-"`
+
 	// LogLevel is go-log's level for the node's subsystems. Default "info".
 	LogLevel string `yaml:"log_level"`
 
@@ -127,7 +146,10 @@ func DefaultConfig() Config {
 		KeepAlive:       15 * time.Second,
 		ReconnectMin:    time.Second,
 		ReconnectMax:    time.Minute,
-		LogLevel:        "info",
+		Discovery:         true,
+		Gossip:            true,
+		HeartbeatInterval: 30 * time.Second,
+		LogLevel:          "info",
 	}
 }
 
@@ -152,6 +174,7 @@ func (c *Config) validate() error {
 		{c.ShutdownGrace >= 0, "shutdown_grace: not negative"},
 		{c.RatePerSecond > 0 && c.RateBurst >= 1, "rate_per_second > 0 and rate_burst >= 1"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
+		{c.HeartbeatInterval >= time.Second && c.HeartbeatInterval <= 300*time.Second, "heartbeat_interval: 1 s to 300 s"},
 		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
 	}
 	for _, ch := range checks {
@@ -226,6 +249,29 @@ func WithPolicy(rules ...PolicyRule) Option {
 
 // WithInbox switches the inbox on or off (see Config.Inbox).
 func WithInbox(on bool) Option { return func(c *Config) error { c.Inbox = on; return nil } }
+
+// WithDiscovery switches the DHT on or off and adds options for discovery.New.
+func WithDiscovery(on bool, opts ...discovery.Option) Option {
+	return func(c *Config) error {
+		c.Discovery = on
+		c.DiscoveryOptions = append(c.DiscoveryOptions, opts...)
+		return nil
+	}
+}
+
+// WithGossip switches gossipsub on or off and adds options for pubsub.New.
+func WithGossip(on bool, opts ...pubsub.Option) Option {
+	return func(c *Config) error {
+		c.Gossip = on
+		c.GossipOptions = append(c.GossipOptions, opts...)
+		return nil
+	}
+}
+
+// WithHeartbeatInterval sets how often the node announces its status.
+func WithHeartbeatInterval(d time.Duration) Option {
+	return func(c *Config) error { c.HeartbeatInterval = d; return nil }
+}
 
 // WithNAT switches NAT traversal on or off.
 func WithNAT(on bool) Option { return func(c *Config) error { c.NAT = on; return nil } }

@@ -44,6 +44,8 @@ func newMesh(t *testing.T, n int, opts []Option, perNode func(i int, m *mesh) []
 			WithAgent(agentName(i), protocol.Manifest{Tools: []string{"terminal"}}),
 			WithDataDir(t.TempDir()),
 			WithLogger(slog.New(slog.DiscardHandler)),
+			WithDiscovery(false),
+			WithGossip(false),
 		}, opts...)
 		if perNode != nil {
 			all = append(all, perNode(i, m)...)

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -14,7 +15,8 @@ func TestLifecycle_KeyCreatedOnceAndReused(t *testing.T) {
 	dir := t.TempDir()
 	start := func() *Node {
 		n, err := New(WithDataDir(dir), WithAgent("test:life:a", protocolManifest()), WithNAT(false),
-			WithListen("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"))
+			WithListen("/ip4/127.0.0.1/tcp/0", "/ip4/127.0.0.1/udp/0/quic-v1"),
+			WithLogger(slog.New(slog.DiscardHandler)))
 		if err != nil {
 			t.Fatal(err)
 		}

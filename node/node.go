@@ -16,8 +16,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // ProtocolID is the libp2p protocol of direct IACP messaging.
@@ -63,9 +65,12 @@ type Node struct {
 	directory map[string]peer.ID // agent id -> peer, learned from verified messages and AddPeer
 	resolvers []Resolver
 	needed    map[peer.ID]*backoff
+	bootstrap []peer.AddrInfo
 
 	status atomic.Pointer[protocol.HeartbeatPayload]
 	inbox  *Inbox
+	disc   *discovery.Discovery // nil when off
+	gossip *pubsub.Gossip       // nil when off
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -165,7 +170,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	if n.cfg.Manifest.Version == "" {
 		n.cfg.Manifest.Version = cfg.AgentVersion
 	}
-	n.SetStatus(protocol.StatusAlive, 0, 0)
+	n.status.Store(&protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.AgentVersion})
 	for _, s := range cfg.Bootstrap {
 		ai, err := ParseBootstrap(s)
 		if err != nil {
@@ -174,6 +179,12 @@ func New(opts ...Option) (_ *Node, err error) {
 		}
 		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 		n.needed[ai.ID] = &backoff{}
+		n.bootstrap = append(n.bootstrap, ai)
+	}
+	if err = n.startMesh(); err != nil {
+		cancel()
+		n.closeMesh()
+		return nil, err
 	}
 	h.SetStreamHandler(ProtocolID, n.handleStream)
 	n.wg.Add(1)
@@ -190,6 +201,9 @@ func (n *Node) Close() error {
 		n.gate.Lock()
 		n.closing = true
 		n.gate.Unlock()
+		leaveCtx, cancelLeave := context.WithTimeout(context.Background(), n.cfg.ShutdownGrace)
+		n.leaveMesh(leaveCtx)
+		cancelLeave()
 		n.host.RemoveStreamHandler(ProtocolID)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
 		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
@@ -213,7 +227,7 @@ func (n *Node) Close() error {
 			n.log.Warn("shutdown grace passed with exchanges in flight; closing anyway")
 		}
 		n.cancel()
-		n.closeErr = n.host.Close()
+		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
 		n.wg.Wait()
 	})
@@ -274,9 +288,23 @@ func (n *Node) Addrs() []ma.Multiaddr {
 	return full
 }
 
-// SetStatus sets what health requests (and, with gossip, heartbeats) report.
-func (n *Node) SetStatus(status string, load float64, activeTasks int) {
-	n.status.Store(&protocol.HeartbeatPayload{Status: status, Load: load, ActiveTasks: activeTasks, Version: n.cfg.AgentVersion})
+// SetStatus sets what health requests and heartbeats report: alive, busy, draining or
+// offline, a load from 0 to 1, and the number of active tasks.
+func (n *Node) SetStatus(status string, load float64, activeTasks int) error {
+	hb := protocol.HeartbeatPayload{Status: status, Load: load, ActiveTasks: activeTasks, Version: n.cfg.AgentVersion}
+	switch status {
+	case protocol.StatusAlive, protocol.StatusBusy, protocol.StatusDraining, protocol.StatusOffline:
+	default:
+		return fmt.Errorf("status %q is not alive, busy, draining or offline", status)
+	}
+	if load < 0 || load > 1 || activeTasks < 0 {
+		return fmt.Errorf("load must be 0 to 1 and active tasks not negative")
+	}
+	n.status.Store(&hb)
+	if n.gossip != nil {
+		return n.gossip.SetStatus(status, load, activeTasks)
+	}
+	return nil
 }
 
 // Status returns the current status.

@@ -1,0 +1,132 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
+
+	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+// startMesh builds discovery and gossip as configured. On error the caller closes what was
+// built (closeMesh).
+func (n *Node) startMesh() error {
+	c := &n.cfg
+	if c.Discovery {
+		opts := []discovery.Option{
+			discovery.WithBootstrapPeers(n.bootstrap),
+			discovery.WithMDNS(c.MDNS),
+			discovery.WithClock(c.Clock),
+			discovery.WithLogger(n.log.With("subsystem", "discovery")),
+		}
+		if c.DHTClient {
+			opts = append(opts, discovery.WithClientMode())
+		}
+		d, err := discovery.New(n.host, n.key, append(opts, c.DiscoveryOptions...)...)
+		if err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
+		n.disc = d
+		if err := d.Start(n.ctx); err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
+		n.AddResolver(dhtResolver{d})
+	}
+	if c.Gossip {
+		opts := []pubsub.Option{
+			pubsub.WithCapabilities(capabilities(n.cfg.Manifest)),
+			pubsub.WithHeartbeatInterval(c.HeartbeatInterval),
+			pubsub.WithVersion(c.AgentVersion),
+			pubsub.WithClock(c.Clock),
+			pubsub.WithLogger(n.log.With("subsystem", "gossip")),
+		}
+		if n.disc != nil {
+			opts = append(opts, pubsub.WithDiscovery(drouting.NewRoutingDiscovery(n.disc.DHT())))
+		}
+		g, err := pubsub.New(n.host, n.builder, append(opts, c.GossipOptions...)...)
+		if err != nil {
+			return fmt.Errorf("gossip: %w", err)
+		}
+		n.gossip = g
+		if n.disc != nil {
+			n.disc.SetLoadSource(g)
+		}
+	}
+	if n.disc != nil {
+		// Publish walks the DHT; discovery repairs a publish that failed before the join.
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			if err := n.disc.Publish(n.ctx, n.Manifest()); err != nil && n.ctx.Err() == nil {
+				n.log.Info("agent record not published yet; discovery retries after joining", "err", err.Error())
+			}
+		}()
+	}
+	return nil
+}
+
+// leaveMesh announces a clean departure: draining, then offline heartbeats, and a final DHT
+// record that says the agent left.
+func (n *Node) leaveMesh(ctx context.Context) {
+	if n.gossip != nil {
+		if err := n.gossip.Drain(ctx); err != nil {
+			n.log.Debug("draining heartbeat", "err", err.Error())
+		}
+	}
+	if n.disc != nil {
+		if err := n.disc.Leave(ctx); err != nil {
+			n.log.Debug("leave record", "err", err.Error())
+		}
+	}
+	if n.gossip != nil {
+		if err := n.gossip.Leave(ctx); err != nil {
+			n.log.Debug("offline heartbeat", "err", err.Error())
+		}
+	}
+}
+
+// closeMesh stops gossip and discovery.
+func (n *Node) closeMesh() error {
+	var errs []error
+	if n.gossip != nil {
+		errs = append(errs, n.gossip.Close())
+	}
+	if n.disc != nil {
+		errs = append(errs, n.disc.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Discovery returns the DHT discovery, or nil when it is off.
+func (n *Node) Discovery() *discovery.Discovery { return n.disc }
+
+// Gossip returns gossipsub, or nil when it is off.
+func (n *Node) Gossip() *pubsub.Gossip { return n.gossip }
+
+// capabilities lists the manifest's tools, models and domains: the capability groups the
+// agent joins.
+func capabilities(m protocol.Manifest) []string {
+	var out []string
+	out = append(out, m.Tools...)
+	out = append(out, m.Models...)
+	return append(out, m.Domains...)
+}
+
+// dhtResolver resolves agent ids through the DHT's agent records.
+type dhtResolver struct{ d *discovery.Discovery }
+
+func (r dhtResolver) ResolveAgent(ctx context.Context, agentID string) (peer.AddrInfo, error) {
+	rec, err := r.d.Resolve(ctx, agentID)
+	if err != nil {
+		return peer.AddrInfo{}, err
+	}
+	if rec.Left {
+		return peer.AddrInfo{}, protocol.Errorf(protocol.CodeAgentNotFound, "agent %s left the mesh", agentID)
+	}
+	return peer.AddrInfo{ID: rec.PeerID, Addrs: rec.Addrs}, nil
+}
