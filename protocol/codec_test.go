@@ -136,6 +136,39 @@ func TestCodec_KnownFieldHoldingNull_IsKeptAsNull(t *testing.T) {
 	}
 }
 
+// Another implementation may write members we would leave out (the draft's own template has
+// `correlation_id: ""`). They are kept exactly, or its signature would not verify here.
+func TestCodec_EmptyAndZeroKnownMembers_AreKeptAsWritten(t *testing.T) {
+	doc := `{"envelope":{"version":"1.0","correlation_id":"","ttl_seconds":0,"sender":{"identity_sig":""},"recipient":{}},"message":{"type":"","payload":{}}}`
+	m := mustDecode(t, doc)
+	if again := mustDecode(t, string(mustEncode(t, m, protocol.JSON))); !reflect.DeepEqual(m, again) {
+		t.Fatalf("re-encoding changed the message: %+v", again)
+	}
+	c := string(mustCanonical(t, m))
+	for _, want := range []string{`"correlation_id":""`, `"ttl_seconds":0`, `"type":""`} {
+		if !strings.Contains(c, want) {
+			t.Errorf("canonical form lacks %s: %s", want, c)
+		}
+	}
+	if strings.Contains(c, "identity_sig") {
+		t.Errorf("an empty identity_sig is in the canonical form: %s", c)
+	}
+	// A field set later wins over the kept placeholder, for "" and for null alike.
+	m = mustDecode(t, `{"envelope":{"version":null,"correlation_id":"","ttl_seconds":0},"message":{"type":"request","intent":"query"}}`)
+	if err := newTestBuilder(t, "a:b:c").Seal(m); err != nil {
+		t.Fatal(err)
+	}
+	j := string(mustEncode(t, m, protocol.JSON))
+	for _, want := range []string{`"version":"1.0"`, `"ttl_seconds":3600`, `"correlation_id":"` + m.Envelope.MessageID + `"`} {
+		if !strings.Contains(j, want) {
+			t.Errorf("sealed document lacks %s: %s", want, j)
+		}
+	}
+	if err := protocol.Verify(mustDecode(t, j)); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestCodec_Decode_RefusesWhatIsNotOneJSONObject(t *testing.T) {
 	for name, doc := range map[string]string{
 		"not UTF-8":            "{\"envelope\":{\"version\":\"\xff\"}}",

@@ -16,9 +16,6 @@ func referenceCanonical(m *protocol.Message) ([]byte, error) {
 		out := map[string]any{}
 		for i := 0; i+1 < len(known); i += 2 {
 			name := known[i].(string)
-			if _, shadowed := extra[name]; shadowed {
-				continue
-			}
 			switch v := known[i+1].(type) {
 			case string:
 				if v != "" {
@@ -32,12 +29,16 @@ func referenceCanonical(m *protocol.Message) ([]byte, error) {
 				if len(v) != 0 {
 					out[name] = v
 				}
-			default:
-				out[name] = v
+			default: // known objects are present unless the document had them as null
+				if _, null := extra[name]; !null {
+					out[name] = v
+				}
 			}
 		}
+		// Extra holds unknown members, and known ones that were null, empty or zero: a set
+		// known field wins over those.
 		for name, raw := range extra {
-			if name != skip {
+			if _, set := out[name]; name != skip && !set {
 				out[name] = raw
 			}
 		}

@@ -15,15 +15,21 @@ import (
 // order of the form they write: the draft's order, or sorted for canonical form.
 //
 // An object without unknown members, the common case, is written straight into the output.
-// One with unknown members is collected first and then ordered. A known member that also
-// appears in Extra (because the document had it as null) is shadowed: the Extra value is the
-// one written.
+// One with unknown members is collected first and then ordered.
+//
+// Presence is kept exactly: a known member the document had as null or as an empty string
+// or zero is kept in Extra, verbatim. A known field that is set wins over an Extra member of
+// the same name; one that is zero (empty) lets the Extra member be written instead. So a
+// decoded document re-encodes to the same members, and a field set later (Builder.Seal
+// filling a version that was null) replaces the placeholder. A known object (envelope,
+// sender, ...) that the document had as null stays null.
 type objBuilder struct {
 	canon    bool
 	extra    Extra
 	dst      []byte
 	n        int         // members written directly
 	ms       []outMember // members collected, when there are unknown ones
+	known    []string    // names of the known members collected, which Extra must not repeat
 	err      error
 	unsigned bool
 }
@@ -79,9 +85,10 @@ func (b *objBuilder) name(name string) {
 // str adds a string member unless it is empty.
 func (b *objBuilder) str(name, v string) {
 	switch {
-	case v == "" || b.shadowed(name):
+	case v == "":
 	case b.ms != nil:
 		b.ms = append(b.ms, outMember{name: name, kind: kindStr, str: v})
+		b.known = append(b.known, name)
 	default:
 		b.name(name)
 		b.dst = appendCanonString(b.dst, v)
@@ -91,9 +98,10 @@ func (b *objBuilder) str(name, v string) {
 // int adds an integer member unless it is zero.
 func (b *objBuilder) int(name string, v int64) {
 	switch {
-	case v == 0 || b.shadowed(name):
+	case v == 0:
 	case b.ms != nil:
 		b.ms = append(b.ms, outMember{name: name, kind: kindInt, num: v})
+		b.known = append(b.known, name)
 	default:
 		b.name(name)
 		b.dst = b.appendInt(b.dst, v)
@@ -107,12 +115,14 @@ func (b *objBuilder) appendInt(dst []byte, v int64) []byte {
 	return strconv.AppendInt(dst, v, 10)
 }
 
-// obj adds a known object member; known objects are always present.
+// obj adds a known object member; known objects are always present, unless the document
+// had them as null (then Extra holds the null).
 func (b *objBuilder) obj(name string, w objectWriter) {
 	switch {
 	case b.err != nil || b.shadowed(name):
 	case b.ms != nil:
 		b.ms = append(b.ms, outMember{name: name, kind: kindObj, obj: w})
+		b.known = append(b.known, name)
 	default:
 		b.name(name)
 		b.dst, b.err = w.appendTo(b.dst, b.canon, b.unsigned)
@@ -123,9 +133,10 @@ func (b *objBuilder) obj(name string, w objectWriter) {
 // raw adds a member holding raw JSON; an empty value is left out.
 func (b *objBuilder) raw(name string, v []byte) {
 	switch {
-	case b.err != nil || len(v) == 0 || b.shadowed(name):
+	case b.err != nil || len(v) == 0:
 	case b.ms != nil:
 		b.ms = append(b.ms, outMember{name: name, kind: kindRaw, raw: v})
+		b.known = append(b.known, name)
 	default:
 		b.name(name)
 		b.dst, b.err = b.appendRaw(b.dst, v)
@@ -135,7 +146,9 @@ func (b *objBuilder) raw(name string, v []byte) {
 
 func (b *objBuilder) appendRaw(dst, v []byte) ([]byte, error) {
 	if len(v) == 0 {
-		v = []byte("null")
+		// An unknown member without a value is a caller's bug; writing null would sign
+		// something the caller never said.
+		return dst, errors.New("unknown member has no JSON value")
 	}
 	if b.canon {
 		return appendCanonRaw(dst, v)
@@ -154,7 +167,7 @@ func (b *objBuilder) finish(skip string) ([]byte, error) {
 	}
 	known := len(b.ms)
 	for name, v := range b.extra {
-		if name != skip {
+		if name != skip && !slices.Contains(b.known, name) {
 			b.ms = append(b.ms, outMember{name: name, kind: kindRaw, raw: v})
 		}
 	}
@@ -323,17 +336,36 @@ func join(path, name string) string {
 	return path + "." + name
 }
 
-// decodeMembers decodes the object at path: known members through known (which reports
-// whether it knew the name), unknown ones and known ones holding null into *extra, verbatim.
-func decodeMembers(s *scanner, path string, extra *Extra, known func(name string) (bool, error)) error {
+// memberResult is what a known-member decoder reports.
+type memberResult uint8
+
+const (
+	unknownMember memberResult = iota // not a known name: keep it in Extra
+	decodedMember                     // decoded into its field
+	zeroMember                        // decoded, but empty or zero: keep it in Extra too
+)
+
+// decodeMembers decodes the object at path: known members through known, unknown ones and
+// known ones holding null, an empty string or zero into *extra, verbatim (see objBuilder for
+// why).
+func decodeMembers(s *scanner, path string, extra *Extra, known func(name string) (memberResult, error)) error {
 	*extra = nil
 	err := s.object(func(name string) error {
+		s.ws()
+		start := s.i
 		if !s.isNull() {
-			ok, err := known(name)
+			res, err := known(name)
 			if err != nil {
 				return atPath(join(path, name), err)
 			}
-			if ok {
+			switch res {
+			case decodedMember:
+				return nil
+			case zeroMember:
+				if *extra == nil {
+					*extra = make(Extra)
+				}
+				(*extra)[name] = bytes.Clone(s.data[start:s.i])
 				return nil
 			}
 		}
@@ -353,22 +385,25 @@ func decodeMembers(s *scanner, path string, extra *Extra, known func(name string
 	return atPath(path, err)
 }
 
-func strField(s *scanner, dst *string) (bool, error) {
+func strField(s *scanner, dst *string) (memberResult, error) {
 	v, err := s.stringValue()
 	*dst = v
-	return true, err
+	if v == "" {
+		return zeroMember, err
+	}
+	return decodedMember, err
 }
 
 func (m *Message) decode(s *scanner) error {
 	*m = Message{}
-	return decodeMembers(s, "", &m.Extra, func(name string) (bool, error) {
+	return decodeMembers(s, "", &m.Extra, func(name string) (memberResult, error) {
 		switch name {
 		case "envelope":
-			return true, m.Envelope.decodeAt(s, "envelope")
+			return decodedMember, m.Envelope.decodeAt(s, "envelope")
 		case "message":
-			return true, m.Message.decodeAt(s, "message")
+			return decodedMember, m.Message.decodeAt(s, "message")
 		}
-		return false, nil
+		return unknownMember, nil
 	})
 }
 
@@ -376,7 +411,7 @@ func (e *Envelope) decode(s *scanner) error { return e.decodeAt(s, "envelope") }
 
 func (e *Envelope) decodeAt(s *scanner, path string) error {
 	*e = Envelope{}
-	return decodeMembers(s, path, &e.Extra, func(name string) (bool, error) {
+	return decodeMembers(s, path, &e.Extra, func(name string) (memberResult, error) {
 		switch name {
 		case "version":
 			return strField(s, &e.Version)
@@ -385,17 +420,20 @@ func (e *Envelope) decodeAt(s *scanner, path string) error {
 		case "correlation_id":
 			return strField(s, &e.CorrelationID)
 		case "sender":
-			return true, e.Sender.decodeAt(s, path+".sender")
+			return decodedMember, e.Sender.decodeAt(s, path+".sender")
 		case "recipient":
-			return true, e.Recipient.decodeAt(s, path+".recipient")
+			return decodedMember, e.Recipient.decodeAt(s, path+".recipient")
 		case "timestamp":
 			return strField(s, &e.Timestamp)
 		case "ttl_seconds":
 			v, err := s.int64Value()
 			e.TTLSeconds = v
-			return true, err
+			if v == 0 {
+				return zeroMember, err
+			}
+			return decodedMember, err
 		}
-		return false, nil
+		return unknownMember, nil
 	})
 }
 
@@ -403,7 +441,7 @@ func (x *Sender) decode(s *scanner) error { return x.decodeAt(s, "sender") }
 
 func (x *Sender) decodeAt(s *scanner, path string) error {
 	*x = Sender{}
-	return decodeMembers(s, path, &x.Extra, func(name string) (bool, error) {
+	return decodeMembers(s, path, &x.Extra, func(name string) (memberResult, error) {
 		switch name {
 		case "agent_id":
 			return strField(s, &x.AgentID)
@@ -412,7 +450,7 @@ func (x *Sender) decodeAt(s *scanner, path string) error {
 		case "peer_id":
 			return strField(s, &x.PeerID)
 		}
-		return false, nil
+		return unknownMember, nil
 	})
 }
 
@@ -420,14 +458,14 @@ func (r *Recipient) decode(s *scanner) error { return r.decodeAt(s, "recipient")
 
 func (r *Recipient) decodeAt(s *scanner, path string) error {
 	*r = Recipient{}
-	return decodeMembers(s, path, &r.Extra, func(name string) (bool, error) {
+	return decodeMembers(s, path, &r.Extra, func(name string) (memberResult, error) {
 		switch name {
 		case "agent_id":
 			return strField(s, &r.AgentID)
 		case "channel":
 			return strField(s, &r.Channel)
 		}
-		return false, nil
+		return unknownMember, nil
 	})
 }
 
@@ -435,7 +473,7 @@ func (b *Body) decode(s *scanner) error { return b.decodeAt(s, "message") }
 
 func (b *Body) decodeAt(s *scanner, path string) error {
 	*b = Body{}
-	return decodeMembers(s, path, &b.Extra, func(name string) (bool, error) {
+	return decodeMembers(s, path, &b.Extra, func(name string) (memberResult, error) {
 		switch name {
 		case "type":
 			return strField(s, (*string)(&b.Type))
@@ -444,8 +482,8 @@ func (b *Body) decodeAt(s *scanner, path string) error {
 		case "payload":
 			raw, err := s.skip()
 			b.Payload = bytes.Clone(raw)
-			return true, err
+			return decodedMember, err
 		}
-		return false, nil
+		return unknownMember, nil
 	})
 }

@@ -1,0 +1,144 @@
+package protocol_test
+
+import (
+	"crypto/ed25519"
+	"crypto/sha256"
+	"strings"
+	"testing"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// benchMessage returns a signed request whose JSON encoding is about 1 KiB, and its key.
+func benchMessage(b *testing.B) (*protocol.Message, []byte, *protocol.Builder) {
+	b.Helper()
+	bld := newTestBuilder(b, "acme:host-1:planner")
+	payload := map[string]any{
+		"task":        "summarise the quarterly report and list the three largest risks",
+		"context":     strings.Repeat("lorem ipsum dolor sit amet ", 12),
+		"priority":    3,
+		"deadline_ms": 1500.5,
+		"tags":        []string{"finance", "q3", "risk"},
+		"options":     map[string]any{"language": "en", "max_tokens": 800, "temperature": 0.2},
+	}
+	m, err := bld.Request("acme:host-2:analyst", protocol.IntentHandoff, payload)
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, err := protocol.EncodeJSON(m)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if len(doc) < 960 || len(doc) > 1100 {
+		b.Fatalf("bench message is %d bytes, want about 1 KiB", len(doc))
+	}
+	return m, doc, bld
+}
+
+// BenchmarkEncodeSign measures signing a 1 KiB message and encoding it for the wire.
+func BenchmarkEncodeSign(b *testing.B) {
+	m, doc, _ := benchMessage(b)
+	key := fixedKey(b)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		m.Envelope.Sender.IdentitySig = ""
+		if err := protocol.Sign(m, key); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := protocol.EncodeJSON(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeVerify measures decoding a 1 KiB wire document and verifying its signature.
+func BenchmarkDecodeVerify(b *testing.B) {
+	m, _, _ := benchMessage(b)
+	if err := protocol.Sign(m, fixedKey(b)); err != nil {
+		b.Fatal(err)
+	}
+	doc, _ := protocol.EncodeJSON(m)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		got, err := protocol.DecodeJSON(doc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := protocol.Verify(got); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkEd25519Sign is the floor of BenchmarkEncodeSign: raw Ed25519 over a 32-byte digest.
+func BenchmarkEd25519Sign(b *testing.B) {
+	priv := ed25519.NewKeyFromSeed(fixedSeed)
+	digest := sha256.Sum256([]byte("digest"))
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = ed25519.Sign(priv, digest[:])
+	}
+}
+
+// BenchmarkEd25519Verify is the floor of BenchmarkDecodeVerify.
+func BenchmarkEd25519Verify(b *testing.B) {
+	priv := ed25519.NewKeyFromSeed(fixedSeed)
+	digest := sha256.Sum256([]byte("digest"))
+	sig := ed25519.Sign(priv, digest[:])
+	pub := priv.Public().(ed25519.PublicKey)
+	b.ReportAllocs()
+	for b.Loop() {
+		if !ed25519.Verify(pub, digest[:], sig) {
+			b.Fatal("verify failed")
+		}
+	}
+}
+
+// BenchmarkValidate measures every syntactic and temporal rule on a 1 KiB message.
+func BenchmarkValidate(b *testing.B) {
+	m, doc, bld := benchMessage(b)
+	now := bld.Now()
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := protocol.Validate(m, now, len(doc), protocol.Limits{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCanonical, BenchmarkEncodeJSON and BenchmarkDecodeJSON break the overhead of the
+// two benchmarks above into its parts.
+func BenchmarkCanonical(b *testing.B) {
+	m, doc, _ := benchMessage(b)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := protocol.Canonical(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkEncodeJSON(b *testing.B) {
+	m, doc, _ := benchMessage(b)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := protocol.EncodeJSON(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkDecodeJSON(b *testing.B) {
+	_, doc, _ := benchMessage(b)
+	b.SetBytes(int64(len(doc)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := protocol.DecodeJSON(doc); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
