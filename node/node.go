@@ -138,8 +138,9 @@ func New(opts ...Option) (_ *Node, err error) {
 	}
 	log := cfg.Logger
 	if log == nil {
-		log = slog.New(logging.SlogHandler())
-		_ = logging.SetLogLevelRegex("iacp.*", cfg.LogLevel)
+		// go-log's bridge: the "logger" attribute names the subsystem whose level
+		// logging.SetLogLevel("iacp", ...) controls.
+		log = slog.New(logging.SlogHandler()).With("logger", "iacp")
 	}
 	log = log.With("agent", cfg.AgentID, "peer", h.ID().ShortString())
 

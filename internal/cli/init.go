@@ -1,0 +1,195 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/template"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+func init() { register(newInitCmd) }
+
+func newInitCmd() *cobra.Command {
+	var dataDir, agentID string
+	var caps []string
+	var force bool
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create a data directory: identity key, config with every default, API token",
+		Long: `init creates the data directory (mode 0700) with an Ed25519 identity key (mode 0600), a
+config.yaml with every setting written out at its default and commented, and the local API's
+bearer token (mode 0600). It never overwrites a key; --force rewrites the config.
+
+Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			if err := os.MkdirAll(dataDir, 0o700); err != nil {
+				return err
+			}
+			key, created, err := identity.LoadOrCreate(filepath.Join(dataDir, node.KeyFile))
+			if err != nil {
+				return err
+			}
+			pid := identity.PeerID(key).String()
+			if agentID == "" {
+				agentID = defaultAgentID(pid)
+			}
+			if err := protocol.ValidateAgentID(agentID); err != nil {
+				return fmt.Errorf("--agent-id: %w", err)
+			}
+			cfg := node.DefaultConfig()
+			cfg.DataDir = dataDir
+			cfg.AgentID = agentID
+			if err := parseCapabilities(caps, &cfg.Manifest); err != nil {
+				return err
+			}
+			path := filepath.Join(dataDir, ConfigFile)
+			if _, err := os.Stat(path); err == nil && !force {
+				return fmt.Errorf("%s exists; use --force to rewrite it", path)
+			}
+			if err := writeConfig(path, cfg); err != nil {
+				return err
+			}
+			if err := initHooks(dataDir); err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			verb := "reusing"
+			if created {
+				verb = "created"
+			}
+			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\nconfig    %s\n", dataDir, pid, verb, agentID, path)
+			fmt.Fprintf(out, "start it: iacp-node run --data-dir %s\n", dataDir)
+			return nil
+		},
+	}
+	dataDirFlag(cmd, &dataDir)
+	cmd.Flags().StringVar(&agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
+	cmd.Flags().StringSliceVar(&caps, "capabilities", nil, "capabilities, e.g. tool:terminal,model:llama3,domain:security (env IACP_CAPABILITIES)")
+	cmd.Flags().BoolVar(&force, "force", false, "rewrite an existing config.yaml")
+	return cmd
+}
+
+// initHooks are extra steps of init registered by other files (the API token).
+var initHookFuncs []func(dataDir string) error
+
+func initHooks(dataDir string) error {
+	for _, h := range initHookFuncs {
+		if err := h(dataDir); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func writeConfig(path string, c node.Config) error {
+	var b strings.Builder
+	if err := configTemplate.Execute(&b, c); err != nil {
+		return err
+	}
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{
+	"list": func(s []string) string {
+		if len(s) == 0 {
+			return "[]"
+		}
+		return "[" + strings.Join(quoteAll(s), ", ") + "]"
+	},
+}).Parse(`# iacp-node configuration. Every setting is shown at its default; flags (--agent-id ...)
+# and IACP_ environment variables (IACP_AGENT_ID ...) override this file.
+
+# The agent this node serves: namespace:host:name, at most 64 characters.
+agent_id: "{{.AgentID}}"
+agent_name: "{{.AgentName}}"
+agent_version: "{{.AgentVersion}}"
+# The capability manifest answered to queries and advertised in the DHT.
+manifest:
+  tools: {{list .Manifest.Tools}}
+  models: {{list .Manifest.Models}}
+  domains: {{list .Manifest.Domains}}
+
+# libp2p listen multiaddrs; port 0 lets the kernel pick. Give a bootstrap node a fixed port.
+listen: {{list .ListenAddrs}}
+# Peers to join the mesh through: multiaddrs ending in /p2p/<peer id>.
+bootstrap: {{list .Bootstrap}}
+# AutoNAT, circuit relay v2 client and hole punching.
+nat: {{.NAT}}
+
+# Kademlia DHT for agent records and capability lookup; client mode stores nothing for others.
+discovery: {{.Discovery}}
+dht_client: {{.DHTClient}}
+# Also find peers on the local network with mDNS.
+mdns: {{.MDNS}}
+# gossipsub: broadcasts, capability groups, heartbeats and liveness.
+gossip: {{.Gossip}}
+heartbeat_interval: {{.HeartbeatInterval}}
+
+# Inbound messages no Go handler takes wait here until the agent acknowledges them through
+# the local API. 'iacp-node run' always turns this on.
+inbox: {{.Inbox}}
+
+# Connection manager watermarks and grace period for new connections.
+conn_low: {{.ConnLow}}
+conn_high: {{.ConnHigh}}
+conn_grace: {{.ConnGrace}}
+# Resource manager scaling: memory in bytes and file descriptors.
+resource_memory: {{.ResourceMemory}}
+resource_fds: {{.ResourceFDs}}
+
+# Largest /iacp/1.0.0 frame, in bytes (16 MiB).
+max_message_bytes: {{.MaxMessageBytes}}
+# ttl_seconds of the messages this node builds.
+default_ttl: {{.DefaultTTL}}
+# Deadline of each frame read or write once started, and of every dial.
+frame_timeout: {{.FrameTimeout}}
+# A stream idle this long is closed.
+idle_timeout: {{.IdleTimeout}}
+# A request answered within this window needs no separate receipt.
+receipt_window: {{.ReceiptWindow}}
+# How long shutdown waits for exchanges in flight.
+shutdown_grace: {{.ShutdownGrace}}
+
+# Per-peer inbound token bucket, answered with RATE_LIMITED and retry_after.
+rate_per_second: {{.RatePerSecond}}
+rate_burst: {{.RateBurst}}
+# Which agents may use which intents; empty allows all. Example:
+#   policy:
+#     - agents: "ops:*:*"
+#       intents: [handoff, query]
+policy: []
+# A YAML map of agent id to peer id: only those may speak (a closed mesh). Empty: trust on
+# first use, pinned in trust.json.
+allowlist_file: "{{.AllowlistFile}}"
+
+# Keep-alive pings to needed peers, and the reconnect backoff bounds.
+keep_alive: {{.KeepAlive}}
+reconnect_min: {{.ReconnectMin}}
+reconnect_max: {{.ReconnectMax}}
+
+# debug, info, warn or error.
+log_level: {{.LogLevel}}
+`))
+
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, x := range s {
+		out[i] = fmt.Sprintf("%q", x)
+	}
+	return out
+}

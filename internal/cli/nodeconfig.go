@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// ConfigFile is the config's name inside the data directory.
+const ConfigFile = "config.yaml"
+
+// defaultDataDir is the data directory when neither --data-dir nor IACP_DATA_DIR says.
+const defaultDataDir = ".data/node"
+
+// envPrefix prefixes the environment variable of every flag: --agent-id is IACP_AGENT_ID.
+const envPrefix = "IACP_"
+
+// dataDirFlag adds --data-dir with its environment default.
+func dataDirFlag(cmd *cobra.Command, dst *string) {
+	cmd.Flags().StringVar(dst, "data-dir", defaultDataDir, "data directory (env IACP_DATA_DIR)")
+}
+
+// applyEnv sets every flag the user did not give from its IACP_ environment variable. A list
+// flag takes a comma-separated value.
+func applyEnv(fs *pflag.FlagSet) error {
+	var errs []error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed {
+			return
+		}
+		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		if err := fs.Set(f.Name, v); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", name, err))
+		}
+	})
+	return errors.Join(errs...)
+}
+
+// loadConfig reads the config file (when it exists) over the defaults.
+func loadConfig(path string) (node.Config, bool, error) {
+	cfg := node.DefaultConfig()
+	b, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cfg, false, nil
+	}
+	if err != nil {
+		return cfg, false, err
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(b)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&cfg); err != nil {
+		return cfg, false, fmt.Errorf("config %s: %w", path, err)
+	}
+	return cfg, true, nil
+}
+
+// parseCapabilities reads "tool:terminal,model:llama3,domain:security" (a bare name is a
+// tool) into the manifest.
+func parseCapabilities(list []string, m *protocol.Manifest) error {
+	m.Tools, m.Models, m.Domains = nil, nil, nil
+	for _, item := range list {
+		item = strings.TrimSpace(item)
+		if item == "" {
+			continue
+		}
+		kind, name, ok := strings.Cut(item, ":")
+		if !ok {
+			kind, name = "tool", item
+		}
+		switch kind {
+		case "tool", "tools":
+			m.Tools = append(m.Tools, name)
+		case "model", "models":
+			m.Models = append(m.Models, name)
+		case "domain", "domains":
+			m.Domains = append(m.Domains, name)
+		default:
+			return fmt.Errorf("capability %q: kind must be tool, model or domain (e.g. tool:terminal)", item)
+		}
+	}
+	return nil
+}
+
+// defaultAgentID makes an agent id from the host name and the peer id, for a node started on
+// embedded defaults.
+func defaultAgentID(peerID string) string {
+	host, _ := os.Hostname()
+	var b strings.Builder
+	for _, r := range strings.ToLower(host) {
+		if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-' {
+			b.WriteRune(r)
+		}
+	}
+	h := b.String()
+	if h == "" || h[0] == '-' {
+		h = "host"
+	}
+	if len(h) > 24 {
+		h = h[:24]
+	}
+	return "local:" + h + ":agent-" + strings.ToLower(peerID[len(peerID)-6:])
+}
+
+func configPath(dataDir, explicit string) string {
+	if explicit != "" {
+		return explicit
+	}
+	return filepath.Join(dataDir, ConfigFile)
+}

@@ -1,0 +1,159 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/node"
+)
+
+func init() { register(newRunCmd) }
+
+// runFlags are the settings `run` takes on its command line; each also comes from the config
+// file and from an IACP_ environment variable.
+type runFlags struct {
+	dataDir, config, agentID, apiAddr, logLevel string
+	caps, listen, bootstrap                     []string
+	heartbeat                                   time.Duration
+	mdns, nat, dhtClient                        bool
+}
+
+func newRunCmd() *cobra.Command {
+	var f runFlags
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the node: join the mesh, serve the agent, stop cleanly on SIGINT/SIGTERM",
+		Long: `run starts the node with the data directory's config.yaml (or the embedded defaults when
+there is none), prints its peer id and full listen multiaddrs, and serves the local agent API.
+Settings come from, in rising precedence: the defaults, the config file, IACP_ environment
+variables (IACP_AGENT_ID, IACP_LISTEN=a,b, ...), and flags. SIGINT or SIGTERM stops it
+cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			cfg, err := runConfig(cmd, &f)
+			if err != nil {
+				return err
+			}
+			if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
+				return fmt.Errorf("--log-level: %w", err)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return runNode(ctx, cmd, cfg, f.apiAddr)
+		},
+	}
+	fl := cmd.Flags()
+	dataDirFlag(cmd, &f.dataDir)
+	fl.StringVar(&f.config, "config", "", "config file (default <data-dir>/config.yaml; env IACP_CONFIG)")
+	fl.StringVar(&f.agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
+	fl.StringSliceVar(&f.caps, "capabilities", nil, "capabilities, e.g. tool:terminal,model:llama3 (env IACP_CAPABILITIES)")
+	fl.StringArrayVar(&f.listen, "listen", nil, "libp2p listen multiaddr, repeatable (env IACP_LISTEN)")
+	fl.StringArrayVar(&f.bootstrap, "bootstrap", nil, "bootstrap peer multiaddr with /p2p/, repeatable (env IACP_BOOTSTRAP)")
+	fl.StringVar(&f.apiAddr, "api", defaultAPIAddr, "local API listen address (env IACP_API)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env IACP_LOG_LEVEL)")
+	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat interval, 1s to 300s (env IACP_HEARTBEAT_INTERVAL)")
+	fl.BoolVar(&f.mdns, "mdns", false, "also find peers on the local network (env IACP_MDNS)")
+	fl.BoolVar(&f.nat, "nat", true, "AutoNAT, relay client and hole punching (env IACP_NAT)")
+	fl.BoolVar(&f.dhtClient, "dht-client", false, "run the DHT in client mode (env IACP_DHT_CLIENT)")
+	return cmd
+}
+
+// defaultAPIAddr is the local API's default address: loopback, in IaCP 1.0's 9000-9999 range.
+const defaultAPIAddr = "127.0.0.1:9700"
+
+// runConfig merges defaults, the config file and the flags (which already hold the
+// environment) into the node's configuration.
+func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
+	cfg, _, err := loadConfig(configPath(f.dataDir, f.config))
+	if err != nil {
+		return cfg, err
+	}
+	cfg.DataDir = f.dataDir
+	changed := cmd.Flags().Changed
+	if changed("agent-id") {
+		cfg.AgentID = f.agentID
+	}
+	if changed("capabilities") {
+		if err := parseCapabilities(f.caps, &cfg.Manifest); err != nil {
+			return cfg, err
+		}
+	}
+	if changed("listen") {
+		cfg.ListenAddrs = splitAll(f.listen)
+	}
+	if changed("bootstrap") {
+		cfg.Bootstrap = splitAll(f.bootstrap)
+	}
+	if changed("log-level") {
+		cfg.LogLevel = f.logLevel
+	}
+	if changed("heartbeat-interval") {
+		cfg.HeartbeatInterval = f.heartbeat
+	}
+	if changed("mdns") {
+		cfg.MDNS = f.mdns
+	}
+	if changed("nat") {
+		cfg.NAT = f.nat
+	}
+	if changed("dht-client") {
+		cfg.DHTClient = f.dhtClient
+	}
+	if cfg.AgentID == "" {
+		key, _, err := identity.LoadOrCreate(filepath.Join(cfg.DataDir, node.KeyFile))
+		if err != nil {
+			return cfg, err
+		}
+		cfg.AgentID = defaultAgentID(identity.PeerID(key).String())
+	}
+	cfg.Inbox = true
+	return cfg, nil
+}
+
+// runNode starts the node and its local API, prints where it listens, and waits for ctx.
+func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, apiAddr string) error {
+	n, err := node.New(node.WithConfig(cfg))
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\n", Version, n.AgentID(), n.ID())
+	for _, a := range n.Addrs() {
+		fmt.Fprintf(out, "listen    %s\n", a)
+	}
+	stopServices, err := startServices(ctx, n, cfg, apiAddr, out)
+	if err != nil {
+		n.Close()
+		return err
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping: finishing in-flight exchanges")
+	err = stopServices()
+	if cerr := n.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func splitAll(vals []string) []string {
+	var out []string
+	for _, v := range vals {
+		for _, s := range splitComma(v) {
+			if s != "" {
+				out = append(out, s)
+			}
+		}
+	}
+	return out
+}
