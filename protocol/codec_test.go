@@ -173,6 +173,7 @@ func TestCodec_Decode_RefusesWhatIsNotOneJSONObject(t *testing.T) {
 	for name, doc := range map[string]string{
 		"not UTF-8":            "{\"envelope\":{\"version\":\"\xff\"}}",
 		"trailing data":        `{"envelope":{}} {}`,
+		"trailing NUL":         "{\"envelope\":{}}\x00",
 		"array":                `[1,2]`,
 		"null":                 `null`,
 		"duplicate member":     `{"envelope":{"version":"1.0","version":"2.0"}}`,

@@ -42,7 +42,8 @@ func (s *scanner) ws() {
 	}
 }
 
-// peek returns the next non-space byte without consuming it, or 0 at the end.
+// peek returns the next non-space byte without consuming it, or 0 at the end (a NUL byte in
+// the input also reads as 0, which no caller takes for the end: they compare with s.i).
 func (s *scanner) peek() byte {
 	s.ws()
 	if s.i < len(s.data) {
@@ -64,14 +65,15 @@ func (s *scanner) expect(c byte) error {
 
 // end checks that only white space follows.
 func (s *scanner) end() error {
-	if s.peek() != 0 {
+	if s.ws(); s.i < len(s.data) {
 		return s.errorf("invalid character %q after the top-level value", s.data[s.i])
 	}
 	return nil
 }
 
 // object calls member for each member of the object at the cursor, with the unescaped name;
-// member must consume the value. It refuses duplicate names, at every level: a document whose
+// member must consume the value. The name may point into the input: member must copy it to
+// keep it. It refuses duplicate names, at every level: a document whose
 // meaning depends on which duplicate a parser keeps cannot be signed unambiguously (I-JSON,
 // RFC 7493 section 2.3; RFC 8785 section 3.1).
 func (s *scanner) object(member func(name string) error) error {
@@ -93,7 +95,7 @@ func (s *scanner) object(member func(name string) error) error {
 		if s.peek() != '"' {
 			return s.errorf("object member name must be a string")
 		}
-		name, err := s.str()
+		name, err := s.name()
 		if err != nil {
 			return err
 		}
@@ -329,6 +331,20 @@ func (s *scanner) str() (string, error) {
 	}
 	b, _ := unescape(make([]byte, 0, len(body)), body, false)
 	return string(b), nil
+}
+
+// name is str for a member name that is used only while its object is being read: without
+// escapes it points into the input instead of being copied.
+func (s *scanner) name() (string, error) {
+	body, escaped, err := s.rawString()
+	if err != nil {
+		return "", err
+	}
+	if !escaped && utf8.Valid(body) {
+		return unsafeString(body), nil
+	}
+	s.i -= len(body) + 2
+	return s.str()
 }
 
 // unescape appends the decoded body of a validated string literal to dst. With jcsRules it

@@ -322,8 +322,10 @@ func (e *pathError) Error() string { return e.path + ": " + e.err.Error() }
 func (e *pathError) Unwrap() error { return e.err }
 
 func atPath(path string, err error) error {
-	var pe *pathError
-	if err == nil || errors.As(err, &pe) {
+	if err == nil {
+		return nil
+	}
+	if pe := (*pathError)(nil); errors.As(err, &pe) {
 		return err
 	}
 	return &pathError{path: path, err: err}
@@ -365,7 +367,7 @@ func decodeMembers(s *scanner, path string, extra *Extra, known func(name string
 				if *extra == nil {
 					*extra = make(Extra)
 				}
-				(*extra)[name] = bytes.Clone(s.data[start:s.i])
+				(*extra)[strings.Clone(name)] = bytes.Clone(s.data[start:s.i])
 				return nil
 			}
 		}
@@ -376,7 +378,7 @@ func decodeMembers(s *scanner, path string, extra *Extra, known func(name string
 		if *extra == nil {
 			*extra = make(Extra)
 		}
-		(*extra)[name] = bytes.Clone(raw)
+		(*extra)[strings.Clone(name)] = bytes.Clone(raw)
 		return nil
 	})
 	if path == "" {
