@@ -126,6 +126,18 @@ func TestCodec_UnknownFields_SignatureStaysValidAfterYAMLRoundTrip(t *testing.T)
 	}
 }
 
+// A member may be named "" (found by FuzzDecode: it was dropped from the wire encoding).
+func TestCodec_MemberWithEmptyName_Survives(t *testing.T) {
+	doc := `{"":0,"envelope":{"sender":{"":{}},"recipient":{"":1},"":2},"message":{"":3}}`
+	m := mustDecode(t, doc)
+	for _, f := range []protocol.Format{protocol.JSON, protocol.YAML} {
+		again := mustDecode(t, string(mustEncode(t, m, f)))
+		if !reflect.DeepEqual(m, again) {
+			t.Fatalf("%s round trip lost a member named \"\": %+v", f, again)
+		}
+	}
+}
+
 func TestCodec_KnownFieldHoldingNull_IsKeptAsNull(t *testing.T) {
 	m := mustDecode(t, `{"envelope":{"version":"1.0","correlation_id":null},"message":{"type":"event"}}`)
 	if string(m.Envelope.Extra["correlation_id"]) != "null" {

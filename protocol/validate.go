@@ -48,7 +48,7 @@ func (l Limits) withDefaults() Limits {
 }
 
 // Validate checks every syntactic and temporal rule of a message at time now, and returns the
-// first failure as an *Error with its IACP code (docs/protocol.md, "Validation"). size is the
+// first failure as an *Error with its IACP code (docs/protocol.md, "Receiving, in order"). size is the
 // encoded length as received; pass 0 to have Validate encode the message to measure it.
 // Validate does not check the signature (Verify) or the replay window (ReplayWindow).
 func Validate(m *Message, now time.Time, size int, lim Limits) error {

@@ -156,8 +156,8 @@ func (b *objBuilder) appendRaw(dst, v []byte) ([]byte, error) {
 	return appendCompact(dst, v)
 }
 
-// finish adds the unknown members except skip, and returns the output with the object
-// appended.
+// finish adds the unknown members except skip (none when skip is ""; a member may be named
+// ""), and returns the output with the object appended.
 func (b *objBuilder) finish(skip string) ([]byte, error) {
 	if b.err != nil {
 		return b.dst, b.err
@@ -167,7 +167,7 @@ func (b *objBuilder) finish(skip string) ([]byte, error) {
 	}
 	known := len(b.ms)
 	for name, v := range b.extra {
-		if name != skip && !slices.Contains(b.known, name) {
+		if (skip == "" || name != skip) && !slices.Contains(b.known, name) {
 			b.ms = append(b.ms, outMember{name: name, kind: kindRaw, raw: v})
 		}
 	}
