@@ -79,6 +79,10 @@ func (d *Discovery) Status() Status {
 	if d.cfg.client {
 		s.Mode = "client"
 	}
+	if len(d.boot.peers) == 0 && s.RoutingTableSize > 0 {
+		// the first node of a mesh has no bootstrap peers: it is joined once anyone joined it.
+		s.Bootstrapped = true
+	}
 	if d.local != nil {
 		s.AgentID, s.Seq, s.Published = d.local.manifest.AgentID, d.local.seq, d.local.published
 	}

@@ -174,3 +174,29 @@ func (l loads) Load(id string) (float64, bool, bool) {
 	v, ok := l[id]
 	return v.load, v.alive, ok
 }
+
+// isolate cuts every mocknet link and connection of a host, as if it were switched off.
+func (m *mesh) isolate(id peer.ID) {
+	for _, p := range m.mn.Peers() {
+		if p != id {
+			_ = m.mn.DisconnectPeers(id, p)
+			_ = m.mn.UnlinkPeers(id, p)
+		}
+	}
+}
+
+// linkTo links a new host to every other host except those in skip.
+func (m *mesh) linkTo(tb testing.TB, id peer.ID, skip ...peer.ID) {
+	tb.Helper()
+	for _, p := range m.mn.Peers() {
+		ok := p != id
+		for _, s := range skip {
+			ok = ok && p != s
+		}
+		if ok {
+			if _, err := m.mn.LinkPeers(id, p); err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+}

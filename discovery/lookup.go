@@ -44,6 +44,9 @@ func live(r Record) (Record, error) {
 
 // getRecord fetches, verifies and returns the best record under a DHT key.
 func (d *Discovery) getRecord(ctx context.Context, key string) (Record, error) {
+	// Cancelling on return stops the lookup's tail (the DHT keeps walking after the quorum).
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	val, err := d.dht.GetValue(ctx, key, dht.Quorum(d.cfg.quorum))
 	if errors.Is(err, routing.ErrNotFound) {
 		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s", key)
@@ -83,6 +86,8 @@ func (d *Discovery) providers(ctx context.Context, c capability) ([]peer.ID, err
 	if err != nil {
 		return nil, err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var out []peer.ID
 	for ai := range d.dht.FindProvidersAsync(ctx, key, d.cfg.maxProviders) {
 		out = append(out, ai.ID)

@@ -49,10 +49,13 @@ func (d *Discovery) publishLocal(ctx context.Context) error {
 	d.mu.Unlock()
 	rec := d.newRecord(m.AgentID, false)
 	rec.Manifest = m
-	err := d.store(ctx, rec)
-	if err == nil {
-		err = d.provide(ctx, m)
-	}
+	// The record and the capability advertisements are independent walks: run them together.
+	var storeErr, provideErr error
+	var wg sync.WaitGroup
+	wg.Go(func() { storeErr = d.store(ctx, rec) })
+	wg.Go(func() { provideErr = d.provide(ctx, m) })
+	wg.Wait()
+	err := errors.Join(storeErr, provideErr)
 	d.mu.Lock()
 	if d.local != nil && d.local.manifest.AgentID == m.AgentID {
 		d.local.lastErr = err
@@ -114,6 +117,8 @@ func (d *Discovery) store(ctx context.Context, rec Record) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, 2)
 	for i, key := range []string{AgentKey(rec.AgentID), PeerKey(rec.PeerID)} {
@@ -133,6 +138,8 @@ func (d *Discovery) store(ctx context.Context, rec Record) error {
 // provide announces every capability of m, in parallel.
 func (d *Discovery) provide(ctx context.Context, m protocol.Manifest) error {
 	caps := capabilitiesOf(m.Tools, m.Models, m.Domains)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	var wg sync.WaitGroup
 	errs := make([]error, len(caps))
 	for i, c := range caps {

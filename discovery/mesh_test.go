@@ -1,0 +1,362 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	record "github.com/libp2p/go-libp2p-record"
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+// expectedMatches is the brute-force answer to a query over manifestFor(0..n-1), in the
+// documented order (no load source: preferred matches, then agent id).
+func expectedMatches(q protocol.CapabilityQuery, n int, skip map[int]bool) []string {
+	type cand struct {
+		id   string
+		pref int
+	}
+	var cs []cand
+	for i := range n {
+		if skip[i] {
+			continue
+		}
+		set := manifestSet(manifestFor(i))
+		ok := true
+		for _, c := range capabilitiesOf(q.Required.Tools, q.Required.Models, q.Required.Domains) {
+			ok = ok && set[c]
+		}
+		if q.Constraints.Locality != "" && manifestFor(i).Deployment != q.Constraints.Locality {
+			ok = false
+		}
+		pref := 0
+		for _, c := range capabilitiesOf(q.Preferred.Tools, q.Preferred.Models, q.Preferred.Domains) {
+			if set[c] {
+				pref++
+			}
+		}
+		if ok && (len(capabilitiesOf(q.Required.Tools, q.Required.Models, q.Required.Domains)) > 0 || pref > 0) {
+			cs = append(cs, cand{agentID(i), pref})
+		}
+	}
+	sort.Slice(cs, func(i, j int) bool {
+		if cs[i].pref != cs[j].pref {
+			return cs[i].pref > cs[j].pref
+		}
+		return cs[i].id < cs[j].id
+	})
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.id)
+	}
+	return out
+}
+
+var meshQueries = []protocol.CapabilityQuery{
+	{Required: protocol.CapabilitySet{Tools: []string{"terminal", "web"}, Models: []string{"llama3"}},
+		Preferred: protocol.CapabilitySet{Domains: []string{"security", "compliance"}}},
+	{Required: protocol.CapabilitySet{Tools: []string{"browser"}}, Preferred: protocol.CapabilitySet{Domains: []string{"compliance"}},
+		Constraints: protocol.QueryConstraints{Locality: "cloud"}},
+	{Preferred: protocol.CapabilitySet{Domains: []string{"security"}, Tools: []string{"browser"}}},
+	{Required: protocol.CapabilitySet{Tools: []string{"nonexistent"}}},
+}
+
+// TestMeshTwentyNodes joins 20 nodes through 2 bootstrap peers, publishes an agent on each and
+// checks that every agent resolves from every node, that queries return exactly the matching
+// agents in the documented order, and that stopping a bootstrap peer breaks no lookup. The cache
+// is off so that every lookup walks the DHT.
+func TestMeshTwentyNodes(t *testing.T) {
+	const n = 20
+	m := newMesh(t, n, 2, WithCacheTTL(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
+	defer cancel()
+	m.start(t)
+	m.publishAll(t, ctx)
+
+	resolveAll := func(skip map[int]bool, stride int) {
+		m.parallel(t, 4, n, func(from int) error {
+			if skip[from] {
+				return nil
+			}
+			for to := from % stride; to < n; to += stride {
+				r, err := m.ds[from].Resolve(ctx, agentID(to))
+				if err != nil {
+					return fmt.Errorf("node %d resolving %s: %w", from, agentID(to), err)
+				}
+				if r.PeerID != m.hosts[to].ID() || r.Manifest.AgentID != agentID(to) || len(r.Addrs) == 0 {
+					return fmt.Errorf("node %d resolved %s to %s %v", from, agentID(to), r.PeerID, r.Addrs)
+				}
+			}
+			return nil
+		})
+	}
+	// queries are asked from every fifth node (each a cold walk without the cache) to keep the
+	// test short under -race.
+	queryAll := func(skip map[int]bool) {
+		m.parallel(t, 4, n, func(from int) error {
+			if skip[from] || from%5 != 1 {
+				return nil
+			}
+			for qi, q := range meshQueries {
+				ms, err := m.ds[from].Query(ctx, q)
+				if err != nil {
+					return fmt.Errorf("node %d query %d: %w", from, qi, err)
+				}
+				// a stopped node's record stays in the DHT until it expires (it did not Leave), so
+				// its agent is still a match.
+				if got, want := ids(ms), expectedMatches(q, n, nil); !equal(got, want) {
+					return fmt.Errorf("node %d query %d\n got %v\nwant %v", from, qi, got, want)
+				}
+			}
+			recs, err := m.ds[from].FindByCapability(ctx, KindModel, "LLAMA3")
+			if err != nil {
+				return err
+			}
+			want := (n + 3) / 4
+			if len(recs) != want {
+				return fmt.Errorf("node %d found %d llama3 agents, want %d", from, len(recs), want)
+			}
+			return nil
+		})
+	}
+	t0 := time.Now()
+	resolveAll(nil, 1)
+	t.Logf("resolveAll %s", time.Since(t0))
+	t0 = time.Now()
+	queryAll(nil)
+	t.Logf("queryAll %s", time.Since(t0))
+
+	// stop bootstrap peer 0 (its Discovery and its host): nothing else may break.
+	stopped := map[int]bool{0: true}
+	if err := m.ds[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.hosts[0].Close(); err != nil {
+		t.Fatal(err)
+	}
+	m.isolate(m.hosts[0].ID())
+	// every node resolves a quarter of the agents (each agent from 4 or 5 nodes), so that the
+	// test stays short under -race; the first phase already resolved every pair.
+	resolveAll(stopped, 4)
+	queryAll(stopped)
+
+	// and a node that joins now, through both bootstrap peers (one of them down), finds everyone.
+	h, sk := addHost(t, m.mn, n)
+	m.linkTo(t, h.ID(), m.hosts[0].ID())
+	late, err := New(h, sk, WithLogger(quiet), WithBootstrapPeers(m.boot), WithCacheTTL(0),
+		WithBackoff(5*time.Millisecond, 50*time.Millisecond), WithConnectTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, late)
+	if err := late.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 30*time.Second, "late node joined", func() bool { return late.Status().Bootstrapped })
+	st := late.Status()
+	if st.BootstrapConfigured != 2 || st.BootstrapAnswered != 1 || st.LastError == "" {
+		t.Fatalf("late node status %+v: want 1 of 2 bootstrap peers answered and an error naming the other", st)
+	}
+	for to := range n {
+		if _, err := late.Resolve(ctx, agentID(to)); err != nil {
+			t.Fatalf("late node resolving %s: %v", agentID(to), err)
+		}
+	}
+}
+
+// TestPublishLeaveAndRepublish: a republished record with a higher seq replaces the old one
+// everywhere; Leave makes the agent unresolvable and drops it from capability results.
+func TestPublishLeaveAndRepublish(t *testing.T) {
+	m := newMesh(t, 6, 1, WithCacheTTL(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.start(t)
+	m.publishAll(t, ctx)
+
+	changed := manifestFor(3)
+	changed.Tools = append(changed.Tools, "gpu")
+	if err := m.ds[3].Publish(ctx, changed); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ds[3].Publish(ctx, manifestFor(4)); err == nil {
+		t.Fatal("a node published a second agent id without Leave")
+	}
+	for i := range m.ds {
+		r, err := m.ds[i].Resolve(ctx, agentID(3))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Seq != m.ds[3].Status().Seq || !manifestSet(r.Manifest)[capability{KindTool, "gpu"}] {
+			t.Fatalf("node %d resolved seq %d without the new tool; want seq %d", i, r.Seq, m.ds[3].Status().Seq)
+		}
+	}
+	recs, err := m.ds[0].FindByCapability(ctx, KindTool, "gpu")
+	if err != nil || len(recs) != 1 || recs[0].AgentID != agentID(3) {
+		t.Fatalf("gpu providers = %v, %v", recs, err)
+	}
+
+	if err := m.ds[3].Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !m.ds[3].Status().Left {
+		t.Fatal("status does not say the agent left")
+	}
+	for i := range m.ds {
+		if _, err := m.ds[i].Resolve(ctx, agentID(3)); !errors.Is(err, protocol.ErrAgentNotFound) {
+			t.Fatalf("node %d resolved an agent that left: %v", i, err)
+		}
+	}
+	recs, err = m.ds[1].FindByCapability(ctx, KindTool, "gpu")
+	if err != nil || len(recs) != 0 {
+		t.Fatalf("an agent that left is still found by capability: %v, %v", recs, err)
+	}
+	if _, err := m.ds[1].Resolve(ctx, "test:nobody:agent"); !errors.Is(err, protocol.ErrAgentNotFound) {
+		t.Fatalf("unknown agent: %v", err)
+	}
+}
+
+// acceptAll is the validator of a malicious node: it stores anything.
+type acceptAll struct{}
+
+func (acceptAll) Validate(string, []byte) error        { return nil }
+func (acceptAll) Select(string, [][]byte) (int, error) { return 0, nil }
+
+// TestForgedRecordNotServed: a malicious node that skips validation puts, through the DHT, a
+// record naming a victim's peer id but signed with its own key (and a higher seq). Honest nodes
+// refuse to store it and every lookup still returns the genuine record.
+func TestForgedRecordNotServed(t *testing.T) {
+	const n = 8
+	m := newMesh(t, n, 1, WithCacheTTL(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.start(t)
+	m.publishAll(t, ctx)
+	genuine, err := m.ds[0].Resolve(ctx, agentID(2))
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h, sk := addHost(t, m.mn, 99)
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	evil, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/iacp"),
+		dht.Validator(record.NamespacedValidator{AgentNamespace: acceptAll{}, PeerNamespace: acceptAll{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evil.Close()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
+	if err := <-evil.RefreshRoutingTable(); err != nil {
+		t.Logf("attacker refresh: %v", err)
+	}
+
+	forged := genuine
+	forged.PeerID = h.ID()
+	forged.Seq = genuine.Seq + 1_000_000
+	val, err := SignRecord(forged, sk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// rewrite the peer id to the victim's: the signature is now the attacker's over a body
+	// naming the victim.
+	val = []byte(replaceAll(string(val), h.ID().String(), genuine.PeerID.String()))
+	_ = evil.PutValue(ctx, AgentKey(agentID(2)), val)
+	_ = evil.PutValue(ctx, PeerKey(genuine.PeerID), val)
+	// and a malformed one, for good measure
+	_ = evil.PutValue(ctx, AgentKey(agentID(3)), []byte(`{"record":{"v":1},"sig":"AAAA"}`))
+
+	for i := range n {
+		r, err := m.ds[i].Resolve(ctx, agentID(2))
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		if r.PeerID != genuine.PeerID || r.Seq != genuine.Seq {
+			t.Fatalf("node %d was served a forged record: seq %d", i, r.Seq)
+		}
+		if _, err := m.ds[i].Resolve(ctx, agentID(3)); err != nil {
+			t.Fatalf("node %d lost agent 3 to a malformed put: %v", i, err)
+		}
+	}
+	// no honest store kept it: an observer (fresh store, records every value it receives) asks
+	// every peer and must never receive the forged bytes.
+	if err := evil.Close(); err != nil {
+		t.Fatal(err)
+	}
+	_ = h.Close()
+	m.isolate(h.ID())
+	oh, _ := addHost(t, m.mn, 98)
+	m.linkTo(t, oh.ID(), h.ID())
+	rv := &recorder{}
+	observer, err := dht.New(oh, dht.Mode(dht.ModeClient), dht.ProtocolPrefix("/iacp"),
+		dht.Validator(record.NamespacedValidator{AgentNamespace: rv, PeerNamespace: rv}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer observer.Close()
+	if err := oh.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "observer routing table", func() bool { return observer.RoutingTable().Size() > 0 })
+	for _, key := range []string{AgentKey(agentID(2)), PeerKey(genuine.PeerID)} {
+		if _, err := observer.GetValue(ctx, key, dht.Quorum(0)); err != nil {
+			t.Fatalf("observer %s: %v", key, err)
+		}
+	}
+	rv.mu.Lock()
+	defer rv.mu.Unlock()
+	if rv.n == 0 {
+		t.Fatal("the observer received no value at all; the check proves nothing")
+	}
+	for _, v := range rv.seen {
+		if string(v) == string(val) {
+			t.Fatal("an honest node served the forged record")
+		}
+	}
+}
+
+// recorder is a validator that accepts and remembers every value.
+type recorder struct {
+	mu   sync.Mutex
+	n    int
+	seen [][]byte
+}
+
+func (r *recorder) Validate(_ string, v []byte) error {
+	r.mu.Lock()
+	r.n++
+	r.seen = append(r.seen, append([]byte(nil), v...))
+	r.mu.Unlock()
+	return nil
+}
+func (r *recorder) Select(string, [][]byte) (int, error) { return 0, nil }
+
+func replaceAll(s, old, new string) string {
+	out := ""
+	for {
+		i := indexOf(s, old)
+		if i < 0 {
+			return out + s
+		}
+		out += s[:i] + new
+		s = s[i+len(old):]
+	}
+}
+
+func indexOf(s, sub string) int {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return i
+		}
+	}
+	return -1
+}
