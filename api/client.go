@@ -1,0 +1,287 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// NoNodeError says that no node serves the API where the client looked.
+type NoNodeError struct {
+	DataDir string
+	Addr    string
+	Err     error
+}
+
+func (e *NoNodeError) Error() string {
+	if e.DataDir != "" {
+		return fmt.Sprintf("no node is running with data dir %s: start one with `iacp-node run --data-dir %s`", e.DataDir, e.DataDir)
+	}
+	return fmt.Sprintf("no node is answering at %s: start one with `iacp-node run`, or check --api", e.Addr)
+}
+
+func (e *NoNodeError) Unwrap() error { return e.Err }
+
+// APIError is an error answer of the API: the HTTP status and the IACP error it carries. It
+// matches the protocol sentinels: errors.Is(err, protocol.ErrTimeout).
+type APIError struct {
+	Status int
+	Err    *protocol.Error
+}
+
+func (e *APIError) Error() string       { return fmt.Sprintf("%s (HTTP %d)", e.Err.Error(), e.Status) }
+func (e *APIError) Unwrap() error       { return e.Err }
+func (e *APIError) Code() protocol.Code { return e.Err.Code }
+
+// Client talks to a node's local API. It is safe for concurrent use.
+type Client struct {
+	base    string
+	token   string
+	dataDir string
+	hc      *http.Client
+}
+
+// NewClient returns a client of the API at addr (host:port or an http:// URL) with token.
+func NewClient(addr, token string) *Client {
+	base := addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &Client{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{}}
+}
+
+// Dial returns a client of the node that runs with dataDir, from its api.addr and api.token.
+// When no node runs there it returns a *NoNodeError that says how to start one.
+func Dial(dataDir string) (*Client, error) {
+	addr, err := ReadAddr(dataDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, &NoNodeError{DataDir: dataDir, Err: err}
+	}
+	if err != nil {
+		return nil, err
+	}
+	tok, err := ReadToken(dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("read the API token: %w", err)
+	}
+	c := NewClient(addr, tok)
+	c.dataDir = dataDir
+	return c, nil
+}
+
+// Base returns the API's base URL.
+func (c *Client) Base() string { return c.base }
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// do sends one call and decodes a 2xx JSON answer into out (when not nil).
+func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype string, out any) error {
+	resp, err := c.send(ctx, method, path, body, ctype, mediaJSON)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodyBytes+1))
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		return decodeError(resp.StatusCode, raw)
+	}
+	if out == nil {
+		return nil
+	}
+	if m, ok := out.(**protocol.Message); ok {
+		*m, err = protocol.DecodeJSON(raw)
+		return err
+	}
+	return json.Unmarshal(raw, out)
+}
+
+func (c *Client) send(ctx context.Context, method, path string, body []byte, ctype, accept string) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if ctype != "" {
+		req.Header.Set("Content-Type", ctype)
+	}
+	req.Header.Set("Accept", accept)
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil && errors.Is(err, syscall.ECONNREFUSED) {
+		return nil, &NoNodeError{DataDir: c.dataDir, Addr: c.base, Err: err}
+	}
+	return resp, err
+}
+
+func decodeError(status int, raw []byte) error {
+	var doc ErrorDoc
+	if err := json.Unmarshal(raw, &doc); err != nil || doc.Error.Code == "" {
+		return &APIError{Status: status, Err: &protocol.Error{Code: protocol.CodeInternalError,
+			Message: fmt.Sprintf("HTTP %d: %s", status, strings.TrimSpace(string(raw)))}}
+	}
+	e := doc.Error.AsError()
+	return &APIError{Status: status, Err: e}
+}
+
+// Send sends m (the node fills and signs what m leaves out) and returns once the recipient's
+// node has it.
+func (c *Client) Send(ctx context.Context, m *protocol.Message) (SendResult, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var res SendResult
+	err = c.do(ctx, http.MethodPost, MessagePath, raw, mediaJSON, &res)
+	return res, err
+}
+
+// Request sends the request m and waits up to wait for its response. An `error` reply comes
+// back as an *APIError with its code; no reply in time as TIMEOUT (HTTP 504).
+func (c *Client) Request(ctx context.Context, m *protocol.Message, wait time.Duration) (*protocol.Message, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	var resp *protocol.Message
+	err = c.do(ctx, http.MethodPost, MessagePath+"?wait="+wait.String(), raw, mediaJSON, &resp)
+	return resp, err
+}
+
+// Broadcast publishes an event to every agent.
+func (c *Client) Broadcast(ctx context.Context, ev protocol.EventPayload) (SendResult, error) {
+	raw, err := json.Marshal(ev)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var res SendResult
+	err = c.do(ctx, http.MethodPost, "/v1/broadcast", raw, mediaJSON, &res)
+	return res, err
+}
+
+// Status returns the node's status.
+func (c *Client) Status(ctx context.Context) (StatusDoc, error) {
+	var d StatusDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/status", nil, "", &d)
+}
+
+// Agents returns the liveness table.
+func (c *Client) Agents(ctx context.Context) (AgentsDoc, error) {
+	var d AgentsDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/agents", nil, "", &d)
+}
+
+// Discover runs a capability query.
+func (c *Client) Discover(ctx context.Context, q protocol.CapabilityQuery) (DiscoverDoc, error) {
+	var d DiscoverDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/discover?"+QueryParams(q).Encode(), nil, "", &d)
+}
+
+// Resolve returns the record of an agent.
+func (c *Client) Resolve(ctx context.Context, agentID string) (RecordDoc, error) {
+	var d RecordDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/resolve/"+url.PathEscape(agentID), nil, "", &d)
+}
+
+// Peers returns the connected peers.
+func (c *Client) Peers(ctx context.Context) (PeersDoc, error) {
+	var d PeersDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/peers", nil, "", &d)
+}
+
+// Outbox returns the durable outbox.
+func (c *Client) Outbox(ctx context.Context) (OutboxDoc, error) {
+	var d OutboxDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/outbox", nil, "", &d)
+}
+
+// Inbox lists the messages waiting with seq greater than after; with wait > 0 it long-polls
+// while none waits.
+func (c *Client) Inbox(ctx context.Context, after uint64, wait time.Duration) (InboxDoc, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatUint(after, 10))
+	}
+	if wait > 0 {
+		q.Set("wait", wait.String())
+	}
+	var d InboxDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/inbox?"+q.Encode(), nil, "", &d)
+}
+
+// Ack takes a message out of the inbox.
+func (c *Client) Ack(ctx context.Context, messageID string) error {
+	return c.do(ctx, http.MethodPost, "/v1/inbox/"+url.PathEscape(messageID)+"/ack", nil, "", nil)
+}
+
+// Health calls /healthz (no token needed).
+func (c *Client) Health(ctx context.Context) (Health, error) {
+	var h Health
+	return h, c.do(ctx, http.MethodGet, "/healthz", nil, "", &h)
+}
+
+// Events follows the event stream until ctx ends or fn returns an error (returned as is).
+func (c *Client) Events(ctx context.Context, f EventFilter, fn func(EventItem) error) error {
+	q := url.Values{}
+	if len(f.Kinds) > 0 {
+		q.Set("kinds", strings.Join(f.Kinds, ","))
+	}
+	if f.AgentID != "" {
+		q.Set("agent", f.AgentID)
+	}
+	if f.Group != "" {
+		q.Set("group", f.Group)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/v1/events?"+q.Encode(), nil, "", "text/event-stream")
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		return decodeError(resp.StatusCode, raw)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 64<<10), 2<<20) // one gossip message is at most 1 MiB
+	for sc.Scan() {
+		data, ok := strings.CutPrefix(sc.Text(), "data: ")
+		if !ok {
+			continue
+		}
+		var it EventItem
+		if err := json.Unmarshal([]byte(data), &it); err != nil {
+			return fmt.Errorf("event stream: %w", err)
+		}
+		if err := fn(it); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err := sc.Err(); err != nil {
+		return err
+	}
+	return io.ErrUnexpectedEOF
+}

@@ -1,0 +1,201 @@
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"math"
+	"mime"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Media types the API reads and writes.
+const (
+	mediaJSON = "application/json"
+	mediaYAML = "application/yaml"
+)
+
+// bodyFormat returns the format of a request body by its Content-Type: JSON unless it names
+// YAML (application/x-yaml, application/yaml, text/yaml). An empty Content-Type is detected
+// from the first byte.
+func bodyFormat(r *http.Request, body []byte) (protocol.Format, error) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return protocol.DetectFormat(body), nil
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", protocol.Errorf(protocol.CodePayloadInvalid, "Content-Type %q: %w", ct, err)
+	}
+	switch mt {
+	case "application/json", "application/iacp+json", "text/json":
+		return protocol.JSON, nil
+	case "application/x-yaml", "application/yaml", "text/yaml", "text/x-yaml":
+		return protocol.YAML, nil
+	}
+	return "", &httpError{status: http.StatusUnsupportedMediaType, err: protocol.Errorf(protocol.CodePayloadInvalid,
+		"Content-Type %q is not supported: send application/json or application/x-yaml", ct)}
+}
+
+// acceptFormat returns the format to answer in by the Accept header: YAML when it prefers a
+// YAML type, JSON otherwise.
+func acceptFormat(r *http.Request) protocol.Format {
+	for _, part := range strings.Split(r.Header.Get("Accept"), ",") {
+		mt, _, _ := mime.ParseMediaType(strings.TrimSpace(part))
+		switch mt {
+		case "application/x-yaml", "application/yaml", "text/yaml", "text/x-yaml":
+			return protocol.YAML
+		case "application/json", "*/*", "application/*":
+			return protocol.JSON
+		}
+	}
+	return protocol.JSON
+}
+
+// readBody reads at most max bytes; a larger body is a 413.
+func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: protocol.Errorf(protocol.CodePayloadInvalid,
+			"request body is larger than %d bytes", max)}
+	}
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "read request body: %w", err)
+	}
+	return b, nil
+}
+
+// httpError carries a status that the IACP code alone does not decide (401, 413, 415).
+type httpError struct {
+	status int
+	err    error
+}
+
+func (e *httpError) Error() string { return e.err.Error() }
+func (e *httpError) Unwrap() error { return e.err }
+
+// write encodes v as JSON (or YAML by Accept) with the given status.
+func write(w http.ResponseWriter, r *http.Request, status int, v any) {
+	var raw []byte
+	var err error
+	if m, ok := v.(*protocol.Message); ok {
+		raw, err = protocol.EncodeJSON(m)
+	} else {
+		raw, err = json.Marshal(v)
+	}
+	if err != nil {
+		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	ct := mediaJSON
+	if acceptFormat(r) == protocol.YAML {
+		if y, yerr := protocol.JSONToYAML(raw); yerr == nil {
+			raw, ct = y, mediaYAML
+		}
+	} else {
+		raw = append(raw, '\n')
+	}
+	w.Header().Set("Content-Type", ct)
+	w.WriteHeader(status)
+	_, _ = w.Write(raw)
+}
+
+// ErrorDoc is the body of every error answer: the payload of an IACP error message.
+type ErrorDoc struct {
+	Error protocol.ErrorPayload `json:"error"`
+	// MessageID is the id of the message the error is about, when there is one.
+	MessageID string `json:"message_id,omitempty"`
+}
+
+// fail answers err as an IACP error document and counts it by code.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, messageID string) {
+	s.metrics.errors.WithLabelValues(string(protocol.CodeOf(err))).Inc()
+	writeError(w, r, err, messageID)
+}
+
+// writeError answers err as an IACP error document; its status comes from StatusOf, or from
+// an *httpError in its chain.
+func writeError(w http.ResponseWriter, r *http.Request, err error, messageID string) int {
+	code := protocol.CodeOf(err)
+	status := StatusOf(code)
+	var he *httpError
+	if errors.As(err, &he) {
+		status = he.status
+	}
+	msg := err.Error()
+	var pe *protocol.Error
+	doc := ErrorDoc{MessageID: messageID, Error: protocol.ErrorPayload{Code: code, Message: msg, Retryable: code.Retryable()}}
+	if errors.As(err, &pe) {
+		doc.Error.Message = pe.Message
+		if doc.Error.Message == "" {
+			doc.Error.Message = msg
+		}
+		doc.Error.Detail = pe.Detail
+		if pe.RetryAfter > 0 {
+			secs := math.Ceil(pe.RetryAfter.Seconds())
+			doc.Error.RetryAfter = secs
+			w.Header().Set("Retry-After", strconv.Itoa(int(secs)))
+		}
+	}
+	if status == http.StatusTooManyRequests && w.Header().Get("Retry-After") == "" {
+		w.Header().Set("Retry-After", "1")
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="iacp-node"`)
+	}
+	write(w, r, status, doc)
+	return status
+}
+
+// parseWait reads ?wait=DURATION ("10s", "1m"; a bare number is seconds), bounded by max.
+func parseWait(r *http.Request, max time.Duration) (time.Duration, bool, error) {
+	s := r.URL.Query().Get("wait")
+	if s == "" {
+		return 0, false, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		secs, nerr := strconv.ParseFloat(s, 64)
+		if nerr != nil || secs < 0 {
+			return 0, false, protocol.Errorf(protocol.CodePayloadInvalid, "wait=%q is not a duration: use e.g. wait=10s", s)
+		}
+		d = time.Duration(secs * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, false, protocol.Errorf(protocol.CodePayloadInvalid, "wait=%q must be positive", s)
+	}
+	if d > max {
+		return 0, false, protocol.Errorf(protocol.CodePayloadInvalid, "wait=%s is longer than the server's maximum %s", d, max)
+	}
+	return d, true, nil
+}
+
+func errorf(code protocol.Code, format string, args ...any) error {
+	return protocol.Errorf(code, format, args...)
+}
+
+// decodeInto decodes a JSON or YAML body (by Content-Type) into v.
+func decodeInto(r *http.Request, body []byte, v any) error {
+	if len(body) == 0 {
+		return errorf(protocol.CodePayloadInvalid, "empty body")
+	}
+	f, err := bodyFormat(r, body)
+	if err != nil {
+		return err
+	}
+	if f == protocol.YAML {
+		if body, err = protocol.YAMLToJSON(body); err != nil {
+			return errorf(protocol.CodePayloadInvalid, "malformed YAML: %w", err)
+		}
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return errorf(protocol.CodePayloadInvalid, "malformed body: %w", err)
+	}
+	return nil
+}

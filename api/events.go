@@ -1,0 +1,173 @@
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+// sseBuffer is the gossip subscription's buffer; a client slower than that loses items (the
+// stream says how many in a "dropped" comment).
+const sseBuffer = 256
+
+// EventFilter selects what the event stream carries.
+type EventFilter struct {
+	// Kinds: event, group, heartbeat, transition, message; empty means all.
+	Kinds []string
+	// AgentID keeps only items from or about this agent.
+	AgentID string
+	// Group keeps only group items of this capability (other kinds pass).
+	Group string
+}
+
+func filterFromParams(r *http.Request) (EventFilter, error) {
+	v := r.URL.Query()
+	f := EventFilter{Kinds: list(v, "kinds"), AgentID: v.Get("agent"), Group: v.Get("group")}
+	for _, k := range f.Kinds {
+		switch k {
+		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage:
+		default:
+			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition or message", k)
+		}
+	}
+	return f, nil
+}
+
+func (f EventFilter) wants(kind string) bool {
+	return len(f.Kinds) == 0 || slices.Contains(f.Kinds, kind)
+}
+
+// events is a Server-Sent Events stream of gossip events, group messages, heartbeats,
+// liveness transitions and inbound-message notices, filtered by ?kinds=, ?agent= and ?group=.
+// Each SSE event is named by its kind and carries an EventItem as JSON.
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	f, err := filterFromParams(r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var items <-chan pubsub.Item
+	var sub *pubsub.Subscription
+	if g := s.n.Gossip(); g != nil && (f.wants(KindEvent) || f.wants(KindGroup) || f.wants(KindHeartbeat) || f.wants(KindTransition)) {
+		pf := pubsub.Filter{AgentID: f.AgentID, Group: f.Group}
+		for _, k := range f.Kinds {
+			switch k {
+			case KindEvent:
+				pf.Kinds = append(pf.Kinds, pubsub.KindEvent)
+			case KindGroup:
+				pf.Kinds = append(pf.Kinds, pubsub.KindGroup)
+			case KindHeartbeat:
+				pf.Kinds = append(pf.Kinds, pubsub.KindHeartbeat)
+			case KindTransition:
+				pf.Kinds = append(pf.Kinds, pubsub.KindTransition)
+			}
+		}
+		if sub, err = g.Subscribe(pf, sseBuffer); err == nil {
+			defer sub.Cancel()
+			items = sub.C()
+		}
+	}
+	ib := s.n.Inbox()
+	var changed <-chan struct{}
+	var after uint64
+	if f.wants(KindMessage) {
+		changed = ib.Changed()
+		if ds := ib.List(0); len(ds) > 0 {
+			after = ds[len(ds)-1].Seq // notices are for arrivals from now on
+		}
+	}
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fmt.Fprint(w, ": iacp-node event stream\n\n")
+	if rc.Flush() != nil {
+		return
+	}
+	keep := time.NewTicker(s.cfg.sseKeepAlive)
+	defer keep.Stop()
+	var id uint64
+	var dropped uint64
+	emit := func(it EventItem) bool {
+		raw, err := json.Marshal(it)
+		if err != nil {
+			return true
+		}
+		id++
+		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.pingTimeout))
+		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", id, it.Kind, raw); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-keep.C:
+			line := ": keep-alive\n\n"
+			if sub != nil && sub.Dropped() != dropped {
+				dropped = sub.Dropped()
+				line = fmt.Sprintf(": dropped %d items (client too slow)\n\n", dropped)
+			}
+			_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.pingTimeout))
+			if _, err := fmt.Fprint(w, line); err != nil || rc.Flush() != nil {
+				return
+			}
+		case it, ok := <-items:
+			if !ok {
+				items = nil // gossip closed; inbound notices continue
+				continue
+			}
+			if !emit(gossipItem(it)) {
+				return
+			}
+		case <-changed:
+			changed = ib.Changed()
+			for _, d := range ib.List(after) {
+				after = d.Seq
+				m := d.Msg
+				if f.AgentID != "" && m.Envelope.Sender.AgentID != f.AgentID {
+					continue
+				}
+				if !emit(EventItem{Kind: KindMessage, At: d.Received, AgentID: m.Envelope.Sender.AgentID, PeerID: d.Peer.String(),
+					Inbound: &InboundNotice{Seq: d.Seq, MessageID: m.Envelope.MessageID, Type: m.Message.Type,
+						Intent: string(m.Message.Intent), Channel: m.Envelope.Recipient.Channel}}) {
+					return
+				}
+			}
+		}
+	}
+}
+
+func gossipItem(it pubsub.Item) EventItem {
+	e := EventItem{Kind: strings.ToLower(it.Kind.String()), At: time.Now().UTC(), PeerID: it.Author.String(), Message: it.Message}
+	if it.Message != nil {
+		e.AgentID = it.Message.Envelope.Sender.AgentID
+		if t, err := it.Message.Time(); err == nil {
+			e.At = t
+		}
+	}
+	switch it.Kind {
+	case pubsub.KindEvent:
+		ev := it.Event
+		e.Event = &ev
+	case pubsub.KindGroup:
+		e.Group = it.Group
+	case pubsub.KindHeartbeat:
+		hb := it.Heartbeat
+		e.Heartbeat = &hb
+	case pubsub.KindTransition:
+		tr := it.Transition
+		e.AgentID, e.PeerID, e.At = tr.AgentID, tr.PeerID.String(), tr.At
+		e.Transition = &TransitionDoc{From: string(tr.From), To: string(tr.To), Reason: tr.Reason}
+	}
+	return e
+}

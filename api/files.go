@@ -1,0 +1,109 @@
+package api
+
+import (
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// TokenFile and AddrFile are the API's files in the data directory.
+const (
+	// TokenFile holds the bearer token, mode 0600.
+	TokenFile = "api.token"
+	// AddrFile holds the address the running server listens on (host:port); it exists only
+	// while a server runs.
+	AddrFile = "api.addr"
+)
+
+// LoadOrCreateToken returns the token in <dataDir>/api.token, creating the file (mode 0600,
+// 32 random bytes, base64url) when it does not exist. A token file readable by group or others
+// is refused: fix it with chmod 600.
+func LoadOrCreateToken(dataDir string) (string, error) {
+	if dataDir == "" {
+		return "", errors.New("api token: no data directory given")
+	}
+	path := filepath.Join(dataDir, TokenFile)
+	if tok, err := readToken(path); err == nil || !errors.Is(err, fs.ErrNotExist) {
+		return tok, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	tok := base64.RawURLEncoding.EncodeToString(b[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return readToken(path) // another process created it first
+	}
+	if err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	if _, err := f.WriteString(tok + "\n"); err != nil {
+		f.Close()
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return "", fmt.Errorf("api token: %w", err)
+	}
+	return tok, nil
+}
+
+// ReadToken returns the token in <dataDir>/api.token without creating it.
+func ReadToken(dataDir string) (string, error) { return readToken(filepath.Join(dataDir, TokenFile)) }
+
+func readToken(path string) (string, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if st.Mode().Perm()&0o077 != 0 {
+		return "", fmt.Errorf("api token %s has mode %v: it must be readable by its owner only (chmod 600 %s)", path, st.Mode().Perm(), path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("api token %s is empty: delete it and restart the node to create a new one", path)
+	}
+	return tok, nil
+}
+
+// ReadAddr returns the address in <dataDir>/api.addr, written by a running server.
+func ReadAddr(dataDir string) (string, error) {
+	b, err := os.ReadFile(filepath.Join(dataDir, AddrFile))
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+func writeAddr(dataDir, addr string) error {
+	path := filepath.Join(dataDir, AddrFile)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// removeAddr removes api.addr if it still names addr (a newer server may have replaced it).
+func removeAddr(dataDir, addr string) error {
+	if got, err := ReadAddr(dataDir); err != nil || got != addr {
+		return nil
+	}
+	err := os.Remove(filepath.Join(dataDir, AddrFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return err
+}

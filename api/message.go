@@ -1,0 +1,197 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// postMessage is the HTTP binding. The body is one IACP document in JSON or YAML; the agent
+// may leave out what the node fills in (version, message_id, timestamp, ttl_seconds,
+// correlation_id of a request, sender, signature). Without ?wait it answers 202 once the
+// recipient's node has the message; with ?wait=D (requests only) it answers 200 with the
+// response, or 504 TIMEOUT when none came within D.
+func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
+	if err := s.allow(); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	wait, waiting, err := parseWait(r, s.cfg.maxWait)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	body, err := readBody(w, r, s.cfg.maxBody)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	m, err := s.decodeMessage(r, body)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	if m.Envelope.Recipient.AgentID == protocol.Broadcast {
+		s.broadcastMessage(w, r, m, waiting)
+		return
+	}
+	if err := s.prepare(m); err != nil {
+		s.fail(w, r, err, m.Envelope.MessageID)
+		return
+	}
+	id := m.Envelope.MessageID
+	if waiting {
+		if m.Message.Type != protocol.TypeRequest {
+			s.fail(w, r, errorf(protocol.CodePayloadInvalid, "wait needs a request; this is a %s", m.Message.Type), id)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), wait)
+		defer cancel()
+		resp, err := s.n.Request(ctx, m)
+		if err != nil {
+			s.fail(w, r, err, id)
+			return
+		}
+		s.metrics.sent.Inc()
+		write(w, r, http.StatusOK, resp)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.sendTimeout)
+	defer cancel()
+	if err := s.n.Send(ctx, m); err != nil {
+		s.fail(w, r, err, id)
+		return
+	}
+	s.metrics.sent.Inc()
+	write(w, r, http.StatusAccepted, SendResult{MessageID: id, Status: protocol.ResponseAccepted})
+}
+
+// decodeMessage decodes a document by Content-Type.
+func (s *Server) decodeMessage(r *http.Request, body []byte) (*protocol.Message, error) {
+	if len(body) == 0 {
+		return nil, errorf(protocol.CodePayloadInvalid, "empty body: send one IACP document")
+	}
+	f, err := bodyFormat(r, body)
+	if err != nil {
+		return nil, err
+	}
+	if f == protocol.YAML {
+		return protocol.DecodeYAML(body)
+	}
+	return protocol.DecodeJSON(body)
+}
+
+// prepare fills what the node owns, signs as the node's agent and validates, so that an
+// invalid document is refused here with 400 rather than by the recipient.
+func (s *Server) prepare(m *protocol.Message) error {
+	if m.Message.Type == "" {
+		m.Message.Type = protocol.TypeRequest
+	}
+	if len(m.Message.Payload) == 0 {
+		m.Message.Payload = []byte("{}")
+	}
+	if m.Envelope.Recipient.AgentID == "" {
+		return errorf(protocol.CodePayloadInvalid, "envelope.recipient.agent_id is missing: name the agent to send to")
+	}
+	// The sender is always this node's agent: the agent cannot sign with the node's key, and
+	// the node signs nothing it did not fill itself.
+	m.Envelope.Sender = protocol.Sender{}
+	if err := s.n.Builder().Seal(m); err != nil {
+		return err
+	}
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return errorf(protocol.CodePayloadInvalid, "encode: %w", err)
+	}
+	return protocol.Validate(m, s.n.Now(), len(raw), protocol.Limits{MaxMessageBytes: int(s.cfg.maxBody)})
+}
+
+// broadcastMessage sends an event to recipient "*" over gossip: the payload is the event.
+func (s *Server) broadcastMessage(w http.ResponseWriter, r *http.Request, m *protocol.Message, waiting bool) {
+	if waiting {
+		s.fail(w, r, errorf(protocol.CodePayloadInvalid, "a broadcast has no single response to wait for"), "")
+		return
+	}
+	if m.Message.Type != "" && m.Message.Type != protocol.TypeEvent {
+		s.fail(w, r, errorf(protocol.CodePayloadInvalid, "recipient \"*\" takes events (a broadcast), not %s", m.Message.Type), "")
+		return
+	}
+	var ev protocol.EventPayload
+	if err := protocol.DecodePayload(m, &ev); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var opts []protocol.Option
+	if ch := m.Envelope.Recipient.Channel; ch != "" {
+		opts = append(opts, protocol.WithChannel(ch))
+	}
+	if m.Envelope.TTLSeconds > 0 {
+		opts = append(opts, protocol.WithTTL(time.Duration(m.Envelope.TTLSeconds)*time.Second))
+	}
+	s.broadcast(w, r, ev, opts)
+}
+
+// postBroadcast takes an event payload (event_type, detail, severity, data) and broadcasts it.
+func (s *Server) postBroadcast(w http.ResponseWriter, r *http.Request) {
+	if err := s.allow(); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	body, err := readBody(w, r, s.cfg.maxBody)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var ev protocol.EventPayload
+	if err := decodeInto(r, body, &ev); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	s.broadcast(w, r, ev, nil)
+}
+
+func (s *Server) broadcast(w http.ResponseWriter, r *http.Request, ev protocol.EventPayload, opts []protocol.Option) {
+	g := s.n.Gossip()
+	if g == nil {
+		s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, err: errorf(protocol.CodeCapabilityMismatch,
+			"broadcasts need gossip, which is off on this node: start it with gossip on")}, "")
+		return
+	}
+	if ev.EventType == "" {
+		s.fail(w, r, errorf(protocol.CodePayloadInvalid, "an event needs event_type"), "")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.sendTimeout)
+	defer cancel()
+	m, err := g.Broadcast(ctx, ev, opts...)
+	if err != nil {
+		var pe *protocol.Error
+		if !errors.As(err, &pe) {
+			err = errorf(protocol.CodeInternalError, "broadcast: %w", err)
+		}
+		s.fail(w, r, err, "")
+		return
+	}
+	s.metrics.sent.Inc()
+	write(w, r, http.StatusAccepted, SendResult{MessageID: m.Envelope.MessageID, Status: protocol.ResponseAccepted})
+}
+
+// allow applies the API's own rate limit.
+func (s *Server) allow() error {
+	if s.limiter == nil {
+		return nil
+	}
+	res := s.limiter.Reserve()
+	delay := res.Delay()
+	if delay == 0 {
+		return nil
+	}
+	res.Cancel()
+	if delay < time.Second {
+		delay = time.Second
+	}
+	return &protocol.Error{Code: protocol.CodeRateLimited, Message: "the local API's rate limit is exceeded; retry after the given delay", RetryAfter: delay}
+}

@@ -1,0 +1,210 @@
+package api
+
+import (
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"time"
+
+	"github.com/iacp-node/iacp-node/store"
+)
+
+// DefaultPort is the API's TCP port: IaCP 1.0 section 5.1 reserves 9000-9999 for the local
+// agent API, and 9700 is ours.
+const DefaultPort = 9700
+
+// Defaults; every number is a default of one Option.
+const (
+	// DefaultListen is loopback only: the API carries the agent's authority.
+	DefaultListen = "127.0.0.1:9700"
+	// DefaultMaxBodyBytes bounds a request body: 16 MiB, the direct-message limit
+	// (IaCP 1.0 section 10).
+	DefaultMaxBodyBytes = 16 << 20
+	// DefaultMaxWait bounds ?wait= on requests and long polls: 5 minutes.
+	DefaultMaxWait = 5 * time.Minute
+	// DefaultSendTimeout bounds a POST without ?wait: the recipient's receipt usually comes
+	// in milliseconds; 30 s covers a dial through a relay.
+	DefaultSendTimeout = 30 * time.Second
+	// DefaultPingInterval is how often the WebSocket server pings; a client that does not
+	// answer within DefaultPingTimeout is dropped.
+	DefaultPingInterval = 15 * time.Second
+	// DefaultPingTimeout bounds the wait for a pong.
+	DefaultPingTimeout = 10 * time.Second
+	// DefaultReadIdle bounds one WebSocket read: a client silent for this long (no frame, no
+	// pong) is dropped. It must exceed the ping interval.
+	DefaultReadIdle = 60 * time.Second
+	// DefaultWebhookMinBackoff and DefaultWebhookMaxBackoff bound the webhook's exponential
+	// backoff (full jitter); DefaultWebhookAttempts bounds the attempts per message (with jitter), after
+	// which the message stays in the inbox for another consumer.
+	DefaultWebhookMinBackoff = 100 * time.Millisecond
+	DefaultWebhookMaxBackoff = 30 * time.Second
+	DefaultWebhookAttempts   = 12
+	// DefaultWebhookTimeout bounds one webhook POST.
+	DefaultWebhookTimeout = 10 * time.Second
+	// DefaultSSEKeepAlive is the interval of SSE comment lines that keep proxies from closing
+	// an idle stream.
+	DefaultSSEKeepAlive = 15 * time.Second
+)
+
+// OutboxLister lists the durable outbox; *store.Store implements it.
+type OutboxLister interface {
+	List() ([]store.OutboxEntry, error)
+}
+
+// Option configures a Server.
+type Option func(*config) error
+
+type config struct {
+	listen         string
+	dataDir        string
+	token          string
+	maxBody        int64
+	maxWait        time.Duration
+	sendTimeout    time.Duration
+	pingInterval   time.Duration
+	pingTimeout    time.Duration
+	readIdle       time.Duration
+	webhook        string
+	webhookToken   string
+	webhookMin     time.Duration
+	webhookMax     time.Duration
+	webhookTries   int
+	webhookTimeout time.Duration
+	ratePerSecond  float64
+	rateBurst      int
+	sseKeepAlive   time.Duration
+	outbox         OutboxLister
+	log            *slog.Logger
+	now            func() time.Time
+}
+
+func defaults() config {
+	return config{
+		listen:         DefaultListen,
+		maxBody:        DefaultMaxBodyBytes,
+		maxWait:        DefaultMaxWait,
+		sendTimeout:    DefaultSendTimeout,
+		pingInterval:   DefaultPingInterval,
+		pingTimeout:    DefaultPingTimeout,
+		readIdle:       DefaultReadIdle,
+		webhookMin:     DefaultWebhookMinBackoff,
+		webhookMax:     DefaultWebhookMaxBackoff,
+		webhookTries:   DefaultWebhookAttempts,
+		webhookTimeout: DefaultWebhookTimeout,
+		sseKeepAlive:   DefaultSSEKeepAlive,
+		now:            time.Now,
+	}
+}
+
+func (c *config) validate() error {
+	if _, _, err := net.SplitHostPort(c.listen); err != nil {
+		return fmt.Errorf("api listen address %q: %w (use host:port, e.g. %s)", c.listen, err, DefaultListen)
+	}
+	if c.token == "" && c.dataDir == "" {
+		return fmt.Errorf("api: no token: set WithDataDir (token read from %s there) or WithToken", TokenFile)
+	}
+	if c.maxBody < 1024 || c.maxBody > 1<<30 {
+		return fmt.Errorf("api max body %d bytes: must be 1 KiB to 1 GiB", c.maxBody)
+	}
+	if c.maxWait <= 0 || c.sendTimeout <= 0 {
+		return fmt.Errorf("api max wait and send timeout must be positive")
+	}
+	if c.pingInterval <= 0 || c.pingTimeout <= 0 || c.readIdle <= c.pingInterval {
+		return fmt.Errorf("api ping interval and timeout must be positive and the read idle timeout (%s) longer than the ping interval (%s)", c.readIdle, c.pingInterval)
+	}
+	if c.webhook != "" {
+		u, err := url.Parse(c.webhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("api webhook %q must be an absolute http(s) URL, e.g. http://127.0.0.1:8080/.well-known/iacp/v1/message", c.webhook)
+		}
+	}
+	if c.webhookMin <= 0 || c.webhookMax < c.webhookMin || c.webhookTries < 1 || c.webhookTimeout <= 0 {
+		return fmt.Errorf("api webhook backoff must be 0 < min <= max, attempts >= 1 and timeout > 0")
+	}
+	if c.ratePerSecond < 0 || (c.ratePerSecond > 0 && c.rateBurst < 1) {
+		return fmt.Errorf("api rate limit: per second must be >= 0 (0 is off) and burst >= 1")
+	}
+	if c.sseKeepAlive <= 0 {
+		return fmt.Errorf("api SSE keep-alive must be positive")
+	}
+	return nil
+}
+
+// WithListen sets the host:port to listen on (default DefaultListen; port 0 picks a free one).
+// Anything other than a loopback address exposes the agent's authority to the network, so
+// the token then matters even more.
+func WithListen(addr string) Option { return func(c *config) error { c.listen = addr; return nil } }
+
+// WithDataDir sets the data directory: the token is read from (or created in) api.token there
+// unless WithToken is given, and api.addr is written there while the server runs.
+func WithDataDir(dir string) Option { return func(c *config) error { c.dataDir = dir; return nil } }
+
+// WithToken sets the bearer token instead of reading it from the data directory.
+func WithToken(tok string) Option {
+	return func(c *config) error {
+		if len(tok) < 16 {
+			return fmt.Errorf("api token must be at least 16 characters")
+		}
+		c.token = tok
+		return nil
+	}
+}
+
+// WithMaxBodyBytes bounds request bodies and WebSocket frames (default DefaultMaxBodyBytes);
+// larger ones are refused with 413.
+func WithMaxBodyBytes(n int64) Option { return func(c *config) error { c.maxBody = n; return nil } }
+
+// WithMaxWait bounds ?wait= durations (default DefaultMaxWait).
+func WithMaxWait(d time.Duration) Option { return func(c *config) error { c.maxWait = d; return nil } }
+
+// WithSendTimeout bounds a message POST that does not wait for a response (default
+// DefaultSendTimeout).
+func WithSendTimeout(d time.Duration) Option {
+	return func(c *config) error { c.sendTimeout = d; return nil }
+}
+
+// WithPing sets the WebSocket heartbeat: a ping every interval, answered within timeout
+// (defaults DefaultPingInterval, DefaultPingTimeout).
+func WithPing(interval, timeout time.Duration) Option {
+	return func(c *config) error {
+		c.pingInterval, c.pingTimeout = interval, timeout
+		if c.readIdle <= interval {
+			c.readIdle = 4 * interval
+		}
+		return nil
+	}
+}
+
+// WithWebhook makes the server POST every inbound message to url (the agent's own
+// /.well-known/iacp/v1/message) and acknowledge it once the agent answers 2xx. token, when
+// not empty, is sent as a bearer token.
+func WithWebhook(url, token string) Option {
+	return func(c *config) error { c.webhook, c.webhookToken = url, token; return nil }
+}
+
+// WithWebhookBackoff sets the webhook's retry policy: exponential backoff from min to max with
+// full jitter, at most attempts tries per message (defaults DefaultWebhookMinBackoff,
+// DefaultWebhookMaxBackoff, DefaultWebhookAttempts).
+func WithWebhookBackoff(min, max time.Duration, attempts int) Option {
+	return func(c *config) error { c.webhookMin, c.webhookMax, c.webhookTries = min, max, attempts; return nil }
+}
+
+// WithRateLimit limits message POSTs and WebSocket sends to perSecond with bursts of burst;
+// beyond it the API answers 429 RATE_LIMITED with Retry-After. Default off (0): the node's
+// peers rate-limit us in any case.
+func WithRateLimit(perSecond float64, burst int) Option {
+	return func(c *config) error { c.ratePerSecond, c.rateBurst = perSecond, burst; return nil }
+}
+
+// WithOutbox lists the durable outbox at /v1/outbox; without it the listing is empty with a
+// note that durable delivery is off.
+func WithOutbox(o OutboxLister) Option { return func(c *config) error { c.outbox = o; return nil } }
+
+// WithLogger sets the logger (default: the node's logger).
+func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.log = l; return nil } }
+
+// WithSSEKeepAlive sets the interval of keep-alive comments on the event stream.
+func WithSSEKeepAlive(d time.Duration) Option {
+	return func(c *config) error { c.sseKeepAlive = d; return nil }
+}

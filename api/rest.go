@@ -1,0 +1,207 @@
+package api
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"time"
+
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// lookupTimeout bounds discovery and resolve calls that carry no ?timeout.
+const lookupTimeout = 10 * time.Second
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	write(w, r, http.StatusOK, Health{Status: "ok", AgentID: s.n.AgentID()})
+}
+
+func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
+	doc := StatusDoc{
+		AgentID:       s.n.AgentID(),
+		PeerID:        s.n.ID().String(),
+		Addrs:         addrStrings(s.n.Addrs()),
+		Status:        s.n.Status(),
+		UptimeSeconds: s.n.Manifest().UptimeSeconds,
+		Peers:         len(s.n.Host().Network().Peers()),
+		InboxDepth:    s.n.Inbox().Len(),
+		Inbox:         s.n.Config().Inbox,
+		Gossip:        s.n.Gossip() != nil,
+		Webhook:       s.cfg.webhook,
+	}
+	if d := s.n.Discovery(); d != nil {
+		st := d.Status()
+		doc.Discovery = &DiscoveryStatus{
+			Mode: st.Mode, Bootstrapped: st.Bootstrapped, BootstrapConfigured: st.BootstrapConfigured,
+			BootstrapAnswered: st.BootstrapAnswered, RoutingTableSize: st.RoutingTableSize,
+			CachedAgents: st.CachedAgents, Published: st.Published, LastError: st.LastError,
+		}
+	}
+	write(w, r, http.StatusOK, doc)
+}
+
+func (s *Server) getAgents(w http.ResponseWriter, r *http.Request) {
+	g := s.n.Gossip()
+	doc := AgentsDoc{Agents: []AgentDoc{}}
+	if g == nil {
+		doc.Note = "gossip is off on this node: no heartbeats, so no liveness table"
+		write(w, r, http.StatusOK, doc)
+		return
+	}
+	for _, a := range g.Agents() {
+		doc.Agents = append(doc.Agents, AgentDoc{
+			AgentID: a.AgentID, PeerID: a.PeerID.String(), State: string(a.State), LastSeen: a.LastSeen,
+			Load: a.Load, ActiveTasks: a.ActiveTasks, Version: a.Version,
+		})
+	}
+	write(w, r, http.StatusOK, doc)
+}
+
+// discover runs a capability query: GET with query parameters (tool, model, domain,
+// prefer_tool, prefer_model, prefer_domain, each repeatable or comma-separated; locality;
+// max_latency_ms) or POST with a capability query document.
+func (s *Server) discover(w http.ResponseWriter, r *http.Request) {
+	d := s.n.Discovery()
+	if d == nil {
+		s.fail(w, r, errDiscoveryOff(), "")
+		return
+	}
+	var q protocol.CapabilityQuery
+	if r.Method == http.MethodPost {
+		body, err := readBody(w, r, s.cfg.maxBody)
+		if err != nil {
+			s.fail(w, r, err, "")
+			return
+		}
+		if err := decodeInto(r, body, &q); err != nil {
+			s.fail(w, r, err, "")
+			return
+		}
+	} else {
+		var err error
+		if q, err = queryFromParams(r); err != nil {
+			s.fail(w, r, err, "")
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), lookupTimeout)
+	defer cancel()
+	matches, err := d.Query(ctx, q)
+	if err != nil {
+		s.fail(w, r, asIACP(err, protocol.CodePayloadInvalid), "")
+		return
+	}
+	doc := DiscoverDoc{Query: q, Matches: []MatchDoc{}}
+	for _, m := range matches {
+		md := MatchDoc{RecordDoc: recordDoc(m.Record), PreferredMatches: m.PreferredMatches}
+		if m.LoadKnown {
+			l := m.Load
+			md.Load = &l
+		}
+		if m.LatencyKnown {
+			ms := float64(m.Latency) / float64(time.Millisecond)
+			md.LatencyMs = &ms
+		}
+		doc.Matches = append(doc.Matches, md)
+	}
+	write(w, r, http.StatusOK, doc)
+}
+
+func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("agent_id")
+	if err := protocol.ValidateAgentID(id); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	d := s.n.Discovery()
+	if d == nil {
+		s.fail(w, r, errDiscoveryOff(), "")
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), lookupTimeout)
+	defer cancel()
+	rec, err := d.Resolve(ctx, id)
+	if err != nil {
+		s.fail(w, r, asIACP(err, protocol.CodeAgentNotFound), "")
+		return
+	}
+	write(w, r, http.StatusOK, recordDoc(rec))
+}
+
+func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) {
+	h := s.n.Host()
+	doc := PeersDoc{Peers: []PeerDoc{}}
+	for _, p := range h.Network().Peers() {
+		pd := PeerDoc{PeerID: p.String(), Addrs: []string{}}
+		for _, c := range h.Network().ConnsToPeer(p) {
+			pd.Addrs = append(pd.Addrs, c.RemoteMultiaddr().String())
+		}
+		if l := h.Peerstore().LatencyEWMA(p); l > 0 {
+			ms := float64(l) / float64(time.Millisecond)
+			pd.LatencyMs = &ms
+		}
+		doc.Peers = append(doc.Peers, pd)
+	}
+	write(w, r, http.StatusOK, doc)
+}
+
+func (s *Server) getOutbox(w http.ResponseWriter, r *http.Request) {
+	doc := OutboxDoc{Entries: []OutboxItem{}}
+	if s.cfg.outbox == nil {
+		doc.Note = "durable delivery is off on this node: messages are sent directly and nothing is queued"
+		write(w, r, http.StatusOK, doc)
+		return
+	}
+	doc.Durable = true
+	es, err := s.cfg.outbox.List()
+	if err != nil {
+		s.fail(w, r, errorf(protocol.CodeInternalError, "list outbox: %w", err), "")
+		return
+	}
+	for _, e := range es {
+		doc.Entries = append(doc.Entries, OutboxItem{
+			MessageID: e.MessageID, Recipient: e.Recipient, Seq: e.Seq, EnqueuedAt: e.EnqueuedAt,
+			ExpiresAt: e.ExpiresAt, Attempts: e.Attempts, NextAttemptAt: e.NextAttemptAt, LastError: e.LastError,
+		})
+	}
+	write(w, r, http.StatusOK, doc)
+}
+
+func recordDoc(rec discovery.Record) RecordDoc {
+	return RecordDoc{AgentID: rec.AgentID, PeerID: rec.PeerID.String(), Addrs: addrStrings(rec.Addrs), Manifest: rec.Manifest, Expires: rec.Expires}
+}
+
+func addrStrings(as []ma.Multiaddr) []string {
+	out := make([]string, 0, len(as))
+	for _, a := range as {
+		out = append(out, a.String())
+	}
+	return out
+}
+
+func errDiscoveryOff() error {
+	return &httpError{status: http.StatusServiceUnavailable, err: errorf(protocol.CodeCapabilityMismatch,
+		"discovery is off on this node: start it with discovery on to query the DHT")}
+}
+
+// asIACP keeps an *protocol.Error, and gives any other error the code def.
+func asIACP(err error, def protocol.Code) error {
+	if _, ok := err.(*protocol.Error); ok || protocol.CodeOf(err) != protocol.CodeInternalError {
+		return err
+	}
+	return &protocol.Error{Code: def, Message: err.Error(), Err: err}
+}
+
+func parseUint(s string) (uint64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	v, err := strconv.ParseUint(s, 10, 64)
+	if err != nil {
+		return 0, errorf(protocol.CodePayloadInvalid, "%q is not a non-negative integer", s)
+	}
+	return v, nil
+}

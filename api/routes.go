@@ -1,0 +1,46 @@
+package api
+
+import "net/http"
+
+// Paths of the IACP bindings (Internet-Draft "Transport Bindings").
+const (
+	// MessagePath is the HTTP binding: POST a message here.
+	MessagePath = "/.well-known/iacp/v1/message"
+	// ConnectPath is the WebSocket binding.
+	ConnectPath = "/.well-known/iacp/v1/connect"
+)
+
+// Route is one endpoint of the server: what docs/openapi.yaml must describe.
+type Route struct {
+	Method string
+	// Path is a net/http pattern path; {name} is a path parameter, as in OpenAPI.
+	Path string
+	// Auth says whether the bearer token is required.
+	Auth bool
+	// Stream marks long-lived answers (WebSocket, SSE), left out of the latency histogram.
+	Stream  bool
+	handler http.HandlerFunc
+}
+
+// Routes returns every endpoint the server registers.
+func (s *Server) Routes() []Route { return s.routes() }
+
+func (s *Server) routes() []Route {
+	return []Route{
+		{Method: "POST", Path: MessagePath, Auth: true, handler: s.postMessage},
+		{Method: "GET", Path: ConnectPath, Auth: true, Stream: true, handler: s.connect},
+		{Method: "POST", Path: "/v1/broadcast", Auth: true, handler: s.postBroadcast},
+		{Method: "GET", Path: "/v1/status", Auth: true, handler: s.getStatus},
+		{Method: "GET", Path: "/v1/agents", Auth: true, handler: s.getAgents},
+		{Method: "GET", Path: "/v1/discover", Auth: true, handler: s.discover},
+		{Method: "POST", Path: "/v1/discover", Auth: true, handler: s.discover},
+		{Method: "GET", Path: "/v1/resolve/{agent_id}", Auth: true, handler: s.resolve},
+		{Method: "GET", Path: "/v1/peers", Auth: true, handler: s.getPeers},
+		{Method: "GET", Path: "/v1/outbox", Auth: true, handler: s.getOutbox},
+		{Method: "GET", Path: "/v1/inbox", Auth: true, handler: s.getInbox},
+		{Method: "POST", Path: "/v1/inbox/{message_id}/ack", Auth: true, handler: s.ackInbox},
+		{Method: "GET", Path: "/v1/events", Auth: true, Stream: true, handler: s.events},
+		{Method: "GET", Path: "/metrics", Auth: false, handler: s.metrics.serve},
+		{Method: "GET", Path: "/healthz", Auth: false, handler: s.healthz},
+	}
+}

@@ -1,0 +1,197 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"crypto/subtle"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Server is the local agent API of one node. It owns its listener, the webhook loop and the
+// WebSocket connections; everything it starts ends in Close. Its configuration is read-only
+// after New; the rate limiter is safe for concurrent use.
+type Server struct {
+	n       *node.Node
+	cfg     config
+	token   string
+	log     *slog.Logger
+	mux     *http.ServeMux
+	srv     *http.Server
+	ln      net.Listener
+	addr    string
+	metrics *metrics
+	limiter *rate.Limiter // nil when the API is not rate-limited
+
+	ctx       context.Context // cancelled by Close: ends streams, sockets, the webhook loop
+	cancel    context.CancelFunc
+	wg        sync.WaitGroup // serve loop, webhook loop, WebSocket connections
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New builds the API server of n, binds its listener (127.0.0.1:9700 unless WithListen says
+// otherwise), starts serving and, with a data directory, writes the listen address to
+// <data-dir>/api.addr. The token comes from WithToken, or from LoadOrCreateToken(data dir).
+// Close stops it.
+func New(n *node.Node, opts ...Option) (_ *Server, err error) {
+	if n == nil {
+		return nil, errors.New("api: no node")
+	}
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	tok := cfg.token
+	if tok == "" {
+		if tok, err = LoadOrCreateToken(cfg.dataDir); err != nil {
+			return nil, err
+		}
+	}
+	log := cfg.log
+	if log == nil {
+		log = n.Logger()
+	}
+	s := &Server{n: n, cfg: cfg, token: tok, log: log.With("component", "api"), mux: http.NewServeMux()}
+	if cfg.ratePerSecond > 0 {
+		s.limiter = rate.NewLimiter(rate.Limit(cfg.ratePerSecond), cfg.rateBurst)
+	}
+	s.metrics = newMetrics(s)
+	for _, rt := range s.routes() {
+		s.mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
+	}
+	ln, err := net.Listen("tcp", cfg.listen)
+	if err != nil {
+		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with --api-listen)", cfg.listen, err)
+	}
+	s.ln, s.addr = ln, ln.Addr().String()
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.srv = &http.Server{
+		Handler:           s.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+	}
+	if cfg.dataDir != "" {
+		if err := writeAddr(cfg.dataDir, s.addr); err != nil {
+			s.cancel()
+			ln.Close()
+			return nil, fmt.Errorf("api: write %s: %w", AddrFile, err)
+		}
+	}
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("api server stopped", "err", err.Error())
+		}
+	}()
+	if cfg.webhook != "" {
+		s.wg.Add(1)
+		go s.webhookLoop()
+	}
+	s.log.Info("local API listening", "addr", s.addr, "webhook", cfg.webhook)
+	return s, nil
+}
+
+// Addr returns the address the server listens on (host:port).
+func (s *Server) Addr() string { return s.addr }
+
+// URL returns the server's base URL, http://host:port.
+func (s *Server) URL() string { return "http://" + s.addr }
+
+// Token returns the bearer token the server requires.
+func (s *Server) Token() string { return s.token }
+
+// Close stops the server: it removes api.addr, ends event streams, WebSockets and the webhook
+// loop, lets plain requests finish for up to 5 s, and waits for every goroutine it started.
+// It is safe to call more than once.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		if s.cfg.dataDir != "" {
+			errs = append(errs, removeAddr(s.cfg.dataDir, s.addr))
+		}
+		s.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := s.srv.Shutdown(ctx); err != nil {
+			errs = append(errs, s.srv.Close())
+		}
+		cancel()
+		s.wg.Wait()
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// authorized checks the bearer token in constant time.
+func (s *Server) authorized(r *http.Request) bool {
+	h := r.Header.Get("Authorization")
+	tok, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return false
+	}
+	return subtle.ConstantTimeCompare([]byte(strings.TrimSpace(tok)), []byte(s.token)) == 1
+}
+
+// wrap adds authentication and metrics to a route.
+func (s *Server) wrap(rt Route) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
+		if rt.Auth && !s.authorized(r) {
+			s.fail(rec, r, &httpError{status: http.StatusUnauthorized, err: errorf(protocol.CodeIdentityInvalid,
+				"missing or wrong bearer token: send Authorization: Bearer <token from %s in the data directory>", TokenFile)}, "")
+		} else {
+			rt.handler(rec, r)
+		}
+		if !rt.Stream {
+			s.metrics.latency.WithLabelValues(rt.Method + " " + rt.Path).Observe(time.Since(start).Seconds())
+		}
+	})
+}
+
+// recorder keeps the status for metrics and passes hijacking and flushing through.
+type recorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *recorder) WriteHeader(code int) { r.status = code; r.ResponseWriter.WriteHeader(code) }
+
+// Unwrap lets http.ResponseController reach the connection (flush, hijack, deadlines).
+func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+// Flush sends buffered data (Server-Sent Events).
+func (r *recorder) Flush() {
+	if f, ok := r.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Hijack hands the connection to the WebSocket library.
+func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("connection cannot be hijacked")
+	}
+	return h.Hijack()
+}

@@ -1,0 +1,181 @@
+package api
+
+import (
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// The documents the API answers with. The JSON names are the API's; docs/api.md shows each.
+
+// SendResult answers a message POST (202) and a broadcast.
+type SendResult struct {
+	MessageID string `json:"message_id"`
+	// Status is "accepted": the recipient's node has the message (a receipt came back), or
+	// for a broadcast, it was published.
+	Status string `json:"status"`
+}
+
+// StatusDoc is GET /v1/status.
+type StatusDoc struct {
+	AgentID       string                    `json:"agent_id"`
+	PeerID        string                    `json:"peer_id"`
+	Addrs         []string                  `json:"addrs"`
+	Status        protocol.HeartbeatPayload `json:"status"`
+	UptimeSeconds int64                     `json:"uptime_seconds"`
+	Peers         int                       `json:"peers"`
+	InboxDepth    int                       `json:"inbox_depth"`
+	Inbox         bool                      `json:"inbox"`
+	Gossip        bool                      `json:"gossip"`
+	Webhook       string                    `json:"webhook,omitempty"`
+	// Discovery is nil when discovery is off.
+	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
+}
+
+// DiscoveryStatus is the discovery part of StatusDoc.
+type DiscoveryStatus struct {
+	Mode                string    `json:"mode"`
+	Bootstrapped        bool      `json:"bootstrapped"`
+	BootstrapConfigured int       `json:"bootstrap_configured"`
+	BootstrapAnswered   int       `json:"bootstrap_answered"`
+	RoutingTableSize    int       `json:"routing_table_size"`
+	CachedAgents        int       `json:"cached_agents"`
+	Published           time.Time `json:"published,omitzero"`
+	LastError           string    `json:"last_error,omitempty"`
+}
+
+// AgentDoc is one row of GET /v1/agents: an agent's liveness as gossip heartbeats show it.
+type AgentDoc struct {
+	AgentID     string    `json:"agent_id"`
+	PeerID      string    `json:"peer_id"`
+	State       string    `json:"state"`
+	LastSeen    time.Time `json:"last_seen"`
+	Load        float64   `json:"load"`
+	ActiveTasks int       `json:"active_tasks"`
+	Version     string    `json:"version,omitempty"`
+}
+
+// AgentsDoc is GET /v1/agents.
+type AgentsDoc struct {
+	Agents []AgentDoc `json:"agents"`
+	// Note explains an empty list that is not about the mesh (gossip off).
+	Note string `json:"note,omitempty"`
+}
+
+// RecordDoc is an agent record: GET /v1/resolve/{agent_id}, and one row of discover.
+type RecordDoc struct {
+	AgentID  string            `json:"agent_id"`
+	PeerID   string            `json:"peer_id"`
+	Addrs    []string          `json:"addrs"`
+	Manifest protocol.Manifest `json:"manifest"`
+	Expires  time.Time         `json:"expires"`
+}
+
+// MatchDoc is one agent that satisfies a capability query, best first.
+type MatchDoc struct {
+	RecordDoc
+	PreferredMatches int      `json:"preferred_matches"`
+	Load             *float64 `json:"load,omitempty"`
+	LatencyMs        *float64 `json:"latency_ms,omitempty"`
+}
+
+// DiscoverDoc is GET/POST /v1/discover.
+type DiscoverDoc struct {
+	Query   protocol.CapabilityQuery `json:"query"`
+	Matches []MatchDoc               `json:"matches"`
+}
+
+// PeerDoc is one connected libp2p peer.
+type PeerDoc struct {
+	PeerID    string   `json:"peer_id"`
+	Addrs     []string `json:"addrs"`
+	LatencyMs *float64 `json:"latency_ms,omitempty"`
+}
+
+// PeersDoc is GET /v1/peers.
+type PeersDoc struct {
+	Peers []PeerDoc `json:"peers"`
+}
+
+// OutboxItem is one message waiting in the durable outbox.
+type OutboxItem struct {
+	MessageID     string    `json:"message_id"`
+	Recipient     string    `json:"recipient"`
+	Seq           uint64    `json:"seq"`
+	EnqueuedAt    time.Time `json:"enqueued_at"`
+	ExpiresAt     time.Time `json:"expires_at"`
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	LastError     string    `json:"last_error,omitempty"`
+}
+
+// OutboxDoc is GET /v1/outbox.
+type OutboxDoc struct {
+	Durable bool         `json:"durable"`
+	Entries []OutboxItem `json:"entries"`
+	Note    string       `json:"note,omitempty"`
+}
+
+// InboxItem is one inbound message waiting for the agent.
+type InboxItem struct {
+	Seq      uint64            `json:"seq"`
+	Received time.Time         `json:"received"`
+	Peer     string            `json:"peer"`
+	Message  *protocol.Message `json:"message"`
+}
+
+// InboxDoc is GET /v1/inbox.
+type InboxDoc struct {
+	Messages []InboxItem `json:"messages"`
+}
+
+// AckResult answers POST /v1/inbox/{message_id}/ack.
+type AckResult struct {
+	Acked string `json:"acked"`
+}
+
+// Event kinds on the event stream (GET /v1/events?kinds=...).
+const (
+	KindEvent      = "event"      // a broadcast event from gossip
+	KindGroup      = "group"      // a message to one of our capability groups
+	KindHeartbeat  = "heartbeat"  // a heartbeat from gossip
+	KindTransition = "transition" // a liveness transition of an agent
+	KindMessage    = "message"    // an inbound message arrived in the inbox
+)
+
+// EventItem is one Server-Sent Event's data.
+type EventItem struct {
+	Kind    string    `json:"kind"`
+	At      time.Time `json:"at"`
+	AgentID string    `json:"agent_id,omitempty"`
+	PeerID  string    `json:"peer_id,omitempty"`
+	// Message is the document of event, group and heartbeat items.
+	Message    *protocol.Message          `json:"message,omitempty"`
+	Event      *protocol.EventPayload     `json:"event,omitempty"`
+	Group      string                     `json:"group,omitempty"`
+	Heartbeat  *protocol.HeartbeatPayload `json:"heartbeat,omitempty"`
+	Transition *TransitionDoc             `json:"transition,omitempty"`
+	Inbound    *InboundNotice             `json:"inbound,omitempty"`
+}
+
+// TransitionDoc is a liveness transition.
+type TransitionDoc struct {
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// InboundNotice says a message arrived in the inbox (take it with GET /v1/inbox).
+type InboundNotice struct {
+	Seq       uint64        `json:"seq"`
+	MessageID string        `json:"message_id"`
+	Type      protocol.Type `json:"type"`
+	Intent    string        `json:"intent"`
+	Channel   string        `json:"channel"`
+}
+
+// Health is GET /healthz.
+type Health struct {
+	Status  string `json:"status"`
+	AgentID string `json:"agent_id"`
+}
