@@ -11,6 +11,7 @@ import (
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/store"
 )
 
 // Config is everything a node can be told. DefaultConfig fills every field; the YAML tags are
@@ -76,6 +77,21 @@ type Config struct {
 	// with CAPABILITY_MISMATCH and such events are dropped after their receipt. `iacp-node
 	// run` turns it on. Default false.
 	Inbox bool `yaml:"inbox"`
+
+	// Durable stores every outgoing direct message until its receipt (retrying with backoff
+	// until its TTL) and every accepted inbound message until the agent takes it, in
+	// <data dir>/store. Default true.
+	Durable bool `yaml:"durable"`
+	// RetryMin and RetryMax bound the exponential backoff (with jitter) between delivery
+	// attempts of a queued message. Defaults 1 s and 1 m.
+	RetryMin time.Duration `yaml:"retry_min"`
+	RetryMax time.Duration `yaml:"retry_max"`
+	// Audit keeps the tamper-evident audit log in <data dir>/audit. Default true.
+	Audit bool `yaml:"audit"`
+	// AuditPayloads records payloads in the audit log; off, only their SHA-256. Default true.
+	AuditPayloads bool `yaml:"audit_payloads"`
+	// StoreOptions go to store.Open after the node's own (limits, sync batching).
+	StoreOptions []store.Option `yaml:"-"`
 
 	// KeepAlive is how often the node pings peers it needs. Default 15 s.
 	KeepAlive time.Duration `yaml:"keep_alive"`
@@ -146,6 +162,11 @@ func DefaultConfig() Config {
 		KeepAlive:         15 * time.Second,
 		ReconnectMin:      time.Second,
 		ReconnectMax:      time.Minute,
+		Durable:           true,
+		RetryMin:          time.Second,
+		RetryMax:          time.Minute,
+		Audit:             true,
+		AuditPayloads:     true,
 		Discovery:         true,
 		Gossip:            true,
 		HeartbeatInterval: 30 * time.Second,
@@ -174,6 +195,8 @@ func (c *Config) validate() error {
 		{c.ShutdownGrace >= 0, "shutdown_grace: not negative"},
 		{c.RatePerSecond > 0 && c.RateBurst >= 1, "rate_per_second > 0 and rate_burst >= 1"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
+		{c.RetryMin > 0 && c.RetryMax >= c.RetryMin, "retry_min/retry_max: 0 < min <= max"},
+		{(!c.Durable && !c.Audit) || c.DataDir != "", "data_dir: durable delivery and the audit log need a data directory"},
 		{c.HeartbeatInterval >= time.Second && c.HeartbeatInterval <= 300*time.Second, "heartbeat_interval: 1 s to 300 s"},
 		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
 	}
@@ -271,6 +294,25 @@ func WithGossip(on bool, opts ...pubsub.Option) Option {
 // WithHeartbeatInterval sets how often the node announces its status.
 func WithHeartbeatInterval(d time.Duration) Option {
 	return func(c *Config) error { c.HeartbeatInterval = d; return nil }
+}
+
+// WithDurable switches durable delivery on or off and adds options for store.Open.
+func WithDurable(on bool, opts ...store.Option) Option {
+	return func(c *Config) error {
+		c.Durable = on
+		c.StoreOptions = append(c.StoreOptions, opts...)
+		return nil
+	}
+}
+
+// WithAudit switches the audit log on or off; payloads says whether it records payloads.
+func WithAudit(on, payloads bool) Option {
+	return func(c *Config) error { c.Audit, c.AuditPayloads = on, payloads; return nil }
+}
+
+// WithRetry sets the backoff bounds between delivery attempts of a queued message.
+func WithRetry(lo, hi time.Duration) Option {
+	return func(c *Config) error { c.RetryMin, c.RetryMax = lo, hi; return nil }
 }
 
 // WithNAT switches NAT traversal on or off.

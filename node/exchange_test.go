@@ -161,9 +161,9 @@ func TestSend_ConcurrentBurstAllReceipted(t *testing.T) {
 	}
 }
 
-// Sending to an agent nobody knows is AGENT_NOT_FOUND, at once.
+// Without durable delivery, sending to an agent nobody knows is AGENT_NOT_FOUND, at once.
 func TestSend_UnknownAgentIsAgentNotFound(t *testing.T) {
-	m := newMesh(t, 1, nil, nil)
+	m := newMesh(t, 1, []Option{WithDurable(false)}, nil)
 	ev, _ := m.nodes[0].Builder().Event("test:mesh:nobody", protocol.IntentNotify, protocol.EventPayload{EventType: "x"})
 	if err := m.nodes[0].Send(testCtx(t), ev); !errors.Is(err, protocol.ErrAgentNotFound) {
 		t.Fatalf("err = %v, want AGENT_NOT_FOUND", err)

@@ -95,39 +95,95 @@ func (n *Node) Handlers() []protocol.Intent {
 	return out
 }
 
-// dispatch runs the handler for r on its own goroutine; a message no handler takes goes to
-// the inbox, where the agent picks it up through the local API.
+// dispatch hands r to the agent at once, for messages that are not stored first (a TIMEOUT
+// the node itself reports, messages re-offered after a restart).
 func (n *Node) dispatch(r *Request) error {
+	start, _, err := n.route(r)
+	if err != nil {
+		return err
+	}
+	start()
+	return nil
+}
+
+// offer stores an inbound message (when durable) and hands it to the agent; beforeStart runs
+// between the two. duplicate reports a message the store had accepted before: it is not
+// handed over again.
+func (n *Node) offer(r *Request, raw []byte, beforeStart func()) (duplicate bool, err error) {
+	start, cancel, err := n.route(r)
+	if err != nil {
+		return false, err
+	}
+	dup, err := n.accept(r.Msg, raw)
+	if err != nil || dup {
+		cancel()
+		return dup, err
+	}
+	if beforeStart != nil {
+		beforeStart()
+	}
+	start()
+	return false, nil
+}
+
+// route decides where r goes and reserves what handing it over needs, so that whatever would
+// refuse it refuses now, before it is stored and receipted. start hands it over; cancel
+// releases the reservation instead.
+//
+// A message with a Go handler runs it on its own goroutine (at most maxHandlers at once) and
+// counts as taken when the handler returns; otherwise it waits in the inbox (when on) until
+// the agent acknowledges it. Without either, a request is refused with CAPABILITY_MISMATCH
+// and an event is taken as it is.
+func (n *Node) route(r *Request) (start, cancel func(), err error) {
+	id := r.Msg.Envelope.MessageID
 	h := n.handlerFor(r.Msg)
 	if h == nil {
 		switch {
 		case n.cfg.Inbox:
-			return n.inbox.add(r.Msg, r.Peer, n.now())
+			if err := n.inbox.room(len(r.Msg.Message.Payload)); err != nil {
+				return nil, nil, err
+			}
+			return func() {
+				if err := n.inbox.add(r.Msg, r.Peer, n.now()); err != nil {
+					n.log.Warn("inbox full after acceptance; the message stays stored and is re-offered at restart", "id", id)
+				}
+			}, func() {}, nil
 		case r.Msg.Message.Type == protocol.TypeRequest:
-			return protocol.Errorf(protocol.CodeCapabilityMismatch, "agent %s has no handler for intent %s", n.cfg.AgentID, r.Msg.Message.Intent)
+			return nil, nil, protocol.Errorf(protocol.CodeCapabilityMismatch, "agent %s has no handler for intent %s", n.cfg.AgentID, r.Msg.Message.Intent)
 		}
-		n.log.Debug("no handler and no inbox; message dropped after receipt", "id", r.Msg.Envelope.MessageID, "type", r.Msg.Message.Type)
-		return nil
+		return func() {
+			n.log.Debug("no handler and no inbox; message taken as it is", "id", id, "type", r.Msg.Message.Type)
+			_ = n.taken(id)
+		}, func() {}, nil
 	}
 	select {
 	case n.slots <- struct{}{}:
 	default:
-		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "too many messages in progress", RetryAfter: time.Second}
+		return nil, nil, &protocol.Error{Code: protocol.CodeRateLimited, Message: "too many messages in progress", RetryAfter: time.Second}
 	}
 	if !n.track() {
 		<-n.slots
-		return protocol.Errorf(protocol.CodeAgentNotFound, "node is shutting down")
+		return nil, nil, protocol.Errorf(protocol.CodeAgentNotFound, "node is shutting down")
 	}
-	go func() {
-		defer n.inflight.Done()
-		defer func() { <-n.slots }()
-		ctx, cancel := context.WithDeadline(n.ctx, r.Msg.Expires())
-		defer cancel()
-		if err := h(ctx, r); err != nil && r.Msg.Message.Type == protocol.TypeRequest {
-			_ = r.Fail(err)
-		}
-	}()
-	return nil
+	start = func() {
+		go func() {
+			defer n.inflight.Done()
+			defer func() { <-n.slots }()
+			ctx, cancel := context.WithDeadline(n.ctx, r.Msg.Expires())
+			defer cancel()
+			if err := h(ctx, r); err != nil && r.Msg.Message.Type == protocol.TypeRequest {
+				_ = r.Fail(err)
+			}
+			if err := n.taken(id); err != nil {
+				n.log.Error("inbox: ack after handler", "id", id, "err", err.Error())
+			}
+		}()
+	}
+	cancel = func() {
+		<-n.slots
+		n.inflight.Done()
+	}
+	return start, cancel, nil
 }
 
 func (n *Node) handlerFor(m *protocol.Message) Handler {

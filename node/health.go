@@ -17,13 +17,13 @@ type backoff struct {
 	next     time.Time
 }
 
-// delay returns the wait before attempt number a (from 1): ReconnectMin doubled per attempt,
-// capped at ReconnectMax, with full jitter over its upper half so that peers that lost the
-// same node do not come back in lockstep.
-func (c *Config) delay(a int) time.Duration {
-	d := c.ReconnectMin << min(a-1, 30)
-	if d <= 0 || d > c.ReconnectMax {
-		d = c.ReconnectMax
+// backoffDelay returns the wait before attempt number a (from 1): lo doubled per attempt,
+// capped at hi, with jitter over its upper half so that peers that lost the same node do not
+// come back in lockstep.
+func backoffDelay(lo, hi time.Duration, a int) time.Duration {
+	d := lo << min(a-1, 30)
+	if d <= 0 || d > hi {
+		d = hi
 	}
 	return d/2 + rand.N(d/2+1)
 }
@@ -86,7 +86,7 @@ func (n *Node) reconnect(now time.Time) {
 		b := n.needed[p]
 		if err != nil {
 			b.attempts++
-			wait := n.cfg.delay(b.attempts)
+			wait := backoffDelay(n.cfg.ReconnectMin, n.cfg.ReconnectMax, b.attempts)
 			b.next = now.Add(wait)
 			n.log.Warn("peer unreachable; will retry", "peer", p.ShortString(), "attempt", b.attempts, "retry_in", wait.Round(time.Millisecond), "err", err.Error())
 		} else {

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -66,7 +67,7 @@ func (n *Node) handleStream(s network.Stream) {
 			s.Reset()
 			return
 		}
-		in.serve(m, len(raw))
+		in.serve(m, raw)
 		if br.Buffered() == 0 {
 			in.flush()
 		}
@@ -74,46 +75,49 @@ func (n *Node) handleStream(s network.Stream) {
 }
 
 // serve checks one decoded message and routes it.
-func (in *inStream) serve(m *protocol.Message, size int) {
+func (in *inStream) serve(m *protocol.Message, raw []byte) {
 	n := in.n
-	if err := n.check(m, size, in.remote, true); err != nil {
+	if err := n.check(m, len(raw), in.remote, true); err != nil {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
 			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err.Error())
 		}
+		n.record(audit.EventRefused, m, err)
 		in.replyError(m, err)
 		return
 	}
-	if m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError {
-		in.queueReceipt(m)
-		n.deliverReply(m, in.remote)
-		return
-	}
-	if m.Message.Type != protocol.TypeRequest {
-		if err := n.dispatch(&Request{Msg: m, Peer: in.remote, n: n}); err != nil {
-			in.refuse(m, err)
-			return
-		}
+	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
+	if isReply && n.takeReply(m, in.remote) {
 		in.queueReceipt(m)
 		return
 	}
-	// A request: run the handler; a reply within the receipt window goes back on this stream
-	// and is the receipt; otherwise a pending receipt goes when the window closes and the reply
-	// later, out of band.
-	ex := &exchange{in: in}
-	in.exchanges.Add(1)
-	ex.timer = time.AfterFunc(n.cfg.ReceiptWindow, func() {
-		if ex.state.CompareAndSwap(exWaiting, exReceipted) {
-			in.sendReceipt(m)
+	r := &Request{Msg: m, Peer: in.remote, n: n}
+	var arm func()
+	if m.Message.Type == protocol.TypeRequest {
+		// A reply within the receipt window goes back on this stream and is the receipt;
+		// otherwise a pending receipt goes when the window closes and the reply later, out
+		// of band.
+		ex := &exchange{in: in}
+		r.ex = ex
+		arm = func() {
+			in.exchanges.Add(1)
+			ex.timer = time.AfterFunc(n.cfg.ReceiptWindow, func() {
+				if ex.state.CompareAndSwap(exWaiting, exReceipted) {
+					in.sendReceipt(m)
+				}
+				in.exchanges.Done()
+			})
 		}
-		in.exchanges.Done()
-	})
-	if err := n.dispatch(&Request{Msg: m, Peer: in.remote, n: n, ex: ex}); err != nil {
-		if ex.state.CompareAndSwap(exWaiting, exInline) && ex.timer.Stop() {
-			in.exchanges.Done()
-		}
+	}
+	dup, err := n.offer(r, raw, arm)
+	switch {
+	case dup:
+		in.replyError(m, &protocol.Error{Code: protocol.CodeDuplicate, Message: "message " + m.Envelope.MessageID + " was already accepted"})
+	case err != nil:
 		in.refuse(m, err)
+	case arm == nil:
+		in.queueReceipt(m)
 	}
 }
 
@@ -121,6 +125,7 @@ func (in *inStream) serve(m *protocol.Message, size int) {
 // that the sender's retry is not taken for a replay.
 func (in *inStream) refuse(m *protocol.Message, err error) {
 	in.n.replay.Remove(m.Envelope.MessageID)
+	in.n.record(audit.EventRefused, m, err)
 	in.replyError(m, err)
 }
 

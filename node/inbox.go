@@ -32,15 +32,8 @@ type Inbox struct {
 	bytes    int
 	maxBytes int
 	changed  chan struct{}
-	persist  InboxStore
-}
-
-// InboxStore makes the inbox durable; the store package implements it. Put must be durable
-// when it returns; Load returns what was not acknowledged, in arrival order.
-type InboxStore interface {
-	PutInbox(d Delivery, raw []byte) error
-	AckInbox(messageID string) error
-	LoadInbox() ([]Delivery, error)
+	// onAck, when set, is told that the agent took a message (the durable store forgets it).
+	onAck func(messageID string) error
 }
 
 // DefaultInboxBytes bounds the in-memory inbox: 256 MiB of messages not yet taken.
@@ -48,6 +41,16 @@ const DefaultInboxBytes = 256 << 20
 
 func newInbox(maxBytes int) *Inbox {
 	return &Inbox{maxBytes: maxBytes, changed: make(chan struct{})}
+}
+
+// room reports whether a message of size bytes fits.
+func (ib *Inbox) room(size int) error {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	if ib.bytes+size > ib.maxBytes {
+		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "the agent's inbox is full; it has not taken its messages", RetryAfter: 5 * time.Second}
+	}
+	return nil
 }
 
 // add queues a message; it refuses with RATE_LIMITED when the inbox is full, so that the
@@ -64,11 +67,6 @@ func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time) error {
 	}
 	ib.next++
 	d := Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m}
-	if ib.persist != nil {
-		if err := ib.persist.PutInbox(d, raw); err != nil {
-			return protocol.Errorf(protocol.CodeInternalError, "store inbound message: %w", err)
-		}
-	}
 	ib.pending = append(ib.pending, d)
 	ib.bytes += len(raw)
 	close(ib.changed)
@@ -127,8 +125,8 @@ func (ib *Inbox) Ack(messageID string) error {
 		if d.Msg.Envelope.MessageID != messageID {
 			continue
 		}
-		if ib.persist != nil {
-			if err := ib.persist.AckInbox(messageID); err != nil {
+		if ib.onAck != nil {
+			if err := ib.onAck(messageID); err != nil {
 				return err
 			}
 		}

@@ -16,10 +16,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/store"
 )
 
 // ProtocolID is the libp2p protocol of direct IACP messaging.
@@ -71,6 +73,9 @@ type Node struct {
 	inbox  *Inbox
 	disc   *discovery.Discovery // nil when off
 	gossip *pubsub.Gossip       // nil when off
+	store  *store.Store         // nil when durability is off
+	audit  *audit.Log           // nil when the audit log is off
+	out    *outbox
 
 	ctx       context.Context
 	cancel    context.CancelFunc
@@ -182,12 +187,19 @@ func New(opts ...Option) (_ *Node, err error) {
 		n.needed[ai.ID] = &backoff{}
 		n.bootstrap = append(n.bootstrap, ai)
 	}
+	if err = n.openDurable(); err != nil {
+		cancel()
+		n.closeDurable()
+		return nil, err
+	}
 	if err = n.startMesh(); err != nil {
 		cancel()
 		n.closeMesh()
+		n.closeDurable()
 		return nil, err
 	}
 	h.SetStreamHandler(ProtocolID, n.handleStream)
+	n.startDurable()
 	n.wg.Add(1)
 	go n.maintain()
 	log.Info("node started", "addrs", n.Addrs())
@@ -231,6 +243,7 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
 		n.wg.Wait()
+		n.closeErr = errors.Join(n.closeErr, n.closeDurable())
 	})
 	return n.closeErr
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -35,16 +36,29 @@ func (w *waiter) complete(m *protocol.Message) {
 // (a receipt, or for a request its reply), or with the recipient's refusal as an
 // *protocol.Error. m may leave out what the node fills in (see protocol.Builder.Seal); an
 // unsigned m is sealed and signed here.
+//
+// With durable delivery on, m is stored before anything else; when the recipient cannot be
+// reached yet, Send returns nil once m is safely queued, and the node retries until a receipt
+// or the TTL (then the agent gets a TIMEOUT error correlated to m). A full queue is refused
+// with RATE_LIMITED.
 func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	if err := n.seal(m); err != nil {
 		return err
 	}
-	w, err := n.register(ctx, m)
+	if n.store != nil {
+		return n.sendDurable(ctx, m)
+	}
+	w, err := n.register(m)
 	if err != nil {
 		return err
 	}
 	defer n.unregister(m.Envelope.MessageID)
-	if err := n.deliver(ctx, m, w); err != nil {
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return err
+	}
+	n.record(audit.EventSent, m, nil)
+	if err := n.deliverRaw(ctx, m, raw, w); err != nil {
 		return err
 	}
 	select {
@@ -54,12 +68,42 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 		}
 	default:
 	}
+	n.record(audit.EventDelivered, m, nil)
 	return nil
+}
+
+// sendDurable stores m, then makes the first delivery attempt within FrameTimeout.
+func (n *Node) sendDurable(ctx context.Context, m *protocol.Message) error {
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return err
+	}
+	if err := n.store.Put(m, raw); err != nil {
+		return err
+	}
+	n.record(audit.EventSent, m, nil)
+	if !n.out.claim(m.Envelope.MessageID) {
+		return nil // already being delivered by the retry loop
+	}
+	defer n.out.release(m.Envelope.MessageID)
+	actx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
+	err = n.attempt(actx, m, raw)
+	cancel()
+	n.settle(m, 0, err)
+	if err == nil || retryable(err) {
+		return nil
+	}
+	var r *refusal
+	if errors.As(err, &r) {
+		return r.error
+	}
+	return err
 }
 
 // Request sends a request and waits for the correlated response until ctx ends or the
 // request's TTL passes, whichever is first; then it returns a TIMEOUT error. An `error`
-// reply is returned as the message and as an *protocol.Error with its code.
+// reply is returned as the message and as an *protocol.Error with its code. With durable
+// delivery the request is queued like any Send and retried while Request waits.
 func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
 	if m.Message.Type == "" {
 		m.Message.Type = protocol.TypeRequest
@@ -72,13 +116,24 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Mess
 	}
 	ctx, cancel := context.WithDeadline(ctx, m.Expires())
 	defer cancel()
-	w, err := n.register(ctx, m)
+	w, err := n.register(m)
 	if err != nil {
 		return nil, err
 	}
 	defer n.unregister(m.Envelope.MessageID)
-	if err := n.deliver(ctx, m, w); err != nil {
-		return nil, err
+	if n.store != nil {
+		if err := n.sendDurable(ctx, m); err != nil {
+			return nil, err
+		}
+	} else {
+		raw, err := protocol.EncodeJSON(m)
+		if err != nil {
+			return nil, err
+		}
+		n.record(audit.EventSent, m, nil)
+		if err := n.deliverRaw(ctx, m, raw, w); err != nil {
+			return nil, err
+		}
 	}
 	select {
 	case <-w.done:
@@ -99,13 +154,9 @@ func (n *Node) seal(m *protocol.Message) error {
 	return n.builder.Seal(m)
 }
 
-// register resolves the recipient and records a waiter for m.
-func (n *Node) register(ctx context.Context, m *protocol.Message) (*waiter, error) {
-	p, err := n.resolve(ctx, m.Envelope.Recipient.AgentID)
-	if err != nil {
-		return nil, err
-	}
-	w := &waiter{peer: p, receipted: make(chan struct{}), done: make(chan struct{})}
+// register records a waiter for m's receipt and reply.
+func (n *Node) register(m *protocol.Message) (*waiter, error) {
+	w := &waiter{receipted: make(chan struct{}), done: make(chan struct{})}
 	n.waitersMu.Lock()
 	defer n.waitersMu.Unlock()
 	if _, dup := n.waiters[m.Envelope.MessageID]; dup {
@@ -115,24 +166,43 @@ func (n *Node) register(ctx context.Context, m *protocol.Message) (*waiter, erro
 	return w, nil
 }
 
+// waiterFor returns the waiter a caller (Request) already registered for m, or registers one
+// for this attempt; release unregisters what this call registered.
+func (n *Node) waiterFor(m *protocol.Message) (*waiter, func(), error) {
+	n.waitersMu.Lock()
+	w, ok := n.waiters[m.Envelope.MessageID]
+	n.waitersMu.Unlock()
+	if ok {
+		return w, func() {}, nil
+	}
+	w, err := n.register(m)
+	if err != nil {
+		return nil, nil, err
+	}
+	return w, func() { n.unregister(m.Envelope.MessageID) }, nil
+}
+
 func (n *Node) unregister(id string) {
 	n.waitersMu.Lock()
 	defer n.waitersMu.Unlock()
 	delete(n.waiters, id)
 }
 
-// deliver writes m on a session to its peer and waits for the receipt. A session that dies
-// before the receipt is replaced once.
-func (n *Node) deliver(ctx context.Context, m *protocol.Message, w *waiter) error {
-	raw, err := protocol.EncodeJSON(m)
+// deliverRaw resolves m's recipient, writes raw on a session to its peer and waits for the
+// receipt. A session that dies before the receipt is replaced once.
+func (n *Node) deliverRaw(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
+	p, err := n.resolve(ctx, m.Envelope.Recipient.AgentID)
 	if err != nil {
 		return err
 	}
+	n.waitersMu.Lock()
+	w.peer = p
+	n.waitersMu.Unlock()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		s, err := n.session(ctx, w.peer)
+		s, err := n.session(ctx, p)
 		if err != nil {
-			return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("cannot reach agent %s at peer %s", m.Envelope.Recipient.AgentID, w.peer), Err: err}
+			return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("cannot reach agent %s at peer %s", m.Envelope.Recipient.AgentID, p), Err: err}
 		}
 		if err := s.write(raw); err != nil {
 			lastErr = err
@@ -150,9 +220,9 @@ func (n *Node) deliver(ctx context.Context, m *protocol.Message, w *waiter) erro
 	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", m.Envelope.Recipient.AgentID), Err: lastErr}
 }
 
-// deliverReply hands a receipt, response or error to whoever waits for it; replies nobody
-// waits for go to the fallback handler.
-func (n *Node) deliverReply(m *protocol.Message, remote peer.ID) {
+// takeReply hands a receipt, response or error to whoever waits for it, and reports whether
+// anyone did. Receipts are always taken.
+func (n *Node) takeReply(m *protocol.Message, remote peer.ID) bool {
 	if ids := receiptOf(m); ids != nil {
 		n.waitersMu.Lock()
 		for _, id := range ids {
@@ -161,18 +231,16 @@ func (n *Node) deliverReply(m *protocol.Message, remote peer.ID) {
 			}
 		}
 		n.waitersMu.Unlock()
-		return
+		return true
 	}
 	n.waitersMu.Lock()
 	w, ok := n.waiters[m.Envelope.CorrelationID]
 	n.waitersMu.Unlock()
 	if ok && w.peer == remote {
 		w.complete(m)
-		return
+		return true
 	}
-	if err := n.dispatch(&Request{Msg: m, Peer: remote, n: n}); err != nil {
-		n.log.Warn("reply nobody waits for could not be queued", "id", m.Envelope.MessageID, "err", err.Error())
-	}
+	return false
 }
 
 func replyError(m *protocol.Message) error {
@@ -265,9 +333,15 @@ func (s *session) read() {
 		}
 		if err := s.n.check(m, len(raw), s.peer, false); err != nil {
 			s.n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
+			s.n.record(audit.EventRefused, m, err)
 			continue
 		}
-		s.n.deliverReply(m, s.peer)
+		if !s.n.takeReply(m, s.peer) {
+			// A reply nobody waits for any more: the agent gets it like any inbound message.
+			if _, err := s.n.offer(&Request{Msg: m, Peer: s.peer, n: s.n}, raw, nil); err != nil {
+				s.n.log.Warn("late reply could not be handed to the agent", "id", m.Envelope.MessageID, "err", err.Error())
+			}
+		}
 	}
 }
 

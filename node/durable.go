@@ -1,0 +1,403 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/store"
+)
+
+// Durable delivery (docs/delivery.md): with a store, every outgoing direct message is stored
+// before Send returns and retried until a receipt or its TTL, and every accepted inbound
+// message is stored before its receipt goes back and kept until the agent takes it.
+
+// retryConcurrency bounds the delivery attempts the retry loop runs at once.
+const retryConcurrency = 32
+
+// retryTick is how often the retry loop looks for due and expired messages when nothing
+// wakes it earlier.
+const retryTick = 250 * time.Millisecond
+
+// outbox is the node's view of the store's outbox: which ids have an attempt in flight, so
+// that the retry loop and Send do not deliver the same message twice at once. Guarded by mu.
+type outbox struct {
+	mu       sync.Mutex
+	inFlight map[string]bool
+	wake     chan struct{}
+}
+
+func (o *outbox) claim(id string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.inFlight[id] {
+		return false
+	}
+	o.inFlight[id] = true
+	return true
+}
+
+func (o *outbox) release(id string) {
+	o.mu.Lock()
+	delete(o.inFlight, id)
+	o.mu.Unlock()
+}
+
+func (o *outbox) poke() {
+	select {
+	case o.wake <- struct{}{}:
+	default:
+	}
+}
+
+// openDurable opens the store and the audit log as configured and restores the replay window
+// from the store's seen ids, so that exactly-once holds across restarts.
+func (n *Node) openDurable() error {
+	c := &n.cfg
+	n.out = &outbox{inFlight: make(map[string]bool), wake: make(chan struct{}, 1)}
+	if c.Durable {
+		opts := append([]store.Option{store.WithClock(c.Clock), store.WithLogger(n.log.With("subsystem", "store"))}, c.StoreOptions...)
+		st, err := store.Open(filepath.Join(c.DataDir, "store"), opts...)
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		n.store = st
+		seen, err := st.Seen(n.now())
+		if err != nil {
+			return fmt.Errorf("store: %w", err)
+		}
+		if dropped := n.replay.Restore(seen, n.now()); dropped > 0 {
+			n.log.Warn("replay window full while restoring; newest ids dropped", "dropped", dropped)
+		}
+		n.inbox.onAck = n.taken
+	}
+	if c.Audit {
+		lg, err := audit.Open(filepath.Join(c.DataDir, "audit"), audit.WithOmitPayloads(!c.AuditPayloads),
+			audit.WithClock(c.Clock), audit.WithLogger(n.log.With("subsystem", "audit")))
+		if err != nil {
+			return fmt.Errorf("audit log: %w", err)
+		}
+		n.audit = lg
+	}
+	return nil
+}
+
+func (n *Node) closeDurable() error {
+	var errs []error
+	if n.store != nil {
+		errs = append(errs, n.store.Close())
+	}
+	if n.audit != nil {
+		errs = append(errs, n.audit.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// Store returns the durable store, or nil when durability is off.
+func (n *Node) Store() *store.Store { return n.store }
+
+// record appends one audit entry; a failing audit log is reported, never fatal to delivery.
+func (n *Node) record(ev audit.Event, m *protocol.Message, cause error) {
+	if n.audit == nil {
+		return
+	}
+	e := audit.FromMessage(ev, m)
+	if cause != nil {
+		e.Code = protocol.CodeOf(cause)
+		e.Reason = cause.Error()
+	}
+	if err := n.audit.Append(e); err != nil {
+		n.log.Error("audit log append failed", "err", err.Error())
+	}
+}
+
+// startDurable starts the retry loop, re-offers what the agent had not taken before a
+// restart, and retries a recipient's queue at once when it comes back.
+func (n *Node) startDurable() {
+	if n.store == nil {
+		return
+	}
+	n.host.Network().Notify(&network.NotifyBundle{ConnectedF: n.peerConnected})
+	if n.gossip != nil {
+		if sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition}}, 256); err == nil {
+			n.wg.Add(1)
+			go n.watchReturns(sub)
+		}
+	}
+	n.wg.Add(1)
+	go n.retryLoop()
+	n.redeliverPending()
+}
+
+// peerConnected runs in the swarm's notification path: it only pokes the retry loop after
+// marking the peer's agents due; it takes no node lock that the swarm could be waiting on.
+func (n *Node) peerConnected(_ network.Network, c network.Conn) {
+	p := c.RemotePeer()
+	for _, agentID := range n.agentsOf(p) {
+		if k, err := n.store.RetryNow(agentID, n.now()); err == nil && k > 0 {
+			n.out.poke()
+		}
+	}
+}
+
+// watchReturns retries an agent's queue when gossip sees it come back alive.
+func (n *Node) watchReturns(sub *pubsub.Subscription) {
+	defer n.wg.Done()
+	defer sub.Cancel()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case it, ok := <-sub.C():
+			if !ok {
+				return
+			}
+			if to := it.Transition.To; to == pubsub.StateAlive || to == pubsub.StateBusy {
+				if k, err := n.store.RetryNow(it.Transition.AgentID, n.now()); err == nil && k > 0 {
+					n.out.poke()
+				}
+			}
+		}
+	}
+}
+
+func (n *Node) agentsOf(p peer.ID) []string {
+	n.dirMu.RLock()
+	defer n.dirMu.RUnlock()
+	var out []string
+	for a, q := range n.directory {
+		if q == p {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// retryLoop delivers due messages and turns expired ones into TIMEOUT errors for the agent.
+func (n *Node) retryLoop() {
+	defer n.wg.Done()
+	tick := time.NewTicker(retryTick)
+	defer tick.Stop()
+	slots := make(chan struct{}, retryConcurrency)
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-tick.C:
+		case <-n.out.wake:
+		}
+		now := n.now()
+		expired, err := n.store.Expired(now)
+		if err != nil && n.ctx.Err() == nil {
+			n.log.Error("outbox: expired", "err", err.Error())
+		}
+		for _, e := range expired {
+			n.expire(e)
+		}
+		due, err := n.store.Due(now, retryConcurrency*4)
+		if err != nil && n.ctx.Err() == nil {
+			n.log.Error("outbox: due", "err", err.Error())
+		}
+		for _, e := range due {
+			if !n.out.claim(e.MessageID) {
+				continue
+			}
+			select {
+			case slots <- struct{}{}:
+			case <-n.ctx.Done():
+				n.out.release(e.MessageID)
+				return
+			}
+			n.wg.Add(1)
+			go func(e store.OutboxEntry) {
+				defer n.wg.Done()
+				defer func() { <-slots }()
+				defer n.out.release(e.MessageID)
+				m, err := protocol.DecodeJSON(e.Raw)
+				if err != nil {
+					n.log.Error("outbox entry does not decode; dropping it", "id", e.MessageID, "err", err.Error())
+					_, _ = n.store.Delivered(e.MessageID)
+					return
+				}
+				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.FrameTimeout)
+				defer cancel()
+				n.settle(m, e.Attempts, n.attempt(ctx, m, e.Raw))
+			}(e)
+		}
+	}
+}
+
+// attempt makes one delivery attempt of a stored message and returns its outcome: nil for a
+// receipt (or DUPLICATE: the recipient already has it), the refusal or the failure otherwise.
+func (n *Node) attempt(ctx context.Context, m *protocol.Message, raw []byte) error {
+	w, release, err := n.waiterFor(m)
+	if err != nil {
+		return err
+	}
+	defer release()
+	if err := n.deliverRaw(ctx, m, raw, w); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		if w.reply.Message.Type == protocol.TypeError && w.reply.Envelope.CorrelationID == m.Envelope.MessageID {
+			if err := replyError(w.reply); protocol.CodeOf(err) != protocol.CodeDuplicate {
+				return &refusal{err}
+			}
+		}
+	default:
+	}
+	return nil
+}
+
+// refusal marks an error the recipient's node answered, as opposed to a failure to reach it.
+type refusal struct{ error }
+
+func (r *refusal) Unwrap() error { return r.error }
+
+// retryable reports whether a failed attempt should be tried again later.
+func retryable(err error) bool {
+	var r *refusal
+	if errors.As(err, &r) {
+		switch protocol.CodeOf(err) {
+		case protocol.CodeRateLimited, protocol.CodeInternalError, protocol.CodeAgentNotFound:
+			return true
+		}
+		return false
+	}
+	switch protocol.CodeOf(err) {
+	case protocol.CodeAgentNotFound, protocol.CodeTimeout, protocol.CodeRateLimited, protocol.CodeInternalError:
+		return true
+	}
+	return false
+}
+
+// settle records the outcome of an attempt in the store and the audit log.
+func (n *Node) settle(m *protocol.Message, attempts int, err error) {
+	id := m.Envelope.MessageID
+	switch {
+	case err == nil:
+		if ok, _ := n.store.Delivered(id); ok {
+			n.record(audit.EventDelivered, m, nil)
+		}
+	case retryable(err):
+		wait := retryDelay(&n.cfg, attempts+1, err)
+		if rerr := n.store.Reschedule(id, n.now().Add(wait), err.Error()); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+			n.log.Error("outbox: reschedule", "id", id, "err", rerr.Error())
+		}
+	default:
+		if ok, _ := n.store.Delivered(id); ok {
+			n.record(audit.EventRefused, m, err)
+			n.log.Info("message refused by its recipient", "id", id, "to", m.Envelope.Recipient.AgentID, "code", protocol.CodeOf(err))
+		}
+	}
+}
+
+// retryDelay is the wait before attempt a: exponential with jitter between RetryMin and
+// RetryMax, and at least the retry_after a RATE_LIMITED refusal asked for.
+func retryDelay(c *Config, a int, err error) time.Duration {
+	d := backoffDelay(c.RetryMin, c.RetryMax, a)
+	var e *protocol.Error
+	if errors.As(err, &e) && e.RetryAfter > d {
+		d = e.RetryAfter
+	}
+	return d
+}
+
+// expire tells the sending agent that a queued message's TTL passed: a TIMEOUT error
+// correlated to it, from the node itself.
+func (n *Node) expire(e store.OutboxEntry) {
+	m, err := protocol.DecodeJSON(e.Raw)
+	if err != nil {
+		return
+	}
+	cause := &protocol.Error{Code: protocol.CodeTimeout, Message: fmt.Sprintf("not delivered to %s before its TTL (%d attempts; last error: %s)", e.Recipient, e.Attempts, e.LastError)}
+	n.record(audit.EventExpired, m, cause)
+	em, err := n.builder.Error(m, n.cfg.AgentID, cause)
+	if err != nil {
+		n.log.Error("build TIMEOUT error", "err", err.Error())
+		return
+	}
+	n.waitersMu.Lock()
+	w, ok := n.waiters[m.Envelope.MessageID]
+	n.waitersMu.Unlock()
+	if ok {
+		w.complete(em)
+		return
+	}
+	if err := n.dispatch(&Request{Msg: em, Peer: n.ID(), n: n}); err != nil {
+		n.log.Warn("TIMEOUT error for the agent could not be queued", "id", m.Envelope.MessageID, "err", err.Error())
+	}
+}
+
+// accept stores an inbound message before its receipt (exactly once across restarts).
+// duplicate means it was accepted before: acknowledge again, do not hand it over twice.
+func (n *Node) accept(m *protocol.Message, raw []byte) (duplicate bool, err error) {
+	if n.store != nil {
+		res, err := n.store.Accept(m, raw)
+		if err != nil {
+			return false, err
+		}
+		if res.Duplicate {
+			return true, nil
+		}
+	}
+	n.record(audit.EventReceived, m, nil)
+	return false, nil
+}
+
+// taken marks an inbound message as taken by the agent.
+func (n *Node) taken(id string) error {
+	if n.store == nil {
+		return nil
+	}
+	if err := n.store.Ack(id); err != nil {
+		if errors.Is(err, store.ErrNotFound) {
+			return nil // never stored: a local error, or a reply a waiter took
+		}
+		return err
+	}
+	if n.audit != nil {
+		_ = n.audit.Append(audit.Entry{Event: audit.EventAcked, MessageID: id})
+	}
+	return nil
+}
+
+// redeliverPending offers the agent again what it had not taken before a restart.
+func (n *Node) redeliverPending() {
+	pending, err := n.store.Pending()
+	if err != nil {
+		n.log.Error("inbox: pending", "err", err.Error())
+		return
+	}
+	for _, e := range pending {
+		m, err := protocol.DecodeJSON(e.Raw)
+		if err != nil {
+			continue
+		}
+		p, _ := protocol.PeerIDOf(m)
+		if err := n.dispatch(&Request{Msg: m, Peer: p, n: n}); err != nil {
+			n.log.Warn("re-offering a message after restart failed; it stays stored", "id", e.MessageID, "err", err.Error())
+		}
+	}
+	if len(pending) > 0 {
+		n.log.Info("re-offered messages the agent had not taken before the restart", "count", len(pending))
+	}
+}
+
+// OutboxEntries lists what waits for delivery (nil when durability is off).
+func (n *Node) OutboxEntries() ([]store.OutboxEntry, error) {
+	if n.store == nil {
+		return nil, nil
+	}
+	return n.store.List()
+}

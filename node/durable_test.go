@@ -1,0 +1,148 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Async-first: "Messages MUST be queued until the recipient is available." A recipient that
+// is unreachable when Send is called gets the message when it comes back.
+func TestDurable_OfflineRecipientGetsMessageWhenItReturns(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithRetry(50*time.Millisecond, 200*time.Millisecond)}, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	got := make(chan string, 4)
+	b.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { got <- r.Msg.Envelope.MessageID; return nil })
+	if err := m.mn.UnlinkPeers(a.ID(), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.mn.DisconnectPeers(a.ID(), b.ID())
+	ev := event(t, a.Builder(), agentName(1))
+	if err := a.Send(testCtx(t), ev); err != nil {
+		t.Fatalf("Send to an unreachable recipient must queue, got %v", err)
+	}
+	entries, _ := a.OutboxEntries()
+	if len(entries) != 1 || entries[0].MessageID != ev.Envelope.MessageID {
+		t.Fatalf("outbox holds %v, want the message", entries)
+	}
+	time.Sleep(300 * time.Millisecond) // several failed attempts
+	if _, err := m.mn.LinkPeers(a.ID(), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != ev.Envelope.MessageID {
+			t.Fatal("another message arrived")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("queued message never delivered after the recipient came back")
+	}
+	waitFor(t, 5*time.Second, "outbox to empty", func() bool { e, _ := a.OutboxEntries(); return len(e) == 0 })
+}
+
+// A message still queued when its TTL passes produces a TIMEOUT error at the sender,
+// correlated to it, and an "expired" audit entry.
+func TestDurable_ExpiredMessageBecomesTimeoutForSender(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithRetry(50*time.Millisecond, 100*time.Millisecond)}, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	errs := make(chan *protocol.Message, 1)
+	a.HandleOther(func(ctx context.Context, r *Request) error { errs <- r.Msg; return nil })
+	_ = m.mn.UnlinkPeers(a.ID(), b.ID())
+	_ = m.mn.DisconnectPeers(a.ID(), b.ID())
+	ev, _ := a.Builder().Event(agentName(1), protocol.IntentNotify, protocol.EventPayload{EventType: "x"}, protocol.WithTTL(time.Second))
+	if err := a.Send(testCtx(t), ev); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case e := <-errs:
+		pe, err := protocol.ErrorOf(e)
+		if err != nil || pe.Code != protocol.CodeTimeout || e.Envelope.CorrelationID != ev.Envelope.MessageID {
+			t.Fatalf("got %s / %v, want a TIMEOUT error correlated to the message", e.Message.Payload, err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no TIMEOUT error after the TTL")
+	}
+	var expired int
+	_ = audit.Tail(testCtx(t), a.Config().DataDir+"/audit", 0, false, func(e audit.Entry) error {
+		if e.Event == audit.EventExpired && e.MessageID == ev.Envelope.MessageID {
+			expired++
+		}
+		return nil
+	})
+	if expired != 1 {
+		t.Fatalf("%d expired audit entries, want 1", expired)
+	}
+}
+
+// Exactly-once to the agent: a message accepted but not taken before a restart is offered
+// again after it, and the same message resent is recognised (DUPLICATE) and not handed over a
+// second time. Real TCP hosts on loopback, the same data directory across the restart.
+func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
+	dir := t.TempDir()
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	start := func() *Node {
+		n, err := New(WithDataDir(dir), WithKey(key), WithAgent("test:restart:b", protocolManifest()),
+			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
+			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b := start()
+	a, err := New(WithDataDir(t.TempDir()), WithAgent("test:restart:a", protocolManifest()), WithNAT(false),
+		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+	ev := event(t, a.Builder(), "test:restart:b")
+	if err := a.Send(testCtx(t), ev); err != nil {
+		t.Fatal(err)
+	}
+	if b.Inbox().Len() != 1 {
+		t.Fatalf("inbox holds %d, want the message", b.Inbox().Len())
+	}
+	b.Close() // the agent never took it
+	b = start()
+	if b.Inbox().Len() != 1 {
+		t.Fatalf("after restart the inbox holds %d, want the message offered again", b.Inbox().Len())
+	}
+	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+	// The sender resends the very same message (as after its own crash): acknowledged as a
+	// duplicate, not handed to the agent twice.
+	code, _ := dialRaw(t, a, b).refusal(ev)
+	expectCode(t, code, protocol.CodeDuplicate)
+	if b.Inbox().Len() != 1 {
+		t.Fatalf("inbox holds %d after the resend, want 1", b.Inbox().Len())
+	}
+	if err := b.Inbox().Ack(ev.Envelope.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	b.Close()
+	b = start()
+	defer b.Close()
+	if b.Inbox().Len() != 0 {
+		t.Fatalf("a taken message came back after restart")
+	}
+}
