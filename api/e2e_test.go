@@ -233,4 +233,3 @@ func TestBackoff_Bounded(t *testing.T) {
 		t.Fatalf("late attempts must wait near the cap, got %s", d)
 	}
 }
-
