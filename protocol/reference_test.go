@@ -38,7 +38,7 @@ func referenceCanonical(m *protocol.Message) ([]byte, error) {
 		// Extra holds unknown members, and known ones that were null, empty or zero: a set
 		// known field wins over those.
 		for name, raw := range extra {
-			if _, set := out[name]; name != skip && !set {
+			if _, set := out[name]; (skip == "" || name != skip) && !set {
 				out[name] = raw
 			}
 		}
