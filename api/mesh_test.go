@@ -1,0 +1,93 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// With discovery and gossip on, in a 3-node mesh joined through a bootstrap peer: discover
+// finds agent 2 by its unique tool, resolve returns its record, a broadcast through one API
+// shows up on another node's event stream, and so do inbound-message notices.
+func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
+	m := newAPIMesh(t, 3, meshOpts{mesh: true})
+	ctx := testCtx(t, 60*time.Second)
+
+	var found DiscoverDoc
+	eventually(t, 30*time.Second, "agent 2 discoverable by tool2", func() bool {
+		var err error
+		found, err = m.clients[1].Discover(ctx, protocol.CapabilityQuery{Required: protocol.CapabilitySet{Tools: []string{"tool2"}}})
+		return err == nil && len(found.Matches) == 1
+	})
+	if got := found.Matches[0]; got.AgentID != agentName(2) || got.PeerID != m.nodes[2].ID().String() {
+		t.Fatalf("match %+v", got)
+	}
+	rec, err := m.clients[0].Resolve(ctx, agentName(2))
+	if err != nil || rec.PeerID != m.nodes[2].ID().String() {
+		t.Fatalf("resolve %+v, %v", rec, err)
+	}
+	var ae *APIError
+	if _, err := m.clients[0].Resolve(ctx, "test:api:nobody"); !errors.As(err, &ae) || ae.Status != 404 {
+		t.Fatalf("resolve unknown: %v", err)
+	}
+	st, err := m.clients[1].Status(ctx)
+	if err != nil || st.Discovery == nil || !st.Gossip {
+		t.Fatalf("status %+v, %v", st, err)
+	}
+
+	// Event stream of node 2: broadcasts and inbound-message notices.
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	items := make(chan EventItem, 64)
+	streamDone := make(chan error, 1)
+	go func() {
+		streamDone <- m.clients[2].Events(sctx, EventFilter{Kinds: []string{KindEvent, KindMessage}}, func(it EventItem) error {
+			items <- it
+			return nil
+		})
+	}()
+	var sawEvent, sawMessage bool
+	var sentID string
+	deadline := time.After(30 * time.Second)
+	tick := time.NewTicker(300 * time.Millisecond)
+	defer tick.Stop()
+	for !(sawEvent && sawMessage) {
+		select {
+		case it := <-items:
+			switch it.Kind {
+			case KindEvent:
+				sawEvent = sawEvent || (it.Event != nil && it.Event.EventType == "deploy.done" && it.AgentID == agentName(0))
+			case KindMessage:
+				sawMessage = sawMessage || (it.Inbound != nil && it.Inbound.MessageID == sentID)
+			default:
+				t.Fatalf("filtered stream carried a %s", it.Kind)
+			}
+		case <-tick.C:
+			// Gossip meshes take a moment to form: broadcast until node 2 hears one.
+			if !sawEvent {
+				if _, err := m.clients[0].Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if sentID == "" {
+				res, err := m.clients[1].Send(ctx, request(agentName(2), protocol.IntentNotify, `{}`))
+				if err == nil {
+					sentID = res.MessageID
+				}
+			}
+		case <-deadline:
+			t.Fatalf("event stream: event %v, message notice %v", sawEvent, sawMessage)
+		}
+	}
+	stop()
+	if err := <-streamDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("stream ended with %v", err)
+	}
+	eventually(t, 15*time.Second, "agents heard through heartbeats", func() bool {
+		ag, err := m.clients[2].Agents(ctx)
+		return err == nil && len(ag.Agents) > 0 && ag.Agents[0].State != ""
+	})
+}
