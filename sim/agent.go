@@ -1,0 +1,96 @@
+package sim
+
+import (
+	"context"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// offlinePrefix marks the events of the offline step, whose deliveries are counted.
+const offlinePrefix = "sim.offline."
+
+// drawCapabilities draws between PerAgent.Min and PerAgent.Max distinct capabilities,
+// each with a chance proportional to its weight (weighted sampling without replacement).
+func drawCapabilities(r *rand.Rand, a AgentSpec) []CapabilityWeight {
+	n := a.PerAgent.Min + r.IntN(a.PerAgent.Max-a.PerAgent.Min+1)
+	pool := append([]CapabilityWeight(nil), a.Capabilities...)
+	var out []CapabilityWeight
+	for len(out) < n && len(pool) > 0 {
+		total := 0.0
+		for _, c := range pool {
+			total += c.Weight
+		}
+		x := r.Float64() * total
+		k := 0
+		for k < len(pool)-1 && x >= pool[k].Weight {
+			x -= pool[k].Weight
+			k++
+		}
+		out = append(out, pool[k])
+		pool = append(pool[:k], pool[k+1:]...)
+	}
+	return out
+}
+
+// manifestOf builds the agent's manifest from its capabilities.
+func manifestOf(sn *simNode) protocol.Manifest {
+	m := protocol.Manifest{Name: "sim agent " + sn.agentID, Version: "sim"}
+	for _, c := range sn.caps {
+		switch c.Kind {
+		case "model":
+			m.Models = append(m.Models, c.Name)
+		case "domain":
+			m.Domains = append(m.Domains, c.Name)
+		default:
+			m.Tools = append(m.Tools, c.Name)
+		}
+	}
+	return m
+}
+
+// workPayload is what load requests carry: how long the synthetic agent works before it
+// answers (drawn by the load generator from the agent's handler_delay, so that the seeded
+// source decides it).
+type workPayload struct {
+	DelayMS float64 `json:"delay_ms"`
+}
+
+// installAgent registers the synthetic agent's handlers: handoff requests are answered
+// "accepted" after the requested delay; notify events are counted as delivered.
+func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
+	nd.Handle(protocol.IntentHandoff, func(ctx context.Context, r *node.Request) error {
+		var p workPayload
+		if err := protocol.DecodePayload(r.Msg, &p); err != nil {
+			return r.Fail(err)
+		}
+		if p.DelayMS > 0 {
+			t := time.NewTimer(time.Duration(p.DelayMS * float64(time.Millisecond)))
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		return r.Reply(protocol.ResponseAccepted, map[string]any{"agent": sn.agentID})
+	})
+	nd.Handle(protocol.IntentNotify, func(_ context.Context, r *node.Request) error {
+		var ev protocol.EventPayload
+		if protocol.DecodePayload(r.Msg, &ev) == nil && strings.HasPrefix(ev.EventType, offlinePrefix) {
+			rec.deliver(r.Msg.Envelope.MessageID)
+		}
+		return nil
+	})
+}
+
+// drawDelay draws a handler delay from r.
+func drawDelay(rng *rand.Rand, r Range) time.Duration {
+	if r.Max <= r.Min {
+		return r.Min.D()
+	}
+	return r.Min.D() + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
+}

@@ -1,0 +1,387 @@
+package sim
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+// simNode is one slot of the cluster: a fixed identity and agent, and the running node when
+// it is up.
+type simNode struct {
+	idx      int
+	agentID  string
+	key      crypto.PrivKey
+	pid      peer.ID
+	dir      string
+	manifest protocol.Manifest
+	caps     []CapabilityWeight
+	delay    Range
+	seed     uint64 // for the node's discovery backoff jitter
+
+	nd       *node.Node // nil when down; guarded by cluster.mu
+	bootAddr string     // its address, once started; guarded by cluster.mu
+	sub      *pubsub.Subscription
+	obsDone  chan struct{}
+}
+
+// cluster holds the nodes of one run. The node table (simNode.nd, bootAddr, side) is
+// guarded by mu; slots and identities are fixed after newCluster. rng is owned by the
+// runner goroutine: steps run one at a time and draw their choices before starting any
+// goroutine.
+type cluster struct {
+	sc    *Scenario
+	rng   *rand.Rand
+	log   *slog.Logger
+	dir   string
+	net   *mockNet // nil on loopback
+	rec   *recorder
+	start time.Time
+	slots []*simNode
+	ids   map[string]int // agent id -> slot
+
+	mu   sync.RWMutex
+	side []int // partition side of each slot; all 0 when whole
+
+	joinStart time.Time // when the last join, restart or heal began (runner goroutine)
+}
+
+// agentIDOf is the agent id of slot i.
+func agentIDOf(i int) string { return fmt.Sprintf("sim:mesh:agent%04d", i) }
+
+func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
+	dir, err := os.MkdirTemp("", "iacp-sim-")
+	if err != nil {
+		return nil, fmt.Errorf("data directory for the nodes: %w", err)
+	}
+	c := &cluster{sc: sc, rng: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)), log: log, dir: dir,
+		start: time.Now(), ids: map[string]int{}, side: make([]int, sc.Nodes)}
+	c.rec = newRecorder(c.start)
+	c.rec.state = c.reachable
+	if sc.Network.Transport == TransportMocknet {
+		c.net = newMockNet(sc.Network, c.rng.Uint64())
+	}
+	for i := 0; i < sc.Nodes; i++ {
+		// Keys come from the seeded source too, so that peer ids (and with them DHT
+		// distances) are the same in every run of a seed.
+		sk, _, err := crypto.GenerateEd25519Key(seededReader{c.rng})
+		if err != nil {
+			c.Close()
+			return nil, err
+		}
+		pid, _ := peer.IDFromPrivateKey(sk)
+		sn := &simNode{idx: i, agentID: agentIDOf(i), key: sk, pid: pid, dir: filepath.Join(dir, fmt.Sprint(i)),
+			delay: sc.Agents.HandlerDelay, seed: c.rng.Uint64()}
+		sn.caps = drawCapabilities(c.rng, sc.Agents)
+		sn.manifest = manifestOf(sn)
+		c.slots = append(c.slots, sn)
+		c.ids[sn.agentID] = i
+	}
+	return c, nil
+}
+
+// seededReader turns the seeded source into the entropy of key generation.
+type seededReader struct{ r *rand.Rand }
+
+func (s seededReader) Read(p []byte) (int, error) {
+	for i := range p {
+		p[i] = byte(s.r.Uint32())
+	}
+	return len(p), nil
+}
+
+// reachable reports whether subject is up and, if a partition is on, on observer's side.
+func (c *cluster) reachable(observer, subject int) (up, reachable bool) {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	up = c.slots[subject].nd != nil
+	return up, up && c.side[observer] == c.side[subject]
+}
+
+// node returns slot i's running node, or nil.
+func (c *cluster) node(i int) *node.Node {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.slots[i].nd
+}
+
+// up returns the slots whose node runs, in order.
+func (c *cluster) up() []int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	out := make([]int, 0, len(c.slots))
+	for _, s := range c.slots {
+		if s.nd != nil {
+			out = append(out, s.idx)
+		}
+	}
+	return out
+}
+
+// down returns the slots whose node does not run.
+func (c *cluster) down() []int {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []int
+	for _, s := range c.slots {
+		if s.nd == nil {
+			out = append(out, s.idx)
+		}
+	}
+	return out
+}
+
+func (c *cluster) discoveryOn() bool { return c.sc.Node.Discovery == nil || *c.sc.Node.Discovery }
+func (c *cluster) gossipOn() bool    { return c.sc.Node.Gossip == nil || *c.sc.Node.Gossip }
+
+// bootstrapFor returns the bootstrap addresses node i starts with: the bootstrap slots that
+// run, or, when none does, any node that runs.
+func (c *cluster) bootstrapFor(i int) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for j := 0; j < c.sc.Node.BootstrapPeers; j++ {
+		if s := c.slots[j]; j != i && s.nd != nil && s.bootAddr != "" {
+			out = append(out, s.bootAddr)
+		}
+	}
+	if len(out) == 0 {
+		for _, s := range c.slots {
+			if s.idx != i && s.nd != nil && s.bootAddr != "" {
+				return []string{s.bootAddr}
+			}
+		}
+	}
+	return out
+}
+
+// options returns the node options of slot sn.
+func (c *cluster) options(sn *simNode) []node.Option {
+	n := c.sc.Node
+	var dopts []discovery.Option
+	dopts = append(dopts, discovery.WithRand(rand.New(rand.NewPCG(sn.seed, 1))),
+		discovery.WithBackoff(200*time.Millisecond, 5*time.Second), discovery.WithHealthInterval(5*time.Second))
+	if n.Quorum > 0 {
+		dopts = append(dopts, discovery.WithQuorum(n.Quorum))
+	}
+	if n.DHTBucketSize > 0 {
+		dopts = append(dopts, discovery.WithDHTOptions(dht.BucketSize(n.DHTBucketSize)))
+	}
+	gopts := []pubsub.Option{pubsub.WithSuspectAfter(n.SuspectAfter), pubsub.WithLeaveFlush(50 * time.Millisecond)}
+	return []node.Option{
+		node.WithAgent(sn.agentID, sn.manifest),
+		node.WithDataDir(sn.dir),
+		node.WithLogger(c.log.With("node", sn.idx)),
+		node.WithHeartbeatInterval(n.Heartbeat.D()),
+		node.WithRateLimit(n.RatePerSecond, int(2*n.RatePerSecond)),
+		node.WithDiscovery(c.discoveryOn(), dopts...),
+		node.WithGossip(c.gossipOn(), gopts...),
+		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
+	}
+}
+
+// startNode starts slot i's node (first start or restart) and links it to every running node
+// on its side of any partition.
+func (c *cluster) startNode(i int) (err error) {
+	sn := c.slots[i]
+	if err := os.MkdirAll(sn.dir, 0o700); err != nil {
+		return err
+	}
+	opts := c.options(sn)
+	if c.net != nil {
+		h, err := c.net.addPeer(i, sn.key)
+		if err != nil {
+			return err
+		}
+		defer func() {
+			if err != nil {
+				c.net.isolate(i)
+				_ = h.Close()
+				c.net.forget(i)
+			}
+		}()
+		if err := c.linkToAll(i); err != nil {
+			return err
+		}
+		opts = append(opts, node.WithHost(h, sn.key))
+	} else {
+		opts = append(opts, node.WithKey(sn.key), node.WithListen("/ip4/127.0.0.1/tcp/0"), node.WithNAT(false))
+	}
+	nd, err := node.New(opts...)
+	if err != nil {
+		return fmt.Errorf("node %d: %w", i, err)
+	}
+	installAgent(nd, sn, c.rec)
+	if g := nd.Gossip(); g != nil {
+		sub, err := g.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindEvent, pubsub.KindGroup, pubsub.KindTransition}}, 4096)
+		if err != nil {
+			nd.Close()
+			return fmt.Errorf("node %d: subscribe: %w", i, err)
+		}
+		sn.sub, sn.obsDone = sub, make(chan struct{})
+		go c.observe(i, sub, sn.obsDone)
+	}
+	addr := ""
+	if a := nd.Addrs(); len(a) > 0 {
+		addr = a[0].String()
+	}
+	c.mu.Lock()
+	sn.nd, sn.bootAddr = nd, addr
+	c.mu.Unlock()
+	return nil
+}
+
+// linkToAll links slot i to every running slot on its side.
+func (c *cluster) linkToAll(i int) error {
+	c.mu.RLock()
+	var peers []*simNode
+	for _, s := range c.slots {
+		if s.idx != i && s.nd != nil && c.side[s.idx] == c.side[i] {
+			peers = append(peers, s)
+		}
+	}
+	c.mu.RUnlock()
+	for _, s := range peers {
+		if err := c.net.link(i, s.idx, c.slots[i].pid, s.pid); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stopNode stops slot i. A crash makes the node vanish without a word: on mocknet its links
+// are cut and connections closed before the node is closed (so its goodbye reaches nobody);
+// on loopback its host is closed first. Otherwise it leaves cleanly (draining, offline).
+func (c *cluster) stopNode(i int, crash bool) error {
+	sn := c.slots[i]
+	c.mu.Lock()
+	nd := sn.nd
+	sn.nd = nil // from now on, nobody picks it and its suspicion is expected
+	c.mu.Unlock()
+	if nd == nil {
+		return fmt.Errorf("node %d is not running", i)
+	}
+	if crash {
+		if c.net != nil {
+			c.net.isolate(i)
+		} else {
+			_ = nd.Host().Close()
+		}
+	}
+	err := nd.Close()
+	if c.net != nil {
+		c.net.isolate(i)
+		c.net.forget(i)
+	}
+	if sn.sub != nil {
+		<-sn.obsDone
+		c.rec.addDropped(sn.sub.Dropped())
+		sn.sub = nil
+	}
+	if crash && err != nil {
+		// The host was pulled away first: errors from closing it again are expected.
+		c.log.Debug("closing a crashed node", "node", i, "err", err.Error())
+		err = nil
+	}
+	return err
+}
+
+// observe feeds slot i's gossip items to the recorder until the subscription ends.
+func (c *cluster) observe(i int, sub *pubsub.Subscription, done chan struct{}) {
+	defer close(done)
+	for it := range sub.C() {
+		switch it.Kind {
+		case pubsub.KindEvent:
+			c.rec.heard(it.Event.EventType, i, time.Now())
+		case pubsub.KindGroup:
+			var ev protocol.EventPayload
+			if it.Message != nil && protocol.DecodePayload(it.Message, &ev) == nil {
+				c.rec.heard(ev.EventType, i, time.Now())
+			}
+		case pubsub.KindTransition:
+			subj, ok := c.ids[it.Transition.AgentID]
+			if !ok {
+				subj = -1
+			}
+			c.rec.transition(i, subj, it.Transition)
+		}
+	}
+}
+
+// setSides partitions the cluster: side[i] for every slot. Links across sides are cut; on
+// heal (all sides 0) every missing link between running nodes is restored.
+func (c *cluster) setSides(side []int) error {
+	if c.net == nil {
+		return errors.New("partition and heal need transport mocknet: loopback sockets cannot be cut from inside the process")
+	}
+	c.mu.Lock()
+	copy(c.side, side)
+	var run []*simNode
+	for _, s := range c.slots {
+		if s.nd != nil {
+			run = append(run, s)
+		}
+	}
+	c.mu.Unlock()
+	for a := 0; a < len(run); a++ {
+		for b := a + 1; b < len(run); b++ {
+			i, j := run[a].idx, run[b].idx
+			if side[i] != side[j] {
+				c.net.cut(i, j, run[b].pid)
+				c.net.cut(j, i, run[a].pid)
+			} else if err := c.net.link(i, j, run[a].pid, run[b].pid); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// Close stops every node and the network and removes the data directories.
+func (c *cluster) Close() error {
+	var errs []error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for _, i := range c.up() {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.stopNode(i, true); err != nil {
+				c.log.Debug("close", "node", i, "err", err.Error())
+			}
+		}()
+	}
+	wg.Wait()
+	if c.net != nil {
+		errs = append(errs, c.net.Close())
+	}
+	errs = append(errs, os.RemoveAll(c.dir))
+	return errors.Join(errs...)
+}
+
+// capabilityNames returns the names of a slot's capabilities.
+func (sn *simNode) has(name string) bool {
+	for _, c := range sn.caps {
+		if strings.EqualFold(c.Name, name) {
+			return true
+		}
+	}
+	return false
+}

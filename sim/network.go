@@ -1,0 +1,172 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+)
+
+// mockNet is the in-memory network: one mocknet link per pair of nodes that may talk, with
+// the scenario's latency and bandwidth, and a jitter loop that redraws the latency of
+// connected links. Links are created per unordered pair (not LinkAll's two per ordered pair
+// and one per node to itself), which halves their memory in large meshes. Its link table is
+// guarded by mu; the jitter loop owns its random source.
+type mockNet struct {
+	mn   mocknet.Mocknet
+	spec NetworkSpec
+
+	mu    sync.Mutex
+	links map[[2]int]mocknet.Link // key: (low index, high index)
+	hosts map[int]host.Host
+
+	rng  *rand.Rand
+	stop chan struct{}
+	done chan struct{}
+}
+
+func newMockNet(spec NetworkSpec, seed uint64) *mockNet {
+	mn := mocknet.New()
+	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: spec.Latency.D(), Bandwidth: spec.Bandwidth})
+	m := &mockNet{mn: mn, spec: spec, links: map[[2]int]mocknet.Link{}, hosts: map[int]host.Host{},
+		rng: rand.New(rand.NewPCG(seed, 0x6a177e5)), stop: make(chan struct{}), done: make(chan struct{})}
+	if spec.Jitter > 0 {
+		go m.jitterLoop()
+	} else {
+		close(m.done)
+	}
+	return m
+}
+
+// mockAddr is node i's (fake) address on the mocknet.
+func mockAddr(i int) ma.Multiaddr {
+	return ma.StringCast(fmt.Sprintf("/ip4/10.%d.%d.%d/tcp/4001", (i>>16)&0xff, (i>>8)&0xff, i&0xff))
+}
+
+// addPeer creates node i's host (again, after a kill: mocknet replaces the old one).
+func (m *mockNet) addPeer(i int, sk crypto.PrivKey) (host.Host, error) {
+	h, err := m.mn.AddPeer(sk, mockAddr(i))
+	if err != nil {
+		return nil, fmt.Errorf("mocknet peer %d: %w", i, err)
+	}
+	m.mu.Lock()
+	m.hosts[i] = h
+	m.mu.Unlock()
+	return h, nil
+}
+
+func pairKey(i, j int) [2]int {
+	if i > j {
+		i, j = j, i
+	}
+	return [2]int{i, j}
+}
+
+// link lets i and j connect; it does nothing if they already may.
+func (m *mockNet) link(i, j int, pi, pj peer.ID) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := pairKey(i, j)
+	if _, ok := m.links[k]; ok {
+		return nil
+	}
+	l, err := m.mn.LinkPeers(pi, pj)
+	if err != nil {
+		return fmt.Errorf("link %d-%d: %w", i, j, err)
+	}
+	m.links[k] = l
+	return nil
+}
+
+// cut removes the link between i and j and closes their connections: from now on neither
+// can reach the other, as after a cable is pulled.
+func (m *mockNet) cut(i, j int, pj peer.ID) {
+	m.mu.Lock()
+	l, ok := m.links[pairKey(i, j)]
+	delete(m.links, pairKey(i, j))
+	h := m.hosts[i]
+	m.mu.Unlock()
+	if ok {
+		_ = m.mn.Unlink(l)
+	}
+	if h != nil {
+		_ = h.Network().ClosePeer(pj)
+	}
+}
+
+// isolate cuts every link of node i and closes its connections: a crash, as the rest of the
+// mesh sees it.
+func (m *mockNet) isolate(i int) {
+	m.mu.Lock()
+	var cut []mocknet.Link
+	for k, l := range m.links {
+		if k[0] == i || k[1] == i {
+			cut = append(cut, l)
+			delete(m.links, k)
+		}
+	}
+	h := m.hosts[i]
+	m.mu.Unlock()
+	for _, l := range cut {
+		_ = m.mn.Unlink(l)
+	}
+	if h != nil {
+		for _, p := range h.Network().Peers() {
+			_ = h.Network().ClosePeer(p)
+		}
+	}
+}
+
+// forget drops node i's host after it closed.
+func (m *mockNet) forget(i int) {
+	m.mu.Lock()
+	delete(m.hosts, i)
+	m.mu.Unlock()
+}
+
+// jitterLoop redraws the latency of every link between connected peers within
+// Latency±Jitter, every JitterInterval.
+func (m *mockNet) jitterLoop() {
+	defer close(m.done)
+	t := time.NewTicker(m.spec.JitterInterval.D())
+	defer t.Stop()
+	base, j := m.spec.Latency.D(), m.spec.Jitter.D()
+	for {
+		select {
+		case <-m.stop:
+			return
+		case <-t.C:
+		}
+		m.mu.Lock()
+		for _, l := range m.links {
+			if ps := l.Peers(); len(ps) == 2 && m.connected(ps[0], ps[1]) {
+				d := base - j + time.Duration(m.rng.Int64N(int64(2*j)+1))
+				l.SetOptions(mocknet.LinkOptions{Latency: d, Bandwidth: m.spec.Bandwidth})
+			}
+		}
+		m.mu.Unlock()
+	}
+}
+
+// connected reports whether a and b have a connection; the caller holds mu.
+func (m *mockNet) connected(a, b peer.ID) bool {
+	n := m.mn.Net(a)
+	return n != nil && len(n.ConnsToPeer(b)) > 0
+}
+
+// Close stops the jitter loop and the mocknet (closing any host still open).
+func (m *mockNet) Close() error {
+	select {
+	case <-m.stop:
+	default:
+		close(m.stop)
+	}
+	<-m.done
+	return m.mn.Close()
+}

@@ -1,0 +1,70 @@
+package sim
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+)
+
+// Point is one point of a plot.
+type Point struct {
+	X float64 `json:"x"`
+	Y float64 `json:"y"`
+}
+
+// Series is one labelled line of a plot.
+type Series struct {
+	Label  string  `json:"label"`
+	Points []Point `json:"points"`
+}
+
+// StepResult is what one step measured and whether its expectations held.
+type StepResult struct {
+	Index  int    `json:"index"`
+	Name   string `json:"name"`
+	Action string `json:"action"`
+	// StartMS is when the step began, in milliseconds since the run began.
+	StartMS    float64            `json:"start_ms"`
+	DurationMS float64            `json:"duration_ms"`
+	Metrics    map[string]float64 `json:"metrics"`
+	// Errors counts failed requests, lookups or sends by IACP error code.
+	Errors map[string]int `json:"errors,omitempty"`
+	Checks []Check        `json:"checks,omitempty"`
+	// Error is set when the step could not run at all (the run stops there).
+	Error  string `json:"error,omitempty"`
+	Passed bool   `json:"passed"`
+}
+
+// Report is the result of one run.
+type Report struct {
+	Scenario    string    `json:"scenario"`
+	Description string    `json:"description,omitempty"`
+	Nodes       int       `json:"nodes"`
+	Seed        uint64    `json:"seed"`
+	Transport   string    `json:"transport"`
+	Started     time.Time `json:"started"`
+	DurationMS  float64   `json:"duration_ms"`
+	// Passed is true when every step ran and every expectation held.
+	Passed bool         `json:"passed"`
+	Steps  []StepResult `json:"steps"`
+	// RequestCDF is the distribution of request round trips (ms) over every load and churn
+	// step; LookupCDF the same for lookups.
+	RequestCDF []Point `json:"request_cdf,omitempty"`
+	LookupCDF  []Point `json:"lookup_cdf,omitempty"`
+	// Propagation has one series per broadcast or group message: the fraction of its
+	// expected receivers reached (y) by each time in ms since it was sent (x).
+	Propagation []Series `json:"propagation,omitempty"`
+	// Liveness is every liveness transition the nodes saw, except first sightings.
+	Liveness []transition `json:"liveness,omitempty"`
+	// DroppedItems counts gossip items the simulator's observers could not keep up with.
+	DroppedItems uint64 `json:"dropped_items"`
+	// PeakHeapPerNodeMiB is the largest heap-in-use per running node measured after a step.
+	PeakHeapPerNodeMiB float64 `json:"peak_heap_per_node_mib"`
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

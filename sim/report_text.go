@@ -1,0 +1,79 @@
+package sim
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+)
+
+// summaryMetrics are shown in the table when a step measured them, in this order.
+var summaryMetrics = []string{
+	"converge_ms", "heal_ms", "lookup_success", "lookup_p50_ms", "lookup_p99_ms",
+	"request_success", "request_p50_ms", "request_p99_ms", "delivery_ratio",
+	"broadcast_p50_ms", "broadcast_p99_ms", "broadcast_max_ms", "group_p50_ms", "group_p99_ms",
+	"detected_ratio", "detection_p50_ms", "detection_max_ms", "rejoin_p50_ms", "false_suspicions",
+	"offline_delivered", "lost",
+}
+
+// WriteText writes the summary table: one row per step with its main metrics, memory and CPU,
+// then the failed expectations and the errors by code.
+func (r *Report) WriteText(w io.Writer) error {
+	verdict := "PASSED"
+	if !r.Passed {
+		verdict = "FAILED"
+	}
+	fmt.Fprintf(w, "scenario %s: %d nodes, %s, seed %d, %.1f s: %s\n\n", r.Scenario, r.Nodes, r.Transport, r.Seed, r.DurationMS/1000, verdict)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "#\tstep\tresult\ttime\tmeasured\theap/node\tcpu")
+	for _, s := range r.Steps {
+		ok := "ok"
+		if !s.Passed {
+			ok = "FAIL"
+		}
+		var parts []string
+		for _, k := range summaryMetrics {
+			if v, found := s.Metrics[k]; found && !(k == "false_suspicions" && v == 0) {
+				parts = append(parts, fmt.Sprintf("%s=%g", strings.TrimSuffix(k, "_ms")+unit(k), v))
+			}
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1fs\t%s\t%.2f MiB\t%.0f ms\n", s.Index, s.Name, ok, s.DurationMS/1000,
+			strings.Join(parts, " "), s.Metrics["heap_per_node_mib"], s.Metrics["cpu_ms"])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.Steps {
+		for _, c := range s.Checks {
+			if c.OK {
+				continue
+			}
+			if c.Missing {
+				fmt.Fprintf(w, "step %d %s: expected %s %s, but the step does not measure it\n", s.Index, s.Name, c.Metric, c.Want)
+			} else {
+				fmt.Fprintf(w, "step %d %s: expected %s %s, got %g\n", s.Index, s.Name, c.Metric, c.Want, c.Got)
+			}
+		}
+		if len(s.Errors) > 0 {
+			codes := make([]string, 0, len(s.Errors))
+			for k, v := range s.Errors {
+				codes = append(codes, fmt.Sprintf("%s=%d", k, v))
+			}
+			sort.Strings(codes)
+			fmt.Fprintf(w, "step %d %s: errors by code: %s\n", s.Index, s.Name, strings.Join(codes, " "))
+		}
+		if s.Error != "" {
+			fmt.Fprintf(w, "step %d %s: could not run: %s\n", s.Index, s.Name, s.Error)
+		}
+	}
+	fmt.Fprintf(w, "peak heap in use per node: %.2f MiB; gossip items the observers dropped: %d\n", r.PeakHeapPerNodeMiB, r.DroppedItems)
+	return nil
+}
+
+func unit(k string) string {
+	if strings.HasSuffix(k, "_ms") {
+		return "(ms)"
+	}
+	return ""
+}

@@ -1,0 +1,180 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"runtime"
+	"syscall"
+	"time"
+)
+
+// Option changes how Run runs a scenario.
+type Option func(*runConfig)
+
+type runConfig struct {
+	progress io.Writer
+	log      *slog.Logger
+	nodes    int
+	seed     uint64
+}
+
+// WithProgress writes one line per step to w as the run goes (default: nowhere).
+func WithProgress(w io.Writer) Option { return func(c *runConfig) { c.progress = w } }
+
+// WithLogger receives the nodes' logs, each tagged with its node index (default: discarded).
+func WithLogger(l *slog.Logger) Option { return func(c *runConfig) { c.log = l } }
+
+// WithNodes overrides the scenario's node count (0 keeps it).
+func WithNodes(n int) Option { return func(c *runConfig) { c.nodes = n } }
+
+// WithSeed overrides the scenario's seed (0 keeps it).
+func WithSeed(s uint64) Option { return func(c *runConfig) { c.seed = s } }
+
+// run is the state of one Run: the cluster and the report being filled. It belongs to the
+// goroutine that called Run.
+type run struct {
+	c        *cluster
+	rep      *Report
+	requests samples
+	lookups  samples
+}
+
+// Run starts the scenario's nodes, runs its steps in order and returns the report. A step
+// that cannot run (a node that fails to start, a partition on loopback) stops the run: the
+// report holds the steps so far and Run returns the error too. Failed expectations do not
+// stop the run; they make Report.Passed false. Every node is closed before Run returns.
+func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, err error) {
+	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	sc := *scenario
+	if cfg.nodes > 0 {
+		sc.Nodes = cfg.nodes
+	}
+	if cfg.seed > 0 {
+		sc.Seed = cfg.seed
+	}
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	c, err := newCluster(&sc, cfg.log)
+	if err != nil {
+		return nil, err
+	}
+	r := &run{c: c, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
+		Transport: sc.Network.Transport, Started: c.start, Passed: true}}
+	defer func() {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing the nodes: %w", cerr)
+		}
+	}()
+	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Seed)
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		res := r.step(ctx, i, st)
+		r.rep.Steps = append(r.rep.Steps, res)
+		fmt.Fprintln(cfg.progress, progressLine(len(sc.Steps), &res))
+		if !res.Passed {
+			r.rep.Passed = false
+		}
+		if res.Error != "" {
+			err = fmt.Errorf("step %d (%s): %s", i+1, st.Name, res.Error)
+			break
+		}
+	}
+	r.finish()
+	return r.rep, err
+}
+
+// step runs one step and measures it.
+func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
+	res := StepResult{Index: i + 1, Name: st.Name, Action: st.Action, Metrics: map[string]float64{}, Errors: map[string]int{}}
+	a := actions[st.Action]
+	p, err := a.parse(st, r.c.sc)
+	t0, cpu0, susp0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions()
+	res.StartMS = ms(t0.Sub(r.c.start))
+	if err == nil {
+		err = a.run(ctx, r, p, &res)
+	}
+	wall := time.Since(t0)
+	res.DurationMS = ms(wall)
+	cpu := cpuTime() - cpu0
+	res.Metrics["cpu_ms"] = ms(cpu)
+	res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
+	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
+	r.memory(&res)
+	if len(res.Errors) == 0 {
+		res.Errors = nil
+	}
+	res.Checks = evaluate(st.Expect, res.Metrics)
+	res.Passed = err == nil
+	for _, ch := range res.Checks {
+		res.Passed = res.Passed && ch.OK
+	}
+	if err != nil {
+		res.Error = err.Error()
+	}
+	return res
+}
+
+// memory measures heap in use, stacks and goroutines per running node, after a GC.
+func (r *run) memory(res *StepResult) {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	n := float64(max(1, len(r.c.up())))
+	const mib = 1 << 20
+	res.Metrics["nodes_up"] = float64(len(r.c.up()))
+	res.Metrics["heap_per_node_mib"] = round3(float64(m.HeapInuse) / mib / n)
+	res.Metrics["stack_per_node_mib"] = round3(float64(m.StackInuse) / mib / n)
+	res.Metrics["goroutines_per_node"] = round3(float64(runtime.NumGoroutine()) / n)
+	r.rep.PeakHeapPerNodeMiB = max(r.rep.PeakHeapPerNodeMiB, res.Metrics["heap_per_node_mib"])
+}
+
+// finish fills the report's plots.
+func (r *run) finish() {
+	r.rep.DurationMS = ms(time.Since(r.c.start))
+	r.rep.RequestCDF = r.requests.cdf(200)
+	r.rep.LookupCDF = r.lookups.cdf(200)
+	r.rep.Liveness = r.c.rec.transitions()
+	r.c.rec.mu.Lock()
+	r.rep.DroppedItems = r.c.rec.dropped
+	r.c.rec.mu.Unlock()
+}
+
+// cpuTime is the process's user plus system CPU time so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// progressLine is the one line printed per step.
+func progressLine(total int, res *StepResult) string {
+	verdict := "ok"
+	if !res.Passed {
+		verdict = "FAILED"
+	}
+	line := fmt.Sprintf("[%d/%d] %-10s %8.0f ms  %s", res.Index, total, res.Name, res.DurationMS, verdict)
+	if s := headline(res); s != "" {
+		line += "  " + s
+	}
+	for _, ch := range res.Checks {
+		if !ch.OK {
+			if ch.Missing {
+				line += fmt.Sprintf("  [%s not measured by this step]", ch.Metric)
+			} else {
+				line += fmt.Sprintf("  [%s = %g, want %s]", ch.Metric, ch.Got, ch.Want)
+			}
+		}
+	}
+	if res.Error != "" {
+		line += "  error: " + res.Error
+	}
+	return line
+}

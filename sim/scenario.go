@@ -1,0 +1,310 @@
+package sim
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+// Scenario is one simulation script. Parse reads it from YAML; docs/sim.md describes every
+// field. Zero fields take the defaults of defaults().
+type Scenario struct {
+	// Name identifies the scenario in reports; Description says what it shows.
+	Name        string `yaml:"name"`
+	Description string `yaml:"description"`
+	// Nodes is how many nodes the scenario runs (2 to MaxNodes). Default 10.
+	Nodes int `yaml:"nodes"`
+	// Seed seeds every random choice of the script. Default 1.
+	Seed uint64 `yaml:"seed"`
+	// Network is the medium between the nodes.
+	Network NetworkSpec `yaml:"network"`
+	// Node tunes every node.
+	Node NodeSpec `yaml:"node"`
+	// Agents describes the synthetic agents the nodes serve.
+	Agents AgentSpec `yaml:"agents"`
+	// Steps run in order.
+	Steps []Step `yaml:"steps"`
+}
+
+// MaxNodes bounds Scenario.Nodes: far above what one machine holds, low enough to catch a
+// typo (10000 where 1000 was meant).
+const MaxNodes = 5000
+
+// Transports.
+const (
+	TransportMocknet  = "mocknet"  // go-libp2p's in-memory network (default)
+	TransportLoopback = "loopback" // real TCP sockets on 127.0.0.1
+)
+
+// NetworkSpec is the medium between the nodes.
+type NetworkSpec struct {
+	// Transport is "mocknet" (default) or "loopback".
+	Transport string `yaml:"transport"`
+	// Latency is the one-way delay of every link (mocknet only). Default 0.
+	Latency Duration `yaml:"latency"`
+	// Jitter varies each connected link's latency uniformly within Latency±Jitter, redrawn
+	// every JitterInterval (mocknet only): delays vary per link over time, not per packet,
+	// and a stream's bytes stay in order, as on TCP. Default 0.
+	Jitter Duration `yaml:"jitter"`
+	// JitterInterval is how often the jitter is redrawn. Default 100ms.
+	JitterInterval Duration `yaml:"jitter_interval"`
+	// Bandwidth is each link's capacity in bytes per second (mocknet only); 0 is unlimited.
+	Bandwidth float64 `yaml:"bandwidth"`
+}
+
+// NodeSpec tunes every node, through the options the node package offers.
+type NodeSpec struct {
+	// Heartbeat is the heartbeat interval (1s to 300s). Default 1s.
+	Heartbeat Duration `yaml:"heartbeat"`
+	// SuspectAfter is how many missed beats make an agent suspect. Default 3.
+	SuspectAfter int `yaml:"suspect_after"`
+	// BootstrapPeers is how many of the first nodes every other node bootstraps from. They
+	// are never picked at random by kill, churn or offline. Default 1.
+	BootstrapPeers int `yaml:"bootstrap_peers"`
+	// Discovery and Gossip switch the DHT and gossipsub; both default to true.
+	Discovery *bool `yaml:"discovery"`
+	Gossip    *bool `yaml:"gossip"`
+	// DHTBucketSize is the Kademlia bucket size (k); smaller saves memory in large meshes.
+	// Default 0: the DHT's own (20).
+	DHTBucketSize int `yaml:"dht_bucket_size"`
+	// Quorum is how many DHT peers must answer a record lookup. Default 0: discovery's own.
+	Quorum int `yaml:"quorum"`
+	// RatePerSecond is each node's inbound limit per peer. Default 1000: load steps concentrate
+	// traffic on few pairs in small meshes.
+	RatePerSecond float64 `yaml:"rate_per_second"`
+}
+
+// AgentSpec describes the synthetic agents: each draws between PerAgent.Min and PerAgent.Max
+// distinct capabilities, weighted by Capabilities, and answers requests after a delay drawn
+// from HandlerDelay.
+type AgentSpec struct {
+	Capabilities []CapabilityWeight `yaml:"capabilities"`
+	PerAgent     struct {
+		Min int `yaml:"min"`
+		Max int `yaml:"max"`
+	} `yaml:"per_agent"`
+	HandlerDelay Range `yaml:"handler_delay"`
+}
+
+// CapabilityWeight is one capability and how likely an agent is to have it.
+type CapabilityWeight struct {
+	// Kind is tool (default), model or domain.
+	Kind string `yaml:"kind"`
+	// Name is the capability (also its gossip group).
+	Name string `yaml:"name"`
+	// Weight is the relative chance of drawing it. Default 1.
+	Weight float64 `yaml:"weight"`
+}
+
+// Step is one line of the script: exactly one action with its parameters, an optional label
+// and the expectations checked on what the step measured.
+type Step struct {
+	// Name labels the step in reports (default: the action).
+	Name string
+	// Action is the step kind: join, converge, discover, load, broadcast, group, kill,
+	// restart, partition, heal, churn, offline or sleep.
+	Action string
+	// Expect maps a metric to a condition: a number (equal) or a string "<= 50", ">= 0.99",
+	// "< 3", "> 0", "== 0", "!= 0".
+	Expect map[string]any
+	// params is the action's parameters, decoded strictly by the action's handler.
+	params yaml.Node
+}
+
+// UnmarshalYAML reads {<action>: {params...}, name: ..., expect: {...}}.
+func (s *Step) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind != yaml.MappingNode {
+		return fmt.Errorf("line %d: a step is a mapping like {load: {rate: 50, duration: 5s}}", n.Line)
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i].Value, n.Content[i+1]
+		switch k {
+		case "name":
+			if err := v.Decode(&s.Name); err != nil {
+				return err
+			}
+		case "expect":
+			if err := v.Decode(&s.Expect); err != nil {
+				return fmt.Errorf("line %d: expect is a mapping of metric to condition: %w", v.Line, err)
+			}
+		default:
+			if _, ok := actions[k]; !ok {
+				return fmt.Errorf("line %d: unknown step %q; steps are %s", n.Content[i].Line, k, strings.Join(actionNames(), ", "))
+			}
+			if s.Action != "" {
+				return fmt.Errorf("line %d: a step has one action; this one has %q and %q", n.Content[i].Line, s.Action, k)
+			}
+			s.Action, s.params = k, *v
+		}
+	}
+	if s.Action == "" {
+		return fmt.Errorf("line %d: the step names no action; steps are %s", n.Line, strings.Join(actionNames(), ", "))
+	}
+	if s.Name == "" {
+		s.Name = s.Action
+	}
+	return nil
+}
+
+// decodeParams decodes the step's parameters into v, refusing unknown fields.
+func (s *Step) decodeParams(v any) error {
+	if s.params.Kind == 0 || s.params.Tag == "!!null" {
+		return nil
+	}
+	raw, err := yaml.Marshal(&s.params)
+	if err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(raw))
+	dec.KnownFields(true)
+	if err := dec.Decode(v); err != nil {
+		return fmt.Errorf("step %q (line %d): %w", s.Name, s.params.Line, err)
+	}
+	return nil
+}
+
+// Parse reads a scenario from YAML, fills defaults and validates it.
+func Parse(data []byte) (*Scenario, error) {
+	sc := &Scenario{}
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(sc); err != nil {
+		return nil, fmt.Errorf("scenario: %w", err)
+	}
+	sc.defaults()
+	if err := sc.Validate(); err != nil {
+		return nil, err
+	}
+	return sc, nil
+}
+
+func (sc *Scenario) defaults() {
+	if sc.Nodes == 0 {
+		sc.Nodes = 10
+	}
+	if sc.Seed == 0 {
+		sc.Seed = 1
+	}
+	if sc.Network.Transport == "" {
+		sc.Network.Transport = TransportMocknet
+	}
+	if sc.Network.JitterInterval == 0 {
+		sc.Network.JitterInterval = Duration(100 * time.Millisecond)
+	}
+	n := &sc.Node
+	if n.Heartbeat == 0 {
+		n.Heartbeat = Duration(time.Second)
+	}
+	if n.SuspectAfter == 0 {
+		n.SuspectAfter = pubsub.DefaultSuspectAfter
+	}
+	if n.BootstrapPeers == 0 {
+		n.BootstrapPeers = 1
+	}
+	if n.RatePerSecond == 0 {
+		n.RatePerSecond = 1000
+	}
+	a := &sc.Agents
+	if len(a.Capabilities) == 0 {
+		a.Capabilities = []CapabilityWeight{{Name: "terminal", Weight: 3}, {Name: "browser", Weight: 2}, {Name: "search", Weight: 1}}
+	}
+	for i := range a.Capabilities {
+		if a.Capabilities[i].Kind == "" {
+			a.Capabilities[i].Kind = "tool"
+		}
+		if a.Capabilities[i].Weight == 0 {
+			a.Capabilities[i].Weight = 1
+		}
+	}
+	if a.PerAgent.Min == 0 {
+		a.PerAgent.Min = 1
+	}
+	if a.PerAgent.Max == 0 {
+		a.PerAgent.Max = max(a.PerAgent.Min, min(2, len(a.Capabilities)))
+	}
+}
+
+// Validate checks the scenario, naming the field and the allowed range of the first bad value.
+// Step parameters are checked too, by decoding them.
+func (sc *Scenario) Validate() error {
+	switch {
+	case sc.Nodes < 2 || sc.Nodes > MaxNodes:
+		return fmt.Errorf("nodes: %d is outside 2..%d", sc.Nodes, MaxNodes)
+	case sc.Network.Transport != TransportMocknet && sc.Network.Transport != TransportLoopback:
+		return fmt.Errorf("network.transport: %q is neither %q nor %q", sc.Network.Transport, TransportMocknet, TransportLoopback)
+	case sc.Network.Transport == TransportLoopback && (sc.Network.Latency > 0 || sc.Network.Jitter > 0 || sc.Network.Bandwidth > 0):
+		return fmt.Errorf("network: latency, jitter and bandwidth need transport mocknet; loopback sockets run at the kernel's speed")
+	case sc.Network.Jitter > sc.Network.Latency:
+		return fmt.Errorf("network.jitter: %s exceeds latency %s (a delay cannot be negative)", sc.Network.Jitter, sc.Network.Latency)
+	case sc.Network.JitterInterval.D() < 10*time.Millisecond:
+		return fmt.Errorf("network.jitter_interval: %s is below 10ms", sc.Network.JitterInterval)
+	case sc.Network.Bandwidth < 0:
+		return fmt.Errorf("network.bandwidth: %v is negative", sc.Network.Bandwidth)
+	case sc.Node.Heartbeat.D() < pubsub.MinHeartbeatInterval || sc.Node.Heartbeat.D() > pubsub.MaxHeartbeatInterval:
+		return fmt.Errorf("node.heartbeat: %s is outside %s..%s", sc.Node.Heartbeat, pubsub.MinHeartbeatInterval, pubsub.MaxHeartbeatInterval)
+	case sc.Node.SuspectAfter < 1 || sc.Node.SuspectAfter > 100:
+		return fmt.Errorf("node.suspect_after: %d is outside 1..100", sc.Node.SuspectAfter)
+	case sc.Node.BootstrapPeers < 1 || sc.Node.BootstrapPeers >= sc.Nodes:
+		return fmt.Errorf("node.bootstrap_peers: %d is outside 1..%d (nodes-1)", sc.Node.BootstrapPeers, sc.Nodes-1)
+	case sc.Node.DHTBucketSize < 0 || sc.Node.Quorum < 0 || sc.Node.RatePerSecond < 0:
+		return fmt.Errorf("node: dht_bucket_size, quorum and rate_per_second must not be negative")
+	case sc.Agents.PerAgent.Min < 1 || sc.Agents.PerAgent.Max < sc.Agents.PerAgent.Min || sc.Agents.PerAgent.Max > len(sc.Agents.Capabilities):
+		return fmt.Errorf("agents.per_agent: min %d, max %d must satisfy 1 <= min <= max <= %d (the capabilities listed)",
+			sc.Agents.PerAgent.Min, sc.Agents.PerAgent.Max, len(sc.Agents.Capabilities))
+	case len(sc.Steps) == 0:
+		return fmt.Errorf("steps: the scenario has none; start with {join: {}} and {converge: {}}")
+	}
+	if err := sc.Agents.HandlerDelay.validate("agents.handler_delay"); err != nil {
+		return err
+	}
+	seen := map[string]bool{}
+	for i, c := range sc.Agents.Capabilities {
+		if c.Kind != "tool" && c.Kind != "model" && c.Kind != "domain" {
+			return fmt.Errorf("agents.capabilities[%d].kind: %q is not tool, model or domain", i, c.Kind)
+		}
+		if err := pubsub.ValidateCapability(c.Name); err != nil {
+			return fmt.Errorf("agents.capabilities[%d].name: %w", i, err)
+		}
+		if seen[c.Name] {
+			return fmt.Errorf("agents.capabilities[%d].name: %q is listed twice", i, c.Name)
+		}
+		seen[c.Name] = true
+		if c.Weight <= 0 {
+			return fmt.Errorf("agents.capabilities[%d].weight: %v must be positive", i, c.Weight)
+		}
+	}
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		a := actions[st.Action]
+		if _, err := a.parse(st, sc); err != nil {
+			return fmt.Errorf("steps[%d] (%s): %w", i, st.Name, err)
+		}
+		for k, v := range st.Expect {
+			if _, err := parseCondition(v); err != nil {
+				return fmt.Errorf("steps[%d] (%s): expect.%s: %w", i, st.Name, k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// hasCapability reports whether the scenario lists a capability name.
+func (sc *Scenario) hasCapability(name string) bool {
+	return slices.ContainsFunc(sc.Agents.Capabilities, func(c CapabilityWeight) bool { return c.Name == name })
+}
+
+func actionNames() []string {
+	out := make([]string, 0, len(actions))
+	for k := range actions {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}

@@ -1,0 +1,201 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+type joinParams struct {
+	// Count is how many nodes not yet started to start (default: all of them).
+	Count int `yaml:"count"`
+	// Parallel is how many start at once after the bootstrap nodes (default 8).
+	Parallel int `yaml:"parallel"`
+}
+
+var parseJoin = params(joinParams{Parallel: 8}, func(p *joinParams, sc *Scenario) error {
+	if p.Count < 0 || p.Parallel < 1 || p.Parallel > 256 {
+		return fmt.Errorf("join: count must not be negative and parallel must be 1..256")
+	}
+	return nil
+})
+
+// runJoin starts nodes that never ran, in slot order: the bootstrap nodes one by one, then
+// the rest Parallel at a time.
+func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
+	jp := p.(*joinParams)
+	c := r.c
+	var todo []int
+	for _, i := range c.down() {
+		if c.slots[i].bootAddr == "" { // never started
+			todo = append(todo, i)
+		}
+	}
+	if jp.Count > 0 {
+		todo = todo[:min(jp.Count, len(todo))]
+	}
+	t0 := time.Now()
+	c.joinStart = t0
+	var errs []error
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, jp.Parallel)
+	for _, i := range todo {
+		if ctx.Err() != nil {
+			break
+		}
+		if i < c.sc.Node.BootstrapPeers {
+			if err := c.startNode(i); err != nil {
+				return err
+			}
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := c.startNode(i); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	res.Metrics["join_ms"] = ms(time.Since(t0))
+	res.Metrics["started"] = float64(len(todo))
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	return ctx.Err()
+}
+
+type convergeParams struct {
+	// Timeout bounds the wait (default 60s).
+	Timeout Duration `yaml:"timeout"`
+	// Liveness also requires every node to see every other running agent alive in its
+	// liveness table (default true; large meshes with slow heartbeats turn it off).
+	Liveness *bool `yaml:"liveness"`
+	// RoutingTable is the least DHT routing table size per node (default min(nodes-1, 3)).
+	RoutingTable int `yaml:"routing_table"`
+}
+
+var parseConverge = params(convergeParams{Timeout: Duration(60 * time.Second)}, func(p *convergeParams, sc *Scenario) error {
+	if p.Timeout.D() <= 0 || p.RoutingTable < 0 {
+		return fmt.Errorf("converge: timeout must be positive and routing_table not negative")
+	}
+	return nil
+})
+
+// runConverge waits until the mesh has converged (see converged) and reports the time since
+// the last join, restart or heal began.
+func runConverge(ctx context.Context, r *run, p any, res *StepResult) error {
+	cp := p.(*convergeParams)
+	live := cp.Liveness == nil || *cp.Liveness
+	ok, missing := r.c.waitConverged(ctx, cp.Timeout.D(), live, cp.RoutingTable)
+	res.Metrics["converged"] = b2f(ok)
+	res.Metrics["converge_ms"] = ms(time.Since(r.c.joinStart))
+	res.Metrics["not_converged_nodes"] = float64(missing)
+	return ctx.Err()
+}
+
+// waitConverged polls until every running node (1) has joined the DHT: bootstrapped, its
+// record published and at least rt peers in its routing table; (2) has a gossip peer on the
+// heartbeat topic; and (3) when live is set, sees every other running agent alive. It returns
+// whether that happened before timeout and how many nodes had not converged at the end.
+func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live bool, rt int) (bool, int) {
+	deadline := time.Now().Add(timeout)
+	poll := 50*time.Millisecond + time.Duration(len(c.slots))*time.Millisecond/4
+	for {
+		missing := c.notConverged(live, rt)
+		if missing == 0 {
+			return true, 0
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return false, missing
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+		}
+	}
+}
+
+var heartbeatTopic = pubsub.DefaultTopicPrefix + "heartbeat"
+
+func (c *cluster) notConverged(live bool, rt int) int {
+	up := c.up()
+	if rt == 0 {
+		rt = min(len(up)-1, 3)
+	}
+	missing := 0
+	for _, i := range up {
+		nd := c.node(i)
+		if nd == nil {
+			continue
+		}
+		ok := true
+		if d := nd.Discovery(); d != nil {
+			st := d.Status()
+			ok = st.Bootstrapped && !st.Published.IsZero() && st.RoutingTableSize >= rt
+		}
+		if g := nd.Gossip(); ok && g != nil && len(up) > 1 {
+			ok = len(g.PubSub().ListPeers(heartbeatTopic)) > 0
+			for _, j := range up {
+				if !ok || !live {
+					break
+				}
+				if j != i {
+					a, known := g.Agent(c.slots[j].agentID)
+					ok = known && (a.State == pubsub.StateAlive || a.State == pubsub.StateBusy)
+				}
+			}
+		}
+		if !ok {
+			missing++
+		}
+	}
+	return missing
+}
+
+type sleepParams struct {
+	Duration Duration `yaml:"duration"`
+}
+
+var parseSleep = params(sleepParams{Duration: Duration(time.Second)}, nil)
+
+// runSleep lets the mesh run: heartbeats go on, and any suspicion of a healthy agent is
+// counted as false.
+func runSleep(ctx context.Context, _ *run, p any, _ *StepResult) error {
+	t := time.NewTimer(p.(*sleepParams).Duration.D())
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// codeOf is the IACP code of err for the error table ("OTHER" for non-IACP errors).
+func codeOf(err error) string {
+	if c := protocol.CodeOf(err); c != "" {
+		return string(c)
+	}
+	return "OTHER"
+}
