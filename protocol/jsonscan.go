@@ -348,10 +348,10 @@ func (s *scanner) name() (string, error) {
 }
 
 // unescape appends the decoded body of a validated string literal to dst. With jcsRules it
-// follows github.com/gowebpki/jcs (and RFC 8785's reference code): a surrogate escape always
-// consumes the next \u escape and the pair decodes to U+FFFD when it is not a valid pair, and
-// raw bytes pass through, and a surrogate escape not followed by another \u escape is an error.
-// Without it, it follows encoding/json and never fails.
+// is strict, as I-JSON requires: a surrogate escape that is not half of a valid pair is an
+// error (jcs.Transform would swallow the next escape, encoding/json would not: refusing is
+// the only reading both agree on), and raw bytes pass through as jcs passes them. Without
+// it, it follows encoding/json (a broken surrogate becomes U+FFFD) and never fails.
 func unescape(dst, body []byte, jcsRules bool) ([]byte, error) {
 	for i := 0; i < len(body); {
 		c := body[i]
@@ -383,12 +383,13 @@ func unescape(dst, body []byte, jcsRules bool) ([]byte, error) {
 			if utf16.IsSurrogate(r) {
 				if i+6 <= len(body) && body[i] == '\\' && body[i+1] == 'u' {
 					r2 := rune(hex4(body[i+2 : i+6]))
-					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError || jcsRules {
+					if dec := utf16.DecodeRune(r, r2); dec != utf8.RuneError {
 						dst = utf8.AppendRune(dst, dec)
 						i += 6
 						continue
 					}
-				} else if jcsRules {
+				}
+				if jcsRules {
 					return dst, errors.New("lone UTF-16 surrogate in a string escape")
 				}
 				r = utf8.RuneError
