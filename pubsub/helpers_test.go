@@ -9,12 +9,19 @@ import (
 
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mocks"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 )
+
+// ttlDiscovery gives every advertisement a TTL: the mock server expires one without at once.
+type ttlDiscovery struct{ *mocks.MockDiscoveryClient }
+
+func (d ttlDiscovery) Advertise(ctx context.Context, ns string, opts ...discovery.Option) (time.Duration, error) {
+	return d.MockDiscoveryClient.Advertise(ctx, ns, append([]discovery.Option{discovery.TTL(time.Hour)}, opts...)...)
+}
 
 type wallClock struct{}
 
@@ -73,7 +80,7 @@ func newMesh(tb testing.TB, n int, opts func(i int) []Option) *mesh {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		o := []Option{WithHeartbeatInterval(time.Second), WithDiscovery(mocks.NewDiscoveryClient(m.hosts[i], m.disc))}
+		o := []Option{WithHeartbeatInterval(time.Second), WithDiscovery(ttlDiscovery{mocks.NewDiscoveryClient(m.hosts[i], m.disc)})}
 		if opts != nil {
 			o = append(o, opts(i)...)
 		}
@@ -193,5 +200,3 @@ func ctxT(tb testing.TB, d time.Duration) context.Context {
 	tb.Cleanup(cancel)
 	return ctx
 }
-
-var _ = peer.ID("")

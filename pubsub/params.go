@@ -1,7 +1,7 @@
 package pubsub
 
 import (
-	"encoding/json"
+	"bytes"
 	"time"
 
 	ps "github.com/libp2p/go-libp2p-pubsub"
@@ -89,15 +89,18 @@ func topicScoreParams() *ps.TopicScoreParams {
 // marks an id seen before the user validators run, so an id that anyone could claim (the bare
 // message_id) would let a forger who races a genuine message censor it; the author is
 // authenticated by pubsub's own signature before that point, so this id cannot be squatted.
-// A document that does not parse gets the default from+seqno id; the validator rejects it.
+//
+// It runs on every copy received, before validation, so it scans for the member instead of
+// decoding the document. The first `"message_id":"` wins; a document that hides another one
+// earlier (in a payload key) only collides with its own author's messages. A document
+// without one gets the default from+seqno id, and the validator rejects it.
 func msgID(m *pb.Message) string {
-	var doc struct {
-		Envelope struct {
-			MessageID string `json:"message_id"`
-		} `json:"envelope"`
+	const key = `"message_id":"`
+	if i := bytes.Index(m.Data, []byte(key)); i >= 0 {
+		rest := m.Data[i+len(key):]
+		if j := bytes.IndexByte(rest, '"'); j > 0 && j <= 64 {
+			return string(m.From) + "/" + string(rest[:j])
+		}
 	}
-	if err := json.Unmarshal(m.Data, &doc); err != nil || doc.Envelope.MessageID == "" {
-		return "x/" + ps.DefaultMsgIdFn(m)
-	}
-	return string(m.From) + "/" + doc.Envelope.MessageID
+	return "x/" + ps.DefaultMsgIdFn(m)
 }

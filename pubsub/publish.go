@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
 	ps "github.com/libp2p/go-libp2p-pubsub"
@@ -69,7 +71,41 @@ func (g *Gossip) SendToGroup(ctx context.Context, cp string, intent protocol.Int
 		ctx, cancel = context.WithTimeout(ctx, DefaultGroupPublishWait)
 		defer cancel()
 	}
-	return m, g.publish(ctx, th, m, ps.WithReadiness(ps.MinTopicSize(1)))
+	return m, g.publishToGroup(ctx, th, m)
+}
+
+// publishToGroup publishes once at least one member of the group is connected. gossipsub's
+// own MinTopicSize counts mesh peers, and a node that only publishes to a topic has no mesh
+// in it, so readiness is judged here from the topic's peers, polled outside the event loop
+// (a RouterReady runs inside it and must not call back into pubsub). With a discovery,
+// gossipsub looks for members while it waits.
+func (g *Gossip) publishToGroup(ctx context.Context, th *topicHandle, m *protocol.Message) error {
+	if len(th.t.ListPeers()) > 0 {
+		return g.publish(ctx, th, m)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	var ready atomic.Bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for !ready.Load() {
+			select {
+			case <-pctx.Done():
+				return
+			case <-t.C:
+				ready.Store(len(th.t.ListPeers()) > 0)
+			}
+		}
+	}()
+	err := g.publish(ctx, th, m, ps.WithReadiness(func(ps.PubSubRouter, string) (bool, error) { return ready.Load(), nil }))
+	stop()
+	<-done
+	if err == nil && !ready.Load() {
+		return fmt.Errorf("pubsub: no member of group %q became reachable: %w", th.info.group, ctx.Err())
+	}
+	return err
 }
 
 func (g *Gossip) publish(ctx context.Context, th *topicHandle, m *protocol.Message, opts ...ps.PubOpt) error {

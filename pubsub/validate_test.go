@@ -17,7 +17,7 @@ import (
 )
 
 // oneNode is a Gossip alone on a mocknet, to drive its validator directly.
-func oneNode(t *testing.T, opts ...Option) *Gossip {
+func oneNode(t testing.TB, opts ...Option) *Gossip {
 	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
@@ -39,7 +39,7 @@ type signer struct {
 	id peer.ID
 }
 
-func newSigner(t *testing.T, agent string, now func() time.Time) signer {
+func newSigner(t testing.TB, agent string, now func() time.Time) signer {
 	t.Helper()
 	sk, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
@@ -52,7 +52,7 @@ func newSigner(t *testing.T, agent string, now func() time.Time) signer {
 	return signer{b, b.PeerID()}
 }
 
-func psMsg(t *testing.T, m *protocol.Message, topic string, author, relayer peer.ID) *ps.Message {
+func psMsg(t testing.TB, m *protocol.Message, topic string, author, relayer peer.ID) *ps.Message {
 	t.Helper()
 	data, err := protocol.EncodeJSON(m)
 	if err != nil {
@@ -87,8 +87,8 @@ func TestValidator(t *testing.T) {
 	}
 	cases := []struct {
 		name, want, why string
-		info           topicInfo
-		msg            func() *ps.Message
+		info            topicInfo
+		msg             func() *ps.Message
 	}{
 		{"replay", "reject", "already processed", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, relay) }},
 		{"bad signature", "reject", "signature", bc, func() *ps.Message {
