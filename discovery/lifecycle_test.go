@@ -1,0 +1,106 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+)
+
+type syncBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuf) Write(p []byte) (int, error) { s.mu.Lock(); defer s.mu.Unlock(); return s.b.Write(p) }
+func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// TestBootstrapUnreachableThenJoins: a node whose only bootstrap peer is unreachable says so (log
+// lines naming the peer and the error, Status) and keeps trying; once the peer is reachable it
+// joins.
+func TestBootstrapUnreachableThenJoins(t *testing.T) {
+	m := newMesh(t, 0, 0)
+	bh, bsk := addHost(t, m.mn, 0)
+	nh, nsk := addHost(t, m.mn, 1) // not linked yet: dials fail
+	boot, err := New(bh, bsk, WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, boot)
+	var logs syncBuf
+	bootInfo := peer.AddrInfo{ID: bh.ID(), Addrs: bh.Addrs()}
+	d, err := New(nh, nsk, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))), WithBootstrapPeers([]peer.AddrInfo{bootInfo}),
+		WithBackoff(2*time.Millisecond, 10*time.Millisecond), WithConnectTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, d)
+	if err := boot.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "three failed rounds", func() bool { return d.Status().FailedRounds >= 3 })
+	st := d.Status()
+	if st.Bootstrapped || st.BootstrapAnswered != 0 || st.BootstrapConfigured != 1 ||
+		!strings.Contains(st.LastError, bh.ID().String()) || st.BootstrapPeers[0].LastError == "" {
+		t.Fatalf("status while unreachable: %+v", st)
+	}
+	out := logs.String()
+	if !strings.Contains(out, "bootstrap_peer="+bh.ID().String()) || !strings.Contains(out, "no bootstrap peer answered") {
+		t.Fatalf("logs do not name the peer and the failure:\n%s", out)
+	}
+	if _, err := m.mn.LinkPeers(bh.ID(), nh.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "joined after the peer came back", func() bool { return d.Status().Bootstrapped })
+	if st := d.Status(); st.BootstrapAnswered != 1 || st.FailedRounds != 0 {
+		t.Fatalf("status after joining: %+v", st)
+	}
+}
+
+func TestCloseTwiceAndAfterClose(t *testing.T) {
+	m := newMesh(t, 1, 0)
+	d := m.ds[0]
+	if err := d.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Start(context.Background()); err == nil {
+		t.Fatal("Start twice succeeded")
+	}
+	if err := d.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Close(); err != nil {
+		t.Fatalf("second Close: %v", err)
+	}
+	if _, err := d.Resolve(context.Background(), agentID(1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Resolve after Close: %v", err)
+	}
+	if err := d.Publish(context.Background(), manifestFor(1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Publish after Close: %v", err)
+	}
+	if err := d.Start(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Start after Close: %v", err)
+	}
+}
+
+func TestNewRefuses(t *testing.T) {
+	m := newMesh(t, 2, 0)
+	if _, err := New(m.hosts[0], m.keys[1]); err == nil {
+		t.Fatal("accepted another host's key")
+	}
+	for _, o := range []Option{WithProtocolPrefix("/ipfs"), WithProtocolPrefix("iacp"), WithRecordTTL(time.Second),
+		WithCacheTTL(2 * time.Hour), WithQuorum(-1), WithBootstrapPeers([]peer.AddrInfo{{}})} {
+		if _, err := New(m.hosts[0], m.keys[0], o); err == nil {
+			t.Fatal("an invalid option was accepted")
+		}
+	}
+}
