@@ -21,6 +21,7 @@ type inStream struct {
 	n      *Node
 	s      network.Stream
 	remote peer.ID
+	rid    string // remote.String(), computed once
 	wmu    sync.Mutex
 	// batch holds ids of accepted messages whose receipt is not yet sent; it is flushed when
 	// no further frame is already buffered, so that a burst gets one receipt. Guarded by wmu.
@@ -37,6 +38,7 @@ func (n *Node) handleStream(s network.Stream) {
 	}
 	defer n.inflight.Done()
 	in := &inStream{n: n, s: s, remote: s.Conn().RemotePeer()}
+	in.rid = in.remote.String()
 	n.sessionsMu.Lock()
 	n.inbound[in] = struct{}{}
 	n.sessionsMu.Unlock()
@@ -77,7 +79,7 @@ func (n *Node) handleStream(s network.Stream) {
 // serve checks one decoded message and routes it.
 func (in *inStream) serve(m *protocol.Message, raw []byte) {
 	n := in.n
-	if err := n.check(m, len(raw), in.remote, true); err != nil {
+	if err := n.check(m, len(raw), in.remote, in.rid, true); err != nil {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
@@ -145,7 +147,7 @@ const (
 // check runs every inbound rule in order, and returns the first failure as an *protocol.Error.
 // The order puts the cheap, abuse-limiting rules first, and the replay window last so that a
 // refused message does not burn its id.
-func (n *Node) check(m *protocol.Message, size int, remote peer.ID, rateLimited bool) error {
+func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID string, rateLimited bool) error {
 	now := n.now()
 	if rateLimited {
 		if err := n.rate.allow(remote, now); err != nil {
@@ -158,7 +160,7 @@ func (n *Node) check(m *protocol.Message, size int, remote peer.ID, rateLimited 
 	if err := protocol.Verify(m); err != nil {
 		return err
 	}
-	if m.Envelope.Sender.PeerID != remote.String() {
+	if m.Envelope.Sender.PeerID != remoteID {
 		return protocol.Errorf(protocol.CodeIdentityInvalid, "sender.peer_id %s is not the authenticated remote peer %s", m.Envelope.Sender.PeerID, remote)
 	}
 	if err := protocol.Validate(m, now, size, n.limits); err != nil {

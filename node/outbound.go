@@ -85,11 +85,18 @@ func (n *Node) sendDurable(ctx context.Context, m *protocol.Message) error {
 	if !n.out.claim(m.Envelope.MessageID) {
 		return nil // already being delivered by the retry loop
 	}
-	defer n.out.release(m.Envelope.MessageID)
 	actx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
 	err = n.attempt(actx, m, raw)
 	cancel()
-	n.settle(m, 0, err)
+	// Recording the outcome is off Send's path: a removal lost in a crash only means one more
+	// delivery, which the recipient recognises as a duplicate. The claim is held until then so
+	// that the retry loop does not deliver it meanwhile.
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.out.release(m.Envelope.MessageID)
+		n.settle(m, 0, err)
+	}()
 	if err == nil || retryable(err) {
 		return nil
 	}
@@ -261,6 +268,7 @@ func timeoutError(m *protocol.Message, cause error) error {
 type session struct {
 	n    *Node
 	peer peer.ID
+	pid  string // peer.String(), computed once
 	s    network.Stream
 	wmu  sync.Mutex
 	done chan struct{}
@@ -282,7 +290,7 @@ func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{n: n, peer: p, s: st, done: make(chan struct{})}
+	s := &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{})}
 	n.sessionsMu.Lock()
 	defer n.sessionsMu.Unlock()
 	if n.ctx.Err() != nil {
@@ -331,7 +339,7 @@ func (s *session) read() {
 			s.end(err, true)
 			return
 		}
-		if err := s.n.check(m, len(raw), s.peer, false); err != nil {
+		if err := s.n.check(m, len(raw), s.peer, s.pid, false); err != nil {
 			s.n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
 			s.n.record(audit.EventRefused, m, err)
 			continue

@@ -1,0 +1,192 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"crypto/sha256"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+const echoProtocol = "/iacp-bench/echo/1.0.0"
+
+// benchPair starts two nodes on real TCP loopback hosts, b answering handoff requests and
+// counting notify events, plus a raw framed echo protocol on b's host.
+func benchPair(tb testing.TB, opts ...Option) (a, b *Node, events *atomic.Int64) {
+	tb.Helper()
+	start := func(agent string) *Node {
+		all := append([]Option{WithDataDir(tb.TempDir()), WithAgent(agent, protocolManifest()), WithNAT(false),
+			WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"),
+			WithLogger(slog.New(slog.DiscardHandler)), WithRateLimit(1e9, 1<<30)}, opts...)
+		n, err := New(all...)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		tb.Cleanup(func() { n.Close() })
+		return n
+	}
+	a, b = start("bench:host:a"), start("bench:host:b")
+	a.AddPeer("bench:host:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+	events = new(atomic.Int64)
+	b.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
+		return r.Reply(protocol.ResponseAccepted, nil)
+	})
+	b.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { events.Add(1); return nil })
+	b.Host().SetStreamHandler(echoProtocol, func(s network.Stream) {
+		defer s.Close()
+		br := bufio.NewReader(s)
+		for {
+			f, err := protocol.ReadFrame(br, 1<<20)
+			if err != nil {
+				return
+			}
+			if err := protocol.WriteFrame(s, f); err != nil {
+				return
+			}
+		}
+	})
+	if err := a.Host().Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+		tb.Fatal(err)
+	}
+	return a, b, events
+}
+
+// payload1K is a 1 KiB request payload.
+func payload1K() map[string]any {
+	return map[string]any{"task": "summarise", "text": string(make([]byte, 0, 0)) + stringOf(960)}
+}
+
+func stringOf(n int) string {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = 'a' + byte(i%26)
+	}
+	return string(b)
+}
+
+func pct(xs []time.Duration, p float64) time.Duration {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	return s[int(float64(len(s)-1)*p)]
+}
+
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// BenchmarkRTT measures, interleaved in one run on the same pair of loopback hosts: a raw
+// libp2p framed echo of 1 KiB on a reused stream; an Ed25519 sign and verify of a digest; and
+// an IACP request/response with a 1 KiB payload (signed request, verified; signed response,
+// verified). Goal (issue 3): IACP p50 <= 1.3 x (echo + 2 signs + 2 verifies).
+func BenchmarkRTT(b *testing.B) {
+	a, bn, _ := benchPair(b, WithDurable(false), WithAudit(false, false))
+	ctx := context.Background()
+	s, err := a.Host().NewStream(ctx, bn.ID(), echoProtocol)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	br := bufio.NewReader(s)
+	frame := []byte(stringOf(1024))
+	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	digest := sha256.Sum256(frame)
+	payload := payload1K()
+	var echo, sign, verify, rtt []time.Duration
+	// Warm up the session and the echo stream.
+	for i := 0; i < 50; i++ {
+		req, _ := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload)
+		if _, err := a.Request(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		t0 := time.Now()
+		if err := protocol.WriteFrame(s, frame); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := protocol.ReadFrame(br, 1<<20); err != nil {
+			b.Fatal(err)
+		}
+		t1 := time.Now()
+		sig := ed25519.Sign(priv, digest[:])
+		t2 := time.Now()
+		if !ed25519.Verify(pub, digest[:], sig) {
+			b.Fatal("verify")
+		}
+		t3 := time.Now()
+		req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := a.Request(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		t4 := time.Now()
+		echo, sign, verify, rtt = append(echo, t1.Sub(t0)), append(sign, t2.Sub(t1)), append(verify, t3.Sub(t2)), append(rtt, t4.Sub(t3))
+	}
+	b.StopTimer()
+	budget := pct(echo, .5) + 2*pct(sign, .5) + 2*pct(verify, .5)
+	b.ReportMetric(us(pct(echo, .5)), "echo-p50-µs")
+	b.ReportMetric(us(pct(sign, .5)), "sign-µs")
+	b.ReportMetric(us(pct(verify, .5)), "verify-µs")
+	b.ReportMetric(us(budget), "budget-µs")
+	b.ReportMetric(us(pct(rtt, .5)), "iacp-p50-µs")
+	b.ReportMetric(us(pct(rtt, .99)), "iacp-p99-µs")
+	b.ReportMetric(float64(pct(rtt, .5))/float64(budget), "p50/budget")
+}
+
+// BenchmarkOneWay measures signed one-way messages per second (notify events, each
+// acknowledged by a signed receipt) from 256 concurrent senders, with durable delivery off and
+// on in the same run. Goals: >= 10,000 msg/s (issue 3); durable >= 50% of non-durable
+// (issue 6).
+func BenchmarkOneWay(b *testing.B) {
+	run := func(opts ...Option) float64 {
+		a, _, events := benchPair(b, opts...)
+		ctx := context.Background()
+		const workers = 256
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for next.Add(1) <= int64(b.N) {
+					ev, err := a.Builder().Event("bench:host:b", protocol.IntentNotify, protocol.EventPayload{EventType: "tick"})
+					if err == nil {
+						err = a.Send(ctx, ev)
+					}
+					if err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		elapsed := time.Since(start)
+		deadline := time.Now().Add(30 * time.Second)
+		for events.Load() < int64(b.N) && time.Now().Before(deadline) {
+			time.Sleep(time.Millisecond)
+		}
+		return float64(b.N) / elapsed.Seconds()
+	}
+	b.ResetTimer()
+	plain := run(WithDurable(false), WithAudit(false, false))
+	durable := run(WithDurable(true), WithAudit(false, false))
+	b.StopTimer()
+	b.ReportMetric(plain, "msg/s")
+	b.ReportMetric(durable, "durable-msg/s")
+	b.ReportMetric(durable/plain, "durable/plain")
+	b.ReportMetric(0, "ns/op")
+}
