@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runCLI(t *testing.T, args ...string) (string, string, int) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Main(args, strings.NewReader(""), &out, &errb)
+	return out.String(), errb.String(), code
+}
+
+func TestInit_WritesKeyAndCommentedConfigThatLoads(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	out, errOut, code := runCLI(t, "init", "--data-dir", dir, "--agent-id", "acme:eu1:planner", "--capabilities", "tool:terminal,model:llama3")
+	if code != 0 {
+		t.Fatalf("init: %d %s", code, errOut)
+	}
+	if !strings.Contains(out, "acme:eu1:planner") || !strings.Contains(out, "12D3KooW") {
+		t.Fatalf("init output: %s", out)
+	}
+	for _, f := range []string{"identity.key", "config.yaml"} {
+		st, err := os.Stat(filepath.Join(dir, f))
+		if err != nil || st.Mode().Perm() != 0o600 {
+			t.Fatalf("%s: %v mode %v, want 0600", f, err, st.Mode().Perm())
+		}
+	}
+	cfg, found, err := loadConfig(filepath.Join(dir, "config.yaml"))
+	if err != nil || !found {
+		t.Fatalf("the written config does not load: %v", err)
+	}
+	if cfg.AgentID != "acme:eu1:planner" || len(cfg.Manifest.Models) != 1 || cfg.HeartbeatInterval != 30*time.Second {
+		t.Fatalf("config round trip: %+v", cfg)
+	}
+	if _, _, code := runCLI(t, "init", "--data-dir", dir); code == 0 {
+		t.Fatal("a second init without --force must refuse to rewrite the config")
+	}
+	out, _, code = runCLI(t, "id", "--data-dir", dir)
+	if code != 0 || !strings.Contains(out, "acme:eu1:planner") {
+		t.Fatalf("id: %d %s", code, out)
+	}
+}
+
+func TestID_WithoutKeySaysHowToCreateOne(t *testing.T) {
+	_, errOut, code := runCLI(t, "id", "--data-dir", t.TempDir())
+	if code == 0 || !strings.Contains(errOut, "iacp-node init") {
+		t.Fatalf("code %d, stderr %q", code, errOut)
+	}
+}
+
+// run prints its peer id and listen multiaddrs, takes settings from the environment, and
+// stops cleanly when its context ends (as on SIGINT).
+func TestRun_PrintsIdentityAndStopsCleanly(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	if _, e, code := runCLI(t, "init", "--data-dir", dir, "--agent-id", "acme:eu1:runner"); code != 0 {
+		t.Fatal(e)
+	}
+	t.Setenv("IACP_AGENT_ID", "acme:eu1:from-env")
+	var out syncBuffer
+	root := NewRoot(strings.NewReader(""), &out, &out)
+	root.SetArgs([]string{"run", "--data-dir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--nat=false", "--api", "127.0.0.1:0", "--log-level", "error"})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- root.ExecuteContext(ctx) }()
+	deadline := time.Now().Add(20 * time.Second)
+	for !strings.Contains(out.String(), "listen    /ip4/127.0.0.1/tcp/") {
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("run printed no listen address: %s", out.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if !strings.Contains(out.String(), "acme:eu1:from-env") {
+		t.Fatalf("IACP_AGENT_ID did not override the config: %s", out.String())
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("run returned %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("run did not stop")
+	}
+}
