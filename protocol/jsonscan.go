@@ -269,6 +269,15 @@ func (s *scanner) skipString() error {
 	return err
 }
 
+// plainStringByte tells the bytes a string literal holds as they are: all but '"', '\\' and
+// the control characters.
+var plainStringByte = func() (t [256]bool) {
+	for c := 0x20; c < 256; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
+
 // rawString consumes a string literal and returns its body (between the quotes, escapes
 // intact) and whether it holds any escape.
 func (s *scanner) rawString() (body []byte, escaped bool, err error) {
@@ -279,6 +288,12 @@ func (s *scanner) rawString() (body []byte, escaped bool, err error) {
 	i := s.i + 1
 	start := i
 	for i < len(d) {
+		for i < len(d) && plainStringByte[d[i]] {
+			i++
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		switch {
 		case c == '"':

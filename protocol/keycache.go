@@ -18,7 +18,7 @@ const keyCacheSize = 4096
 var keyCache struct {
 	mu    sync.Mutex
 	pubs  map[string]senderKey // peer id string -> its decoded id and Ed25519 public key
-	idsOf map[string]peer.ID   // raw Ed25519 public key -> peer id
+	idsOf map[string]string    // raw Ed25519 public key -> peer id, base58
 }
 
 type senderKey struct {
@@ -43,8 +43,8 @@ func storeSenderKey(id string, k senderKey) {
 	keyCache.pubs[id] = k
 }
 
-// peerIDOfKey returns the peer id of an Ed25519 private key, through the cache.
-func peerIDOfKey(key crypto.PrivKey) (peer.ID, error) {
+// peerIDOfKey returns the peer id of an Ed25519 private key as a string, through the cache.
+func peerIDOfKey(key crypto.PrivKey) (string, error) {
 	raw, err := key.GetPublic().Raw()
 	if err != nil {
 		return "", err
@@ -55,14 +55,15 @@ func peerIDOfKey(key crypto.PrivKey) (peer.ID, error) {
 	if ok {
 		return id, nil
 	}
-	id, err = peer.IDFromPrivateKey(key)
+	pid, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return "", err
 	}
+	id = pid.String()
 	keyCache.mu.Lock()
 	defer keyCache.mu.Unlock()
 	if keyCache.idsOf == nil || len(keyCache.idsOf) >= keyCacheSize {
-		keyCache.idsOf = make(map[string]peer.ID)
+		keyCache.idsOf = make(map[string]string)
 	}
 	keyCache.idsOf[string(raw)] = id
 	return id, nil

@@ -41,7 +41,7 @@ func Sign(m *Message, key crypto.PrivKey) error {
 	if err != nil {
 		return Errorf(CodeIdentityInvalid, "peer id of signing key: %w", err)
 	}
-	m.Envelope.Sender.PeerID = id.String()
+	m.Envelope.Sender.PeerID = id
 	digest, err := Digest(m)
 	if err != nil {
 		return err
