@@ -159,6 +159,9 @@ func TestMeshTwentyNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, 30*time.Second, "late node joined", func() bool { return late.Status().Bootstrapped })
+	// the first lookups of a node that has just joined need more than its bootstrap peer in its
+	// routing table: wait for the refresh that follows the join.
+	waitFor(t, 30*time.Second, "late node routing table filled", func() bool { return late.Status().RoutingTableSize >= 5 })
 	st := late.Status()
 	if st.BootstrapConfigured != 2 || st.BootstrapAnswered != 1 || st.LastError == "" {
 		t.Fatalf("late node status %+v: want 1 of 2 bootstrap peers answered and an error naming the other", st)
