@@ -21,6 +21,7 @@ func init() { register(newRunCmd) }
 // file and from an IACP_ environment variable.
 type runFlags struct {
 	dataDir, config, agentID, apiAddr, logLevel string
+	webhook, webhookToken                       string
 	caps, listen, bootstrap                     []string
 	heartbeat                                   time.Duration
 	mdns, nat, dhtClient                        bool
@@ -50,7 +51,7 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return runNode(ctx, cmd, cfg, f.apiAddr)
+			return runNode(ctx, cmd, cfg, &f)
 		},
 	}
 	fl := cmd.Flags()
@@ -66,6 +67,8 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.BoolVar(&f.mdns, "mdns", false, "also find peers on the local network (env IACP_MDNS)")
 	fl.BoolVar(&f.nat, "nat", true, "AutoNAT, relay client and hole punching (env IACP_NAT)")
 	fl.BoolVar(&f.dhtClient, "dht-client", false, "run the DHT in client mode (env IACP_DHT_CLIENT)")
+	fl.StringVar(&f.webhook, "webhook", "", "POST inbound messages to this agent URL (its /.well-known/iacp/v1/message; env IACP_WEBHOOK)")
+	fl.StringVar(&f.webhookToken, "webhook-token", "", "bearer token the webhook sends to the agent (env IACP_WEBHOOK_TOKEN)")
 	return cmd
 }
 
@@ -122,7 +125,7 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 }
 
 // runNode starts the node and its local API, prints where it listens, and waits for ctx.
-func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, apiAddr string) error {
+func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags) error {
 	n, err := node.New(node.WithConfig(cfg))
 	if err != nil {
 		return err
@@ -132,7 +135,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, apiAddr s
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}
-	stopServices, err := startServices(ctx, n, cfg, apiAddr, out)
+	stopServices, err := startServices(ctx, n, cfg, f, out)
 	if err != nil {
 		n.Close()
 		return err

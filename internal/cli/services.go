@@ -2,13 +2,35 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 
+	"github.com/iacp-node/iacp-node/api"
 	"github.com/iacp-node/iacp-node/node"
 )
 
-// startServices starts what runs beside the node (the local API). It returns a function that
-// stops them.
-func startServices(_ context.Context, _ *node.Node, _ node.Config, _ string, _ io.Writer) (func() error, error) {
-	return func() error { return nil }, nil
+func init() {
+	// init creates the local API's bearer token beside the key.
+	initHookFuncs = append(initHookFuncs, func(dataDir string) error {
+		_, err := api.LoadOrCreateToken(dataDir)
+		return err
+	})
+}
+
+// startServices starts the local agent API beside the node. It returns a function that stops
+// it.
+func startServices(_ context.Context, n *node.Node, cfg node.Config, f *runFlags, out io.Writer) (func() error, error) {
+	opts := []api.Option{api.WithListen(f.apiAddr), api.WithDataDir(cfg.DataDir), api.WithLogger(n.Logger().With("subsystem", "api"))}
+	if st := n.Store(); st != nil {
+		opts = append(opts, api.WithOutbox(st))
+	}
+	if f.webhook != "" {
+		opts = append(opts, api.WithWebhook(f.webhook, f.webhookToken))
+	}
+	srv, err := api.New(n, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("local API on %s: %w", f.apiAddr, err)
+	}
+	fmt.Fprintf(out, "api       http://%s (token in %s/api.token)\n", srv.Addr(), cfg.DataDir)
+	return srv.Close, nil
 }
