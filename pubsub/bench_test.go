@@ -105,7 +105,9 @@ func BenchmarkGossip100(b *testing.B) {
 	if len(l) == 0 {
 		b.Fatal("nothing delivered")
 	}
-	pct := func(p float64) float64 { return float64(l[min(len(l)-1, int(p*float64(len(l))))].Microseconds()) / 1000 }
+	pct := func(p float64) float64 {
+		return float64(l[min(len(l)-1, int(p*float64(len(l))))].Microseconds()) / 1000
+	}
 	b.ReportMetric(pct(0.50), "p50-ms")
 	b.ReportMetric(pct(0.99), "p99-ms")
 	b.ReportMetric(float64(l[len(l)-1].Microseconds())/1000, "max-ms")
