@@ -1,0 +1,192 @@
+package cli_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+	"go.uber.org/goleak"
+
+	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/internal/cli"
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// twoNodes starts two mocknet nodes with their APIs on 127.0.0.1:0 and returns their data
+// directories; everything stops when the test ends.
+func twoNodes(t *testing.T) (dirs [2]string, nodes [2]*node.Node) {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	for i := 0; i < 2; i++ {
+		sk, _, _ := crypto.GenerateEd25519Key(nil)
+		h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 7100+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		dirs[i] = t.TempDir()
+		nd, err := node.New(node.WithHost(h, sk), node.WithAgent(fmt.Sprintf("test:cli:agent%d", i), protocol.Manifest{}),
+			node.WithDataDir(dirs[i]), node.WithLogger(slog.New(slog.DiscardHandler)), node.WithInbox(true),
+			node.WithDiscovery(false), node.WithGossip(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv, err := api.New(nd, api.WithListen("127.0.0.1:0"), api.WithDataDir(dirs[i]), api.WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { srv.Close(); nd.Close() })
+		nodes[i] = nd
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	nodes[0].AddPeer("test:cli:agent1", peer.AddrInfo{ID: nodes[1].ID(), Addrs: nodes[1].Host().Addrs()})
+	nodes[1].AddPeer("test:cli:agent0", peer.AddrInfo{ID: nodes[0].ID(), Addrs: nodes[0].Host().Addrs()})
+	return dirs, nodes
+}
+
+func runIn(t *testing.T, stdin string, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := cli.Main(args, strings.NewReader(stdin), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+func TestAPICommands_AgainstRunningNodes(t *testing.T) {
+	// Registered first, so it runs after the nodes' and servers' cleanups.
+	t.Cleanup(func() {
+		goleak.VerifyNone(t,
+			// go-log's and opencensus' process-wide workers, started by imports.
+			goleak.IgnoreTopFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
+			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
+		)
+	})
+	dirs, nodes := twoNodes(t)
+	d0, d1 := dirs[0], dirs[1]
+
+	code, out, errOut := runIn(t, "", "status", "--data-dir", d0, "-o", "json")
+	var st api.StatusDoc
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.AgentID != "test:cli:agent0" {
+		t.Fatalf("status: exit %d, %s %s", code, out, errOut)
+	}
+	if code, out, _ := runIn(t, "", "status", "--data-dir", d0); code != 0 || !strings.Contains(out, "test:cli:agent0") {
+		t.Fatalf("status table: %d %s", code, out)
+	}
+	code, out, errOut = runIn(t, "", "send", "--data-dir", d0, "--to", "test:cli:agent1", "--intent", "notify", "--payload", `{"n":1}`, "-o", "json")
+	var res api.SendResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.MessageID == "" {
+		t.Fatalf("send: exit %d, %s %s", code, out, errOut)
+	}
+	// The recipient, a "shell script agent", takes it with inbox --ack -o json: one JSON line.
+	code, out, errOut = runIn(t, "", "inbox", "--data-dir", d1, "--ack", "-o", "json")
+	if code != 0 || !strings.Contains(out, res.MessageID) || strings.Count(out, "\n") != 1 {
+		t.Fatalf("inbox: exit %d, %q %s", code, out, errOut)
+	}
+	if nodes[1].Inbox().Len() != 0 {
+		t.Fatal("inbox --ack left the message")
+	}
+	// request --wait, answered by agent 1 through its API; YAML output.
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	go func() {
+		c, err := api.Dial(d1)
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		doc, err := c.Inbox(ctx, 0, 10*time.Second)
+		if err != nil || len(doc.Messages) == 0 {
+			return
+		}
+		req := doc.Messages[0].Message
+		resp := &protocol.Message{}
+		resp.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
+		resp.Envelope.CorrelationID = req.Envelope.MessageID
+		resp.Message = protocol.Body{Type: protocol.TypeResponse, Intent: req.Message.Intent, Payload: []byte(`{"status":"accepted","answer":42}`)}
+		_, _ = c.Send(ctx, resp)
+		_ = c.Ack(ctx, req.Envelope.MessageID)
+	}()
+	code, out, errOut = runIn(t, "", "request", "--data-dir", d0, "--to", "test:cli:agent1", "--payload", "@-", "--wait", "10s", "-o", "yaml")
+	if code == 0 {
+		t.Fatalf("request with an empty @- payload must fail: %s", out)
+	}
+	code, out, errOut = runIn(t, `{"task":"x"}`, "request", "--data-dir", d0, "--to", "test:cli:agent1", "--payload", "@-", "--wait", "10s", "-o", "yaml")
+	if code != 0 || !strings.Contains(out, "answer: 42") || !strings.Contains(out, "identity_sig:") {
+		t.Fatalf("request: exit %d, %s %s", code, out, errOut)
+	}
+	// A whole document on stdin.
+	doc := "envelope:\n  recipient:\n    agent_id: test:cli:agent1\nmessage:\n  type: event\n  intent: notify\n  payload:\n    event_type: x.done\n"
+	if code, out, errOut := runIn(t, doc, "send", "--data-dir", d0, "-f", "-"); code != 0 || !strings.Contains(out, "accepted") {
+		t.Fatalf("send -f -: exit %d, %s %s", code, out, errOut)
+	}
+	// request timeout: nobody answers the request within 300ms.
+	if code, _, errOut := runIn(t, "", "request", "--data-dir", d0, "--to", "test:cli:agent1", "--wait", "300ms"); code == 0 || !strings.Contains(errOut, "TIMEOUT") {
+		t.Fatalf("request timeout: exit %d, %s", code, errOut)
+	}
+	for _, args := range [][]string{{"peers"}, {"agents"}, {"outbox"}, {"outbox", "-o", "json"}, {"peers", "-o", "yaml"}} {
+		if code, out, errOut := runIn(t, "", append(args, "--data-dir", d0)...); code != 0 || out == "" {
+			t.Fatalf("%v: exit %d, %s %s", args, code, out, errOut)
+		}
+	}
+	if code, _, errOut := runIn(t, "", "discover", "--data-dir", d0, "--tool", "x"); code == 0 || !strings.Contains(errOut, "discovery is off") {
+		t.Fatalf("discover with discovery off: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runIn(t, "", "broadcast", "--data-dir", d0, "--event", "x"); code == 0 || !strings.Contains(errOut, "gossip") {
+		t.Fatalf("broadcast with gossip off: exit %d, %s", code, errOut)
+	}
+	// tail -o json: an inbound notice for a message sent while it follows.
+	tctx, tcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer tcancel()
+	var tailOut, tailErr bytes.Buffer
+	tailDone := make(chan int, 1)
+	go func() {
+		root := cli.NewRoot(strings.NewReader(""), &lockedBuf{b: &tailOut}, &tailErr)
+		root.SetArgs([]string{"tail", "--data-dir", d1, "--kinds", "message", "-o", "json"})
+		if err := root.ExecuteContext(tctx); err != nil {
+			tailDone <- 1
+			return
+		}
+		tailDone <- 0
+	}()
+	deadline := time.Now().Add(8 * time.Second)
+	for !strings.Contains(readLocked(&tailOut), `"kind":"message"`) {
+		if time.Now().After(deadline) {
+			t.Fatalf("tail printed %q", readLocked(&tailOut))
+		}
+		runIn(t, "", "send", "--data-dir", d0, "--to", "test:cli:agent1", "--intent", "notify")
+		time.Sleep(100 * time.Millisecond)
+	}
+	tcancel()
+	if code := <-tailDone; code != 0 {
+		t.Fatalf("tail exit %d: %s", code, tailErr.String())
+	}
+}
+
+func TestAPICommands_NoNodeRunning(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	dir := t.TempDir()
+	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail"} {
+		args := []string{cmd, "--data-dir", dir}
+		if cmd == "send" {
+			args = append(args, "--to", "a:b:c")
+		}
+		code, _, errOut := runIn(t, "", args...)
+		if code == 0 || !strings.Contains(errOut, "no node is running with data dir "+dir) || !strings.Contains(errOut, "iacp-node run") {
+			t.Fatalf("%s: exit %d, stderr %q", cmd, code, errOut)
+		}
+	}
+}

@@ -1,0 +1,167 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// clientFlags are the flags of every command that talks to a running node through its API.
+type clientFlags struct {
+	dataDir string
+	addr    string
+	token   string
+	output  string
+}
+
+func apiDataDirDefault() string {
+	if d := os.Getenv("IACP_DATA_DIR"); d != "" {
+		return d
+	}
+	return ".data/node"
+}
+
+func addClientFlags(cmd *cobra.Command, f *clientFlags) {
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", apiDataDirDefault(), "the node's data directory, where api.addr and api.token are (default $IACP_DATA_DIR or .data/node)")
+	cmd.Flags().StringVar(&f.addr, "api", "", "the API address host:port (default: read from <data-dir>/api.addr)")
+	cmd.Flags().StringVar(&f.token, "token", "", "the API token (default: read from <data-dir>/api.token)")
+	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: json, yaml or table")
+}
+
+// client returns a client of the node named by the flags.
+func (f *clientFlags) client() (*api.Client, error) {
+	switch f.output {
+	case "json", "yaml", "table":
+	default:
+		return nil, fmt.Errorf("-o %q: use json, yaml or table", f.output)
+	}
+	if f.addr == "" {
+		c, err := api.Dial(f.dataDir)
+		if err != nil {
+			return nil, err
+		}
+		if f.token != "" {
+			return api.NewClient(c.Base(), f.token), nil
+		}
+		return c, nil
+	}
+	tok := f.token
+	if tok == "" {
+		t, err := api.ReadToken(f.dataDir)
+		if err != nil {
+			return nil, fmt.Errorf("no API token: pass --token or --data-dir of the node (%w)", err)
+		}
+		tok = t
+	}
+	return api.NewClient(f.addr, tok), nil
+}
+
+// print writes v as JSON or YAML, or calls table for -o table.
+func (f *clientFlags) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
+	var raw []byte
+	var err error
+	if m, ok := v.(*protocol.Message); ok {
+		raw, err = protocol.EncodeJSON(m)
+	} else {
+		raw, err = json.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	switch f.output {
+	case "yaml":
+		y, err := protocol.JSONToYAML(raw)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(y)
+		return err
+	case "table":
+		if table != nil {
+			tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+			table(tw)
+			return tw.Flush()
+		}
+	}
+	var pretty any
+	_ = json.Unmarshal(raw, &pretty)
+	out, _ := json.MarshalIndent(pretty, "", "  ")
+	_, err = fmt.Fprintf(w, "%s\n", out)
+	return err
+}
+
+// messageFlags build a message from flags, or read a whole document.
+type messageFlags struct {
+	to, intent, payload, channel, file string
+	ttl                                time.Duration
+}
+
+func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
+	cmd.Flags().StringVar(&f.to, "to", "", "recipient agent id (namespace:host:name)")
+	cmd.Flags().StringVar(&f.intent, "intent", "handoff", "intent: handoff, query, negotiate, notify, health or x-custom")
+	cmd.Flags().StringVar(&f.payload, "payload", "", "payload: a JSON object, or @file")
+	cmd.Flags().StringVar(&f.channel, "channel", "", "channel (default: by intent)")
+	cmd.Flags().DurationVar(&f.ttl, "ttl", 0, "time to live (default: the node's, 1h)")
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "send a whole JSON or YAML document from a file (- for stdin) instead of --to/--intent/--payload")
+}
+
+func (f *messageFlags) message(stdin io.Reader, typ protocol.Type) (*protocol.Message, error) {
+	if f.file != "" {
+		raw, err := readInput(stdin, f.file)
+		if err != nil {
+			return nil, err
+		}
+		return protocol.Decode(raw)
+	}
+	if f.to == "" {
+		return nil, fmt.Errorf("say whom to send to with --to AGENT, or give a document with --file")
+	}
+	m := &protocol.Message{}
+	m.Envelope.Recipient.AgentID = f.to
+	m.Envelope.Recipient.Channel = f.channel
+	if f.ttl > 0 {
+		m.Envelope.TTLSeconds = int64((f.ttl + time.Second - 1) / time.Second)
+	}
+	m.Message.Type = typ
+	m.Message.Intent = protocol.Intent(f.intent)
+	payload := []byte("{}")
+	if f.payload != "" {
+		payload = []byte(f.payload)
+		if name, ok := strings.CutPrefix(f.payload, "@"); ok {
+			raw, err := readInput(stdin, name)
+			if err != nil {
+				return nil, err
+			}
+			payload = raw
+		}
+		if protocol.DetectFormat(payload) == protocol.YAML {
+			j, err := protocol.YAMLToJSON(payload)
+			if err != nil {
+				return nil, fmt.Errorf("--payload is neither a JSON object nor YAML: %w", err)
+			}
+			payload = j
+		}
+		var obj map[string]any
+		if err := json.Unmarshal(payload, &obj); err != nil {
+			return nil, fmt.Errorf("--payload must be a JSON object: %w", err)
+		}
+	}
+	m.Message.Payload = payload
+	return m, nil
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,91 @@
+package cli
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/api"
+)
+
+func init() { register(newInboxCmd) }
+
+func newInboxCmd() *cobra.Command {
+	var cf clientFlags
+	var follow, ack bool
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "inbox [--follow] [--ack] [-o json|yaml|table]",
+		Short: "List (and with --ack take) the inbound messages waiting for the agent",
+		Long: `inbox lists the messages the node holds for its agent, oldest first. With --ack each
+printed message is acknowledged (taken), so it is not offered again. With --follow it keeps
+waiting for new ones until interrupted. With -o json each message is one JSON line, so that a
+shell script can be an agent: read lines, act, answer with 'iacp-node send -f -'.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			ctx := cmd.Context()
+			var after uint64
+			for {
+				var w time.Duration
+				if follow {
+					w = wait
+				}
+				doc, err := c.Inbox(ctx, after, w)
+				if err != nil {
+					if follow && ctx.Err() != nil {
+						return nil
+					}
+					return err
+				}
+				for _, it := range doc.Messages {
+					if err := printInboxItem(cmd, &cf, it); err != nil {
+						return err
+					}
+					after = it.Seq
+					if ack {
+						if err := c.Ack(ctx, it.Message.Envelope.MessageID); err != nil {
+							return err
+						}
+					}
+				}
+				if !follow {
+					return nil
+				}
+			}
+		},
+	}
+	addClientFlags(cmd, &cf)
+	cmd.Flags().BoolVar(&follow, "follow", false, "keep waiting for new messages")
+	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge (take) each message printed")
+	cmd.Flags().DurationVar(&wait, "poll", 30*time.Second, "long-poll duration of each --follow request")
+	return cmd
+}
+
+func printInboxItem(cmd *cobra.Command, cf *clientFlags, it api.InboxItem) error {
+	out := cmd.OutOrStdout()
+	m := it.Message
+	if cf.output == "table" {
+		_, err := fmt.Fprintf(out, "%d\t%s\t%s\t%s/%s\tfrom %s\t%s\n", it.Seq, it.Received.Format(time.RFC3339), m.Envelope.MessageID,
+			m.Message.Type, m.Message.Intent, m.Envelope.Sender.AgentID, m.Message.Payload)
+		return err
+	}
+	if cf.output == "json" {
+		raw, err := m.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(out, "%s\n", raw)
+		return err
+	}
+	if err := cf.print(out, m, nil); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintln(out, "---")
+	return err
+}

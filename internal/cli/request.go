@@ -1,0 +1,51 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+func init() { register(newRequestCmd) }
+
+func newRequestCmd() *cobra.Command {
+	var cf clientFlags
+	var mf messageFlags
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "request --to AGENT --intent I [--payload JSON|@file] [--wait D] | request -f DOC",
+		Short: "Send a request through the running node and print the response",
+		Long: `request sends a request like 'send' and waits up to --wait for the correlated response,
+which it prints (-o yaml or json prints the whole signed document). No response in time is a
+TIMEOUT error and exit code 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := mf.message(cmd.InOrStdin(), protocol.TypeRequest)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			resp, err := c.Request(cmd.Context(), m, wait)
+			if err != nil {
+				return err
+			}
+			return cf.print(cmd.OutOrStdout(), resp, func(tw *tabwriter.Writer) {
+				status, _ := protocol.StatusOf(resp)
+				fmt.Fprintf(tw, "FROM\t%s\nSTATUS\t%s\nCORRELATION\t%s\nPAYLOAD\t%s\n",
+					resp.Envelope.Sender.AgentID, orDash(status), resp.Envelope.CorrelationID, resp.Message.Payload)
+			})
+		},
+	}
+	addClientFlags(cmd, &cf)
+	addMessageFlags(cmd, &mf)
+	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the response")
+	return cmd
+}

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+func init() { register(newSendCmd) }
+
+func newSendCmd() *cobra.Command {
+	var cf clientFlags
+	var mf messageFlags
+	cmd := &cobra.Command{
+		Use:   "send --to AGENT --intent I [--payload JSON|@file] [--channel C] [--ttl D] | send -f DOC",
+		Short: "Send a message through the running node and wait for the recipient's receipt",
+		Long: `send gives a message to the node running with --data-dir, through its local API. The
+node fills in and signs what you leave out (message_id, timestamp, sender, signature) and returns
+once the recipient's node has the message. Without --file the message is a request; a document
+from --file may be of any type. A reply to a request arrives later in the inbox ('iacp-node
+inbox'); use 'iacp-node request' to wait for it.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			m, err := mf.message(cmd.InOrStdin(), protocol.TypeRequest)
+			if err != nil {
+				return err
+			}
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.Send(cmd.Context(), m)
+			if err != nil {
+				return err
+			}
+			return cf.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+				fmt.Fprintf(tw, "%s\t%s\n", res.Status, res.MessageID)
+			})
+		},
+	}
+	addClientFlags(cmd, &cf)
+	addMessageFlags(cmd, &mf)
+	return cmd
+}
