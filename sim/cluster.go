@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -58,7 +59,8 @@ type cluster struct {
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
 
-	joinStart time.Time // when the last join, restart or heal began (runner goroutine)
+	joinStart   time.Time    // when the last join, restart or heal began (runner goroutine)
+	republished atomic.Int64 // records the simulator published for nodes (see republish)
 }
 
 // agentIDOf is the agent id of slot i.
@@ -72,7 +74,7 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 	c := &cluster{sc: sc, rng: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)), log: log, dir: dir,
 		start: time.Now(), ids: map[string]int{}, side: make([]int, sc.Nodes)}
 	c.rec = newRecorder(c.start)
-	c.rec.state = c.reachable
+	c.rec.healthy = c.healthy
 	if sc.Network.Transport == TransportMocknet {
 		c.net = newMockNet(sc.Network, c.rng.Uint64())
 	}
@@ -105,12 +107,12 @@ func (s seededReader) Read(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// reachable reports whether subject is up and, if a partition is on, on observer's side.
-func (c *cluster) reachable(observer, subject int) (up, reachable bool) {
+// healthy reports whether observer and subject both run and, if a partition is on, are on
+// the same side: a suspicion between them is false.
+func (c *cluster) healthy(observer, subject int) bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	up = c.slots[subject].nd != nil
-	return up, up && c.side[observer] == c.side[subject]
+	return c.slots[observer].nd != nil && c.slots[subject].nd != nil && c.side[observer] == c.side[subject]
 }
 
 // node returns slot i's running node, or nil.
@@ -246,19 +248,17 @@ func (c *cluster) startNode(i int) (err error) {
 	return nil
 }
 
-// linkToAll links slot i to every running slot on its side.
+// linkToAll links slot i to every slot on its side that has a host on the mocknet (running
+// or starting: nodes start in parallel, and each links to those present when it arrives).
 func (c *cluster) linkToAll(i int) error {
 	c.mu.RLock()
-	var peers []*simNode
-	for _, s := range c.slots {
-		if s.idx != i && s.nd != nil && c.side[s.idx] == c.side[i] {
-			peers = append(peers, s)
-		}
-	}
+	side := append([]int(nil), c.side...)
 	c.mu.RUnlock()
-	for _, s := range peers {
-		if err := c.net.link(i, s.idx, c.slots[i].pid, s.pid); err != nil {
-			return err
+	for _, j := range c.net.present() {
+		if j != i && side[j] == side[i] {
+			if err := c.net.link(i, j, c.slots[i].pid, c.slots[j].pid); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

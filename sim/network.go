@@ -123,6 +123,17 @@ func (m *mockNet) isolate(i int) {
 	}
 }
 
+// present returns the slots that have a host.
+func (m *mockNet) present() []int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]int, 0, len(m.hosts))
+	for i := range m.hosts {
+		out = append(out, i)
+	}
+	return out
+}
+
 // forget drops node i's host after it closed.
 func (m *mockNet) forget(i int) {
 	m.mu.Lock()

@@ -15,9 +15,10 @@ const maxTransitions = 200000
 // handlers write to it; steps read it. Everything is guarded by mu.
 type recorder struct {
 	start time.Time
-	// state answers "is subject up, and on the observer's side of any partition?" at the
-	// moment a suspicion is recorded. It must not call back into the recorder.
-	state func(observer, subject int) (up, reachable bool)
+	// healthy answers "are observer and subject both up, and on the same side of any
+	// partition?" at the moment a suspicion is recorded: if so, the suspicion is false. It
+	// must not call back into the recorder.
+	healthy func(observer, subject int) bool
 
 	mu          sync.Mutex
 	watch       map[string]map[int]time.Time // event type -> node -> first receipt
@@ -82,17 +83,14 @@ func (r *recorder) transition(observer, subject int, tr pubsub.Transition) {
 	if tr.From == "" && tr.To == pubsub.StateAlive {
 		return
 	}
-	up, reachable := true, true
-	if subject >= 0 && tr.To == pubsub.StateSuspect {
-		up, reachable = r.state(observer, subject)
-	}
+	falseSusp := subject >= 0 && tr.To == pubsub.StateSuspect && r.healthy(observer, subject)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if subject < 0 {
 		r.unknownSubj++
 		return
 	}
-	if tr.To == pubsub.StateSuspect && up && reachable {
+	if falseSusp {
 		r.falseSusp++
 	}
 	if len(r.trans) >= maxTransitions {

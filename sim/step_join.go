@@ -112,8 +112,10 @@ func runConverge(ctx context.Context, r *run, p any, res *StepResult) error {
 func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live bool, rt int) (bool, int) {
 	deadline := time.Now().Add(timeout)
 	poll := 50*time.Millisecond + time.Duration(len(c.slots))*time.Millisecond/4
+	repaired := map[int]bool{}
 	for {
-		missing := c.notConverged(live, rt)
+		missing, unpublished := c.notConverged(live, rt)
+		c.republish(ctx, unpublished, repaired)
 		if missing == 0 {
 			return true, 0
 		}
@@ -131,12 +133,15 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 
 var heartbeatTopic = pubsub.DefaultTopicPrefix + "heartbeat"
 
-func (c *cluster) notConverged(live bool, rt int) int {
+// notConverged counts the running nodes that have not converged, and returns those that have
+// joined the DHT but whose agent record is not published.
+func (c *cluster) notConverged(live bool, rt int) (int, []int) {
 	up := c.up()
 	if rt == 0 {
 		rt = min(len(up)-1, 3)
 	}
 	missing := 0
+	var unpublished []int
 	for _, i := range up {
 		nd := c.node(i)
 		if nd == nil {
@@ -146,6 +151,9 @@ func (c *cluster) notConverged(live bool, rt int) int {
 		if d := nd.Discovery(); d != nil {
 			st := d.Status()
 			ok = st.Bootstrapped && !st.Published.IsZero() && st.RoutingTableSize >= rt
+			if st.Bootstrapped && st.RoutingTableSize > 0 && st.Published.IsZero() {
+				unpublished = append(unpublished, i)
+			}
 		}
 		if g := nd.Gossip(); ok && g != nil && len(up) > 1 {
 			ok = len(g.PubSub().ListPeers(heartbeatTopic)) > 0
@@ -163,7 +171,28 @@ func (c *cluster) notConverged(live bool, rt int) int {
 			missing++
 		}
 	}
-	return missing
+	return missing, unpublished
+}
+
+// republish publishes, once per converge, the record of each joined node whose record is
+// not published. Discovery publishes at start and again when a bootstrap round first
+// succeeds; the first node of a mesh (no bootstrap peers) and a node whose two publishes
+// raced ("can't replace a newer value with an older value") are otherwise left unpublished
+// until the half-TTL republish. The count is reported as records_republished_by_sim.
+func (c *cluster) republish(ctx context.Context, nodes []int, done map[int]bool) {
+	for _, i := range nodes {
+		nd := c.node(i)
+		if done[i] || nd == nil {
+			continue
+		}
+		done[i] = true
+		c.republished.Add(1)
+		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		if err := nd.Discovery().Publish(pctx, nd.Manifest()); err != nil {
+			c.log.Warn("republishing a record for the simulator", "node", i, "err", err.Error())
+		}
+		cancel()
+	}
 }
 
 type sleepParams struct {
