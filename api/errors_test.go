@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -31,7 +32,9 @@ func post(t *testing.T, s *Server, token, query, body string) (int, http.Header,
 
 // Every error status of the binding, each with its IACP error document.
 func TestE2E_ErrorStatuses(t *testing.T) {
-	m := newAPIMesh(t, 3, meshOpts{server: func(i int) []Option {
+	// Durable delivery off: with it on, a message to an unknown agent is queued (202) and
+	// retried, and the outbox reports it.
+	m := newAPIMesh(t, 3, meshOpts{node: func(int) []node.Option { return []node.Option{node.WithDurable(false)} }, server: func(i int) []Option {
 		switch i {
 		case 1:
 			return []Option{WithRateLimit(0.001, 1)}
