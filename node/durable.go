@@ -379,10 +379,18 @@ func (n *Node) redeliverPending() {
 		n.log.Error("inbox: pending", "err", err.Error())
 		return
 	}
+	unaudited := n.unaudited(pending)
 	for _, e := range pending {
 		m, err := protocol.DecodeJSON(e.Raw)
 		if err != nil {
 			continue
+		}
+		if unaudited[e.MessageID] && n.audit != nil {
+			ae := audit.FromMessage(audit.EventReceived, m)
+			ae.Reason = "recorded at restart: a crash came between storing the message and its audit entry"
+			if err := n.audit.Append(ae); err != nil {
+				n.log.Error("audit log append failed", "err", err.Error())
+			}
 		}
 		p, _ := protocol.PeerIDOf(m)
 		if err := n.dispatch(&Request{Msg: m, Peer: p, n: n}); err != nil {
@@ -392,6 +400,31 @@ func (n *Node) redeliverPending() {
 	if len(pending) > 0 {
 		n.log.Info("re-offered messages the agent had not taken before the restart", "count", len(pending))
 	}
+}
+
+// unaudited returns the pending messages that the audit log has no "received" entry for: the
+// store and the audit log are two files, and a crash between the store's commit and the audit
+// append leaves the message stored but unrecorded. It reads the whole log, only at start and
+// only when messages are pending.
+func (n *Node) unaudited(pending []store.InboxEntry) map[string]bool {
+	if n.audit == nil || len(pending) == 0 {
+		return nil
+	}
+	missing := make(map[string]bool, len(pending))
+	for _, e := range pending {
+		missing[e.MessageID] = true
+	}
+	err := audit.Tail(n.ctx, filepath.Join(n.cfg.DataDir, "audit"), 0, false, func(e audit.Entry) error {
+		if e.Event == audit.EventReceived {
+			delete(missing, e.MessageID)
+		}
+		return nil
+	})
+	if err != nil {
+		n.log.Warn("audit log not readable at start; not reconciling it", "err", err.Error())
+		return nil
+	}
+	return missing
 }
 
 // OutboxEntries lists what waits for delivery (nil when durability is off).
