@@ -23,6 +23,12 @@ run: build
 	@test -f $(DATA_DIR)/config.yaml || ./$(BIN) init --data-dir $(DATA_DIR)
 	./$(BIN) run --data-dir $(DATA_DIR) $(RUN_FLAGS)
 
+## sim: the default simulator scenario (smoke: 10 real nodes on an in-memory network, every
+## feature once); SIM_FLAGS adds flags, e.g. SIM_FLAGS="--scenario mesh-100 --html sim.html".
+SIM_FLAGS ?=
+sim: build
+	./$(BIN) sim $(SIM_FLAGS)
+
 ## test: formatting, vet, staticcheck, then every test under the race detector.
 test: fmt-check vet staticcheck unit
 
