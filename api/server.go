@@ -78,7 +78,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	}
 	ln, err := net.Listen("tcp", cfg.listen)
 	if err != nil {
-		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with --api-listen)", cfg.listen, err)
+		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with `iacp-node run --api 127.0.0.1:PORT`)", cfg.listen, err)
 	}
 	s.ln, s.addr = ln, ln.Addr().String()
 	s.ctx, s.cancel = context.WithCancel(context.Background())
