@@ -53,7 +53,8 @@ func (n *Node) handleStream(s network.Stream) {
 		raw, err := protocol.ReadFrame(br, n.cfg.MaxMessageBytes)
 		if err != nil {
 			in.exchanges.Wait()
-			if errors.Is(err, io.EOF) || n.ctx.Err() != nil || n.isClosing() {
+			if errors.Is(err, io.EOF) || isTimeout(err) || n.isClosing() {
+				// The peer finished, the stream idled out, or we are closing: a clean end.
 				in.flush()
 				s.Close()
 				return
@@ -182,12 +183,11 @@ func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID str
 	return nil
 }
 
-// replyError sends an error message correlated to m on the stream.
+// replyError sends an error message correlated to m on the stream. When not even an error
+// can be built for m (its sender agent id is not a valid recipient), the stream is reset.
 func (in *inStream) replyError(m *protocol.Message, cause error) {
 	e, err := in.n.builder.Error(m, m.Envelope.Sender.AgentID, cause)
 	if err != nil {
-		// The offending message may carry an invalid sender; answer to a placeholder-free
-		// recipient is impossible, so reset instead.
 		in.s.Reset()
 		return
 	}
