@@ -43,13 +43,15 @@ type Discovery struct {
 	wg     sync.WaitGroup
 	kick   chan struct{} // asks the republish loop to publish now
 
-	mu      sync.Mutex
-	started bool
-	closed  bool
-	mdns    interface{ Close() error }
-	load    LoadSource
-	local   *localAgent
-	boot    bootState
+	mu        sync.Mutex
+	started   bool
+	closed    bool
+	mdns      interface{ Close() error }
+	load      LoadSource
+	local     *localAgent
+	served    []byte // the signed record last stored, answered by the direct record protocol
+	servedSeq uint64
+	boot      bootState
 
 	closeOnce sync.Once
 	closeErr  error
@@ -120,6 +122,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		return nil, fmt.Errorf("discovery: start the DHT: %w", err)
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
+	h.SetStreamHandler(d.recordProtocol(), d.handleRecordStream)
 	return d, nil
 }
 
@@ -187,6 +190,7 @@ func (d *Discovery) Close() error {
 		if svc != nil {
 			errs = append(errs, svc.Close())
 		}
+		d.h.RemoveStreamHandler(d.recordProtocol())
 		d.cancel()
 		d.wg.Wait()
 		errs = append(errs, d.dht.Close())

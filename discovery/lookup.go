@@ -11,6 +11,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/peerstore"
 	"github.com/libp2p/go-libp2p/core/routing"
 )
 
@@ -64,10 +65,20 @@ func (d *Discovery) getRecord(ctx context.Context, key string) (Record, error) {
 	return r, nil
 }
 
-// recordOfPeer returns the agent record of a peer (cache first), or false.
+// recordOfPeer returns the agent record of a peer (cache first), or false. It asks the peer
+// itself over the direct record protocol first: only the peer can sign a record under its
+// PeerKey, so its own answer is its newest record. When the direct fetch fails (unreachable,
+// stalled, refused by the validator, nothing published), the DHT is walked.
 func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool) {
 	if r, ok := d.cache.lookupPeer(id); ok {
 		return r, true
+	}
+	if d.cfg.directTimeout > 0 {
+		r, err := d.fetchDirect(ctx, id)
+		if err == nil {
+			return d.cache.put(r), true
+		}
+		d.log.Debug("direct record fetch failed; asking the DHT", "remote", id.String(), "err", err)
 	}
 	r, err := d.getRecord(ctx, PeerKey(id))
 	if err != nil {
@@ -91,6 +102,10 @@ func (d *Discovery) providers(ctx context.Context, c capability) ([]peer.ID, err
 	var out []peer.ID
 	for ai := range d.dht.FindProvidersAsync(ctx, key, d.cfg.maxProviders) {
 		out = append(out, ai.ID)
+		if ai.ID != d.h.ID() && len(ai.Addrs) > 0 {
+			// for the direct record fetch that follows; short-lived, as the DHT does.
+			d.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find providers of %s: %w", c, err)

@@ -37,6 +37,9 @@ const (
 	DefaultMaxProviders = 100
 	// DefaultFetchParallelism bounds concurrent record fetches of one query.
 	DefaultFetchParallelism = 16
+	// DefaultDirectFetchTimeout bounds one direct record fetch from a provider (dial, stream,
+	// read); when it fails the record is looked up in the DHT instead.
+	DefaultDirectFetchTimeout = 2 * time.Second
 )
 
 // Option configures a Discovery.
@@ -60,6 +63,7 @@ type config struct {
 	connectTimeout time.Duration
 	quorum         int
 	maxProviders   int
+	directTimeout  time.Duration
 	dhtOpts        []dht.Option
 }
 
@@ -77,6 +81,7 @@ func defaults() config {
 		connectTimeout: DefaultConnectTimeout,
 		quorum:         DefaultQuorum,
 		maxProviders:   DefaultMaxProviders,
+		directTimeout:  DefaultDirectFetchTimeout,
 	}
 }
 
@@ -102,6 +107,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("quorum %d must be between 0 (complete every lookup) and 20", c.quorum)
 	case c.maxProviders < 1:
 		return fmt.Errorf("max providers %d must be at least 1", c.maxProviders)
+	case c.directTimeout < 0 || c.directTimeout > time.Minute:
+		return fmt.Errorf("direct fetch timeout %s must be between 0 (off) and 1m", c.directTimeout)
 	case c.now == nil || c.logger == nil:
 		return fmt.Errorf("clock and logger must not be nil")
 	}
@@ -184,6 +191,13 @@ func WithQuorum(n int) Option { return func(c *config) error { c.quorum = n; ret
 
 // WithMaxProviders bounds the providers collected per capability lookup (default 100).
 func WithMaxProviders(n int) Option { return func(c *config) error { c.maxProviders = n; return nil } }
+
+// WithDirectFetchTimeout bounds one direct record fetch from a capability provider over the
+// direct record protocol (default 2s); 0 turns direct fetches off, so every provider record is
+// looked up in the DHT. The node always answers direct fetches.
+func WithDirectFetchTimeout(d time.Duration) Option {
+	return func(c *config) error { c.directTimeout = d; return nil }
+}
 
 // WithDHTOptions passes extra options to dht.New, after this package's own (mode, prefix,
 // validators). For tuning and tests; the defaults need none.

@@ -132,6 +132,7 @@ func (d *Discovery) store(ctx context.Context, rec Record) error {
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("publish agent record of %s (is the node joined? see Status): %w", rec.AgentID, err)
 	}
+	d.setServed(val, rec.Seq)
 	return nil
 }
 
