@@ -199,8 +199,22 @@ func encodePayload(payload any) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// mergeObject encodes body (nil or an object) and sets the given members on it.
+// mergeObject encodes body (nil or an object) and sets the given members on it. A nil body
+// or a map is encoded once; any other body is encoded, decoded into members and re-encoded.
 func mergeObject(body any, set map[string]any) (json.RawMessage, error) {
+	switch b := body.(type) {
+	case nil:
+		return json.Marshal(set)
+	case map[string]any:
+		merged := make(map[string]any, len(b)+len(set))
+		for k, v := range b {
+			merged[k] = v
+		}
+		for k, v := range set {
+			merged[k] = v
+		}
+		return json.Marshal(merged)
+	}
 	raw, err := encodePayload(body)
 	if err != nil {
 		return nil, err
