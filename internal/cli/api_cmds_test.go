@@ -120,7 +120,7 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 		_, _ = c.Send(ctx, resp)
 		_ = c.Ack(ctx, req.Envelope.MessageID)
 	}()
-	code, out, errOut = runIn(t, "", "request", "--data-dir", d0, "--to", "test:cli:agent1", "--payload", "@-", "--wait", "10s", "-o", "yaml")
+	code, out, _ = runIn(t, "", "request", "--data-dir", d0, "--to", "test:cli:agent1", "--payload", "@-", "--wait", "10s", "-o", "yaml")
 	if code == 0 {
 		t.Fatalf("request with an empty @- payload must fail: %s", out)
 	}
