@@ -95,9 +95,20 @@ func Verify(m *Message) error {
 	if err != nil {
 		return err
 	}
+	cache := activeVerifyCache.Load()
+	var key [32]byte
+	if cache != nil {
+		key = verifyCacheKey(digest, sig, m.Envelope.Sender.PeerID)
+		if cache.has(key) {
+			return nil
+		}
+	}
 	ok, err := pub.Verify(digest[:], sig)
 	if err != nil || !ok {
 		return Errorf(CodeIdentityInvalid, "signature does not verify for peer %s", m.Envelope.Sender.PeerID)
+	}
+	if cache != nil {
+		cache.add(key)
 	}
 	return nil
 }
