@@ -35,6 +35,7 @@ type simNode struct {
 	delay    Range
 	seed     uint64 // for the node's discovery backoff jitter
 
+	listen   string     // loopback: the address it listened on first, kept across restarts
 	nd       *node.Node // nil when down; guarded by cluster.mu
 	bootAddr string     // its address, once started; guarded by cluster.mu
 	sub      *pubsub.Subscription
@@ -185,7 +186,17 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		dopts = append(dopts, discovery.WithDHTOptions(dht.BucketSize(n.DHTBucketSize)))
 	}
 	gopts := []pubsub.Option{pubsub.WithSuspectAfter(n.SuspectAfter), pubsub.WithLeaveFlush(50 * time.Millisecond)}
-	return []node.Option{
+	var extra []node.Option
+	if n.Durable != nil {
+		extra = append(extra, node.WithDurable(*n.Durable))
+	}
+	if n.Audit != nil {
+		extra = append(extra, node.WithAudit(*n.Audit, true))
+	}
+	if n.RetryMin > 0 {
+		extra = append(extra, node.WithRetry(n.RetryMin.D(), n.RetryMax.D()))
+	}
+	return append([]node.Option{
 		node.WithAgent(sn.agentID, sn.manifest),
 		node.WithDataDir(sn.dir),
 		node.WithLogger(c.log.With("node", sn.idx)),
@@ -194,7 +205,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithDiscovery(c.discoveryOn(), dopts...),
 		node.WithGossip(c.gossipOn(), gopts...),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
-	}
+	}, extra...)
 }
 
 // startNode starts slot i's node (first start or restart) and links it to every running node
@@ -222,7 +233,13 @@ func (c *cluster) startNode(i int) (err error) {
 		}
 		opts = append(opts, node.WithHost(h, sn.key))
 	} else {
-		opts = append(opts, node.WithKey(sn.key), node.WithListen("/ip4/127.0.0.1/tcp/0"), node.WithNAT(false))
+		// A restarted node listens where it did before, as a deployed node with a configured
+		// port does; the first start takes a port the kernel picks.
+		listen := sn.listen
+		if listen == "" {
+			listen = "/ip4/127.0.0.1/tcp/0"
+		}
+		opts = append(opts, node.WithKey(sn.key), node.WithListen(listen), node.WithNAT(false))
 	}
 	nd, err := node.New(opts...)
 	if err != nil {
@@ -241,6 +258,11 @@ func (c *cluster) startNode(i int) (err error) {
 	addr := ""
 	if a := nd.Addrs(); len(a) > 0 {
 		addr = a[0].String()
+	}
+	if c.net == nil && sn.listen == "" {
+		if la := nd.Host().Addrs(); len(la) > 0 {
+			sn.listen = la[0].String()
+		}
 	}
 	c.mu.Lock()
 	sn.nd, sn.bootAddr = nd, addr

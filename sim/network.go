@@ -142,7 +142,8 @@ func (m *mockNet) forget(i int) {
 }
 
 // jitterLoop redraws the latency of every link between connected peers within
-// Latency±Jitter, every JitterInterval.
+// Latency±Jitter, every JitterInterval. It walks connections, not links, so its cost grows
+// with the connections of the mesh; it calls into mocknet without holding mu.
 func (m *mockNet) jitterLoop() {
 	defer close(m.done)
 	t := time.NewTicker(m.spec.JitterInterval.D())
@@ -155,20 +156,31 @@ func (m *mockNet) jitterLoop() {
 		case <-t.C:
 		}
 		m.mu.Lock()
-		for _, l := range m.links {
-			if ps := l.Peers(); len(ps) == 2 && m.connected(ps[0], ps[1]) {
-				d := base - j + time.Duration(m.rng.Int64N(int64(2*j)+1))
-				l.SetOptions(mocknet.LinkOptions{Latency: d, Bandwidth: m.spec.Bandwidth})
-			}
+		hosts := make(map[int]host.Host, len(m.hosts))
+		for i, h := range m.hosts {
+			hosts[i] = h
+		}
+		idx := make(map[peer.ID]int, len(m.hosts))
+		for i, h := range m.hosts {
+			idx[h.ID()] = i
 		}
 		m.mu.Unlock()
+		for i, h := range hosts {
+			for _, p := range h.Network().Peers() {
+				k, ok := idx[p]
+				if !ok || k <= i {
+					continue
+				}
+				m.mu.Lock()
+				l := m.links[pairKey(i, k)]
+				m.mu.Unlock()
+				if l != nil {
+					d := base - j + time.Duration(m.rng.Int64N(int64(2*j)+1))
+					l.SetOptions(mocknet.LinkOptions{Latency: d, Bandwidth: m.spec.Bandwidth})
+				}
+			}
+		}
 	}
-}
-
-// connected reports whether a and b have a connection; the caller holds mu.
-func (m *mockNet) connected(a, b peer.ID) bool {
-	n := m.mn.Net(a)
-	return n != nil && len(n.ConnsToPeer(b)) > 0
 }
 
 // Close stops the jitter loop and the mocknet (closing any host still open).

@@ -76,6 +76,14 @@ type NodeSpec struct {
 	DHTBucketSize int `yaml:"dht_bucket_size"`
 	// Quorum is how many DHT peers must answer a record lookup. Default 0: discovery's own.
 	Quorum int `yaml:"quorum"`
+	// Durable and Audit switch the node's durable delivery (on-disk outbox and inbox) and its
+	// audit log. Default: the node's own default (both on).
+	Durable *bool `yaml:"durable"`
+	Audit   *bool `yaml:"audit"`
+	// RetryMin and RetryMax bound durable delivery's retry backoff. Default: the node's own
+	// (1s and 1m).
+	RetryMin Duration `yaml:"retry_min"`
+	RetryMax Duration `yaml:"retry_max"`
 	// RatePerSecond is each node's inbound limit per peer. Default 1000: load steps concentrate
 	// traffic on few pairs in small meshes.
 	RatePerSecond float64 `yaml:"rate_per_second"`
@@ -253,6 +261,8 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("node.suspect_after: %d is outside 1..100", sc.Node.SuspectAfter)
 	case sc.Node.BootstrapPeers < 1 || sc.Node.BootstrapPeers >= sc.Nodes:
 		return fmt.Errorf("node.bootstrap_peers: %d is outside 1..%d (nodes-1)", sc.Node.BootstrapPeers, sc.Nodes-1)
+	case sc.Node.RetryMin > 0 && sc.Node.RetryMax < sc.Node.RetryMin:
+		return fmt.Errorf("node.retry_max: %s is below retry_min %s", sc.Node.RetryMax, sc.Node.RetryMin)
 	case sc.Node.DHTBucketSize < 0 || sc.Node.Quorum < 0 || sc.Node.RatePerSecond < 0:
 		return fmt.Errorf("node: dht_bucket_size, quorum and rate_per_second must not be negative")
 	case sc.Agents.PerAgent.Min < 1 || sc.Agents.PerAgent.Max < sc.Agents.PerAgent.Min || sc.Agents.PerAgent.Max > len(sc.Agents.Capabilities):

@@ -92,6 +92,7 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 			res.Errors[codeOf(err)]++
 		}
 	}
+	refused := sumErrors(res.Errors)
 	sleep(ctx, op.Down.D())
 	t0 := time.Now()
 	if err := c.startNode(target); err != nil {
@@ -111,8 +112,10 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 			}
 			if nd := c.node(om.from); nd != nil {
 				sctx, cancel := context.WithTimeout(ctx, op.SendTimeout.D())
-				if nd.Send(sctx, om.m) == nil {
+				if err := nd.Send(sctx, om.m); err == nil {
 					om.accepted = true
+				} else {
+					res.Errors["RETRY_"+codeOf(err)]++
 				}
 				cancel()
 				retried++
@@ -134,7 +137,7 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 		}
 	}
 	res.Metrics["offline_sent"] = float64(len(msgs))
-	res.Metrics["offline_taken_while_down"] = float64(len(msgs) - int(sumErrors(res.Errors)))
+	res.Metrics["offline_taken_while_down"] = float64(len(msgs)) - refused
 	res.Metrics["offline_retries"] = float64(retried)
 	res.Metrics["offline_delivered"] = float64(delivered)
 	res.Metrics["offline_duplicates"] = float64(dup)
