@@ -217,9 +217,7 @@ func (n *Node) retryLoop() {
 				n.out.release(e.MessageID)
 				return
 			}
-			n.wg.Add(1)
-			go func(e store.OutboxEntry) {
-				defer n.wg.Done()
+			started := n.spawn(func() {
 				defer func() { <-slots }()
 				defer n.out.release(e.MessageID)
 				m, err := protocol.DecodeJSON(e.Raw)
@@ -231,7 +229,12 @@ func (n *Node) retryLoop() {
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.FrameTimeout)
 				defer cancel()
 				n.settle(m, e.Attempts, n.attempt(ctx, m, e.Raw))
-			}(e)
+			})
+			if !started {
+				<-slots
+				n.out.release(e.MessageID)
+				return
+			}
 		}
 	}
 }

@@ -169,3 +169,25 @@ func TestSend_UnknownAgentIsAgentNotFound(t *testing.T) {
 		t.Fatalf("err = %v, want AGENT_NOT_FOUND", err)
 	}
 }
+
+// A request sent with Send (not waited for) whose reply comes back inline with the receipt:
+// the reply reaches the agent (its inbox), it is not lost. Both with and without durability.
+func TestSend_InlineReplyToUnwaitedRequestReachesAgent(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		m := newMesh(t, 2, []Option{WithInbox(true), WithDurable(durable)}, nil)
+		a := m.nodes[0]
+		q, _ := a.Builder().Request(agentName(1), protocol.IntentQuery, nil)
+		if err := a.Send(testCtx(t), q); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(testCtx(t), 10*time.Second)
+		ds, err := a.Inbox().Wait(ctx, 0)
+		cancel()
+		if err != nil {
+			t.Fatalf("durable=%v: the inline reply never reached the inbox: %v", durable, err)
+		}
+		if ds[0].Msg.Envelope.CorrelationID != q.Envelope.MessageID {
+			t.Fatalf("durable=%v: inbox holds another message", durable)
+		}
+	}
+}

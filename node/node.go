@@ -81,8 +81,9 @@ type Node struct {
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // background loops and session readers
 	inflight  sync.WaitGroup // inbound streams and handlers, drained on Close
-	gate      sync.RWMutex   // orders inflight.Add against Close
-	closing   bool           // guarded by gate
+	gate      sync.RWMutex   // orders inflight.Add and wg.Add against Close
+	closing   bool           // guarded by gate: no new exchanges
+	stopped   bool           // guarded by gate: no new background goroutines
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -239,6 +240,9 @@ func (n *Node) Close() error {
 		case <-time.After(n.cfg.ShutdownGrace):
 			n.log.Warn("shutdown grace passed with exchanges in flight; closing anyway")
 		}
+		n.gate.Lock()
+		n.stopped = true
+		n.gate.Unlock()
 		n.cancel()
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
@@ -256,6 +260,22 @@ func (n *Node) track() bool {
 		return false
 	}
 	n.inflight.Add(1)
+	return true
+}
+
+// spawn runs f on a goroutine that Close waits for, unless Close has got past its drain;
+// then it returns false and f does not run.
+func (n *Node) spawn(f func()) bool {
+	n.gate.RLock()
+	defer n.gate.RUnlock()
+	if n.stopped {
+		return false
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		f()
+	}()
 	return true
 }
 

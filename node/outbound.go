@@ -48,11 +48,11 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	if n.store != nil {
 		return n.sendDurable(ctx, m)
 	}
-	w, err := n.register(m)
+	w, release, err := n.waiterFor(m)
 	if err != nil {
 		return err
 	}
-	defer n.unregister(m.Envelope.MessageID)
+	defer release()
 	raw, err := protocol.EncodeJSON(m)
 	if err != nil {
 		return err
@@ -91,12 +91,13 @@ func (n *Node) sendDurable(ctx context.Context, m *protocol.Message) error {
 	// Recording the outcome is off Send's path: a removal lost in a crash only means one more
 	// delivery, which the recipient recognises as a duplicate. The claim is held until then so
 	// that the retry loop does not deliver it meanwhile.
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
+	settle := func() {
 		defer n.out.release(m.Envelope.MessageID)
 		n.settle(m, 0, err)
-	}()
+	}
+	if !n.spawn(settle) {
+		settle()
+	}
 	if err == nil || retryable(err) {
 		return nil
 	}
@@ -174,7 +175,8 @@ func (n *Node) register(m *protocol.Message) (*waiter, error) {
 }
 
 // waiterFor returns the waiter a caller (Request) already registered for m, or registers one
-// for this attempt; release unregisters what this call registered.
+// for this attempt; release unregisters what this call registered, and hands the agent a
+// response that came back on the way (nobody else waits for it).
 func (n *Node) waiterFor(m *protocol.Message) (*waiter, func(), error) {
 	n.waitersMu.Lock()
 	w, ok := n.waiters[m.Envelope.MessageID]
@@ -186,7 +188,31 @@ func (n *Node) waiterFor(m *protocol.Message) (*waiter, func(), error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	return w, func() { n.unregister(m.Envelope.MessageID) }, nil
+	return w, func() {
+		n.unregister(m.Envelope.MessageID)
+		n.handOverReply(w)
+	}, nil
+}
+
+// handOverReply gives the agent a response to a request it sent without waiting (Send, or the
+// API's 202 path) that came back inline with the receipt: like any late reply, it goes to a
+// handler or the inbox.
+func (n *Node) handOverReply(w *waiter) {
+	select {
+	case <-w.done:
+	default:
+		return
+	}
+	if w.reply.Message.Type != protocol.TypeResponse || receiptOf(w.reply) != nil {
+		return
+	}
+	raw, err := protocol.EncodeJSON(w.reply)
+	if err != nil {
+		return
+	}
+	if _, err := n.offer(&Request{Msg: w.reply, Peer: w.peer, n: n}, raw, nil); err != nil {
+		n.log.Warn("reply could not be handed to the agent", "id", w.reply.Envelope.MessageID, "err", err.Error())
+	}
 }
 
 func (n *Node) unregister(id string) {
@@ -293,17 +319,15 @@ func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
 	s := &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{})}
 	n.sessionsMu.Lock()
 	defer n.sessionsMu.Unlock()
-	if n.ctx.Err() != nil {
-		st.Reset()
-		return nil, errors.New("node is closing")
-	}
 	if other, ok := n.sessions[p]; ok {
 		st.Close()
 		return other, nil
 	}
+	if !n.spawn(s.read) {
+		st.Reset()
+		return nil, errors.New("node is closing")
+	}
 	n.sessions[p] = s
-	n.wg.Add(1)
-	go s.read()
 	return s, nil
 }
 
@@ -325,7 +349,6 @@ func (s *session) write(raw []byte) error {
 
 // read receives receipts and replies until the stream ends or idles out.
 func (s *session) read() {
-	defer s.n.wg.Done()
 	br := bufio.NewReader(s.s)
 	for {
 		_ = s.s.SetReadDeadline(time.Now().Add(s.n.cfg.IdleTimeout))
