@@ -88,9 +88,13 @@ func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool)
 	return d.cache.put(r), true
 }
 
-// providers returns the peers that provide a capability (cache first).
-func (d *Discovery) providers(ctx context.Context, c capability) ([]peer.ID, error) {
+// providers returns the peers that provide a capability (cache first), calling found for each
+// as soon as it is known, so that record fetches overlap the rest of the DHT walk.
+func (d *Discovery) providers(ctx context.Context, c capability, found func(peer.ID)) ([]peer.ID, error) {
 	if ps, ok := d.cache.providersOf(c); ok {
+		for _, id := range ps {
+			found(id)
+		}
 		return ps, nil
 	}
 	key, err := CapabilityCID(c.kind, c.name)
@@ -103,9 +107,10 @@ func (d *Discovery) providers(ctx context.Context, c capability) ([]peer.ID, err
 	for ai := range d.dht.FindProvidersAsync(ctx, key, d.cfg.maxProviders) {
 		out = append(out, ai.ID)
 		if ai.ID != d.h.ID() && len(ai.Addrs) > 0 {
-			// for the direct record fetch that follows; short-lived, as the DHT does.
+			// for the direct record fetch; short-lived, as the DHT does.
 			d.h.Peerstore().AddAddrs(ai.ID, ai.Addrs, peerstore.TempAddrTTL)
 		}
+		found(ai.ID)
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find providers of %s: %w", c, err)
@@ -114,32 +119,83 @@ func (d *Discovery) providers(ctx context.Context, c capability) ([]peer.ID, err
 	return out, nil
 }
 
-// records fetches the agent records of peers, at most DefaultFetchParallelism at a time. Peers
-// without a usable record, and Left records, are skipped.
-func (d *Discovery) records(ctx context.Context, peers []peer.ID) []Record {
-	out := make([]Record, len(peers))
-	ok := make([]bool, len(peers))
-	sem := make(chan struct{}, DefaultFetchParallelism)
-	var wg sync.WaitGroup
-	for i, id := range peers {
-		wg.Go(func() {
-			select {
-			case sem <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			defer func() { <-sem }()
-			out[i], ok[i] = d.recordOfPeer(ctx, id)
-		})
+// fetcher fetches the agent records of peers as they are found, each peer once, at most
+// DefaultFetchParallelism at a time.
+type fetcher struct {
+	d   *Discovery
+	ctx context.Context
+	sem chan struct{}
+	wg  sync.WaitGroup
+
+	mu   sync.Mutex
+	recs map[peer.ID]*Record // nil value: fetch pending or failed
+}
+
+func (d *Discovery) newFetcher(ctx context.Context) *fetcher {
+	return &fetcher{d: d, ctx: ctx, sem: make(chan struct{}, DefaultFetchParallelism), recs: map[peer.ID]*Record{}}
+}
+
+// add starts fetching the record of id unless it was started before.
+func (f *fetcher) add(id peer.ID) {
+	f.mu.Lock()
+	if _, ok := f.recs[id]; ok {
+		f.mu.Unlock()
+		return
 	}
-	wg.Wait()
-	var recs []Record
-	for i := range out {
-		if ok[i] && !out[i].Left && out[i].Expires.After(d.cfg.now()) {
-			recs = append(recs, out[i])
+	f.recs[id] = nil
+	f.mu.Unlock()
+	f.wg.Go(func() {
+		select {
+		case f.sem <- struct{}{}:
+		case <-f.ctx.Done():
+			return
+		}
+		defer func() { <-f.sem }()
+		if r, ok := f.d.recordOfPeer(f.ctx, id); ok {
+			f.mu.Lock()
+			f.recs[id] = &r
+			f.mu.Unlock()
+		}
+	})
+}
+
+// records waits for every fetch and returns the usable records of peers, in their order:
+// peers without a record, and Left or expired records, are skipped.
+func (f *fetcher) records(peers []peer.ID) []Record {
+	for _, id := range peers {
+		f.add(id)
+	}
+	f.wg.Wait()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []Record
+	now := f.d.cfg.now()
+	for _, id := range peers {
+		if r := f.recs[id]; r != nil && !r.Left && r.Expires.After(now) {
+			out = append(out, *r)
 		}
 	}
-	return recs
+	return out
+}
+
+// candidates looks up the providers of every capability in parallel, fetching records while
+// the walks go on, and returns the usable records of the intersection (or union) of the sets.
+// Providers outside the intersection may be fetched too (they are cached): the walks do not
+// wait for each other.
+func (d *Discovery) candidates(ctx context.Context, caps []capability, intersect bool) ([]Record, error) {
+	f := d.newFetcher(ctx)
+	sets := make([][]peer.ID, len(caps))
+	errs := make([]error, len(caps))
+	var wg sync.WaitGroup
+	for i, c := range caps {
+		wg.Go(func() { sets[i], errs[i] = d.providers(ctx, c, f.add) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		f.wg.Wait()
+		return nil, err
+	}
+	return f.records(combine(sets, intersect)), nil
 }
 
 // FindByCapability returns the agents whose manifest has the capability (kind is KindTool,
@@ -152,12 +208,12 @@ func (d *Discovery) FindByCapability(ctx context.Context, kind, name string) ([]
 		return nil, ErrClosed
 	}
 	c := capability{kind, NormalizeCapability(name)}
-	peers, err := d.providers(ctx, c)
+	recs, err := d.candidates(ctx, []capability{c}, false)
 	if err != nil {
 		return nil, err
 	}
 	var out []Record
-	for _, r := range d.records(ctx, peers) {
+	for _, r := range recs {
 		if manifestSet(r.Manifest)[c] {
 			out = append(out, r)
 		}
@@ -186,17 +242,10 @@ func (d *Discovery) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Ma
 	if len(required) == 0 {
 		lookups, intersect = capabilitiesOf(q.Preferred.Tools, q.Preferred.Models, q.Preferred.Domains), false
 	}
-	sets := make([][]peer.ID, len(lookups))
-	errs := make([]error, len(lookups))
-	var wg sync.WaitGroup
-	for i, c := range lookups {
-		wg.Go(func() { sets[i], errs[i] = d.providers(ctx, c) })
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	recs, err := d.candidates(ctx, lookups, intersect)
+	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	recs := d.records(ctx, combine(sets, intersect))
 	return evaluate(q, recs, d.loadSource(), d.latency), nil
 }
 
