@@ -212,6 +212,9 @@ func (c *cluster) options(sn *simNode) []node.Option {
 // on its side of any partition.
 func (c *cluster) startNode(i int) (err error) {
 	sn := c.slots[i]
+	if c.node(i) != nil {
+		return fmt.Errorf("node %d is already running", i)
+	}
 	if err := os.MkdirAll(sn.dir, 0o700); err != nil {
 		return err
 	}

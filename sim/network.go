@@ -14,10 +14,10 @@ import (
 )
 
 // mockNet is the in-memory network: one mocknet link per pair of nodes that may talk, with
-// the scenario's latency and bandwidth, and a jitter loop that redraws the latency of
-// connected links. Links are created per unordered pair (not LinkAll's two per ordered pair
-// and one per node to itself), which halves their memory in large meshes. Its link table is
-// guarded by mu; the jitter loop owns its random source.
+// the scenario's bandwidth and latency; with jitter, each link's latency is drawn once, when
+// the link is made, uniformly within Latency±Jitter. Links are created per unordered pair
+// (not LinkAll's two per ordered pair and one per node to itself), which halves their memory
+// in large meshes. The link table, the hosts and the random source are guarded by mu.
 type mockNet struct {
 	mn   mocknet.Mocknet
 	spec NetworkSpec
@@ -26,22 +26,14 @@ type mockNet struct {
 	links map[[2]int]mocknet.Link // key: (low index, high index)
 	hosts map[int]host.Host
 
-	rng  *rand.Rand
-	stop chan struct{}
-	done chan struct{}
+	rng *rand.Rand
 }
 
 func newMockNet(spec NetworkSpec, seed uint64) *mockNet {
 	mn := mocknet.New()
 	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: spec.Latency.D(), Bandwidth: spec.Bandwidth})
-	m := &mockNet{mn: mn, spec: spec, links: map[[2]int]mocknet.Link{}, hosts: map[int]host.Host{},
-		rng: rand.New(rand.NewPCG(seed, 0x6a177e5)), stop: make(chan struct{}), done: make(chan struct{})}
-	if spec.Jitter > 0 {
-		go m.jitterLoop()
-	} else {
-		close(m.done)
-	}
-	return m
+	return &mockNet{mn: mn, spec: spec, links: map[[2]int]mocknet.Link{}, hosts: map[int]host.Host{},
+		rng: rand.New(rand.NewPCG(seed, 0x6a177e5))}
 }
 
 // mockAddr is node i's (fake) address on the mocknet.
@@ -79,6 +71,10 @@ func (m *mockNet) link(i, j int, pi, pj peer.ID) error {
 	l, err := m.mn.LinkPeers(pi, pj)
 	if err != nil {
 		return fmt.Errorf("link %d-%d: %w", i, j, err)
+	}
+	if jit := m.spec.Jitter.D(); jit > 0 {
+		d := m.spec.Latency.D() - jit + time.Duration(m.rng.Int64N(int64(2*jit)+1))
+		l.SetOptions(mocknet.LinkOptions{Latency: d, Bandwidth: m.spec.Bandwidth})
 	}
 	m.links[k] = l
 	return nil
@@ -141,55 +137,5 @@ func (m *mockNet) forget(i int) {
 	m.mu.Unlock()
 }
 
-// jitterLoop redraws the latency of every link between connected peers within
-// Latency±Jitter, every JitterInterval. It walks connections, not links, so its cost grows
-// with the connections of the mesh; it calls into mocknet without holding mu.
-func (m *mockNet) jitterLoop() {
-	defer close(m.done)
-	t := time.NewTicker(m.spec.JitterInterval.D())
-	defer t.Stop()
-	base, j := m.spec.Latency.D(), m.spec.Jitter.D()
-	for {
-		select {
-		case <-m.stop:
-			return
-		case <-t.C:
-		}
-		m.mu.Lock()
-		hosts := make(map[int]host.Host, len(m.hosts))
-		for i, h := range m.hosts {
-			hosts[i] = h
-		}
-		idx := make(map[peer.ID]int, len(m.hosts))
-		for i, h := range m.hosts {
-			idx[h.ID()] = i
-		}
-		m.mu.Unlock()
-		for i, h := range hosts {
-			for _, p := range h.Network().Peers() {
-				k, ok := idx[p]
-				if !ok || k <= i {
-					continue
-				}
-				m.mu.Lock()
-				l := m.links[pairKey(i, k)]
-				m.mu.Unlock()
-				if l != nil {
-					d := base - j + time.Duration(m.rng.Int64N(int64(2*j)+1))
-					l.SetOptions(mocknet.LinkOptions{Latency: d, Bandwidth: m.spec.Bandwidth})
-				}
-			}
-		}
-	}
-}
-
-// Close stops the jitter loop and the mocknet (closing any host still open).
-func (m *mockNet) Close() error {
-	select {
-	case <-m.stop:
-	default:
-		close(m.stop)
-	}
-	<-m.done
-	return m.mn.Close()
-}
+// Close closes the mocknet (and any host still open).
+func (m *mockNet) Close() error { return m.mn.Close() }

@@ -49,12 +49,10 @@ type NetworkSpec struct {
 	Transport string `yaml:"transport"`
 	// Latency is the one-way delay of every link (mocknet only). Default 0.
 	Latency Duration `yaml:"latency"`
-	// Jitter varies each connected link's latency uniformly within Latency±Jitter, redrawn
-	// every JitterInterval (mocknet only): delays vary per link over time, not per packet,
-	// and a stream's bytes stay in order, as on TCP. Default 0.
+	// Jitter spreads the links' latencies (mocknet only): each link's latency is drawn once,
+	// when it is made, uniformly within Latency±Jitter. Delays thus differ between pairs of
+	// nodes, not from packet to packet. Default 0.
 	Jitter Duration `yaml:"jitter"`
-	// JitterInterval is how often the jitter is redrawn. Default 100ms.
-	JitterInterval Duration `yaml:"jitter_interval"`
 	// Bandwidth is each link's capacity in bytes per second (mocknet only); 0 is unlimited.
 	Bandwidth float64 `yaml:"bandwidth"`
 }
@@ -203,9 +201,6 @@ func (sc *Scenario) defaults() {
 	if sc.Network.Transport == "" {
 		sc.Network.Transport = TransportMocknet
 	}
-	if sc.Network.JitterInterval == 0 {
-		sc.Network.JitterInterval = Duration(100 * time.Millisecond)
-	}
 	n := &sc.Node
 	if n.Heartbeat == 0 {
 		n.Heartbeat = Duration(time.Second)
@@ -251,8 +246,6 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("network: latency, jitter and bandwidth need transport mocknet; loopback sockets run at the kernel's speed")
 	case sc.Network.Jitter > sc.Network.Latency:
 		return fmt.Errorf("network.jitter: %s exceeds latency %s (a delay cannot be negative)", sc.Network.Jitter, sc.Network.Latency)
-	case sc.Network.JitterInterval.D() < 10*time.Millisecond:
-		return fmt.Errorf("network.jitter_interval: %s is below 10ms", sc.Network.JitterInterval)
 	case sc.Network.Bandwidth < 0:
 		return fmt.Errorf("network.bandwidth: %v is negative", sc.Network.Bandwidth)
 	case sc.Node.Heartbeat.D() < pubsub.MinHeartbeatInterval || sc.Node.Heartbeat.D() > pubsub.MaxHeartbeatInterval:

@@ -1,0 +1,186 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+// runScenario runs a scenario (a library name or YAML text) and fails the test on an error
+// or a failed expectation, printing the table.
+func runScenario(t *testing.T, text string) *Report {
+	t.Helper()
+	var sc *Scenario
+	var err error
+	if strings.Contains(text, "\n") {
+		sc, err = Parse([]byte(text))
+	} else {
+		sc, err = Builtin(text)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := Run(ctx, sc, WithProgress(&progress), WithLogger(testLogger(t)))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, progress.String())
+	}
+	var table bytes.Buffer
+	_ = rep.WriteText(&table)
+	if !rep.Passed {
+		t.Fatalf("scenario failed:\n%s\n%s", progress.String(), table.String())
+	}
+	if got := strings.Count(progress.String(), "\n"); got != len(sc.Steps)+1 {
+		t.Fatalf("progress has %d lines for %d steps:\n%s", got, len(sc.Steps), progress.String())
+	}
+	return rep
+}
+
+// The default scenario: join, converge, agent and capability lookups, requests, a broadcast,
+// a group message, a crash detected by every node, a restart and an offline agent that gets
+// every message (see scenarios/smoke.yaml for the expectations).
+func TestRun_Smoke(t *testing.T) {
+	rep := runScenario(t, DefaultScenario)
+	for _, s := range rep.Steps {
+		if s.Metrics["heap_per_node_mib"] <= 0 || s.Metrics["cpu_ms"] < 0 {
+			t.Fatalf("step %s: memory and CPU not measured: %v", s.Name, s.Metrics)
+		}
+	}
+	if len(rep.RequestCDF) == 0 || len(rep.LookupCDF) == 0 || len(rep.Propagation) != 4 {
+		t.Fatalf("plots: %d request points, %d lookup points, %d propagation series", len(rep.RequestCDF), len(rep.LookupCDF), len(rep.Propagation))
+	}
+}
+
+// Faults: a clean departure is seen as draining/offline, a partition is suspected across the
+// cut and fails requests across it, the heal converges, and churn under load stops and
+// restarts nodes.
+func TestRun_Faults(t *testing.T) {
+	rep := runScenario(t, `
+nodes: 10
+seed: 11
+steps:
+  - join: {}
+  - converge: {timeout: 40s}
+    expect: {converged: 1}
+  - kill: {mode: graceful}
+    expect: {killed: 1, detected_ratio: 1, false_suspicions: 0}
+  - restart: {}
+    expect: {restarted: 1, rejoined_ratio: 1}
+  - partition: {fraction: 0.5}
+    expect: {cut_links: 25, detected_ratio: 1}
+  - load: {rate: 20, duration: 1s, timeout: 2s}
+    name: across-the-cut
+    expect: {request_success: "< 1"}
+  - heal: {timeout: 60s}
+    expect: {converged: 1}
+  - churn: {rate: 1, duration: 3s, down: 1s, load: {rate: 10, timeout: 5s}}
+    expect: {kills: "> 0"}
+`)
+	churn := rep.Steps[len(rep.Steps)-1]
+	if churn.Metrics["kills"] != churn.Metrics["restarts"] {
+		t.Fatalf("churn left nodes down: %v", churn.Metrics)
+	}
+	if rep.Steps[5].Errors["TIMEOUT"]+rep.Steps[5].Errors["AGENT_NOT_FOUND"] == 0 {
+		t.Fatalf("requests across the cut failed with no timeout or not-found: %v", rep.Steps[5].Errors)
+	}
+}
+
+// Real TCP sockets on 127.0.0.1: the same node code over the kernel's loopback.
+func TestRun_Loopback(t *testing.T) {
+	runScenario(t, `
+nodes: 5
+seed: 12
+network: {transport: loopback}
+steps:
+  - join: {parallel: 2}
+  - converge: {timeout: 40s}
+    expect: {converged: 1}
+  - discover: {lookups: 5}
+    expect: {lookup_success: 1}
+  - load: {rate: 10, duration: 1s}
+    expect: {request_success: 1}
+  - broadcast: {count: 1}
+    expect: {delivery_ratio: 1}
+  - offline: {messages: 3, down: 500ms}
+    expect: {lost: 0}
+`)
+}
+
+// Links with latency, per-link jitter and a bandwidth cap; every load pattern; and the three
+// report formats.
+func TestRun_NetworkPatternsAndReports(t *testing.T) {
+	rep := runScenario(t, `
+name: reports
+nodes: 4
+seed: 13
+network: {latency: 4ms, jitter: 2ms, bandwidth: 5000000}
+agents: {handler_delay: {min: 5ms, max: 10ms}}
+steps:
+  - join: {}
+  - converge: {timeout: 30s}
+  - load: {rate: 20, duration: 500ms, pattern: ramp}
+    expect: {request_success: 1, request_p50_ms: ">= 13"}
+  - load: {rate: 20, duration: 500ms, pattern: burst, bursts: 2}
+    name: burst
+    expect: {request_success: 1}
+  - load: {rate: 20, duration: 500ms, pattern: poisson}
+    name: poisson
+  - sleep: {duration: 200ms}
+`)
+	var js bytes.Buffer
+	if err := rep.WriteJSON(&js); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.Scenario != "reports" || len(back.Steps) != 6 {
+		t.Fatalf("JSON round trip: %v %+v", err, back.Steps)
+	}
+	var h bytes.Buffer
+	if err := rep.WriteHTML(&h); err != nil {
+		t.Fatal(err)
+	}
+	page := h.String()
+	if strings.Count(page, "<svg") != 3 || strings.Contains(page, "src=") || strings.Contains(page, "<link") {
+		t.Fatalf("HTML must hold three inline SVG plots and load nothing: %d svg", strings.Count(page, "<svg"))
+	}
+	var txt bytes.Buffer
+	_ = rep.WriteText(&txt)
+	for _, want := range []string{"PASSED", "burst", "poisson", "heap/node"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Fatalf("table lacks %q:\n%s", want, txt.String())
+		}
+	}
+}
+
+// A failed expectation fails the report (and names the metric) without stopping the run; a
+// step that cannot run stops it with an error.
+func TestRun_FailuresAreReported(t *testing.T) {
+	sc, err := Parse([]byte(`
+nodes: 3
+steps:
+  - join: {}
+  - sleep: {duration: 10ms}
+    expect: {false_suspicions: 0, no_such_metric: 1}
+  - sleep: {duration: 10ms}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Run(context.Background(), sc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Passed || len(rep.Steps) != 3 || rep.Steps[1].Passed || !rep.Steps[1].Checks[0].Missing {
+		t.Fatalf("a missing metric must fail its step only: %+v", rep.Steps)
+	}
+	sc2, _ := Parse([]byte("nodes: 3\nsteps: [{join: {}}, {restart: {nodes: [1]}}, {sleep: {}}]"))
+	rep, err = Run(context.Background(), sc2)
+	if err == nil || len(rep.Steps) != 2 || rep.Steps[1].Error == "" {
+		t.Fatalf("restarting a running node must stop the run: %v %+v", err, rep.Steps)
+	}
+}
