@@ -113,9 +113,11 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 	deadline := time.Now().Add(timeout)
 	poll := 50*time.Millisecond + time.Duration(len(c.slots))*time.Millisecond/4
 	repaired := map[int]bool{}
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for {
 		missing, unpublished := c.notConverged(live, rt)
-		c.republish(ctx, unpublished, repaired)
+		c.republish(ctx, unpublished, repaired, &wg)
 		if missing == 0 {
 			return true, 0
 		}
@@ -179,7 +181,7 @@ func (c *cluster) notConverged(live bool, rt int) (int, []int) {
 // succeeds; the first node of a mesh (no bootstrap peers) and a node whose two publishes
 // raced ("can't replace a newer value with an older value") are otherwise left unpublished
 // until the half-TTL republish. The count is reported as records_republished_by_sim.
-func (c *cluster) republish(ctx context.Context, nodes []int, done map[int]bool) {
+func (c *cluster) republish(ctx context.Context, nodes []int, done map[int]bool, wg *sync.WaitGroup) {
 	for _, i := range nodes {
 		nd := c.node(i)
 		if done[i] || nd == nil {
@@ -187,11 +189,15 @@ func (c *cluster) republish(ctx context.Context, nodes []int, done map[int]bool)
 		}
 		done[i] = true
 		c.republished.Add(1)
-		pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-		if err := nd.Discovery().Publish(pctx, nd.Manifest()); err != nil {
-			c.log.Warn("republishing a record for the simulator", "node", i, "err", err.Error())
-		}
-		cancel()
+		wg.Add(1)
+		go func() { // a DHT walk each: in parallel, so that the poll keeps its pace
+			defer wg.Done()
+			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			if err := nd.Discovery().Publish(pctx, nd.Manifest()); err != nil {
+				c.log.Warn("republishing a record for the simulator", "node", i, "err", err.Error())
+			}
+		}()
 	}
 }
 
