@@ -86,11 +86,3 @@ func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
 		return nil
 	})
 }
-
-// drawDelay draws a handler delay from r.
-func drawDelay(rng *rand.Rand, r Range) time.Duration {
-	if r.Max <= r.Min {
-		return r.Min.D()
-	}
-	return r.Min.D() + time.Duration(rng.Int64N(int64(r.Max-r.Min)+1))
-}
