@@ -1,7 +1,9 @@
 // Package discovery finds IACP agents on the mesh: a Kademlia DHT under a private protocol
 // prefix, signed agent records that bind an agent id to a peer id and its addresses, capability
 // advertisement as DHT provider records, capability queries ranked by preference and live load,
-// and a directory cache so that repeated lookups do not walk the DHT.
+// a directory cache so that repeated lookups do not walk the DHT, and a direct record protocol
+// (<prefix>/agent-record/1.0.0) on which a node serves its own signed record, so that a capability
+// lookup asks each provider for its record instead of walking the DHT once per provider.
 //
 // A Discovery is built by New around a libp2p host and the node's Ed25519 key (the key of the
 // host's peer id). Start begins the bootstrap loop; Publish advertises the local agent; Resolve,
