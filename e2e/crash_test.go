@@ -161,7 +161,10 @@ func TestCrash_BothKilledDuringBurstOf1000(t *testing.T) {
 			}
 		}()
 	}
-	for count.Load() < 300 {
+	for deadline := time.Now().Add(60 * time.Second); count.Load() < 300; {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d of the first 300 sends accepted in 60 s", count.Load())
+		}
 		time.Sleep(5 * time.Millisecond)
 	}
 	a.kill()

@@ -102,7 +102,12 @@ func newProc(t *testing.T, name, agentID string) *proc {
 	}
 	tok, _ := os.ReadFile(filepath.Join(p.dir, "api.token"))
 	p.token = strings.TrimSpace(string(tok))
-	t.Cleanup(func() { p.kill() })
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() && p.log != nil {
+			t.Logf("--- log of %s:\n%s", p.name, p.log.String())
+		}
+	})
 	return p
 }
 

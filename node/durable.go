@@ -345,17 +345,32 @@ func (n *Node) expire(e store.OutboxEntry) {
 // accept stores an inbound message before its receipt (exactly once across restarts).
 // duplicate means it was accepted before: acknowledge again, do not hand it over twice.
 func (n *Node) accept(m *protocol.Message, raw []byte) (duplicate bool, err error) {
+	dups, errs := n.acceptAll([]*protocol.Message{m}, [][]byte{raw})
+	return dups[0], errs[0]
+}
+
+// acceptAll stores a batch of inbound messages in one transaction and audits the new ones.
+func (n *Node) acceptAll(ms []*protocol.Message, raws [][]byte) (dups []bool, errs []error) {
+	dups, errs = make([]bool, len(ms)), make([]error, len(ms))
 	if n.store != nil {
-		res, err := n.store.Accept(m, raw)
-		if err != nil {
-			return false, err
-		}
-		if res.Duplicate {
-			return true, nil
+		res, each, err := n.store.AcceptAll(ms, raws)
+		for i := range ms {
+			switch {
+			case err != nil:
+				errs[i] = protocol.Errorf(protocol.CodeInternalError, "store inbound message: %w", err)
+			case each[i] != nil:
+				errs[i] = each[i]
+			default:
+				dups[i] = res[i].Duplicate
+			}
 		}
 	}
-	n.record(audit.EventReceived, m, nil)
-	return false, nil
+	for i, m := range ms {
+		if !dups[i] && errs[i] == nil {
+			n.record(audit.EventReceived, m, nil)
+		}
+	}
+	return dups, errs
 }
 
 // taken marks an inbound message as taken by the agent.

@@ -47,38 +47,133 @@ func (n *Node) handleStream(s network.Stream) {
 		delete(n.inbound, in)
 		n.sessionsMu.Unlock()
 	}()
-	br := bufio.NewReader(s)
-	for {
-		_ = s.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-		raw, err := protocol.ReadFrame(br, n.cfg.MaxMessageBytes)
-		if err != nil {
-			in.exchanges.Wait()
-			if errors.Is(err, io.EOF) || isTimeout(err) || n.isClosing() {
-				// The peer finished, the stream idled out, or we are closing: a clean end.
-				in.flush()
-				s.Close()
+	// One goroutine reads frames; this one serves what has queued meanwhile as one batch: one
+	// store commit and one signed receipt for a burst (group commit). The queue is bounded,
+	// so a peer that sends faster than we serve meets flow control.
+	frames := make(chan []byte, maxBatch)
+	var readErr error
+	readerDone := make(chan struct{})
+	go func() {
+		defer close(readerDone)
+		defer close(frames)
+		br := bufio.NewReader(s)
+		for {
+			_ = s.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+			raw, err := protocol.ReadFrame(br, n.cfg.MaxMessageBytes)
+			if err != nil {
+				readErr = err
 				return
 			}
-			n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", err.Error())
-			s.Reset()
-			return
+			frames <- raw
 		}
-		m, err := protocol.DecodeJSON(raw)
-		if err != nil {
-			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
+	}()
+	abort := func() {
+		s.Reset() // ends the reader's Read
+		for range frames {
+		}
+		<-readerDone
+	}
+	for {
+		raw, open := <-frames
+		batch := [][]byte{}
+		for open {
+			batch = append(batch, raw)
+			if len(batch) == maxBatch {
+				break
+			}
+			select {
+			case raw, open = <-frames:
+				continue
+			default:
+			}
+			break
+		}
+		if len(batch) > 0 && !in.serveAll(batch) {
 			in.exchanges.Wait()
-			s.Reset()
+			abort()
 			return
 		}
-		in.serve(m, raw)
-		if br.Buffered() == 0 {
-			in.flush()
+		in.flush()
+		if open {
+			continue
 		}
+		<-readerDone
+		in.exchanges.Wait()
+		if errors.Is(readErr, io.EOF) || isTimeout(readErr) || n.isClosing() {
+			// The peer finished, the stream idled out, or we are closing: a clean end.
+			in.flush()
+			s.Close()
+			return
+		}
+		n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", readErr.Error())
+		s.Reset()
+		return
 	}
 }
 
-// serve checks one decoded message and routes it.
-func (in *inStream) serve(m *protocol.Message, raw []byte) {
+// maxBatch bounds the frames served together from one stream.
+const maxBatch = 256
+
+
+// inbound is one message of a batch on its way to the agent.
+type inbound struct {
+	m             *protocol.Message
+	raw           []byte
+	arm           func() // a request's receipt window
+	start, cancel func()
+}
+
+// serveAll checks a batch of frames in order, routes what passes, accepts the routed
+// messages in one store transaction and hands them over. It returns false when a frame is not
+// a document: the stream is then reset (after the frames before it were served).
+func (in *inStream) serveAll(raws [][]byte) bool {
+	n := in.n
+	var batch []inbound
+	ok := true
+	for _, raw := range raws {
+		m, err := protocol.DecodeJSON(raw)
+		if err != nil {
+			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
+			ok = false
+			break
+		}
+		if ib, pass := in.admit(m, raw); pass {
+			batch = append(batch, ib)
+		}
+	}
+	if len(batch) == 0 {
+		return ok
+	}
+	ms := make([]*protocol.Message, len(batch))
+	raw := make([][]byte, len(batch))
+	for i := range batch {
+		ms[i], raw[i] = batch[i].m, batch[i].raw
+	}
+	dups, errs := n.acceptAll(ms, raw)
+	for i, ib := range batch {
+		switch {
+		case dups[i]:
+			ib.cancel()
+			in.replyError(ib.m, &protocol.Error{Code: protocol.CodeDuplicate, Message: "message " + ib.m.Envelope.MessageID + " was already accepted"})
+		case errs[i] != nil:
+			ib.cancel()
+			in.refuse(ib.m, errs[i])
+		default:
+			if ib.arm != nil {
+				ib.arm()
+			}
+			ib.start()
+			if ib.arm == nil {
+				in.queueReceipt(ib.m)
+			}
+		}
+	}
+	return ok
+}
+
+// admit runs the checks and the routing of one message; pass is false when it was refused
+// (and answered) or taken as a reply.
+func (in *inStream) admit(m *protocol.Message, raw []byte) (ib inbound, pass bool) {
 	n := in.n
 	if err := n.check(m, len(raw), in.remote, in.rid, true); err != nil {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
@@ -88,22 +183,22 @@ func (in *inStream) serve(m *protocol.Message, raw []byte) {
 		}
 		n.record(audit.EventRefused, m, err)
 		in.replyError(m, err)
-		return
+		return ib, false
 	}
 	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
 	if isReply && n.takeReply(m, in.remote) {
 		in.queueReceipt(m)
-		return
+		return ib, false
 	}
 	r := &Request{Msg: m, Peer: in.remote, n: n}
-	var arm func()
+	ib = inbound{m: m, raw: raw}
 	if m.Message.Type == protocol.TypeRequest {
 		// A reply within the receipt window goes back on this stream and is the receipt;
 		// otherwise a pending receipt goes when the window closes and the reply later, out
 		// of band.
 		ex := &exchange{in: in}
 		r.ex = ex
-		arm = func() {
+		ib.arm = func() {
 			in.exchanges.Add(1)
 			ex.timer = time.AfterFunc(n.cfg.ReceiptWindow, func() {
 				if ex.state.CompareAndSwap(exWaiting, exReceipted) {
@@ -113,15 +208,13 @@ func (in *inStream) serve(m *protocol.Message, raw []byte) {
 			})
 		}
 	}
-	dup, err := n.offer(r, raw, arm)
-	switch {
-	case dup:
-		in.replyError(m, &protocol.Error{Code: protocol.CodeDuplicate, Message: "message " + m.Envelope.MessageID + " was already accepted"})
-	case err != nil:
+	start, cancel, err := n.route(r)
+	if err != nil {
 		in.refuse(m, err)
-	case arm == nil:
-		in.queueReceipt(m)
+		return ib, false
 	}
+	ib.start, ib.cancel = start, cancel
+	return ib, true
 }
 
 // refuse answers an accepted-then-undeliverable message with an error and forgets its id, so

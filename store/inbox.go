@@ -47,58 +47,101 @@ type AcceptResult struct {
 // already expired (TIMEOUT), and one that would push the inbox past its limit
 // (*QueueFullError, RATE_LIMITED): the sender keeps it and retries.
 func (s *Store) Accept(m *protocol.Message, raw []byte) (AcceptResult, error) {
+	res, errs, err := s.AcceptAll([]*protocol.Message{m}, [][]byte{raw})
+	if err != nil {
+		return AcceptResult{}, err
+	}
+	return res[0], errs[0]
+}
+
+// AcceptAll is Accept for several messages in one transaction, so that a burst read from one
+// stream costs one commit and one fsync. results[i] and errs[i] are ms[i]'s outcome (errs[i]
+// is its own refusal: invalid id, expired, inbox full); err is a failure of the whole commit,
+// after which nothing was stored.
+func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []AcceptResult, errs []error, err error) {
 	now := s.cfg.now()
-	e := InboxEntry{
-		MessageID: m.Envelope.MessageID, From: m.Envelope.Sender.AgentID, To: m.Envelope.Recipient.AgentID,
-		Raw: raw, ReceivedAt: now, ExpiresAt: m.Expires(),
+	results = make([]AcceptResult, len(ms))
+	errs = make([]error, len(ms))
+	entries := make([]*InboxEntry, len(ms))
+	reserved := make([]int64, len(ms))
+	for i, m := range ms {
+		e := &InboxEntry{
+			MessageID: m.Envelope.MessageID, From: m.Envelope.Sender.AgentID, To: m.Envelope.Recipient.AgentID,
+			Raw: raws[i], ReceivedAt: now, ExpiresAt: m.Expires(),
+		}
+		if errs[i] = checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raws[i])); errs[i] != nil {
+			continue
+		}
+		if errs[i] = s.reserveInbox(int64(len(raws[i]))); errs[i] != nil {
+			continue
+		}
+		entries[i], reserved[i] = e, int64(len(raws[i]))
 	}
-	if err := checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raw)); err != nil {
-		return AcceptResult{}, err
-	}
-	size := int64(len(raw))
-	if err := s.reserveInbox(size); err != nil {
-		return AcceptResult{}, err
-	}
-	var res AcceptResult
-	err := s.db.Batch(func(tx *bolt.Tx) error {
-		res = AcceptResult{}
-		id := []byte(e.MessageID)
-		seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
-		if v := seen.Get(id); v != nil {
-			if exp := keyTime(v); exp.After(now) {
-				res.Duplicate = true
-				if seq := tx.Bucket(bktInboxID).Get(id); seq != nil {
-					res.Pending, res.Seq = true, beUint(seq)
-				}
-				return nil
+	err = s.db.Batch(func(tx *bolt.Tx) error {
+		inTx := map[string]int{} // a message repeated inside the batch is a duplicate of the first
+		for i, e := range entries {
+			results[i] = AcceptResult{}
+			if e == nil {
+				continue
 			}
-			// Seen but expired and not yet purged: forget the old record.
-			if err := seenExp.Delete(timeKey(keyTime(v), id)); err != nil {
+			if first, ok := inTx[e.MessageID]; ok {
+				results[i] = AcceptResult{Duplicate: true, Pending: true, Seq: results[first].Seq}
+				continue
+			}
+			if err := acceptTx(tx, e, now, &results[i]); err != nil {
 				return err
 			}
+			if !results[i].Duplicate {
+				inTx[e.MessageID] = i
+			}
 		}
-		inbox := tx.Bucket(bktInbox)
-		seq, err := inbox.NextSequence()
-		if err != nil {
-			return err
-		}
-		e.Seq = seq
-		v, err := encodeInbox(&e)
-		if err != nil {
-			return err
-		}
-		res.Pending, res.Seq = true, seq
-		return errors.Join(
-			seen.Put(id, timeKey(e.ExpiresAt)),
-			seenExp.Put(timeKey(e.ExpiresAt, id), nil),
-			inbox.Put(be64(seq), v),
-			tx.Bucket(bktInboxID).Put(id, be64(seq)),
-		)
+		return nil
 	})
-	if err != nil || res.Duplicate {
-		s.releaseInbox(size)
+	for i := range entries {
+		if reserved[i] > 0 && (err != nil || results[i].Duplicate) {
+			s.releaseInbox(reserved[i])
+		}
 	}
-	return res, s.wrap("accept", err)
+	if err != nil {
+		return nil, nil, s.wrap("accept", err)
+	}
+	return results, errs, nil
+}
+
+// acceptTx is one message's part of an AcceptAll transaction.
+func acceptTx(tx *bolt.Tx, e *InboxEntry, now time.Time, res *AcceptResult) error {
+	id := []byte(e.MessageID)
+	seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
+	if v := seen.Get(id); v != nil {
+		if exp := keyTime(v); exp.After(now) {
+			res.Duplicate = true
+			if seq := tx.Bucket(bktInboxID).Get(id); seq != nil {
+				res.Pending, res.Seq = true, beUint(seq)
+			}
+			return nil
+		}
+		// Seen but expired and not yet purged: forget the old record.
+		if err := seenExp.Delete(timeKey(keyTime(v), id)); err != nil {
+			return err
+		}
+	}
+	inbox := tx.Bucket(bktInbox)
+	seq, err := inbox.NextSequence()
+	if err != nil {
+		return err
+	}
+	e.Seq = seq
+	v, err := encodeInbox(e)
+	if err != nil {
+		return err
+	}
+	res.Pending, res.Seq = true, seq
+	return errors.Join(
+		seen.Put(id, timeKey(e.ExpiresAt)),
+		seenExp.Put(timeKey(e.ExpiresAt, id), nil),
+		inbox.Put(be64(seq), v),
+		tx.Bucket(bktInboxID).Put(id, be64(seq)),
+	)
 }
 
 func beUint(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
