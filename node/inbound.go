@@ -114,7 +114,6 @@ func (n *Node) handleStream(s network.Stream) {
 // maxBatch bounds the frames served together from one stream.
 const maxBatch = 256
 
-
 // inbound is one message of a batch on its way to the agent.
 type inbound struct {
 	m             *protocol.Message
