@@ -127,12 +127,6 @@ func (n *Node) startDurable() {
 		return
 	}
 	n.host.Network().Notify(&network.NotifyBundle{ConnectedF: n.peerConnected})
-	if n.gossip != nil {
-		if sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition}}, 256); err == nil {
-			n.wg.Add(1)
-			go n.watchReturns(sub)
-		}
-	}
 	n.wg.Add(1)
 	go n.retryLoop()
 	n.redeliverPending()
@@ -149,7 +143,9 @@ func (n *Node) peerConnected(_ network.Network, c network.Conn) {
 	}
 }
 
-// watchReturns retries an agent's queue when gossip sees it come back alive.
+// watchReturns learns, from gossip's liveness transitions, which peer speaks for which agent
+// (a verified heartbeat binds them, under the same trust-on-first-use pin as direct messages),
+// and retries an agent's queue at once when it comes back alive or busy.
 func (n *Node) watchReturns(sub *pubsub.Subscription) {
 	defer n.wg.Done()
 	defer sub.Cancel()
@@ -161,8 +157,16 @@ func (n *Node) watchReturns(sub *pubsub.Subscription) {
 			if !ok {
 				return
 			}
-			if to := it.Transition.To; to == pubsub.StateAlive || to == pubsub.StateBusy {
-				if k, err := n.store.RetryNow(it.Transition.AgentID, n.now()); err == nil && k > 0 {
+			tr := it.Transition
+			if to := tr.To; to != pubsub.StateAlive && to != pubsub.StateBusy {
+				continue
+			}
+			if tr.AgentID == n.cfg.AgentID || n.trust.check(tr.AgentID, tr.PeerID) != nil {
+				continue
+			}
+			n.learn(tr.AgentID, tr.PeerID)
+			if n.store != nil {
+				if k, err := n.store.RetryNow(tr.AgentID, n.now()); err == nil && k > 0 {
 					n.out.poke()
 				}
 			}

@@ -201,6 +201,15 @@ func New(opts ...Option) (_ *Node, err error) {
 	}
 	h.SetStreamHandler(ProtocolID, n.handleStream)
 	n.startDurable()
+	if n.gossip != nil {
+		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition}}, 256)
+		if err != nil {
+			n.log.Warn("liveness transitions unavailable; agents are learnt from direct messages and the DHT only", "err", err.Error())
+		} else {
+			n.wg.Add(1)
+			go n.watchReturns(sub)
+		}
+	}
 	n.wg.Add(1)
 	go n.maintain()
 	log.Info("node started", "addrs", n.Addrs())

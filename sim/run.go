@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/iacp-node/iacp-node/protocol"
 	"io"
 	"log/slog"
 	"runtime"
@@ -45,6 +46,10 @@ type run struct {
 // that cannot run (a node that fails to start, a partition on loopback) stops the run: the
 // report holds the steps so far and Run returns the error too. Failed expectations do not
 // stop the run; they make Report.Passed false. Every node is closed before Run returns.
+// verifyCacheSize bounds the verification cache during a run: a million signatures, about
+// 40 MiB at the bound.
+const verifyCacheSize = 1 << 20
+
 func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, err error) {
 	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
@@ -60,6 +65,11 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
+	// Every node of the run verifies every gossiped heartbeat: N nodes, N verifications of the
+	// same signed bytes. The process-wide verification cache makes that one verification per
+	// document (docs/sim.md, "Cost of one process"); forgeries never hit it.
+	protocol.SetVerifyCache(verifyCacheSize)
+	defer protocol.SetVerifyCache(0)
 	c, err := newCluster(&sc, cfg.log)
 	if err != nil {
 		return nil, err
