@@ -129,10 +129,13 @@ func (d *Discovery) store(ctx context.Context, rec Record) error {
 		})
 	}
 	wg.Wait()
+	if errs[0] == nil || errs[1] == nil {
+		// the record is in the DHT under at least one key: serve it directly from now on.
+		d.setServed(val, rec.Seq)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("publish agent record of %s (is the node joined? see Status): %w", rec.AgentID, err)
 	}
-	d.setServed(val, rec.Seq)
 	return nil
 }
 
