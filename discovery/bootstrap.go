@@ -142,9 +142,12 @@ func (d *Discovery) joined() bool {
 	return d.boot.bootstrapped
 }
 
+// markJoined records the join and clears the failure count in one update, so that Status
+// never shows a joined node with failed rounds.
 func (d *Discovery) markJoined() {
 	d.mu.Lock()
 	d.boot.bootstrapped = true
+	d.boot.failed = 0
 	d.mu.Unlock()
 }
 
