@@ -26,7 +26,7 @@ type mesh struct {
 func agentName(i int) string { return fmt.Sprintf("test:mesh:agent%d", i) }
 
 // newMesh starts n nodes; opts apply to every node, perNode to node i.
-func newMesh(t *testing.T, n int, opts []Option, perNode func(i int, m *mesh) []Option) *mesh {
+func newMesh(t testing.TB, n int, opts []Option, perNode func(i int, m *mesh) []Option) *mesh {
 	t.Helper()
 	m := &mesh{mn: mocknet.New()}
 	t.Cleanup(func() { m.mn.Close() })
