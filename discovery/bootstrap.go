@@ -112,14 +112,20 @@ func (d *Discovery) bootstrapLoop() {
 			d.log.Warn("no bootstrap peer answered; the node is not joined to the mesh and keeps trying",
 				"configured", configured, "failed_rounds", failed, "retry_in", wait.String())
 		default:
-			if failed > 0 || !d.joined() {
+			// Refresh the routing table once, right after a (re)join; afterwards kad-dht's own
+			// periodic refresh keeps it fresh. Refreshing at every health check would walk the
+			// DHT once per bucket on every node every interval.
+			justJoined := failed > 0 || !d.joined()
+			if justJoined {
 				d.log.Info("joined the mesh", "bootstrap_answered", answered, "configured", configured,
 					"routing_table", d.dht.RoutingTable().Size())
 			}
 			failed = 0
 			d.markJoined()
 			d.kickRepublish()
-			d.refreshRoutingTable()
+			if justJoined {
+				d.refreshRoutingTable()
+			}
 			wait = d.cfg.healthInterval
 		}
 		d.mu.Lock()

@@ -49,6 +49,9 @@ func (n *Node) maintain() {
 				n.keepAlive()
 			}
 			n.rate.sweep(n.now())
+			if err := n.trust.flush(); err != nil {
+				n.log.Error("saving trust pins", "err", err.Error())
+			}
 		}
 	}
 }

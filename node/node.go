@@ -256,7 +256,7 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
 		n.wg.Wait()
-		n.closeErr = errors.Join(n.closeErr, n.closeDurable())
+		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.flush())
 	})
 	return n.closeErr
 }

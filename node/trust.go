@@ -21,6 +21,7 @@ import (
 type trustStore struct {
 	mu        sync.Mutex
 	pinsFile  string // "" keeps pins in memory only
+	dirty     bool   // pins changed since the last save
 	pins      map[string]peer.ID
 	allowlist map[string]peer.ID // nil: trust on first use
 }
@@ -64,7 +65,24 @@ func (t *trustStore) check(agentID string, p peer.ID) error {
 		return nil
 	}
 	t.pins[agentID] = p
-	return t.saveLocked()
+	t.dirty = true
+	return nil
+}
+
+// flush saves the pins if they changed. The node calls it every second and at Close, so that
+// a mesh of hundreds of agents does not rewrite the file once per new agent; a pin lost in a
+// crash is pinned again, to the same peer, at its next message.
+func (t *trustStore) flush() error {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.dirty {
+		return nil
+	}
+	if err := t.saveLocked(); err != nil {
+		return err
+	}
+	t.dirty = false
+	return nil
 }
 
 // peerOf returns the peer pinned or allowlisted for agentID.

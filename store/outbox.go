@@ -237,6 +237,12 @@ func (s *Store) Reschedule(id string, next time.Time, lastErr string) error {
 // RetryNow makes every entry for recipient that is scheduled after now due at now, without
 // counting an attempt, for when the recipient is seen again. It returns how many it moved.
 func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
+	s.mu.Lock()
+	queued := s.outRcpt[recipient]
+	s.mu.Unlock()
+	if queued == 0 {
+		return 0, nil // nothing queued for it: no write transaction
+	}
 	var moved int
 	err := s.db.Batch(func(tx *bolt.Tx) error {
 		moved = 0
