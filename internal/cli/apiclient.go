@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -164,4 +165,29 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// showCmd builds a command that fetches one document from the running node's API and prints
+// it as JSON, YAML or, through table, a table.
+func showCmd[T any](use, short string, fetch func(*api.Client, context.Context) (T, error), table func(*tabwriter.Writer, T)) *cobra.Command {
+	var cf clientFlags
+	cmd := &cobra.Command{
+		Use:   use,
+		Short: short,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := cf.client()
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			doc, err := fetch(c, cmd.Context())
+			if err != nil {
+				return err
+			}
+			return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) { table(tw, doc) })
+		},
+	}
+	addClientFlags(cmd, &cf)
+	return cmd
 }
