@@ -141,7 +141,7 @@ func (g *Gossip) routerOptions() []ps.Option {
 		// Room for a burst of beats from a large fleet before validation drops anything.
 		ps.WithValidateQueueSize(1024),
 		ps.WithPeerOutboundQueueSize(256),
-		ps.WithLogger(g.log.With("component", "gossipsub")),
+		ps.WithLogger(slog.New(libraryHandler{g.log.Handler()}).With("component", "gossipsub")),
 	}
 	if len(g.cfg.direct) > 0 {
 		opts = append(opts, ps.WithDirectPeers(g.cfg.direct))
