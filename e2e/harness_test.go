@@ -269,8 +269,13 @@ func (p *proc) outboxLen() int {
 // taken counts how often each id was taken: exactly once is the promise.
 func takeAll(t *testing.T, p *proc, want int, d time.Duration, taken map[string]int) {
 	t.Helper()
+	takeUntil(p, d, taken, func() bool { return len(taken) >= want })
+}
+
+// takeUntil pulls and acknowledges until done holds or the deadline passes.
+func takeUntil(p *proc, d time.Duration, taken map[string]int, done func() bool) {
 	deadline := time.Now().Add(d)
-	for len(taken) < want && time.Now().Before(deadline) {
+	for !done() && time.Now().Before(deadline) {
 		msgs, err := p.inbox()
 		if err != nil {
 			time.Sleep(100 * time.Millisecond)
