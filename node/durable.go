@@ -377,19 +377,20 @@ func (n *Node) acceptAll(ms []*protocol.Message, raws [][]byte) (dups []bool, er
 	return dups, errs
 }
 
-// taken marks an inbound message as taken by the agent.
+// taken marks an inbound message as taken by the agent. The audit entry is written first:
+// a crash between it and the store's commit re-offers the message (and the audit shows a
+// second ack), where the other order could leave a taken message with no audit record.
 func (n *Node) taken(id string) error {
 	if n.store == nil {
 		return nil
 	}
-	if err := n.store.Ack(id); err != nil {
-		if errors.Is(err, store.ErrNotFound) {
-			return nil // never stored: a local error, or a reply a waiter took
-		}
-		return err
-	}
 	if n.audit != nil {
-		_ = n.audit.Append(audit.Entry{Event: audit.EventAcked, MessageID: id})
+		if err := n.audit.Append(audit.Entry{Event: audit.EventAcked, MessageID: id}); err != nil {
+			n.log.Error("audit log append failed", "err", err.Error())
+		}
+	}
+	if err := n.store.Ack(id); err != nil && !errors.Is(err, store.ErrNotFound) {
+		return err // ErrNotFound: never stored (a local error, a reply a waiter took)
 	}
 	return nil
 }
