@@ -165,7 +165,7 @@ func TestMesh20(t *testing.T) {
 				}
 			}
 			ctx, cancel := context.WithCancel(context.Background())
-			raw, err := ps.NewGossipSub(ctx, forger)
+			raw, err := ps.NewGossipSub(ctx, forger, ps.WithMessageSignaturePolicy(ps.StrictNoSign))
 			if err != nil {
 				t.Fatal(err)
 			}

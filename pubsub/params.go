@@ -1,7 +1,7 @@
 package pubsub
 
 import (
-	"bytes"
+	"crypto/sha256"
 	"time"
 
 	ps "github.com/libp2p/go-libp2p-pubsub"
@@ -85,22 +85,16 @@ func topicScoreParams() *ps.TopicScoreParams {
 	}
 }
 
-// msgID is the gossipsub message id: the author's peer id and the IACP message_id. gossipsub
-// marks an id seen before the user validators run, so an id that anyone could claim (the bare
-// message_id) would let a forger who races a genuine message censor it; the author is
-// authenticated by pubsub's own signature before that point, so this id cannot be squatted.
-//
-// It runs on every copy received, before validation, so it scans for the member instead of
-// decoding the document. The first `"message_id":"` wins; a document that hides another one
-// earlier (in a payload key) only collides with its own author's messages. A document
-// without one gets the default from+seqno id, and the validator rejects it.
+// msgID is the gossipsub message id: the pubsub author (From) and the SHA-256 of the
+// document's bytes. gossipsub marks an id seen before the user validators run, and without
+// pubsub signatures nothing in the message is authentic at that point, so the id must be one
+// that only the genuine bytes have: a forged copy that races a genuine message gets an id of
+// its own and cannot censor it. Copies of one document are byte-identical (relayers forward
+// what they received), so they share one id. A peer that re-publishes a document under its
+// own name gets a new id, so its copy is validated and rejected as a replay; a re-encoding
+// of a document is caught by the replay window too (see check). It runs on every copy
+// received, about a microsecond for a heartbeat.
 func msgID(m *pb.Message) string {
-	const key = `"message_id":"`
-	if i := bytes.Index(m.Data, []byte(key)); i >= 0 {
-		rest := m.Data[i+len(key):]
-		if j := bytes.IndexByte(rest, '"'); j > 0 && j <= 64 {
-			return string(m.From) + "/" + string(rest[:j])
-		}
-	}
-	return "x/" + ps.DefaultMsgIdFn(m)
+	sum := sha256.Sum256(m.Data)
+	return string(m.From) + string(sum[:])
 }

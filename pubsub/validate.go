@@ -69,28 +69,42 @@ func (g *Gossip) validator(info topicInfo) ps.ValidatorEx {
 // depend on the receiver's view (rate, expiry at the boundary, a full replay window) ignores
 // a message relayed by a third party instead of rejecting it, so that an honest relayer is
 // never punished for another node's timing.
+//
+// gossipsub does not sign (see routerOptions): the pubsub author (From) is only a claim until
+// the IACP signature of the document, made by sender.peer_id, is verified and sender.peer_id
+// is found equal to it. Nothing before that point may charge the claimed author: the rate
+// bucket is drawn after the signature check, so that a forger cannot spend an honest author's
+// budget.
 func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
-	author := m.GetFrom()
-	relayed := m.ReceivedFrom != author
+	claimed := m.GetFrom()
 	if len(m.Data) > protocol.MaxGossipBytes {
 		return nil, reject("message is %d bytes; the gossip limit is %d", len(m.Data), protocol.MaxGossipBytes)
 	}
 	now := g.cfg.clock()
+	doc, err := protocol.DecodeJSON(m.Data)
+	if err != nil {
+		return nil, reject("decode: %w", err)
+	}
+	// A message_id already accepted is a duplicate whatever its bytes, so it costs no
+	// signature check. It was either re-encoded (a different gossipsub id, which hashes the
+	// bytes) or replayed after gossipsub's own seen-cache forgot it. Only its first sender can
+	// be blamed for it: a relayer may have accepted the other encoding first, honestly.
+	if g.replay.Seen(doc.Envelope.MessageID, now) {
+		return nil, duplicate(doc, claimed, m.ReceivedFrom)
+	}
+	if err := protocol.Verify(doc); err != nil {
+		return nil, reject("signature: %w", err)
+	}
+	author, err := protocol.PeerIDOf(doc)
+	if err != nil || author != claimed {
+		return nil, reject("sender.peer_id %q is not the pubsub author %s", doc.Envelope.Sender.PeerID, claimed)
+	}
+	relayed := m.ReceivedFrom != author
 	if !g.limiter.allow(author, now) {
 		if relayed {
 			return nil, ignore("author %s is over its rate (relayed)", author)
 		}
 		return nil, reject("author %s is over its rate of %v/s", author, g.cfg.peerRate)
-	}
-	doc, err := protocol.DecodeJSON(m.Data)
-	if err != nil {
-		return nil, reject("decode: %w", err)
-	}
-	if err := protocol.Verify(doc); err != nil {
-		return nil, reject("signature: %w", err)
-	}
-	if pid, err := protocol.PeerIDOf(doc); err != nil || pid != author {
-		return nil, reject("sender.peer_id %q is not the pubsub author %s", doc.Envelope.Sender.PeerID, author)
 	}
 	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes}); err != nil {
 		late := now.Sub(doc.Expires())
@@ -112,12 +126,23 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 		}
 	}
 	if err := g.replay.Add(doc.Envelope.MessageID, doc.Expires(), now); err != nil {
-		if errors.Is(err, protocol.ErrDuplicate) {
-			return nil, reject("replay: %w", err)
+		if errors.Is(err, protocol.ErrDuplicate) { // another encoding won a concurrent validation
+			return nil, duplicate(doc, claimed, m.ReceivedFrom)
 		}
 		return nil, ignore("replay window: %w", err)
 	}
 	return v, nil
+}
+
+// duplicate is the verdict on a document whose message_id was already accepted: a rejection
+// when the peer that sent it claims to be its author (so the replay is its own), otherwise an
+// ignore.
+func duplicate(doc *protocol.Message, claimed, from peer.ID) error {
+	err := fmt.Errorf("message %s: %w", doc.Envelope.MessageID, protocol.ErrDuplicate)
+	if from != claimed {
+		return &errVerdict{ignore: true, err: fmt.Errorf("relayed duplicate: %w", err)}
+	}
+	return &errVerdict{err: fmt.Errorf("replay: %w", err)}
 }
 
 // checkTopic checks that the document belongs on the topic it came on, and decodes the

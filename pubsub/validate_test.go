@@ -90,7 +90,14 @@ func TestValidator(t *testing.T) {
 		info            topicInfo
 		msg             func() *ps.Message
 	}{
-		{"replay", "reject", "already processed", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, relay) }},
+		{"replay by its author", "reject", "replay", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, a.id) }},
+		{"replay by a relayer", "ignore", "relayed duplicate", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, relay) }},
+		{"replay claiming the replayer as author", "reject", "replay", bc, func() *ps.Message { return psMsg(t, good, bc.name, relay, relay) }},
+		{"re-encoded replay", "ignore", "relayed duplicate", bc, func() *ps.Message {
+			m := psMsg(t, good, bc.name, a.id, relay)
+			m.Data = append([]byte(" "), m.Data...) // other bytes, so another gossipsub id
+			return m
+		}},
 		{"bad signature", "reject", "signature", bc, func() *ps.Message {
 			m, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
 			m.Message.Payload = json.RawMessage(`{"event_type":"forged"}`)
@@ -225,4 +232,26 @@ func newSignerKey(t *testing.T) crypto.PrivKey {
 		t.Fatal(err)
 	}
 	return sk
+}
+
+// The gossipsub id of a message is bound to its exact bytes and its claimed author: a forged
+// copy of a genuine message (same message_id, other content) cannot take the genuine one's id
+// and so cannot get it dropped as already seen; a copy re-published under another author is
+// validated (and rejected as a replay) rather than dropped silently.
+func TestMessageIDCannotBeSquatted(t *testing.T) {
+	a := newSigner(t, "test:a:agent", nil)
+	other := newSigner(t, "test:o:agent", nil).id
+	good, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, protocol.EventPayload{EventType: "deploy.done"})
+	forged := *good
+	forged.Message.Payload = json.RawMessage(`{"event_type":"forged"}`)
+	genuine := psMsg(t, good, "t", a.id, other)
+	if id := msgID(genuine.Message); id != msgID(psMsg(t, good, "t", a.id, a.id).Message) {
+		t.Fatal("two copies of one document under one author have different ids")
+	}
+	if msgID(genuine.Message) == msgID(psMsg(t, &forged, "t", a.id, other).Message) {
+		t.Fatal("a forged copy with the genuine message_id has the genuine id")
+	}
+	if msgID(genuine.Message) == msgID(psMsg(t, good, "t", other, other).Message) {
+		t.Fatal("the document re-published under another author has the original id")
+	}
 }

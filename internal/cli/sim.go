@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -20,6 +21,7 @@ func init() { register(newSimCmd) }
 func newSimCmd() *cobra.Command {
 	var (
 		scenario, jsonOut, htmlOut, logLevel string
+		cpuProfile, memProfile               string
 		nodes                                int
 		seed                                 uint64
 		list                                 bool
@@ -67,7 +69,17 @@ complete.`,
 			}
 			ctx, stop := signal.NotifyContext(base, os.Interrupt)
 			defer stop()
+			stopProfile, err := startCPUProfile(cpuProfile)
+			if err != nil {
+				return err
+			}
 			rep, runErr := sim.Run(ctx, sc, opts...)
+			if err := stopProfile(); err != nil {
+				return err
+			}
+			if err := writeHeapProfile(memProfile); err != nil {
+				return err
+			}
 			if rep == nil {
 				return runErr
 			}
@@ -97,7 +109,34 @@ complete.`,
 	f.StringVar(&htmlOut, "html", "", "write a self-contained HTML report to FILE")
 	f.BoolVar(&list, "list", false, "list the built-in scenarios and exit")
 	f.StringVar(&logLevel, "log-level", "", "show the nodes' logs on stderr at this level (debug, info, warn, error); default: none")
+	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile taken at the end of the run to FILE")
 	return cmd
+}
+
+// startCPUProfile starts a CPU profile into path, when path is set, and returns the function
+// that stops it and closes the file.
+func startCPUProfile(path string) (stop func() error, err error) {
+	if path == "" {
+		return func() error { return nil }, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("--cpuprofile: %w", err)
+	}
+	return func() error {
+		pprof.StopCPUProfile()
+		return f.Close()
+	}, nil
+}
+
+// writeHeapProfile writes a heap profile to path, when path is set.
+func writeHeapProfile(path string) error {
+	return writeReport(path, func(w io.Writer) error { return pprof.Lookup("heap").WriteTo(w, 0) })
 }
 
 func listScenarios(cmd *cobra.Command) error {
