@@ -52,7 +52,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	var items <-chan pubsub.Item
+	var items <-chan *pubsub.Item
 	var sub *pubsub.Subscription
 	if g := s.n.Gossip(); g != nil && (f.wants(KindEvent) || f.wants(KindGroup) || f.wants(KindHeartbeat) || f.wants(KindTransition)) {
 		pf := pubsub.Filter{AgentID: f.AgentID, Group: f.Group}
@@ -147,7 +147,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func gossipItem(it pubsub.Item) EventItem {
+func gossipItem(it *pubsub.Item) EventItem {
 	e := EventItem{Kind: strings.ToLower(it.Kind.String()), At: time.Now().UTC(), PeerID: it.Author.String(), Message: it.Message}
 	if it.Message != nil {
 		e.AgentID = it.Message.Envelope.Sender.AgentID

@@ -29,7 +29,7 @@ var activeVerifyCache atomic.Pointer[verifyCache]
 func SetVerifyCache(n int) (previousHits uint64) {
 	var c *verifyCache
 	if n > 0 {
-		c = &verifyCache{max: n, set: make(map[[32]byte]struct{}, n)}
+		c = &verifyCache{max: n, set: make(map[[32]byte]struct{})} // grows with use, up to n
 	}
 	if old := activeVerifyCache.Swap(c); old != nil {
 		return old.hits.Load()

@@ -138,6 +138,7 @@ func (g *Gossip) routerOptions() []ps.Option {
 		// node. Messages still name their author (From), which must equal sender.peer_id.
 		ps.WithMessageSignaturePolicy(ps.StrictNoSign),
 		ps.WithMessageIdFn(msgID),
+		ps.WithSeenMessagesTTL(seenTTL),
 		// A 1 MiB document plus its pubsub envelope (author, seqno, topic).
 		ps.WithMaxMessageSize(protocol.MaxGossipBytes + 4<<10),
 		ps.WithPeerExchange(true),

@@ -167,7 +167,7 @@ func collect(tb testing.TB, g *Gossip, f Filter) *collector {
 		defer close(c.done)
 		for it := range s.C() {
 			c.mu.Lock()
-			c.items = append(c.items, it)
+			c.items = append(c.items, *it)
 			c.mu.Unlock()
 		}
 	}()

@@ -25,6 +25,14 @@ func gossipParams() ps.GossipSubParams {
 	return p
 }
 
+// seenTTL is how long gossipsub remembers a message id, both in its seen cache (duplicates
+// dropped unvalidated) and in the score's delivery records; the default is 2 minutes. Copies
+// of a message arrive within a few gossip heartbeats (IHAVE advertises 3 s of history), and a
+// copy that comes later still meets the replay window, which refuses it without a signature
+// check. At 30 s both caches hold a quarter as many ids: with many agents beating, these two
+// caches were the largest part of a node's gossip memory.
+const seenTTL = 30 * time.Second
+
 // Score thresholds (docs/gossip.md, "Peer scoring"). One invalid message costs -100, below
 // every threshold at once: a forger stops receiving gossip, can no longer publish to us, and
 // has its RPCs ignored (graylisted) until the penalty decays.
@@ -43,6 +51,7 @@ func scoreThresholds() *ps.PeerScoreThresholds {
 func scoreParams() *ps.PeerScoreParams {
 	return &ps.PeerScoreParams{
 		Topics:        map[string]*ps.TopicScoreParams{},
+		SeenMsgTTL:    seenTTL,
 		TopicScoreCap: 20, // positive topic score is capped, so good behaviour cannot buy a forgery
 		// P5: no application-specific score; the trust policy lives in the node.
 		AppSpecificScore:  func(peer.ID) float64 { return 0 },
@@ -85,16 +94,21 @@ func topicScoreParams() *ps.TopicScoreParams {
 	}
 }
 
-// msgID is the gossipsub message id: the pubsub author (From) and the SHA-256 of the
-// document's bytes. gossipsub marks an id seen before the user validators run, and without
-// pubsub signatures nothing in the message is authentic at that point, so the id must be one
-// that only the genuine bytes have: a forged copy that races a genuine message gets an id of
-// its own and cannot censor it. Copies of one document are byte-identical (relayers forward
-// what they received), so they share one id. A peer that re-publishes a document under its
-// own name gets a new id, so its copy is validated and rejected as a replay; a re-encoding
-// of a document is caught by the replay window too (see check). It runs on every copy
-// received, about a microsecond for a heartbeat.
+// msgID is the gossipsub message id: 20 bytes of the SHA-256 over the pubsub author (From)
+// and the document's bytes. gossipsub marks an id seen before the user validators run, and
+// without pubsub signatures nothing in the message is authentic at that point, so the id must
+// be one that only the genuine bytes have: a forged copy that races a genuine message gets an
+// id of its own and cannot censor it. Copies of one document are byte-identical (relayers
+// forward what they received), so they share one id. A peer that re-publishes a document
+// under its own name gets a new id, so its copy is validated and rejected as a replay; a
+// re-encoding of a document is caught by the replay window too (see check). 160 bits keep
+// second preimages out of reach while every cache and IHAVE that holds ids stays small. It runs
+// on every copy received, about a microsecond for a heartbeat.
 func msgID(m *pb.Message) string {
-	sum := sha256.Sum256(m.Data)
-	return string(m.From) + string(sum[:])
+	h := sha256.New()
+	h.Write([]byte{byte(len(m.From))})
+	h.Write(m.From)
+	h.Write(m.Data)
+	var sum [sha256.Size]byte
+	return string(h.Sum(sum[:0])[:20])
 }

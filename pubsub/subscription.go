@@ -33,8 +33,9 @@ func (k Kind) String() string {
 	return "unknown"
 }
 
-// Item is one thing a Subscription delivers. Message is the verified IACP document (shared
-// between subscribers: do not modify it; Clone it first).
+// Item is one thing a Subscription delivers. Every subscriber receives the same *Item, and
+// Message is the verified IACP document: read them, do not modify them (Clone the message
+// first).
 type Item struct {
 	Kind       Kind
 	Message    *protocol.Message
@@ -76,13 +77,13 @@ func (f Filter) match(it *Item) bool {
 type Subscription struct {
 	g       *Gossip
 	filter  Filter
-	ch      chan Item
+	ch      chan *Item
 	dropped atomic.Uint64
 	done    bool // guarded by g.stateMu
 }
 
 // C returns the channel of items. It is closed by Cancel and by Gossip.Close.
-func (s *Subscription) C() <-chan Item { return s.ch }
+func (s *Subscription) C() <-chan *Item { return s.ch }
 
 // Dropped returns how many items were lost because the channel was full.
 func (s *Subscription) Dropped() uint64 { return s.dropped.Load() }
@@ -109,7 +110,7 @@ func (s *Subscription) offer(it *Item) {
 		return
 	}
 	select {
-	case s.ch <- *it:
+	case s.ch <- it:
 	default:
 		s.dropped.Add(1)
 	}
@@ -121,7 +122,7 @@ func (g *Gossip) Subscribe(f Filter, bufSize int) (*Subscription, error) {
 	if bufSize <= 0 {
 		bufSize = DefaultBufferSize
 	}
-	s := &Subscription{g: g, filter: f, ch: make(chan Item, bufSize)}
+	s := &Subscription{g: g, filter: f, ch: make(chan *Item, bufSize)}
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
 	if g.closed {

@@ -46,9 +46,10 @@ type run struct {
 // that cannot run (a node that fails to start, a partition on loopback) stops the run: the
 // report holds the steps so far and Run returns the error too. Failed expectations do not
 // stop the run; they make Report.Passed false. Every node is closed before Run returns.
-// verifyCacheSize bounds the verification cache during a run: a million signatures, about
-// 40 MiB at the bound.
-const verifyCacheSize = 1 << 20
+// verifyCacheSize bounds the verification cache during a run: 65,536 signatures, about 5 MiB
+// at the bound. A signature is useful while its document spreads through the mesh (seconds),
+// so the bound only needs to cover the documents of a few seconds of the busiest step.
+const verifyCacheSize = 1 << 16
 
 func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, err error) {
 	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
