@@ -78,7 +78,7 @@ func defaults() config {
 		prefix:       DefaultTopicPrefix,
 		interval:     DefaultHeartbeatInterval,
 		suspectAfter: DefaultSuspectAfter,
-		stuckAfter:   DefaultStuckAfter,
+		stuckAfter:   0, // DefaultStuckAfter, or longer for slow beats: see validate
 		forgetAfter:  DefaultForgetAfter,
 		clock:        time.Now,
 		log:          slog.New(slog.DiscardHandler),
@@ -97,6 +97,13 @@ func (c *config) validate() error {
 	}
 	if c.suspectAfter < 1 || c.suspectAfter > 100 {
 		return fmt.Errorf("pubsub: suspect-after %d beats is outside 1..100", c.suspectAfter)
+	}
+	if c.stuckAfter == 0 {
+		// The draft's 600 s, unless the beat is so slow that suspicion comes later: an agent is
+		// then stuck one beat after it is suspect (a 300 s beat: suspect at 900 s, stuck at
+		// 1200 s).
+		c.stuckAfter = max(DefaultStuckAfter, time.Duration(c.suspectAfter+1)*c.interval)
+		c.forgetAfter = max(c.forgetAfter, c.stuckAfter)
 	}
 	if c.stuckAfter <= time.Duration(c.suspectAfter)*c.interval {
 		return fmt.Errorf("pubsub: stuck-after %s must exceed suspect-after (%d beats of %s)", c.stuckAfter, c.suspectAfter, c.interval)
@@ -148,7 +155,8 @@ func WithSuspectAfter(beats int) Option {
 	return func(c *config) error { c.suspectAfter = beats; return nil }
 }
 
-// WithStuckAfter sets the silence after which an agent is stuck (default 600 s).
+// WithStuckAfter sets the silence after which an agent is stuck (default 600 s, or one beat
+// after the suspect timeout when that is later).
 func WithStuckAfter(d time.Duration) Option {
 	return func(c *config) error { c.stuckAfter = d; return nil }
 }

@@ -255,3 +255,22 @@ func TestMessageIDCannotBeSquatted(t *testing.T) {
 		t.Fatal("the document re-published under another author has the original id")
 	}
 }
+
+// The slowest beat the options allow is usable with every other default: an agent is then
+// stuck one beat after it is suspect, rather than before (which the draft's 600 s would mean).
+func TestOptionsSlowestBeatKeepsStuckAfterSuspect(t *testing.T) {
+	c := defaults()
+	if err := WithHeartbeatInterval(MaxHeartbeatInterval)(&c); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.validate(); err != nil {
+		t.Fatalf("a %s beat with default timeouts: %v", MaxHeartbeatInterval, err)
+	}
+	if want := time.Duration(DefaultSuspectAfter+1) * MaxHeartbeatInterval; c.stuckAfter != want {
+		t.Fatalf("stuck after %s, want %s", c.stuckAfter, want)
+	}
+	c = defaults()
+	if err := c.validate(); err != nil || c.stuckAfter != DefaultStuckAfter {
+		t.Fatalf("default beat: stuck after %s (%v), want the draft's %s", c.stuckAfter, err, DefaultStuckAfter)
+	}
+}
