@@ -160,3 +160,28 @@ func TestSeed_MakesTheScriptRepeatable(t *testing.T) {
 		}
 	}
 }
+
+// Every library scenario configures nodes that start: its node settings pass the node's own
+// checks (a scenario whose first node is refused would fail at its first step).
+func TestLibrary_NodesStart(t *testing.T) {
+	infos, err := List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range infos {
+		t.Run(in.Name, func(t *testing.T) {
+			sc, err := Load(in.Name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c, err := newCluster(sc, testLogger(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if err := c.startNode(0); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
