@@ -42,6 +42,7 @@ type Discovery struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{} // asks the republish loop to publish now
+	pubMu  sync.Mutex    // held by a publish (publishLocal), so that publishes never overlap
 
 	mu        sync.Mutex
 	started   bool
@@ -148,9 +149,10 @@ func (d *Discovery) Start(ctx context.Context) error {
 		d.mdns = svc
 	}
 	d.started = true
+	r := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64())) // the loops run concurrently: one source each
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
-	go func() { defer d.wg.Done(); d.republishLoop() }()
+	go func() { defer d.wg.Done(); d.republishLoop(r) }()
 	return nil
 }
 

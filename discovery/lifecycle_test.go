@@ -104,3 +104,47 @@ func TestNewRefuses(t *testing.T) {
 		}
 	}
 }
+
+// A node that announces its agent before it has joined publishes nothing (a walk would find
+// no peer); once the bootstrap peer answers, the record goes out without another call.
+func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
+	m := newMesh(t, 0, 0)
+	bh, bsk := addHost(t, m.mn, 0)
+	nh, nsk := addHost(t, m.mn, 1) // not linked yet
+	boot, err := New(bh, bsk, WithLogger(quiet))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, boot)
+	d, err := New(nh, nsk, WithLogger(quiet), WithBootstrapPeers([]peer.AddrInfo{{ID: bh.ID(), Addrs: bh.Addrs()}}),
+		WithBackoff(2*time.Millisecond, 10*time.Millisecond), WithConnectTimeout(time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, d)
+	for _, x := range m.ds {
+		if err := x.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := d.Announce(manifestFor(1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "two failed rounds", func() bool { return d.Status().FailedRounds >= 2 })
+	if st := d.Status(); !st.Published.IsZero() || st.AgentID != agentID(1) {
+		t.Fatalf("before the join: %+v", st)
+	}
+	if _, err := m.mn.LinkPeers(bh.ID(), nh.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "the record published after the join", func() bool { return !d.Status().Published.IsZero() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rec, err := boot.Resolve(ctx, agentID(1))
+	if err != nil || rec.PeerID != nh.ID() {
+		t.Fatalf("resolve from the bootstrap peer: %+v, %v", rec, err)
+	}
+	if err := d.Announce(manifestFor(2)); err == nil {
+		t.Fatal("announcing a second agent on one node was accepted")
+	}
+}

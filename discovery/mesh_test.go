@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"testing"
@@ -362,4 +363,53 @@ func indexOf(s, sub string) int {
 		}
 	}
 	return -1
+}
+
+// Gossip's peer source: the members of a capability group are the providers of that name
+// under any kind, never the asking node itself; neighbours are routing-table peers, with
+// addresses, bounded by the limit.
+func TestPeerSource(t *testing.T) {
+	m := newMesh(t, 12, 1, WithCacheTTL(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.start(t)
+	m.publishAll(t, ctx)
+	// manifestFor: every fourth agent has the llama3 model; every third the browser tool.
+	for name, want := range map[string][]int{"llama3": {0, 4, 8}, "BROWSER": {0, 3, 6, 9}} {
+		got, err := m.ds[0].CapabilityPeers(ctx, name, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []string
+		for _, ai := range got {
+			ids = append(ids, ai.ID.String())
+			if len(ai.Addrs) == 0 {
+				t.Errorf("%s: peer %s without addresses", name, ai.ID)
+			}
+		}
+		var wantIDs []string
+		for _, i := range want[1:] { // not node 0, which asks
+			wantIDs = append(wantIDs, m.hosts[i].ID().String())
+		}
+		slices.Sort(ids)
+		slices.Sort(wantIDs)
+		if !slices.Equal(ids, wantIDs) {
+			t.Errorf("%s: got %v, want %v", name, ids, wantIDs)
+		}
+	}
+	if got, _ := m.ds[0].CapabilityPeers(ctx, "browser", 2); len(got) != 2 {
+		t.Errorf("limit 2: got %d peers", len(got))
+	}
+	if got, err := m.ds[0].CapabilityPeers(ctx, "no-such-thing", 0); err != nil || len(got) != 0 {
+		t.Errorf("unknown capability: %v, %v", got, err)
+	}
+	nb := m.ds[5].Neighbours(3)
+	if len(nb) != 3 {
+		t.Fatalf("neighbours: got %d, want 3", len(nb))
+	}
+	for _, ai := range nb {
+		if ai.ID == m.hosts[5].ID() || len(ai.Addrs) == 0 {
+			t.Fatalf("neighbour %+v", ai)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -19,27 +20,48 @@ import (
 // Publish that failed because the node had not joined yet is repaired without the caller. A
 // node hosts one agent: publishing another agent id requires Leave first.
 func (d *Discovery) Publish(ctx context.Context, m protocol.Manifest) error {
+	if err := d.setLocal(m); err != nil {
+		return err
+	}
+	return d.publishLocal(ctx)
+}
+
+// Announce sets the agent to advertise, like Publish, but returns at once: the republish loop
+// publishes the record as soon as the node has joined the mesh, and again at half its TTL. A
+// node starting up announces rather than publishes, since a walk before the join finds no
+// peer to store the record with. Status tells when the record is out.
+func (d *Discovery) Announce(m protocol.Manifest) error {
+	if err := d.setLocal(m); err != nil {
+		return err
+	}
+	d.kickRepublish()
+	return nil
+}
+
+// setLocal makes m the local agent's manifest.
+func (d *Discovery) setLocal(m protocol.Manifest) error {
 	if err := protocol.ValidateAgentID(m.AgentID); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
 	d.mu.Lock()
+	defer d.mu.Unlock()
 	switch {
 	case d.closed:
-		d.mu.Unlock()
 		return ErrClosed
 	case d.local != nil && d.local.manifest.AgentID != m.AgentID:
-		cur := d.local.manifest.AgentID
-		d.mu.Unlock()
-		return fmt.Errorf("publish %s: this node already publishes agent %s; call Leave first", m.AgentID, cur)
+		return fmt.Errorf("publish %s: this node already publishes agent %s; call Leave first", m.AgentID, d.local.manifest.AgentID)
 	}
 	d.local = &localAgent{manifest: cloneManifest(m)}
 	d.boot.left = false
-	d.mu.Unlock()
-	return d.publishLocal(ctx)
+	return nil
 }
 
 // publishLocal signs and stores the current local record and provides its capabilities.
+// Publishes run one at a time: two concurrent ones would race their puts, and the one with
+// the older seq would be refused by peers that already hold the newer.
 func (d *Discovery) publishLocal(ctx context.Context) error {
+	d.pubMu.Lock()
+	defer d.pubMu.Unlock()
 	d.mu.Lock()
 	if d.local == nil {
 		d.mu.Unlock()
@@ -202,26 +224,38 @@ func (d *Discovery) kickRepublish() {
 	}
 }
 
-// republishLoop republishes the local record at half the record TTL, and when kicked.
-func (d *Discovery) republishLoop() {
+// republishLoop republishes the local record at half the record TTL, and when kicked. A
+// failed publish is retried with the bootstrap backoff (jittered by r, which this loop owns):
+// the join is declared when a bootstrap peer answers, which can be an instant before the DHT
+// has put it in the routing table.
+func (d *Discovery) republishLoop(r *rand.Rand) {
 	every := d.cfg.recordTTL / 2
 	t := time.NewTimer(every)
 	defer t.Stop()
+	failed := 0
 	for {
 		select {
 		case <-d.ctx.Done():
 			return
 		case <-t.C:
+			if failed > 0 && !d.needsPublish() {
+				failed = 0 // a Publish call succeeded meanwhile
+			}
 		case <-d.kick:
-			if !d.needsPublish() {
-				continue
+			if !d.needsPublish() || !d.joined() {
+				continue // the join kicks again
 			}
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, every)
 		err := d.publishLocal(ctx)
 		cancel()
+		wait := every
 		if err != nil && d.ctx.Err() == nil {
-			d.log.Warn("republishing the agent record failed; will retry", "err", err)
+			failed++
+			wait = backoff(failed, d.cfg.backoffBase, d.cfg.backoffMax, r)
+			d.log.Warn("publishing the agent record failed; will retry", "err", err, "retry_in", wait.String())
+		} else {
+			failed = 0
 		}
 		if !t.Stop() {
 			select {
@@ -229,7 +263,7 @@ func (d *Discovery) republishLoop() {
 			default:
 			}
 		}
-		t.Reset(every)
+		t.Reset(wait)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	drouting "github.com/libp2p/go-libp2p/p2p/discovery/routing"
 
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -46,7 +45,7 @@ func (n *Node) startMesh() error {
 			pubsub.WithLogger(n.log.With("subsystem", "gossip")),
 		}
 		if n.disc != nil {
-			opts = append(opts, pubsub.WithDiscovery(drouting.NewRoutingDiscovery(n.disc.DHT())))
+			opts = append(opts, pubsub.WithPeerSource(n.disc))
 		}
 		g, err := pubsub.New(n.host, n.builder, append(opts, c.GossipOptions...)...)
 		if err != nil {
@@ -58,14 +57,10 @@ func (n *Node) startMesh() error {
 		}
 	}
 	if n.disc != nil {
-		// Publish walks the DHT; discovery repairs a publish that failed before the join.
-		n.wg.Add(1)
-		go func() {
-			defer n.wg.Done()
-			if err := n.disc.Publish(n.ctx, n.Manifest()); err != nil && n.ctx.Err() == nil {
-				n.log.Info("agent record not published yet; discovery retries after joining", "err", err.Error())
-			}
-		}()
+		// Discovery publishes the record once the node has joined the mesh.
+		if err := n.disc.Announce(n.Manifest()); err != nil {
+			return fmt.Errorf("discovery: %w", err)
+		}
 	}
 	return nil
 }

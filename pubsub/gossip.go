@@ -151,7 +151,10 @@ func (g *Gossip) routerOptions() []ps.Option {
 	if len(g.cfg.direct) > 0 {
 		opts = append(opts, ps.WithDirectPeers(g.cfg.direct))
 	}
-	if g.cfg.disc != nil {
+	switch {
+	case g.cfg.source != nil:
+		opts = append(opts, ps.WithDiscovery(sourceDiscovery{prefix: g.cfg.prefix, src: g.cfg.source}))
+	case g.cfg.disc != nil:
 		opts = append(opts, ps.WithDiscovery(g.cfg.disc))
 	}
 	return opts

@@ -69,6 +69,7 @@ type config struct {
 	version      string
 	direct       []peer.AddrInfo
 	disc         discovery.Discovery
+	source       PeerSource
 	leaveFlush   time.Duration
 	replayCap    int
 }
@@ -214,6 +215,12 @@ func WithDirectPeers(pis []peer.AddrInfo) Option {
 // members connected to the publisher through other members. Default none.
 func WithDiscovery(d discovery.Discovery) Option {
 	return func(c *config) error { c.disc = d; return nil }
+}
+
+// WithPeerSource lets gossipsub find peers of a topic it has too few of through src, without
+// advertising topics anywhere (see PeerSource). It replaces WithDiscovery. Default none.
+func WithPeerSource(src PeerSource) Option {
+	return func(c *config) error { c.source = src; return nil }
 }
 
 // WithLeaveFlush sets how long Leave waits for the offline beat to leave (default 250 ms,
