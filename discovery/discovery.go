@@ -49,6 +49,7 @@ type Discovery struct {
 	closed    bool
 	mdns      interface{ Close() error }
 	load      LoadSource
+	groups    map[string]groupPeers // CapabilityPeers' recent searches
 	local     *localAgent
 	served    []byte // the signed record last stored, answered by the direct record protocol
 	servedSeq uint64
@@ -90,10 +91,11 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	}
 	d := &Discovery{
 		h: h, key: key, cfg: cfg, load: cfg.load,
-		log:   cfg.logger.With("component", "discovery", "peer", h.ID().String()),
-		cache: newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize),
-		kick:  make(chan struct{}, 1),
-		rand:  cfg.rand,
+		log:    cfg.logger.With("component", "discovery", "peer", h.ID().String()),
+		cache:  newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize),
+		kick:   make(chan struct{}, 1),
+		groups: map[string]groupPeers{},
+		rand:   cfg.rand,
 	}
 	if d.rand == nil {
 		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))

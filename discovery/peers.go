@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -23,30 +24,43 @@ func (d *Discovery) Neighbours(limit int) []peer.AddrInfo {
 	return out
 }
 
+// groupPeersTTL is how long CapabilityPeers reuses a search, an empty one included. gossipsub
+// asks every second for each topic it has too few peers of, and a small group may never have
+// enough: without this, each node would walk the DHT three times a second per small group.
+const groupPeersTTL = 10 * time.Second
+
+type groupPeers struct {
+	ids   []peer.ID
+	until time.Time
+}
+
 // CapabilityPeers returns up to limit peers (not this one) that provide a capability of this
 // name, whatever its kind (tool, model or domain): the members of the capability's gossip
-// group. Provider lookups go through the directory cache, so a group that stays small costs a
-// DHT walk per kind only once per cache lifetime.
+// group. A search is reused for groupPeersTTL.
 func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
-	kinds := []string{KindTool, KindModel, KindDomain}
-	sets := make([][]peer.ID, len(kinds))
-	errs := make([]error, len(kinds))
-	var wg sync.WaitGroup
-	for i, k := range kinds {
-		wg.Go(func() {
-			sets[i], errs[i] = d.providers(ctx, capability{k, NormalizeCapability(name)}, func(peer.ID) {})
-		})
-	}
-	wg.Wait()
-	ids := combine(sets, false)
-	if len(ids) == 0 {
-		return nil, errors.Join(errs...)
+	name = NormalizeCapability(name)
+	now := d.cfg.now()
+	d.mu.Lock()
+	e, ok := d.groups[name]
+	d.mu.Unlock()
+	if !ok || !now.Before(e.until) {
+		ids, err := d.searchCapability(ctx, name)
+		if err != nil {
+			return nil, err
+		}
+		e = groupPeers{ids: ids, until: now.Add(groupPeersTTL)}
+		d.mu.Lock()
+		if len(d.groups) >= maxGroupSearches {
+			clear(d.groups)
+		}
+		d.groups[name] = e
+		d.mu.Unlock()
 	}
 	var out []peer.AddrInfo
-	for _, id := range ids {
+	for _, id := range e.ids {
 		if id == d.h.ID() {
 			continue
 		}
@@ -56,4 +70,25 @@ func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int)
 		out = append(out, d.h.Peerstore().PeerInfo(id))
 	}
 	return out, nil
+}
+
+// maxGroupSearches bounds the remembered searches (a node is in a handful of groups).
+const maxGroupSearches = 1024
+
+// searchCapability finds the providers of name under every kind, in parallel. It fails only
+// when every kind failed.
+func (d *Discovery) searchCapability(ctx context.Context, name string) ([]peer.ID, error) {
+	kinds := []string{KindTool, KindModel, KindDomain}
+	sets := make([][]peer.ID, len(kinds))
+	errs := make([]error, len(kinds))
+	var wg sync.WaitGroup
+	for i, k := range kinds {
+		wg.Go(func() { sets[i], errs[i] = d.providers(ctx, capability{k, name}, func(peer.ID) {}) })
+	}
+	wg.Wait()
+	ids := combine(sets, false)
+	if len(ids) == 0 && errs[0] != nil && errs[1] != nil && errs[2] != nil {
+		return nil, errors.Join(errs...)
+	}
+	return ids, nil
 }

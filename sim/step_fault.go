@@ -274,9 +274,9 @@ func runHeal(ctx context.Context, r *run, p any, res *StepResult) error {
 	if err := c.setSides(make([]int, len(c.slots))); err != nil {
 		return err
 	}
-	ok, missing := c.waitConverged(ctx, hp.Timeout.D(), c.gossipOn(), 0)
+	ok, st := c.waitConverged(ctx, hp.Timeout.D(), c.gossipOn(), 0)
 	res.Metrics["converged"] = b2f(ok)
 	res.Metrics["heal_ms"] = ms(time.Since(t0))
-	res.Metrics["not_converged_nodes"] = float64(missing)
+	res.Metrics["not_converged_nodes"] = float64(st.missing)
 	return ctx.Err()
 }

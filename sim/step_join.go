@@ -94,35 +94,68 @@ var parseConverge = params(convergeParams{Timeout: Duration(60 * time.Second)}, 
 })
 
 // runConverge waits until the mesh has converged (see converged) and reports the time since
-// the last join, restart or heal began.
+// the last join, restart or heal began, and when each part of convergence was first complete
+// (a part never complete is left out): the DHT (joined, routing table), the agent records,
+// the gossip mesh, and liveness.
 func runConverge(ctx context.Context, r *run, p any, res *StepResult) error {
 	cp := p.(*convergeParams)
 	live := cp.Liveness == nil || *cp.Liveness
-	ok, missing := r.c.waitConverged(ctx, cp.Timeout.D(), live, cp.RoutingTable)
+	ok, st := r.c.waitConverged(ctx, cp.Timeout.D(), live, cp.RoutingTable)
 	res.Metrics["converged"] = b2f(ok)
 	res.Metrics["converge_ms"] = ms(time.Since(r.c.joinStart))
-	res.Metrics["not_converged_nodes"] = float64(missing)
+	res.Metrics["not_converged_nodes"] = float64(st.missing)
+	for name, at := range map[string]time.Time{"dht_ready_ms": st.dht, "records_ready_ms": st.records,
+		"gossip_ready_ms": st.gossip, "liveness_ready_ms": st.live} {
+		if !at.IsZero() {
+			res.Metrics[name] = ms(at.Sub(r.c.joinStart))
+		}
+	}
 	return ctx.Err()
+}
+
+// convergence is one poll of waitConverged: how many running nodes have not converged, how
+// many lack each part, and the nodes that joined the DHT without publishing their record; and,
+// over the polls, when each part was first complete on every node.
+type convergence struct {
+	missing                           int
+	noDHT, noRecord, noGossip, noLive int
+	unpublished                       []int
+
+	dht, records, gossip, live time.Time
 }
 
 // waitConverged polls until every running node (1) has joined the DHT: bootstrapped, its
 // record published and at least rt peers in its routing table; (2) has a gossip peer on the
 // heartbeat topic; and (3) when live is set, sees every other running agent alive. It returns
-// whether that happened before timeout and how many nodes had not converged at the end.
-func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live bool, rt int) (bool, int) {
+// whether that happened before timeout, and the last poll.
+func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live bool, rt int) (bool, convergence) {
 	deadline := time.Now().Add(timeout)
 	poll := 50*time.Millisecond + time.Duration(len(c.slots))*time.Millisecond/4
 	repaired := map[int]bool{}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	var first convergence
 	for {
-		missing, unpublished := c.notConverged(live, rt)
-		c.republish(ctx, unpublished, repaired, &wg)
-		if missing == 0 {
-			return true, 0
+		st := c.notConverged(live, rt)
+		now := time.Now()
+		for _, part := range []struct {
+			lacking int
+			at      *time.Time
+		}{{st.noDHT, &first.dht}, {st.noRecord, &first.records}, {st.noGossip, &first.gossip}, {st.noLive, &first.live}} {
+			if part.lacking == 0 && part.at.IsZero() {
+				*part.at = now
+			}
+		}
+		st.dht, st.records, st.gossip, st.live = first.dht, first.records, first.gossip, first.live
+		if !live {
+			st.live = time.Time{}
+		}
+		c.republish(ctx, st.unpublished, repaired, &wg)
+		if st.missing == 0 {
+			return true, st
 		}
 		if time.Now().After(deadline) || ctx.Err() != nil {
-			return false, missing
+			return false, st
 		}
 		t := time.NewTimer(poll)
 		select {
@@ -135,15 +168,13 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 
 var heartbeatTopic = pubsub.DefaultTopicPrefix + "heartbeat"
 
-// notConverged counts the running nodes that have not converged, and returns those that have
-// joined the DHT but whose agent record is not published.
-func (c *cluster) notConverged(live bool, rt int) (int, []int) {
+// notConverged checks every running node once.
+func (c *cluster) notConverged(live bool, rt int) convergence {
 	up := c.up()
 	if rt == 0 {
 		rt = min(len(up)-1, 3)
 	}
-	missing := 0
-	var unpublished []int
+	var st convergence
 	for _, i := range up {
 		nd := c.node(i)
 		if nd == nil {
@@ -151,29 +182,42 @@ func (c *cluster) notConverged(live bool, rt int) (int, []int) {
 		}
 		ok := true
 		if d := nd.Discovery(); d != nil {
-			st := d.Status()
-			ok = st.Bootstrapped && !st.Published.IsZero() && st.RoutingTableSize >= rt
-			if st.Bootstrapped && st.RoutingTableSize > 0 && st.Published.IsZero() {
-				unpublished = append(unpublished, i)
+			ds := d.Status()
+			if !ds.Bootstrapped || ds.RoutingTableSize < rt {
+				st.noDHT++
+				ok = false
+			}
+			if ds.Published.IsZero() {
+				st.noRecord++
+				ok = false
+				if ds.Bootstrapped && ds.RoutingTableSize > 0 {
+					st.unpublished = append(st.unpublished, i)
+				}
 			}
 		}
-		if g := nd.Gossip(); ok && g != nil && len(up) > 1 {
-			ok = len(g.PubSub().ListPeers(heartbeatTopic)) > 0
+		if g := nd.Gossip(); g != nil && len(up) > 1 {
+			if len(g.PubSub().ListPeers(heartbeatTopic)) == 0 {
+				st.noGossip++
+				ok = false
+			}
 			for _, j := range up {
-				if !ok || !live {
+				if !live {
 					break
 				}
 				if j != i {
-					a, known := g.Agent(c.slots[j].agentID)
-					ok = known && (a.State == pubsub.StateAlive || a.State == pubsub.StateBusy)
+					if a, known := g.Agent(c.slots[j].agentID); !known || a.State != pubsub.StateAlive && a.State != pubsub.StateBusy {
+						st.noLive++
+						ok = false
+						break
+					}
 				}
 			}
 		}
 		if !ok {
-			missing++
+			st.missing++
 		}
 	}
-	return missing, unpublished
+	return st
 }
 
 // republish publishes, once per converge, the record of each joined node whose record is
