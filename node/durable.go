@@ -257,9 +257,7 @@ func (n *Node) attempt(ctx context.Context, m *protocol.Message, raw []byte) err
 	select {
 	case <-w.done:
 		if w.reply.Message.Type == protocol.TypeError && w.reply.Envelope.CorrelationID == m.Envelope.MessageID {
-			if err := replyError(w.reply); protocol.CodeOf(err) != protocol.CodeDuplicate {
-				return &refusal{err}
-			}
+			return &refusal{replyError(w.reply)} // DUPLICATE never gets here: takeReply made it a receipt
 		}
 	default:
 	}

@@ -191,3 +191,52 @@ func TestSend_InlineReplyToUnwaitedRequestReachesAgent(t *testing.T) {
 		}
 	}
 }
+
+// A resent request that meets the copy the recipient already accepted gets DUPLICATE back:
+// that answer is a receipt, not the request's reply, and the real reply still completes it.
+func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	req, err := a.Builder().Request(agentName(1), protocol.IntentQuery, map[string]any{"q": 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.register(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.unregister(req.Envelope.MessageID)
+	w.peer = b.ID()
+	dup, err := b.Builder().Error(req, agentName(0), &protocol.Error{Code: protocol.CodeDuplicate, Message: "already accepted"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.takeReply(dup, b.ID()) {
+		t.Fatal("the DUPLICATE answer was not taken")
+	}
+	select {
+	case <-w.receipted:
+	default:
+		t.Fatal("DUPLICATE did not count as a receipt")
+	}
+	select {
+	case <-w.done:
+		t.Fatalf("DUPLICATE completed the request: %+v", w.reply.Message)
+	default:
+	}
+	resp, err := b.Builder().Response(req, "success", map[string]any{"a": 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !a.takeReply(resp, b.ID()) {
+		t.Fatal("the response was not taken")
+	}
+	select {
+	case <-w.done:
+		if w.reply.Envelope.MessageID != resp.Envelope.MessageID {
+			t.Fatal("the request completed with another message")
+		}
+	default:
+		t.Fatal("the response did not complete the request")
+	}
+}

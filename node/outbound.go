@@ -270,10 +270,21 @@ func (n *Node) takeReply(m *protocol.Message, remote peer.ID) bool {
 	w, ok := n.waiters[m.Envelope.CorrelationID]
 	n.waitersMu.Unlock()
 	if ok && w.peer == remote {
+		if isDuplicate(m) {
+			// A resend met the copy the recipient already accepted: that is a receipt, and a
+			// request's answer is still to come.
+			w.receipt()
+			return true
+		}
 		w.complete(m)
 		return true
 	}
 	return false
+}
+
+// isDuplicate reports whether m is a DUPLICATE error.
+func isDuplicate(m *protocol.Message) bool {
+	return m.Message.Type == protocol.TypeError && protocol.CodeOf(replyError(m)) == protocol.CodeDuplicate
 }
 
 func replyError(m *protocol.Message) error {
