@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	dht "github.com/libp2p/go-libp2p-kad-dht"
@@ -60,8 +59,7 @@ type cluster struct {
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
 
-	joinStart   time.Time    // when the last join, restart or heal began (runner goroutine)
-	republished atomic.Int64 // records the simulator published for nodes (see republish)
+	joinStart time.Time // when the last join, restart or heal began (runner goroutine)
 }
 
 // agentIDOf is the agent id of slot i.

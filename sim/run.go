@@ -105,7 +105,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res := StepResult{Index: i + 1, Name: st.Name, Action: st.Action, Metrics: map[string]float64{}, Errors: map[string]int{}}
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
-	t0, cpu0, susp0, repub0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.republished.Load()
+	t0, cpu0, susp0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
 		err = a.run(ctx, r, p, &res)
@@ -116,9 +116,6 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res.Metrics["cpu_ms"] = ms(cpu)
 	res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
-	if n := r.c.republished.Load() - repub0; n > 0 {
-		res.Metrics["records_republished_by_sim"] = float64(n)
-	}
 	r.memory(&res)
 	if len(res.Errors) == 0 {
 		res.Errors = nil

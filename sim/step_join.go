@@ -113,13 +113,11 @@ func runConverge(ctx context.Context, r *run, p any, res *StepResult) error {
 	return ctx.Err()
 }
 
-// convergence is one poll of waitConverged: how many running nodes have not converged, how
-// many lack each part, and the nodes that joined the DHT without publishing their record; and,
-// over the polls, when each part was first complete on every node.
+// convergence is one poll of waitConverged: how many running nodes have not converged and how
+// many lack each part; and, over the polls, when each part was first complete on every node.
 type convergence struct {
 	missing                           int
 	noDHT, noRecord, noGossip, noLive int
-	unpublished                       []int
 
 	dht, records, gossip, live time.Time
 }
@@ -131,9 +129,6 @@ type convergence struct {
 func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live bool, rt int) (bool, convergence) {
 	deadline := time.Now().Add(timeout)
 	poll := 50*time.Millisecond + time.Duration(len(c.slots))*time.Millisecond/4
-	repaired := map[int]bool{}
-	var wg sync.WaitGroup
-	defer wg.Wait()
 	var first convergence
 	for {
 		st := c.notConverged(live, rt)
@@ -150,7 +145,6 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 		if !live {
 			st.live = time.Time{}
 		}
-		c.republish(ctx, st.unpublished, repaired, &wg)
 		if st.missing == 0 {
 			return true, st
 		}
@@ -190,9 +184,6 @@ func (c *cluster) notConverged(live bool, rt int) convergence {
 			if ds.Published.IsZero() {
 				st.noRecord++
 				ok = false
-				if ds.Bootstrapped && ds.RoutingTableSize > 0 {
-					st.unpublished = append(st.unpublished, i)
-				}
 			}
 		}
 		if g := nd.Gossip(); g != nil && len(up) > 1 {
@@ -218,31 +209,6 @@ func (c *cluster) notConverged(live bool, rt int) convergence {
 		}
 	}
 	return st
-}
-
-// republish publishes, once per converge, the record of each joined node whose record is
-// not published. Discovery publishes at start and again when a bootstrap round first
-// succeeds; the first node of a mesh (no bootstrap peers) and a node whose two publishes
-// raced ("can't replace a newer value with an older value") are otherwise left unpublished
-// until the half-TTL republish. The count is reported as records_republished_by_sim.
-func (c *cluster) republish(ctx context.Context, nodes []int, done map[int]bool, wg *sync.WaitGroup) {
-	for _, i := range nodes {
-		nd := c.node(i)
-		if done[i] || nd == nil {
-			continue
-		}
-		done[i] = true
-		c.republished.Add(1)
-		wg.Add(1)
-		go func() { // a DHT walk each: in parallel, so that the poll keeps its pace
-			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			defer cancel()
-			if err := nd.Discovery().Publish(pctx, nd.Manifest()); err != nil {
-				c.log.Warn("republishing a record for the simulator", "node", i, "err", err.Error())
-			}
-		}()
-	}
 }
 
 type sleepParams struct {
