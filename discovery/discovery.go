@@ -42,7 +42,7 @@ type Discovery struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	kick   chan struct{} // asks the republish loop to publish now
-	pubMu  sync.Mutex    // held by a publish (publishLocal), so that publishes never overlap
+	pubSem chan struct{} // holds one token per publish or Leave in progress: they never overlap
 
 	mu        sync.Mutex
 	started   bool
@@ -95,6 +95,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		cache:  newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize),
 		kick:   make(chan struct{}, 1),
 		groups: map[string]groupPeers{},
+		pubSem: make(chan struct{}, 1),
 		rand:   cfg.rand,
 	}
 	if d.rand == nil {

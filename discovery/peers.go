@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -11,9 +12,12 @@ import (
 
 // Neighbours returns up to limit peers of the DHT routing table with the addresses the
 // peerstore knows: IACP nodes (the DHT runs under the private /iacp prefix), found without
-// network traffic. Gossip takes its topic peers from here (it implements pubsub.PeerSource).
+// network traffic, in random order. Gossip takes its topic peers from here (it implements
+// pubsub.PeerSource).
 func (d *Discovery) Neighbours(limit int) []peer.AddrInfo {
 	ids := d.dht.RoutingTable().ListPeers()
+	// Shuffled, so that repeated asks do not return the same bucket's peers.
+	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	if limit > 0 && len(ids) > limit {
 		ids = ids[:limit]
 	}

@@ -56,12 +56,26 @@ func (d *Discovery) setLocal(m protocol.Manifest) error {
 	return nil
 }
 
+// acquirePublish waits, until ctx ends, for the right to publish: publishes and Leave run one
+// at a time, since two concurrent ones race their puts (the older seq is refused by peers that
+// already hold the newer, and a republish could overwrite a "left" record).
+func (d *Discovery) acquirePublish(ctx context.Context) error {
+	select {
+	case d.pubSem <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("publish: waiting for the publish in progress: %w", ctx.Err())
+	}
+}
+
+func (d *Discovery) releasePublish() { <-d.pubSem }
+
 // publishLocal signs and stores the current local record and provides its capabilities.
-// Publishes run one at a time: two concurrent ones would race their puts, and the one with
-// the older seq would be refused by peers that already hold the newer.
 func (d *Discovery) publishLocal(ctx context.Context) error {
-	d.pubMu.Lock()
-	defer d.pubMu.Unlock()
+	if err := d.acquirePublish(ctx); err != nil {
+		return err
+	}
+	defer d.releasePublish()
 	d.mu.Lock()
 	if d.local == nil {
 		d.mu.Unlock()
@@ -202,6 +216,10 @@ func (d *Discovery) Leave(ctx context.Context) error {
 	}
 	agentID := d.local.manifest.AgentID
 	d.mu.Unlock()
+	if err := d.acquirePublish(ctx); err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	defer d.releasePublish()
 	rec := d.newRecord(agentID, true)
 	if err := d.store(ctx, rec); err != nil {
 		d.setError(err)
@@ -239,7 +257,9 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 			return
 		case <-t.C:
 			if failed > 0 && !d.needsPublish() {
-				failed = 0 // a Publish call succeeded meanwhile
+				failed = 0 // a Publish call succeeded meanwhile: the record is fresh
+				t.Reset(every)
+				continue
 			}
 		case <-d.kick:
 			if !d.needsPublish() || !d.joined() {

@@ -232,7 +232,7 @@ func (n *Node) retryLoop() {
 				}
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.FrameTimeout)
 				defer cancel()
-				n.settle(m, e.Attempts, n.attempt(ctx, m, e.Raw))
+				n.settle(m, e.Attempts, n.attempt(ctx, m, e.Raw, true))
 			})
 			if !started {
 				<-slots
@@ -244,20 +244,25 @@ func (n *Node) retryLoop() {
 }
 
 // attempt makes one delivery attempt of a stored message and returns its outcome: nil for a
-// receipt (or DUPLICATE: the recipient already has it), the refusal or the failure otherwise.
-func (n *Node) attempt(ctx context.Context, m *protocol.Message, raw []byte) error {
+// receipt (or, when resend is set, DUPLICATE: the recipient already has it), the refusal or
+// the failure otherwise. resend is set by the retry loop: a message it delivers may have
+// reached the recipient before, even with no attempt recorded (a crash between the two).
+func (n *Node) attempt(ctx context.Context, m *protocol.Message, raw []byte, resend bool) error {
 	w, release, err := n.waiterFor(m)
 	if err != nil {
 		return err
 	}
 	defer release()
+	n.waitersMu.Lock()
+	w.resend = resend
+	n.waitersMu.Unlock()
 	if err := n.deliverRaw(ctx, m, raw, w); err != nil {
 		return err
 	}
 	select {
 	case <-w.done:
 		if w.reply.Message.Type == protocol.TypeError && w.reply.Envelope.CorrelationID == m.Envelope.MessageID {
-			return &refusal{replyError(w.reply)} // DUPLICATE never gets here: takeReply made it a receipt
+			return &refusal{replyError(w.reply)} // a resend's DUPLICATE is a receipt (takeReply)
 		}
 	default:
 	}

@@ -192,8 +192,9 @@ func TestSend_InlineReplyToUnwaitedRequestReachesAgent(t *testing.T) {
 	}
 }
 
-// A resent request that meets the copy the recipient already accepted gets DUPLICATE back:
-// that answer is a receipt, not the request's reply, and the real reply still completes it.
+// A request the outbox resends and that meets the copy the recipient already accepted gets
+// DUPLICATE back: that answer is a receipt, not the request's reply, and the real reply still
+// completes it. On a first send, DUPLICATE (a reused message_id) is the answer.
 func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	m := newMesh(t, 2, nil, nil)
 	a, b := m.nodes[0], m.nodes[1]
@@ -206,10 +207,28 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.unregister(req.Envelope.MessageID)
-	w.peer = b.ID()
 	dup, err := b.Builder().Error(req, agentName(0), &protocol.Error{Code: protocol.CodeDuplicate, Message: "already accepted"})
 	if err != nil {
 		t.Fatal(err)
+	}
+	first, err := a.register(&protocol.Message{Envelope: protocol.Envelope{MessageID: "first-send"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.unregister("first-send")
+	a.waitersMu.Lock()
+	w.peer, w.resend = b.ID(), true
+	first.peer = b.ID()
+	a.waitersMu.Unlock()
+	reused := *dup
+	reused.Envelope.CorrelationID = "first-send"
+	if !a.takeReply(&reused, b.ID()) {
+		t.Fatal("the DUPLICATE answer to a first send was not taken")
+	}
+	select {
+	case <-first.done:
+	default:
+		t.Fatal("on a first send, DUPLICATE did not complete the waiter")
 	}
 	if !a.takeReply(dup, b.ID()) {
 		t.Fatal("the DUPLICATE answer was not taken")

@@ -17,7 +17,8 @@ import (
 
 // waiter is a sender waiting for the receipt, and for a request the reply, of one message.
 type waiter struct {
-	peer      peer.ID
+	peer      peer.ID // guarded by Node.waitersMu
+	resend    bool    // the outbox is resending: DUPLICATE is a receipt; guarded by Node.waitersMu
 	receipted chan struct{} // closed by the first receipt, reply or error
 	rOnce     sync.Once
 	done      chan struct{} // closed when reply is set
@@ -86,7 +87,7 @@ func (n *Node) sendDurable(ctx context.Context, m *protocol.Message) error {
 		return nil // already being delivered by the retry loop
 	}
 	actx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
-	err = n.attempt(actx, m, raw)
+	err = n.attempt(actx, m, raw, false)
 	cancel()
 	// Recording the outcome is off Send's path: a removal lost in a crash only means one more
 	// delivery, which the recipient recognises as a duplicate. The claim is held until then so
@@ -268,18 +269,21 @@ func (n *Node) takeReply(m *protocol.Message, remote peer.ID) bool {
 	}
 	n.waitersMu.Lock()
 	w, ok := n.waiters[m.Envelope.CorrelationID]
+	ok = ok && w.peer == remote
+	resend := ok && w.resend
 	n.waitersMu.Unlock()
-	if ok && w.peer == remote {
-		if isDuplicate(m) {
-			// A resend met the copy the recipient already accepted: that is a receipt, and a
-			// request's answer is still to come.
-			w.receipt()
-			return true
-		}
-		w.complete(m)
+	if !ok {
+		return false
+	}
+	if resend && isDuplicate(m) {
+		// The outbox resent a message the recipient had already accepted (its receipt was
+		// late or lost): that is a receipt, and a request's answer is still to come. On a
+		// first send, DUPLICATE means the message_id was used before, and is the answer.
+		w.receipt()
 		return true
 	}
-	return false
+	w.complete(m)
+	return true
 }
 
 // isDuplicate reports whether m is a DUPLICATE error.

@@ -80,7 +80,7 @@ func defaults() config {
 		interval:     DefaultHeartbeatInterval,
 		suspectAfter: DefaultSuspectAfter,
 		stuckAfter:   0, // DefaultStuckAfter, or longer for slow beats: see validate
-		forgetAfter:  DefaultForgetAfter,
+		forgetAfter:  0, // DefaultForgetAfter, or stuckAfter when that is later: see validate
 		clock:        time.Now,
 		log:          slog.New(slog.DiscardHandler),
 		peerRate:     DefaultPeerRate,
@@ -104,7 +104,9 @@ func (c *config) validate() error {
 		// then stuck one beat after it is suspect (a 300 s beat: suspect at 900 s, stuck at
 		// 1200 s).
 		c.stuckAfter = max(DefaultStuckAfter, time.Duration(c.suspectAfter+1)*c.interval)
-		c.forgetAfter = max(c.forgetAfter, c.stuckAfter)
+	}
+	if c.forgetAfter == 0 {
+		c.forgetAfter = max(DefaultForgetAfter, c.stuckAfter)
 	}
 	if c.stuckAfter <= time.Duration(c.suspectAfter)*c.interval {
 		return fmt.Errorf("pubsub: stuck-after %s must exceed suspect-after (%d beats of %s)", c.stuckAfter, c.suspectAfter, c.interval)
@@ -162,7 +164,8 @@ func WithStuckAfter(d time.Duration) Option {
 	return func(c *config) error { c.stuckAfter = d; return nil }
 }
 
-// WithForgetAfter sets the silence after which an agent leaves the table (default 1 h).
+// WithForgetAfter sets the silence after which an agent leaves the table (default 1 h, or the
+// stuck timeout when that is later).
 func WithForgetAfter(d time.Duration) Option {
 	return func(c *config) error { c.forgetAfter = d; return nil }
 }

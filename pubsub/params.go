@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"time"
 
 	ps "github.com/libp2p/go-libp2p-pubsub"
@@ -94,19 +95,24 @@ func topicScoreParams() *ps.TopicScoreParams {
 	}
 }
 
-// msgID is the gossipsub message id: 20 bytes of the SHA-256 over the pubsub author (From)
-// and the document's bytes. gossipsub marks an id seen before the user validators run, and
-// without pubsub signatures nothing in the message is authentic at that point, so the id must
-// be one that only the genuine bytes have: a forged copy that races a genuine message gets an
-// id of its own and cannot censor it. Copies of one document are byte-identical (relayers
-// forward what they received), so they share one id. A peer that re-publishes a document
-// under its own name gets a new id, so its copy is validated and rejected as a replay; a
-// re-encoding of a document is caught by the replay window too (see check). 160 bits keep
-// second preimages out of reach while every cache and IHAVE that holds ids stays small. It runs
-// on every copy received, about a microsecond for a heartbeat.
+// msgID is the gossipsub message id: 20 bytes of the SHA-256 over the topic, the pubsub
+// author (From) and the document's bytes, each of the first two prefixed by its length.
+// gossipsub marks an id seen before the user validators run, and without pubsub signatures
+// nothing in the message is authentic at that point, so the id must be one that only the
+// genuine message has: a forged copy that races a genuine message (other content, another
+// topic, or bytes shifted between From and Data) gets an id of its own and cannot censor it.
+// Copies of one document are byte-identical (relayers forward what they received), so they
+// share one id. A peer that re-publishes a document under its own name gets a new id, so its
+// copy is validated and rejected; a re-encoding of a document is caught by the replay window
+// (see check). 160 bits keep second preimages out of reach while every cache and IHAVE that
+// holds ids stays small. It runs on every copy received, about a microsecond for a heartbeat.
 func msgID(m *pb.Message) string {
 	h := sha256.New()
-	h.Write([]byte{byte(len(m.From))})
+	var buf [2 * binary.MaxVarintLen64]byte
+	topic := m.GetTopic()
+	h.Write(binary.AppendUvarint(buf[:0], uint64(len(topic))))
+	h.Write([]byte(topic))
+	h.Write(binary.AppendUvarint(buf[:0], uint64(len(m.From))))
 	h.Write(m.From)
 	h.Write(m.Data)
 	var sum [sha256.Size]byte

@@ -36,8 +36,8 @@ func (g *Gossip) Broadcast(ctx context.Context, ev protocol.EventPayload, opts .
 // directly; correlation_id is the message_id). payload may be nil, a struct, a map or
 // json.RawMessage, and must encode to a JSON object; an event payload needs an event_type.
 //
-// The node need not be a member of the group. When gossipsub has a discovery
-// (WithDiscovery), SendToGroup waits until at least one member is reachable, bounded by ctx
+// The node need not be a member of the group. When gossipsub has a way to find peers
+// (WithPeerSource or WithDiscovery), SendToGroup waits until at least one member is reachable, bounded by ctx
 // or, when ctx has no deadline, DefaultGroupPublishWait.
 func (g *Gossip) SendToGroup(ctx context.Context, cp string, intent protocol.Intent, payload any, opts ...protocol.Option) (*protocol.Message, error) {
 	if err := ValidateCapability(cp); err != nil {

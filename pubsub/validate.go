@@ -72,9 +72,10 @@ func (g *Gossip) validator(info topicInfo) ps.ValidatorEx {
 //
 // gossipsub does not sign (see routerOptions): the pubsub author (From) is only a claim until
 // the IACP signature of the document, made by sender.peer_id, is verified and sender.peer_id
-// is found equal to it. Nothing before that point may charge the claimed author: the rate
-// bucket is drawn after the signature check, so that a forger cannot spend an honest author's
-// budget.
+// is found equal to it. Every rule that needs no cryptography runs before the signature check,
+// and nothing before the end may charge the claimed author: the rate bucket is drawn last,
+// just before the message is recorded as seen, so that a forger (or a replayer of the
+// author's own documents, re-encoded) cannot spend an honest author's budget.
 func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 	claimed := m.GetFrom()
 	if len(m.Data) > protocol.MaxGossipBytes {
@@ -85,27 +86,18 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 	if err != nil {
 		return nil, reject("decode: %w", err)
 	}
-	// A message_id already accepted is a duplicate whatever its bytes, so it costs no
-	// signature check. It was either re-encoded (a different gossipsub id, which hashes the
-	// bytes) or replayed after gossipsub's own seen-cache forgot it. Only its first sender can
-	// be blamed for it: a relayer may have accepted the other encoding first, honestly.
-	if g.replay.Seen(doc.Envelope.MessageID, now) {
-		return nil, duplicate(doc, claimed, m.ReceivedFrom)
-	}
-	if err := protocol.Verify(doc); err != nil {
-		return nil, reject("signature: %w", err)
-	}
 	author, err := protocol.PeerIDOf(doc)
 	if err != nil || author != claimed {
 		return nil, reject("sender.peer_id %q is not the pubsub author %s", doc.Envelope.Sender.PeerID, claimed)
 	}
-	relayed := m.ReceivedFrom != author
-	if !g.limiter.allow(author, now) {
-		if relayed {
-			return nil, ignore("author %s is over its rate (relayed)", author)
-		}
-		return nil, reject("author %s is over its rate of %v/s", author, g.cfg.peerRate)
+	// A message_id already accepted is a duplicate whatever its bytes, so it costs no
+	// signature check: re-encoded (another gossipsub id, which hashes the bytes), or replayed
+	// after gossipsub's own seen-cache forgot it. The author is not blamed: anyone can
+	// re-encode its document and race the genuine copy.
+	if g.replay.Seen(doc.Envelope.MessageID, now) {
+		return nil, duplicate(doc)
 	}
+	relayed := m.ReceivedFrom != author
 	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes}); err != nil {
 		late := now.Sub(doc.Expires())
 		if protocol.CodeOf(err) == protocol.CodeTimeout && relayed && late < protocol.DefaultMaxClockSkew {
@@ -117,6 +109,9 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 	if err := g.checkTopic(info, v); err != nil {
 		return nil, err
 	}
+	if err := protocol.Verify(doc); err != nil {
+		return nil, reject("signature: %w", err)
+	}
 	if info.kind == kindHeartbeat {
 		g.stateMu.Lock()
 		ok := g.live.Accepts(doc.Envelope.Sender.AgentID, author)
@@ -125,24 +120,26 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 			return nil, ignore("agent %s is bound to another peer", doc.Envelope.Sender.AgentID)
 		}
 	}
+	if !g.limiter.allow(author, now) {
+		if relayed {
+			return nil, ignore("author %s is over its rate (relayed)", author)
+		}
+		return nil, reject("author %s is over its rate of %v/s", author, g.cfg.peerRate)
+	}
 	if err := g.replay.Add(doc.Envelope.MessageID, doc.Expires(), now); err != nil {
 		if errors.Is(err, protocol.ErrDuplicate) { // another encoding won a concurrent validation
-			return nil, duplicate(doc, claimed, m.ReceivedFrom)
+			return nil, duplicate(doc)
 		}
 		return nil, ignore("replay window: %w", err)
 	}
 	return v, nil
 }
 
-// duplicate is the verdict on a document whose message_id was already accepted: a rejection
-// when the peer that sent it claims to be its author (so the replay is its own), otherwise an
-// ignore.
-func duplicate(doc *protocol.Message, claimed, from peer.ID) error {
-	err := fmt.Errorf("message %s: %w", doc.Envelope.MessageID, protocol.ErrDuplicate)
-	if from != claimed {
-		return &errVerdict{ignore: true, err: fmt.Errorf("relayed duplicate: %w", err)}
-	}
-	return &errVerdict{err: fmt.Errorf("replay: %w", err)}
+// duplicate is the verdict on a document, claimed by its own author, whose message_id was
+// already accepted: an ignore. (A document re-published under another peer's name never gets
+// here: its author claim is rejected first.)
+func duplicate(doc *protocol.Message) error {
+	return &errVerdict{ignore: true, err: fmt.Errorf("duplicate: message %s: %w", doc.Envelope.MessageID, protocol.ErrDuplicate)}
 }
 
 // checkTopic checks that the document belongs on the topic it came on, and decodes the

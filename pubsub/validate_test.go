@@ -90,11 +90,11 @@ func TestValidator(t *testing.T) {
 		info            topicInfo
 		msg             func() *ps.Message
 	}{
-		{"replay by its author", "reject", "replay", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, a.id) }},
-		{"replay by a relayer", "ignore", "relayed duplicate", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, relay) }},
-		{"replay claiming the replayer as author", "reject", "replay", bc, func() *ps.Message { return psMsg(t, good, bc.name, relay, relay) }},
-		{"re-encoded replay", "ignore", "relayed duplicate", bc, func() *ps.Message {
-			m := psMsg(t, good, bc.name, a.id, relay)
+		{"replay under its author's name", "ignore", "duplicate", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, a.id) }},
+		{"replay by a relayer", "ignore", "duplicate", bc, func() *ps.Message { return psMsg(t, good, bc.name, a.id, relay) }},
+		{"replay under the replayer's name", "reject", "not the pubsub author", bc, func() *ps.Message { return psMsg(t, good, bc.name, relay, relay) }},
+		{"re-encoded replay", "ignore", "duplicate", bc, func() *ps.Message {
+			m := psMsg(t, good, bc.name, a.id, a.id)
 			m.Data = append([]byte(" "), m.Data...) // other bytes, so another gossipsub id
 			return m
 		}},
@@ -253,6 +253,16 @@ func TestMessageIDCannotBeSquatted(t *testing.T) {
 	}
 	if msgID(genuine.Message) == msgID(psMsg(t, good, "t", other, other).Message) {
 		t.Fatal("the document re-published under another author has the original id")
+	}
+	if msgID(genuine.Message) == msgID(psMsg(t, good, "other-topic", a.id, other).Message) {
+		t.Fatal("the genuine bytes on another topic have the genuine id")
+	}
+	// The same bytes split differently between From and Data must not hash alike: 256 bytes
+	// of author claim followed by the rest of the data.
+	long := append([]byte(a.id), genuine.Data[:256]...)
+	shifted := &pb.Message{From: long, Data: genuine.Data[256:], Topic: genuine.Topic}
+	if msgID(genuine.Message) == msgID(shifted) {
+		t.Fatal("bytes moved from Data into From keep the genuine id")
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime"
+	"runtime/pprof"
 	"syscall"
 	"time"
 )
@@ -19,10 +20,16 @@ type runConfig struct {
 	log      *slog.Logger
 	nodes    int
 	seed     uint64
+
+	heapProfile io.Writer
 }
 
 // WithProgress writes one line per step to w as the run goes (default: nowhere).
 func WithProgress(w io.Writer) Option { return func(c *runConfig) { c.progress = w } }
+
+// WithHeapProfile writes a heap profile (pprof format) to w after the last step, while the
+// nodes still run: what the mesh holds, not what is left after it is closed.
+func WithHeapProfile(w io.Writer) Option { return func(c *runConfig) { c.heapProfile = w } }
 
 // WithLogger receives the nodes' logs, each tagged with its node index (default: discarded).
 func WithLogger(l *slog.Logger) Option { return func(c *runConfig) { c.log = l } }
@@ -42,15 +49,15 @@ type run struct {
 	lookups  samples
 }
 
-// Run starts the scenario's nodes, runs its steps in order and returns the report. A step
-// that cannot run (a node that fails to start, a partition on loopback) stops the run: the
-// report holds the steps so far and Run returns the error too. Failed expectations do not
-// stop the run; they make Report.Passed false. Every node is closed before Run returns.
 // verifyCacheSize bounds the verification cache during a run: 65,536 signatures, about 5 MiB
 // at the bound. A signature is useful while its document spreads through the mesh (seconds),
 // so the bound only needs to cover the documents of a few seconds of the busiest step.
 const verifyCacheSize = 1 << 16
 
+// Run starts the scenario's nodes, runs its steps in order and returns the report. A step
+// that cannot run (a node that fails to start, a partition on loopback) stops the run: the
+// report holds the steps so far and Run returns the error too. Failed expectations do not
+// stop the run; they make Report.Passed false. Every node is closed before Run returns.
 func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, err error) {
 	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
@@ -96,6 +103,12 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 			break
 		}
 	}
+	if cfg.heapProfile != nil { // while the nodes still run
+		runtime.GC()
+		if perr := pprof.Lookup("heap").WriteTo(cfg.heapProfile, 0); perr != nil && err == nil {
+			err = fmt.Errorf("heap profile: %w", perr)
+		}
+	}
 	r.finish()
 	return r.rep, err
 }
@@ -131,17 +144,26 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	return res
 }
 
-// memory measures heap in use, stacks and goroutines per running node, after a GC.
+// memory measures heap in use, stacks, goroutines and connections per running node, after a
+// GC.
 func (r *run) memory(res *StepResult) {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
-	n := float64(max(1, len(r.c.up())))
+	up := r.c.up()
+	n := float64(max(1, len(up)))
+	conns := 0
+	for _, i := range up {
+		if nd := r.c.node(i); nd != nil {
+			conns += len(nd.Host().Network().Conns())
+		}
+	}
 	const mib = 1 << 20
 	res.Metrics["nodes_up"] = float64(len(r.c.up()))
 	res.Metrics["heap_per_node_mib"] = round3(float64(m.HeapInuse) / mib / n)
 	res.Metrics["stack_per_node_mib"] = round3(float64(m.StackInuse) / mib / n)
 	res.Metrics["goroutines_per_node"] = round3(float64(runtime.NumGoroutine()) / n)
+	res.Metrics["conns_per_node"] = round3(float64(conns) / n)
 	r.rep.PeakHeapPerNodeMiB = max(r.rep.PeakHeapPerNodeMiB, res.Metrics["heap_per_node_mib"])
 }
 

@@ -321,7 +321,7 @@ func forRecipient(tx *bolt.Tx, recipient string) ([]OutboxEntry, error) {
 // first, in one transaction: each expired entry is returned by exactly one call, so the
 // caller can send the sending agent one TIMEOUT error per message.
 func (s *Store) Expired(now time.Time) ([]OutboxEntry, error) {
-	if !s.anyExpired(now) {
+	if !s.anyDue(now) {
 		return nil, nil // the common case, polled every tick: no write transaction (and no fsync)
 	}
 	var out []OutboxEntry
@@ -356,23 +356,23 @@ func (s *Store) Expired(now time.Time) ([]OutboxEntry, error) {
 	return out, nil
 }
 
-// anyExpired reports whether an outbox entry expires at or before now, in a read
+// anyDue reports whether an outbox entry expires at or before now, in a read
 // transaction (none at all when the outbox is empty). When the read fails it answers true,
 // so that Expired's own transaction reports the error.
-func (s *Store) anyExpired(now time.Time) bool {
+func (s *Store) anyDue(now time.Time) bool {
 	s.mu.Lock()
 	empty := s.outTotal == 0
 	s.mu.Unlock()
 	if empty {
 		return false
 	}
-	var any bool
+	var due bool
 	err := s.db.View(func(tx *bolt.Tx) error {
 		k, _ := tx.Bucket(bktOutExp).Cursor().First()
-		any = k != nil && !keyTime(k).After(now)
+		due = k != nil && !keyTime(k).After(now)
 		return nil
 	})
-	return any || err != nil
+	return due || err != nil
 }
 
 // List returns every queued entry, oldest first, without Raw (use Get for the document):

@@ -69,19 +69,22 @@ complete.`,
 			}
 			ctx, stop := signal.NotifyContext(base, os.Interrupt)
 			defer stop()
+			if memProfile != "" {
+				f, err := os.Create(memProfile)
+				if err != nil {
+					return fmt.Errorf("--memprofile: %w", err)
+				}
+				defer f.Close()
+				opts = append(opts, sim.WithHeapProfile(f))
+			}
 			stopProfile, err := startCPUProfile(cpuProfile)
 			if err != nil {
 				return err
 			}
 			rep, runErr := sim.Run(ctx, sc, opts...)
-			if err := stopProfile(); err != nil {
-				return err
-			}
-			if err := writeHeapProfile(memProfile); err != nil {
-				return err
-			}
+			profErr := stopProfile()
 			if rep == nil {
-				return runErr
+				return errors.Join(runErr, profErr)
 			}
 			if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
 				return err
@@ -94,6 +97,9 @@ complete.`,
 			}
 			if runErr != nil {
 				return runErr
+			}
+			if profErr != nil {
+				return profErr
 			}
 			if !rep.Passed {
 				return &exitError{code: 3, err: errors.New("some expectations of the scenario failed (see the table)")}
@@ -110,7 +116,7 @@ complete.`,
 	f.BoolVar(&list, "list", false, "list the built-in scenarios and exit")
 	f.StringVar(&logLevel, "log-level", "", "show the nodes' logs on stderr at this level (debug, info, warn, error); default: none")
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
-	f.StringVar(&memProfile, "memprofile", "", "write a heap profile taken at the end of the run to FILE")
+	f.StringVar(&memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
 	return cmd
 }
 
@@ -132,11 +138,6 @@ func startCPUProfile(path string) (stop func() error, err error) {
 		pprof.StopCPUProfile()
 		return f.Close()
 	}, nil
-}
-
-// writeHeapProfile writes a heap profile to path, when path is set.
-func writeHeapProfile(path string) error {
-	return writeReport(path, func(w io.Writer) error { return pprof.Lookup("heap").WriteTo(w, 0) })
 }
 
 func listScenarios(cmd *cobra.Command) error {

@@ -1,0 +1,54 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// `iacp-node sim` runs a scenario end to end: progress on stderr, the table on stdout, the
+// JSON report and both profiles written, exit 0 when every expectation held.
+func TestSim_RunsAScenarioAndWritesReports(t *testing.T) {
+	dir := t.TempDir()
+	js, cpu, mem := filepath.Join(dir, "r.json"), filepath.Join(dir, "cpu.pprof"), filepath.Join(dir, "mem.pprof")
+	code, stdout, stderr := run(t, "", "sim", "--scenario", "smoke", "--nodes", "3", "--json", js,
+		"--cpuprofile", cpu, "--memprofile", mem)
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if !strings.Contains(stderr, "sim smoke: 3 nodes") || !strings.Contains(stdout, "PASSED") {
+		t.Fatalf("no progress or summary:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
+	}
+	var rep struct {
+		Passed bool `json:"passed"`
+		Nodes  int  `json:"nodes"`
+	}
+	raw, err := os.ReadFile(js)
+	if err != nil || json.Unmarshal(raw, &rep) != nil || !rep.Passed || rep.Nodes != 3 {
+		t.Fatalf("report %s: %v %+v", js, err, rep)
+	}
+	for _, p := range []string{cpu, mem} {
+		if st, err := os.Stat(p); err != nil || st.Size() == 0 {
+			t.Fatalf("profile %s not written: %v", p, err)
+		}
+	}
+}
+
+// Bad input is refused with a message that names it, before any node starts.
+func TestSim_RefusesBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"sim", "--scenario", "no-such-scenario"}, "--list"},
+		{[]string{"sim", "--log-level", "loud"}, "--log-level"},
+		{[]string{"sim", "--cpuprofile", "/nonexistent-dir/x"}, "--cpuprofile"},
+	} {
+		code, _, stderr := run(t, "", c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want a failure naming %q", c.args, code, stderr, c.want)
+		}
+	}
+}
