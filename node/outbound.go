@@ -17,8 +17,8 @@ import (
 
 // waiter is a sender waiting for the receipt, and for a request the reply, of one message.
 type waiter struct {
-	peer      peer.ID // guarded by Node.waitersMu
-	resend    bool    // the outbox is resending: DUPLICATE is a receipt; guarded by Node.waitersMu
+	peer      peer.ID       // guarded by Node.waitersMu
+	resend    bool          // the outbox is resending: DUPLICATE is a receipt; guarded by Node.waitersMu
 	receipted chan struct{} // closed by the first receipt, reply or error
 	rOnce     sync.Once
 	done      chan struct{} // closed when reply is set
