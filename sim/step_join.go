@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
@@ -114,7 +115,8 @@ func runConverge(ctx context.Context, r *run, p any, res *StepResult) error {
 }
 
 // convergence is one poll of waitConverged: how many running nodes have not converged and how
-// many lack each part; and, over the polls, when each part was first complete on every node.
+// many lack each part, and when each part was checked; waitConverged turns the times into
+// when each part was first complete on every node.
 type convergence struct {
 	missing                           int
 	noDHT, noRecord, noGossip, noLive int
@@ -132,13 +134,14 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 	var first convergence
 	for {
 		st := c.notConverged(live, rt)
-		now := time.Now()
 		for _, part := range []struct {
 			lacking int
-			at      *time.Time
-		}{{st.noDHT, &first.dht}, {st.noRecord, &first.records}, {st.noGossip, &first.gossip}, {st.noLive, &first.live}} {
-			if part.lacking == 0 && part.at.IsZero() {
-				*part.at = now
+			checked time.Time
+			first   *time.Time
+		}{{st.noDHT, st.dht, &first.dht}, {st.noRecord, st.records, &first.records},
+			{st.noGossip, st.gossip, &first.gossip}, {st.noLive, st.live, &first.live}} {
+			if part.lacking == 0 && part.first.IsZero() {
+				*part.first = part.checked
 			}
 		}
 		st.dht, st.records, st.gossip, st.live = first.dht, first.records, first.gossip, first.live
@@ -162,52 +165,62 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 
 var heartbeatTopic = pubsub.DefaultTopicPrefix + "heartbeat"
 
-// notConverged checks every running node once.
+// notConverged checks every running node once, part by part, and notes when each part was
+// checked: the DHT and the records (cheap), liveness (a table lookup), then the gossip mesh,
+// whose check waits for each node's gossipsub event loop and can take seconds in a crowded
+// process; it must not delay the others.
 func (c *cluster) notConverged(live bool, rt int) convergence {
 	up := c.up()
 	if rt == 0 {
 		rt = min(len(up)-1, 3)
 	}
 	var st convergence
+	bad := map[int]bool{}
+	nodes := make(map[int]*node.Node, len(up))
 	for _, i := range up {
-		nd := c.node(i)
-		if nd == nil {
-			continue
+		if nd := c.node(i); nd != nil {
+			nodes[i] = nd
 		}
-		ok := true
+	}
+	for i, nd := range nodes {
 		if d := nd.Discovery(); d != nil {
 			ds := d.Status()
 			if !ds.Bootstrapped || ds.RoutingTableSize < rt {
 				st.noDHT++
-				ok = false
+				bad[i] = true
 			}
 			if ds.Published.IsZero() {
 				st.noRecord++
-				ok = false
+				bad[i] = true
 			}
-		}
-		if g := nd.Gossip(); g != nil && len(up) > 1 {
-			if len(g.PubSub().ListPeers(heartbeatTopic)) == 0 {
-				st.noGossip++
-				ok = false
-			}
-			for _, j := range up {
-				if !live {
-					break
-				}
-				if j != i {
-					if a, known := g.Agent(c.slots[j].agentID); !known || a.State != pubsub.StateAlive && a.State != pubsub.StateBusy {
-						st.noLive++
-						ok = false
-						break
-					}
-				}
-			}
-		}
-		if !ok {
-			st.missing++
 		}
 	}
+	st.dht, st.records = time.Now(), time.Now()
+	for i, nd := range nodes {
+		g := nd.Gossip()
+		if g == nil || !live {
+			continue
+		}
+		for _, j := range up {
+			if j == i {
+				continue
+			}
+			if a, known := g.Agent(c.slots[j].agentID); !known || a.State != pubsub.StateAlive && a.State != pubsub.StateBusy {
+				st.noLive++
+				bad[i] = true
+				break
+			}
+		}
+	}
+	st.live = time.Now()
+	for i, nd := range nodes {
+		if g := nd.Gossip(); g != nil && len(up) > 1 && len(g.PubSub().ListPeers(heartbeatTopic)) == 0 {
+			st.noGossip++
+			bad[i] = true
+		}
+	}
+	st.gossip = time.Now()
+	st.missing = len(bad)
 	return st
 }
 
