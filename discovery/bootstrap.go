@@ -122,10 +122,13 @@ func (d *Discovery) bootstrapLoop() {
 			}
 			failed = 0
 			d.markJoined()
-			d.kickRepublish()
 			if justJoined {
+				// Publish after the refresh, so that the record goes to the peers closest
+				// to its keys rather than to the few the node knew on joining.
 				d.refreshRoutingTable()
 			}
+			d.maybeStale(d.dht.RoutingTable().Size())
+			d.kickRepublish()
 			wait = d.cfg.healthInterval
 		}
 		d.mu.Lock()

@@ -65,6 +65,11 @@ type localAgent struct {
 	seq       uint64
 	published time.Time
 	lastErr   error
+	// rtSize is the routing table's size when the record was last published; stale is set
+	// when the table has since grown so much that the peers now closest to the record's keys
+	// are likely others than those that store it (see maybeStale).
+	rtSize int
+	stale  bool
 }
 
 // New builds a Discovery on host h. key must be h's Ed25519 private key: records are signed

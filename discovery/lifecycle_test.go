@@ -148,3 +148,24 @@ func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 		t.Fatal("announcing a second agent on one node was accepted")
 	}
 }
+
+// A record published while the node knew only a few peers is republished once the routing
+// table has doubled, and only then; one published from a full bucket never is.
+func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
+	m := newMesh(t, 1, 0)
+	d := m.ds[0]
+	d.local = &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 3}
+	if d.maybeStale(5) || d.needsPublish() {
+		t.Fatal("stale before the table doubled")
+	}
+	if !d.maybeStale(6) || !d.needsPublish() {
+		t.Fatal("not stale once the table doubled")
+	}
+	if d.maybeStale(12) {
+		t.Fatal("marked stale twice")
+	}
+	d.local = &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: staleBelow}
+	if d.maybeStale(10 * staleBelow) {
+		t.Fatal("a record placed from a full bucket went stale")
+	}
+}

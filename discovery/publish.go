@@ -85,6 +85,7 @@ func (d *Discovery) publishLocal(ctx context.Context) error {
 	d.mu.Unlock()
 	rec := d.newRecord(m.AgentID, false)
 	rec.Manifest = m
+	rtSize := d.dht.RoutingTable().Size()
 	// The record and the capability advertisements are independent walks: run them together.
 	var storeErr, provideErr error
 	var wg sync.WaitGroup
@@ -97,6 +98,7 @@ func (d *Discovery) publishLocal(ctx context.Context) error {
 		d.local.lastErr = err
 		if err == nil {
 			d.local.seq, d.local.published = rec.Seq, d.cfg.now()
+			d.local.rtSize, d.local.stale = rtSize, false
 		}
 	}
 	d.mu.Unlock()
@@ -288,11 +290,31 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 }
 
 // needsPublish reports whether a kick should publish: something to publish whose last attempt
-// failed or that was never published.
+// failed, that was never published, or whose placement is stale.
 func (d *Discovery) needsPublish() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.local != nil && (d.local.published.IsZero() || d.local.lastErr != nil)
+	return d.local != nil && (d.local.published.IsZero() || d.local.lastErr != nil || d.local.stale)
+}
+
+// staleBelow is the routing-table size under which a published record may be badly placed:
+// kad-dht's replication factor K (20). A node that knew at least K peers when it published
+// stored the record with the K closest of a representative table.
+const staleBelow = 20
+
+// maybeStale marks the local record stale when the routing table has at least doubled since
+// it was published from a table smaller than a bucket: a record published while the mesh
+// was forming went to the closest peers the node knew then, and lookups that walk to the
+// peers closest now would miss it until the half-TTL republish.
+func (d *Discovery) maybeStale(rtSize int) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	l := d.local
+	if l == nil || l.published.IsZero() || l.stale || l.rtSize >= staleBelow || rtSize < 2*max(l.rtSize, 1) {
+		return false
+	}
+	l.stale = true
+	return true
 }
 
 func cloneManifest(m protocol.Manifest) protocol.Manifest {
