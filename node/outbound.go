@@ -238,6 +238,13 @@ func (n *Node) deliverRaw(ctx context.Context, m *protocol.Message, raw []byte, 
 		if err != nil {
 			return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("cannot reach agent %s at peer %s", m.Envelope.Recipient.AgentID, p), Err: err}
 		}
+		if attempt > 0 {
+			// The first copy may have arrived before its session broke: a DUPLICATE now is a
+			// receipt (see takeReply).
+			n.waitersMu.Lock()
+			w.resend = true
+			n.waitersMu.Unlock()
+		}
 		if err := s.write(raw); err != nil {
 			lastErr = err
 			continue

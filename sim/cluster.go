@@ -232,7 +232,7 @@ func (c *cluster) startNode(i int) (err error) {
 		if err := c.linkToAll(i); err != nil {
 			return err
 		}
-		opts = append(opts, node.WithHost(h, sn.key))
+		opts = append(opts, node.WithHost(newQuickHost(h), sn.key))
 	} else {
 		// A restarted node listens where it did before, as a deployed node with a configured
 		// port does; the first start takes a port the kernel picks.

@@ -8,6 +8,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -139,3 +140,29 @@ func (m *mockNet) forget(i int) {
 
 // Close closes the mocknet (and any host still open).
 func (m *mockNet) Close() error { return m.mn.Close() }
+
+// quickHost is a mocknet host whose network answers Connectedness under mocknet's read lock.
+// mocknet's own Connectedness takes its network's exclusive lock, and the DHT asks it for
+// every peer of every answer it builds: in a mesh of hundreds of nodes in one process that
+// lock convoys (gossipsub's event loop was seen waiting on it for 40 s). The answer is the
+// same: a peer is connected when a connection to it is open. Only what the node calls goes
+// through the wrapper; mocknet keeps its own network.
+type quickHost struct {
+	host.Host
+	net quickNet
+}
+
+func newQuickHost(h host.Host) quickHost { return quickHost{Host: h, net: quickNet{h.Network()}} }
+
+// Network returns the wrapped network.
+func (h quickHost) Network() network.Network { return h.net }
+
+type quickNet struct{ network.Network }
+
+// Connectedness reports Connected when a connection to p is open.
+func (n quickNet) Connectedness(p peer.ID) network.Connectedness {
+	if len(n.ConnsToPeer(p)) > 0 {
+		return network.Connected
+	}
+	return network.NotConnected
+}
