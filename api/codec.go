@@ -80,15 +80,18 @@ type httpError struct {
 func (e *httpError) Error() string { return e.err.Error() }
 func (e *httpError) Unwrap() error { return e.err }
 
+// EncodeJSON encodes v as the API does: an IACP message in its wire encoding (signature and
+// unknown members kept), anything else with encoding/json.
+func EncodeJSON(v any) ([]byte, error) {
+	if m, ok := v.(*protocol.Message); ok {
+		return protocol.EncodeJSON(m)
+	}
+	return json.Marshal(v)
+}
+
 // write encodes v as JSON (or YAML by Accept) with the given status.
 func write(w http.ResponseWriter, r *http.Request, status int, v any) {
-	var raw []byte
-	var err error
-	if m, ok := v.(*protocol.Message); ok {
-		raw, err = protocol.EncodeJSON(m)
-	} else {
-		raw, err = json.Marshal(v)
-	}
+	raw, err := EncodeJSON(v)
 	if err != nil {
 		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
 		return

@@ -66,15 +66,19 @@ func (f *clientFlags) client() (*api.Client, error) {
 	return api.NewClient(f.addr, tok), nil
 }
 
+// withClient opens a client of the node's API, runs fn with it and closes it.
+func (f *clientFlags) withClient(fn func(c *api.Client) error) error {
+	c, err := f.client()
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	return fn(c)
+}
+
 // print writes v as JSON or YAML, or calls table for -o table.
 func (f *clientFlags) print(w io.Writer, v any, table func(tw *tabwriter.Writer)) error {
-	var raw []byte
-	var err error
-	if m, ok := v.(*protocol.Message); ok {
-		raw, err = protocol.EncodeJSON(m)
-	} else {
-		raw, err = json.Marshal(v)
-	}
+	raw, err := api.EncodeJSON(v)
 	if err != nil {
 		return err
 	}
@@ -176,16 +180,13 @@ func showCmd[T any](use, short string, fetch func(*api.Client, context.Context) 
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			doc, err := fetch(c, cmd.Context())
-			if err != nil {
-				return err
-			}
-			return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) { table(tw, doc) })
+			return cf.withClient(func(c *api.Client) error {
+				doc, err := fetch(c, cmd.Context())
+				if err != nil {
+					return err
+				}
+				return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) { table(tw, doc) })
+			})
 		},
 	}
 	addClientFlags(cmd, &cf)

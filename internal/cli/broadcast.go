@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iacp-node/iacp-node/api"
+
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -29,17 +31,14 @@ func newBroadcastCmd() *cobra.Command {
 					return fmt.Errorf("--data must be JSON: %w", err)
 				}
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Broadcast(cmd.Context(), ev)
-			if err != nil {
-				return err
-			}
-			return cf.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "%s\t%s\n", res.Status, res.MessageID)
+			return cf.withClient(func(c *api.Client) error {
+				res, err := c.Broadcast(cmd.Context(), ev)
+				if err != nil {
+					return err
+				}
+				return cf.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "%s\t%s\n", res.Status, res.MessageID)
+				})
 			})
 		},
 	}

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iacp-node/iacp-node/api"
+
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -20,20 +22,17 @@ func newDiscoverCmd() *cobra.Command {
 		Short: "Find agents by capability through the DHT",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			doc, err := c.Discover(cmd.Context(), q)
-			if err != nil {
-				return err
-			}
-			return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) {
-				fmt.Fprintln(tw, "AGENT\tPEER\tPREFERRED\tTOOLS")
-				for _, m := range doc.Matches {
-					fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", m.AgentID, m.PeerID, m.PreferredMatches, strings.Join(m.Manifest.Tools, ","))
+			return cf.withClient(func(c *api.Client) error {
+				doc, err := c.Discover(cmd.Context(), q)
+				if err != nil {
+					return err
 				}
+				return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) {
+					fmt.Fprintln(tw, "AGENT\tPEER\tPREFERRED\tTOOLS")
+					for _, m := range doc.Matches {
+						fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", m.AgentID, m.PeerID, m.PreferredMatches, strings.Join(m.Manifest.Tools, ","))
+					}
+				})
 			})
 		},
 	}

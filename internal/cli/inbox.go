@@ -24,40 +24,37 @@ waiting for new ones until interrupted. With -o json each message is one JSON li
 shell script can be an agent: read lines, act, answer with 'iacp-node send -f -'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			ctx := cmd.Context()
-			var after uint64
-			for {
-				var w time.Duration
-				if follow {
-					w = wait
-				}
-				doc, err := c.Inbox(ctx, after, w)
-				if err != nil {
-					if follow && ctx.Err() != nil {
-						return nil
+			return cf.withClient(func(c *api.Client) error {
+				ctx := cmd.Context()
+				var after uint64
+				for {
+					var w time.Duration
+					if follow {
+						w = wait
 					}
-					return err
-				}
-				for _, it := range doc.Messages {
-					if err := printInboxItem(cmd, &cf, it); err != nil {
+					doc, err := c.Inbox(ctx, after, w)
+					if err != nil {
+						if follow && ctx.Err() != nil {
+							return nil
+						}
 						return err
 					}
-					after = it.Seq
-					if ack {
-						if err := c.Ack(ctx, it.Message.Envelope.MessageID); err != nil {
+					for _, it := range doc.Messages {
+						if err := printInboxItem(cmd, &cf, it); err != nil {
 							return err
 						}
+						after = it.Seq
+						if ack {
+							if err := c.Ack(ctx, it.Message.Envelope.MessageID); err != nil {
+								return err
+							}
+						}
+					}
+					if !follow {
+						return nil
 					}
 				}
-				if !follow {
-					return nil
-				}
-			}
+			})
 		},
 	}
 	addClientFlags(cmd, &cf)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iacp-node/iacp-node/api"
+
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -28,19 +30,16 @@ TIMEOUT error and exit code 1.`,
 			if err != nil {
 				return err
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			resp, err := c.Request(cmd.Context(), m, wait)
-			if err != nil {
-				return err
-			}
-			return cf.print(cmd.OutOrStdout(), resp, func(tw *tabwriter.Writer) {
-				status, _ := protocol.StatusOf(resp)
-				fmt.Fprintf(tw, "FROM\t%s\nSTATUS\t%s\nCORRELATION\t%s\nPAYLOAD\t%s\n",
-					resp.Envelope.Sender.AgentID, orDash(status), resp.Envelope.CorrelationID, resp.Message.Payload)
+			return cf.withClient(func(c *api.Client) error {
+				resp, err := c.Request(cmd.Context(), m, wait)
+				if err != nil {
+					return err
+				}
+				return cf.print(cmd.OutOrStdout(), resp, func(tw *tabwriter.Writer) {
+					status, _ := protocol.StatusOf(resp)
+					fmt.Fprintf(tw, "FROM\t%s\nSTATUS\t%s\nCORRELATION\t%s\nPAYLOAD\t%s\n",
+						resp.Envelope.Sender.AgentID, orDash(status), resp.Envelope.CorrelationID, resp.Message.Payload)
+				})
 			})
 		},
 	}

@@ -6,6 +6,8 @@ import (
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/api"
 )
 
 func init() { register(newResolveCmd) }
@@ -17,18 +19,15 @@ func newResolveCmd() *cobra.Command {
 		Short: "Look up an agent's record (peer, addresses, manifest) in the DHT",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			rec, err := c.Resolve(cmd.Context(), args[0])
-			if err != nil {
-				return err
-			}
-			return cf.print(cmd.OutOrStdout(), rec, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "AGENT\t%s\nPEER\t%s\nADDRS\t%s\nTOOLS\t%s\nEXPIRES\t%s\n", rec.AgentID, rec.PeerID,
-					strings.Join(rec.Addrs, " "), strings.Join(rec.Manifest.Tools, ","), rec.Expires.Format("2006-01-02T15:04:05Z07:00"))
+			return cf.withClient(func(c *api.Client) error {
+				rec, err := c.Resolve(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				return cf.print(cmd.OutOrStdout(), rec, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "AGENT\t%s\nPEER\t%s\nADDRS\t%s\nTOOLS\t%s\nEXPIRES\t%s\n", rec.AgentID, rec.PeerID,
+						strings.Join(rec.Addrs, " "), strings.Join(rec.Manifest.Tools, ","), rec.Expires.Format("2006-01-02T15:04:05Z07:00"))
+				})
 			})
 		},
 	}

@@ -6,6 +6,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/iacp-node/iacp-node/api"
+
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -28,17 +30,14 @@ inbox'); use 'iacp-node request' to wait for it.`,
 			if err != nil {
 				return err
 			}
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			res, err := c.Send(cmd.Context(), m)
-			if err != nil {
-				return err
-			}
-			return cf.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-				fmt.Fprintf(tw, "%s\t%s\n", res.Status, res.MessageID)
+			return cf.withClient(func(c *api.Client) error {
+				res, err := c.Send(cmd.Context(), m)
+				if err != nil {
+					return err
+				}
+				return cf.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "%s\t%s\n", res.Status, res.MessageID)
+				})
 			})
 		},
 	}

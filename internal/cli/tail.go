@@ -20,31 +20,28 @@ func newTailCmd() *cobra.Command {
 		Short: "Follow the node's event stream: broadcasts, heartbeats, liveness, inbound messages",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := cf.client()
-			if err != nil {
-				return err
-			}
-			defer c.Close()
-			out := cmd.OutOrStdout()
-			err = c.Events(cmd.Context(), f, func(it api.EventItem) error {
-				if cf.output != "table" {
-					raw, err := json.Marshal(it)
-					if err != nil {
+			return cf.withClient(func(c *api.Client) error {
+				out := cmd.OutOrStdout()
+				err := c.Events(cmd.Context(), f, func(it api.EventItem) error {
+					if cf.output != "table" {
+						raw, err := json.Marshal(it)
+						if err != nil {
+							return err
+						}
+						if cf.output == "yaml" {
+							return cf.print(out, it, nil)
+						}
+						_, err = fmt.Fprintf(out, "%s\n", raw)
 						return err
 					}
-					if cf.output == "yaml" {
-						return cf.print(out, it, nil)
-					}
-					_, err = fmt.Fprintf(out, "%s\n", raw)
+					_, err := fmt.Fprintf(out, "%s  %-10s  %s  %s\n", it.At.Format(time.RFC3339), it.Kind, orDash(it.AgentID), summary(it))
 					return err
+				})
+				if cmd.Context().Err() != nil {
+					return nil
 				}
-				_, err := fmt.Fprintf(out, "%s  %-10s  %s  %s\n", it.At.Format(time.RFC3339), it.Kind, orDash(it.AgentID), summary(it))
 				return err
 			})
-			if cmd.Context().Err() != nil {
-				return nil
-			}
-			return err
 		},
 	}
 	addClientFlags(cmd, &cf)
