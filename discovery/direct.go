@@ -47,14 +47,10 @@ func (d *Discovery) servedRecord() []byte {
 // handleRecordStream answers one direct record request: one frame, then Close. Every write is
 // bounded by the direct fetch timeout; on error the stream is reset.
 func (d *Discovery) handleRecordStream(s network.Stream) {
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.track() {
 		_ = s.Reset()
 		return
 	}
-	d.wg.Add(1)
-	d.mu.Unlock()
 	defer d.wg.Done()
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.directTimeout)
 	defer cancel()

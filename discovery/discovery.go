@@ -181,6 +181,18 @@ func (d *Discovery) loadSource() LoadSource {
 	return d.load
 }
 
+// track counts a goroutine that Close must wait for, unless Discovery is closed; a true
+// answer obliges the caller to call d.wg.Done when it returns.
+func (d *Discovery) track() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return false
+	}
+	d.wg.Add(1)
+	return true
+}
+
 func (d *Discovery) isClosed() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -230,13 +242,9 @@ func (n *mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 	if ai.ID == d.h.ID() {
 		return
 	}
-	d.mu.Lock()
-	if d.closed {
-		d.mu.Unlock()
+	if !d.track() {
 		return
 	}
-	d.wg.Add(1)
-	d.mu.Unlock()
 	defer d.wg.Done()
 	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.connectTimeout)
 	defer cancel()
