@@ -69,13 +69,13 @@ complete.`,
 			}
 			ctx, stop := signal.NotifyContext(base, os.Interrupt)
 			defer stop()
+			var heap *os.File
 			if memProfile != "" {
-				f, err := os.Create(memProfile)
-				if err != nil {
+				if heap, err = os.Create(memProfile); err != nil {
 					return fmt.Errorf("--memprofile: %w", err)
 				}
-				defer f.Close()
-				opts = append(opts, sim.WithHeapProfile(f))
+				defer heap.Close() // on early returns; closed below otherwise
+				opts = append(opts, sim.WithHeapProfile(heap))
 			}
 			stopProfile, err := startCPUProfile(cpuProfile)
 			if err != nil {
@@ -83,6 +83,11 @@ complete.`,
 			}
 			rep, runErr := sim.Run(ctx, sc, opts...)
 			profErr := stopProfile()
+			if heap != nil {
+				if err := heap.Close(); err != nil {
+					profErr = errors.Join(profErr, fmt.Errorf("--memprofile: %w", err))
+				}
+			}
 			if rep == nil {
 				return errors.Join(runErr, profErr)
 			}
