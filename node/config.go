@@ -315,5 +315,11 @@ func WithRetry(lo, hi time.Duration) Option {
 	return func(c *Config) error { c.RetryMin, c.RetryMax = lo, hi; return nil }
 }
 
+// WithConnections sets the connection manager's watermarks and grace period (Config.ConnLow,
+// ConnHigh, ConnGrace). With WithHost they are not used: the given host has its own.
+func WithConnections(low, high int, grace time.Duration) Option {
+	return func(c *Config) error { c.ConnLow, c.ConnHigh, c.ConnGrace = low, high, grace; return nil }
+}
+
 // WithNAT switches NAT traversal on or off.
 func WithNAT(on bool) Option { return func(c *Config) error { c.NAT = on; return nil } }

@@ -203,6 +203,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithDiscovery(c.discoveryOn(), dopts...),
 		node.WithGossip(c.gossipOn(), gopts...),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
+		node.WithConnections(n.ConnLow, n.ConnHigh, n.ConnGrace.D()),
 	}, extra...)
 }
 
@@ -222,17 +223,24 @@ func (c *cluster) startNode(i int) (err error) {
 		if err != nil {
 			return err
 		}
+		n := c.sc.Node
+		sh, err := newSimHost(h, n.ConnLow, n.ConnHigh, n.ConnGrace.D())
+		if err != nil {
+			_ = h.Close()
+			c.net.forget(i)
+			return err
+		}
 		defer func() {
 			if err != nil {
 				c.net.isolate(i)
-				_ = h.Close()
+				_ = sh.Close()
 				c.net.forget(i)
 			}
 		}()
 		if err := c.linkToAll(i); err != nil {
 			return err
 		}
-		opts = append(opts, node.WithHost(newQuickHost(h), sn.key))
+		opts = append(opts, node.WithHost(sh, sn.key))
 	} else {
 		// A restarted node listens where it did before, as a deployed node with a configured
 		// port does; the first start takes a port the kernel picks.

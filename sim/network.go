@@ -1,15 +1,18 @@
 package sim
 
 import (
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -141,21 +144,47 @@ func (m *mockNet) forget(i int) {
 // Close closes the mocknet (and any host still open).
 func (m *mockNet) Close() error { return m.mn.Close() }
 
-// quickHost is a mocknet host whose network answers Connectedness under mocknet's read lock.
-// mocknet's own Connectedness takes its network's exclusive lock, and the DHT asks it for
-// every peer of every answer it builds: in a mesh of hundreds of nodes in one process that
-// lock convoys (gossipsub's event loop was seen waiting on it for 40 s). The answer is the
-// same: a peer is connected when a connection to it is open. Only what the node calls goes
-// through the wrapper; mocknet keeps its own network.
-type quickHost struct {
+// simHost is a mocknet host as a deployed node's host would be: it has a connection manager
+// (mocknet's hosts have none, so every connection a DHT walk opens would stay open, with its
+// gossipsub and DHT streams, and a node's memory would grow with the mesh), and its network
+// answers Connectedness under mocknet's read lock. mocknet's own Connectedness takes its
+// network's exclusive lock, and the DHT asks it for every peer of every answer it builds: in a
+// mesh of hundreds of nodes in one process that lock convoys (gossipsub's event loop was seen
+// waiting on it for 40 s). The answer is the same: a peer is connected when a connection to it
+// is open. Only what the node calls goes through the wrapper; mocknet keeps its own network.
+type simHost struct {
 	host.Host
 	net quickNet
+	cm  *connmgr.BasicConnMgr
+
+	closeOnce sync.Once
+	closeErr  error
 }
 
-func newQuickHost(h host.Host) quickHost { return quickHost{Host: h, net: quickNet{h.Network()}} }
+// newSimHost wraps h and gives it a connection manager with the given watermarks and grace
+// period; h must not have a connection yet. Close closes both.
+func newSimHost(h host.Host, low, high int, grace time.Duration) (*simHost, error) {
+	cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(grace))
+	if err != nil {
+		return nil, fmt.Errorf("connection manager: %w", err)
+	}
+	h.Network().Notify(cm.Notifee())
+	return &simHost{Host: h, net: quickNet{h.Network()}, cm: cm}, nil
+}
 
 // Network returns the wrapped network.
-func (h quickHost) Network() network.Network { return h.net }
+func (h *simHost) Network() network.Network { return h.net }
+
+// ConnManager returns the host's connection manager, which the DHT, gossipsub and the node tag
+// and protect peers with.
+func (h *simHost) ConnManager() coreconnmgr.ConnManager { return h.cm }
+
+// Close stops the connection manager, then closes the host (the order of libp2p's own hosts).
+// Closing again returns the first result.
+func (h *simHost) Close() error {
+	h.closeOnce.Do(func() { h.closeErr = errors.Join(h.cm.Close(), h.Host.Close()) })
+	return h.closeErr
+}
 
 type quickNet struct{ network.Network }
 

@@ -10,6 +10,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
 
@@ -82,6 +83,13 @@ type NodeSpec struct {
 	// (1s and 1m).
 	RetryMin Duration `yaml:"retry_min"`
 	RetryMax Duration `yaml:"retry_max"`
+	// ConnLow, ConnHigh and ConnGrace are each node's connection manager: above ConnHigh
+	// connections it closes the least valued down to ConnLow, sparing those younger than
+	// ConnGrace. Defaults: the node's own (64, 192, 1m). Lower values save memory in large
+	// meshes: on mocknet every connection carries gossipsub and DHT streams.
+	ConnLow   int      `yaml:"conn_low"`
+	ConnHigh  int      `yaml:"conn_high"`
+	ConnGrace Duration `yaml:"conn_grace"`
 	// RatePerSecond is each node's inbound limit per peer. Default 1000: load steps concentrate
 	// traffic on few pairs in small meshes.
 	RatePerSecond float64 `yaml:"rate_per_second"`
@@ -214,6 +222,19 @@ func (sc *Scenario) defaults() {
 	if n.RatePerSecond == 0 {
 		n.RatePerSecond = 1000
 	}
+	nd := node.DefaultConfig()
+	if n.ConnLow == 0 {
+		n.ConnLow = nd.ConnLow
+		if n.ConnHigh > 0 {
+			n.ConnLow = min(n.ConnLow, n.ConnHigh)
+		}
+	}
+	if n.ConnHigh == 0 {
+		n.ConnHigh = max(nd.ConnHigh, n.ConnLow)
+	}
+	if n.ConnGrace == 0 {
+		n.ConnGrace = Duration(nd.ConnGrace)
+	}
 	a := &sc.Agents
 	if len(a.Capabilities) == 0 {
 		a.Capabilities = []CapabilityWeight{{Name: "terminal", Weight: 3}, {Name: "browser", Weight: 2}, {Name: "search", Weight: 1}}
@@ -258,6 +279,8 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("node.retry_max: %s is below retry_min %s", sc.Node.RetryMax, sc.Node.RetryMin)
 	case sc.Node.DHTBucketSize < 0 || sc.Node.Quorum < 0 || sc.Node.RatePerSecond < 0:
 		return fmt.Errorf("node: dht_bucket_size, quorum and rate_per_second must not be negative")
+	case sc.Node.ConnLow < 1 || sc.Node.ConnHigh < sc.Node.ConnLow:
+		return fmt.Errorf("node.conn_low, conn_high: %d, %d must satisfy 1 <= conn_low <= conn_high", sc.Node.ConnLow, sc.Node.ConnHigh)
 	case sc.Agents.PerAgent.Min < 1 || sc.Agents.PerAgent.Max < sc.Agents.PerAgent.Min || sc.Agents.PerAgent.Max > len(sc.Agents.Capabilities):
 		return fmt.Errorf("agents.per_agent: min %d, max %d must satisfy 1 <= min <= max <= %d (the capabilities listed)",
 			sc.Agents.PerAgent.Min, sc.Agents.PerAgent.Max, len(sc.Agents.Capabilities))

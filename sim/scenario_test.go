@@ -23,6 +23,7 @@ func TestParse_RefusesBadScenarios(t *testing.T) {
 		{"network: {transport: loopback}\nsteps: [{partition: {}}]", "partition needs network.transport mocknet"},
 		{"node: {heartbeat: 500ms}\nsteps: [{join: {}}]", "node.heartbeat"},
 		{"node: {bootstrap_peers: 10}\nsteps: [{join: {}}]", "node.bootstrap_peers"},
+		{"node: {conn_low: 50, conn_high: 10}\nsteps: [{join: {}}]", "node.conn_low, conn_high: 50, 10"},
 		{"steps: [{group: {capability: juggling}}]", `capability "juggling"`},
 		{"steps: [{kill: {nodes: [42]}}]", "nodes: 42 is outside"},
 		{"steps: [{kill: {mode: vanish}}]", `mode "vanish"`},
