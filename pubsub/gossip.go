@@ -307,12 +307,9 @@ func (g *Gossip) peerLost(p peer.ID) {
 	if g.h.Network().Connectedness(p) == network.Connected {
 		return // another connection to the peer remains
 	}
-	now := g.cfg.clock()
 	g.stateMu.Lock()
-	defer g.stateMu.Unlock()
-	for _, tr := range g.live.Disconnected(p, now) {
-		g.emitLocked(tr)
-	}
+	g.live.Disconnected(p)
+	g.stateMu.Unlock()
 }
 
 // Check applies the silence rules now (suspect, stuck, forgotten) and emits the transitions.

@@ -18,7 +18,7 @@ const (
 	StateAlive    State = "alive"    // beating, accepting work
 	StateBusy     State = "busy"     // beating, at capacity
 	StateDraining State = "draining" // beating, finishing its work, accepting none
-	StateSuspect  State = "suspect"  // missed SuspectAfter beats, or its connection dropped
+	StateSuspect  State = "suspect"  // missed SuspectAfter beats, or its connection dropped and the next beat did not come
 	StateStuck    State = "stuck"    // silent for StuckAfter (draft: 600 s); its work MAY be reassigned
 	StateOffline  State = "offline"  // said it left
 	StateGone     State = "gone"     // forgotten after ForgetAfter of silence; only in a Transition
@@ -37,6 +37,7 @@ type AgentState struct {
 
 	sent   time.Time // timestamp of the beat recorded
 	lastID string    // message id of the beat recorded
+	lost   bool      // the connection to its peer dropped after its last beat
 }
 
 // Transition is a change of an agent's state, delivered to subscribers as a KindTransition
@@ -120,7 +121,7 @@ func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
 		return nil, true
 	}
 	from, to := a.State, State(h.Payload.Status)
-	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID = h.PeerID, to, now, h.Sent, h.MessageID
+	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID, a.lost = h.PeerID, to, now, h.Sent, h.MessageID, false
 	a.Load, a.ActiveTasks, a.Version, a.Interval = h.Payload.Load, h.Payload.ActiveTasks, h.Payload.Version, h.Interval
 	if from == to {
 		return nil, true
@@ -135,18 +136,23 @@ func older(h Heard, a *AgentState) bool {
 	return h.MessageID < a.lastID
 }
 
-// Disconnected moves every agent of pid that was beating to suspect at once: the direct
-// connection to it was lost.
-func (l *Liveness) Disconnected(pid peer.ID, now time.Time) []Transition {
-	var out []Transition
-	for _, id := range l.sortedIDs() {
-		a := l.agents[id]
+// Disconnected records that the direct connection to pid dropped. A lost connection is a
+// hint, not proof: connection managers close healthy connections every day, and the agent's
+// beats reach this node through other gossip peers. Tick confirms it by silence: an agent of
+// pid that was beating becomes suspect when its next beat is half an interval late, instead
+// of after SuspectAfter missed beats. A beat heard after the loss cancels the hint (a beat
+// that was already on its way then delays the suspicion to the usual SuspectAfter).
+func (l *Liveness) Disconnected(pid peer.ID) {
+	for _, a := range l.agents {
 		if a.PeerID == pid && beating(a.State) {
-			out = append(out, l.move(a, StateSuspect, now, "connection lost"))
+			a.lost = true
 		}
 	}
-	return out
 }
+
+// lostAfter is how long after its last beat an agent whose connection dropped is suspect:
+// one interval for the next beat, and half of one for it to travel.
+func lostAfter(a *AgentState) time.Duration { return a.Interval + a.Interval/2 }
 
 // Tick applies the silence rules at now: suspect after SuspectAfter of the agent's intervals,
 // stuck after StuckAfter, gone after ForgetAfter. Call it at least every fraction of a beat.
@@ -164,6 +170,8 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))
 		case a.State != StateSuspect && silent >= time.Duration(l.cfg.SuspectAfter)*a.Interval:
 			out = append(out, l.move(a, StateSuspect, now, "missed heartbeats"))
+		case a.State != StateSuspect && a.lost && silent >= lostAfter(a):
+			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"))
 		}
 	}
 	return out
@@ -171,7 +179,7 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 
 func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) Transition {
 	tr := Transition{AgentID: a.AgentID, PeerID: a.PeerID, From: a.State, To: to, At: now, Reason: reason}
-	a.State = to
+	a.State, a.lost = to, false
 	return tr
 }
 

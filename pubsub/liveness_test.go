@@ -110,25 +110,52 @@ func TestLivenessDrainOfflineAndOrder(t *testing.T) {
 	if trs := l.Tick(off.Add(20 * time.Minute)); len(trs) != 0 {
 		t.Fatalf("offline agent moved on silence: %+v", trs)
 	}
-	if trs := l.Disconnected("P", off); len(trs) != 0 {
+	l.Disconnected("P")
+	if trs := l.Tick(off.Add(20*time.Minute + time.Second)); len(trs) != 0 {
 		t.Fatalf("offline agent moved on disconnect: %+v", trs)
 	}
 }
 
+// A dropped connection is a hint confirmed by silence: the agents of that peer are suspect
+// once their next beat is half an interval late, long before SuspectAfter missed beats.
 func TestLivenessDisconnect(t *testing.T) {
 	l := NewLiveness(LivenessConfig{})
 	l.Observe(beat("a:b:one", "P", "alive", t0), t0)
 	l.Observe(beat("a:b:two", "P", "busy", t0), t0)
 	l.Observe(beat("a:b:three", "Q", "alive", t0), t0)
-	trs := l.Disconnected("P", t0.Add(time.Second))
-	if len(trs) != 2 || trs[0].AgentID != "a:b:one" || trs[1].AgentID != "a:b:two" || trs[0].To != StateSuspect || trs[0].Reason != "connection lost" {
-		t.Fatalf("disconnect of P: %+v", trs)
+	interval := DefaultHeartbeatInterval
+	l.Disconnected("P")
+	if trs := l.Tick(t0.Add(interval * 3 / 2).Add(-time.Millisecond)); len(trs) != 0 {
+		t.Fatalf("suspected before the next beat was half an interval late: %+v", trs)
+	}
+	trs := l.Tick(t0.Add(interval * 3 / 2))
+	if len(trs) != 2 || trs[0].AgentID != "a:b:one" || trs[1].AgentID != "a:b:two" ||
+		trs[0].To != StateSuspect || trs[0].Reason != "connection lost, no heartbeat since" {
+		t.Fatalf("disconnect of P, then silence: %+v", trs)
 	}
 	if a, _ := l.Agent("a:b:three"); a.State != StateAlive {
 		t.Fatalf("Q's agent moved: %s", a.State)
 	}
 	if got := l.Agents(); len(got) != 3 || got[0].AgentID != "a:b:one" || got[2].AgentID != "a:b:two" {
 		t.Fatalf("Agents not sorted: %+v", got)
+	}
+}
+
+// A connection manager closes healthy connections; the agent's beats still arrive through
+// other gossip peers, and a beat heard after the loss cancels it.
+func TestLivenessDisconnectCancelledByBeat(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	interval := DefaultHeartbeatInterval
+	l.Disconnected("P")
+	next := t0.Add(interval)
+	l.Observe(beat("a:b:c", "P", "alive", next), next)
+	// Well past the lost-connection deadline, short of SuspectAfter missed beats.
+	if trs := l.Tick(next.Add(2 * interval)); len(trs) != 0 {
+		t.Fatalf("a beating agent was suspected after its connection was trimmed: %+v", trs)
+	}
+	if trs := l.Tick(next.Add(DefaultSuspectAfter * interval)); len(trs) != 1 || trs[0].Reason != "missed heartbeats" {
+		t.Fatalf("silence after the beat: %+v", trs)
 	}
 }
 

@@ -281,6 +281,20 @@ func TestMeshLiveness(t *testing.T) {
 		}
 	})
 
+	t.Run("a closed connection between live nodes is no suspicion", func(t *testing.T) {
+		// What a connection manager does every day: the beats go on through other peers.
+		if err := m.hosts[0].Network().ClosePeer(m.hosts[1].ID()); err != nil {
+			t.Fatal(err)
+		}
+		end := time.Now().Add(3 * time.Second) // twice the lost-connection deadline
+		waitFor(t, 10*time.Second, "3 intervals", func() bool { return time.Now().After(end) })
+		for i, c := range cols {
+			if k := c.count(isSuspect); k != 0 {
+				t.Fatalf("node %d saw %d suspect transitions after the connection 0-1 closed", i, k)
+			}
+		}
+	})
+
 	t.Run("draining node is seen draining then offline", func(t *testing.T) {
 		const d = 3
 		if err := m.nodes[d].Drain(ctxT(t, 5*time.Second)); err != nil {
