@@ -132,7 +132,7 @@ func (g *Gossip) routerOptions() []ps.Option {
 	opts := []ps.Option{
 		ps.WithGossipSubParams(gossipParams()),
 		ps.WithPeerScore(scoreParams(), scoreThresholds()),
-		ps.WithPeerScoreInspect(ps.PeerScoreInspectFn(g.inspectScores), time.Second),
+		ps.WithPeerScoreInspect(ps.PeerScoreInspectFn(g.inspectScores), g.cfg.inspectEvery),
 		// Every document carries its author's IACP signature, which the validators check;
 		// a second signature by gossipsub would double the cost of every message at every
 		// node. Messages still name their author (From), which must equal sender.peer_id.
@@ -334,8 +334,8 @@ func (g *Gossip) inspectScores(m map[peer.ID]float64) {
 	g.scores = maps.Clone(m)
 }
 
-// PeerScores returns gossipsub's score of every connected peer, as of the last inspection
-// (once a second).
+// PeerScores returns gossipsub's score of every peer it keeps a score for (those seen in the
+// last hour), as of the last inspection (every DefaultScoreInspection, or WithScoreInspection).
 func (g *Gossip) PeerScores() map[peer.ID]float64 {
 	g.scoreMu.Lock()
 	defer g.scoreMu.Unlock()

@@ -80,7 +80,8 @@ func newMesh(tb testing.TB, n int, opts func(i int) []Option) *mesh {
 		if err != nil {
 			tb.Fatal(err)
 		}
-		o := []Option{WithHeartbeatInterval(time.Second), WithDiscovery(ttlDiscovery{mocks.NewDiscoveryClient(m.hosts[i], m.disc)})}
+		o := []Option{WithHeartbeatInterval(time.Second), WithScoreInspection(time.Second),
+			WithDiscovery(ttlDiscovery{mocks.NewDiscoveryClient(m.hosts[i], m.disc)})}
 		if opts != nil {
 			o = append(o, opts(i)...)
 		}

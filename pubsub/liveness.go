@@ -156,10 +156,11 @@ func lostAfter(a *AgentState) time.Duration { return a.Interval + a.Interval/2 }
 
 // Tick applies the silence rules at now: suspect after SuspectAfter of the agent's intervals,
 // stuck after StuckAfter, gone after ForgetAfter. Call it at least every fraction of a beat.
+// The transitions come ordered by agent id. Tick visits every row on each call (a node ticks
+// several times a second and knows every agent of the mesh), so it sorts only what changed.
 func (l *Liveness) Tick(now time.Time) []Transition {
 	var out []Transition
-	for _, id := range l.sortedIDs() {
-		a := l.agents[id]
+	for id, a := range l.agents {
 		silent := now.Sub(a.LastSeen)
 		switch {
 		case silent >= l.cfg.ForgetAfter:
@@ -174,6 +175,7 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"))
 		}
 	}
+	slices.SortFunc(out, func(x, y Transition) int { return strings.Compare(x.AgentID, y.AgentID) })
 	return out
 }
 

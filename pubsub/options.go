@@ -47,6 +47,10 @@ const (
 	DefaultGroupPublishWait = 10 * time.Second
 	// MaxCapabilityLength bounds a capability name, which becomes part of a topic name.
 	MaxCapabilityLength = 64
+	// DefaultScoreInspection is how often PeerScores' snapshot is refreshed. Each refresh
+	// scores every peer seen in the last hour (gossipsub retains scores that long); once a
+	// second that was 8 % of all CPU in a 500-node simulation.
+	DefaultScoreInspection = 10 * time.Second
 	// maxGroupTopics bounds the group topics one node joins or publishes to.
 	maxGroupTopics = 256
 )
@@ -72,6 +76,7 @@ type config struct {
 	source       PeerSource
 	leaveFlush   time.Duration
 	replayCap    int
+	inspectEvery time.Duration
 }
 
 func defaults() config {
@@ -86,6 +91,7 @@ func defaults() config {
 		peerRate:     DefaultPeerRate,
 		peerBurst:    DefaultPeerBurst,
 		leaveFlush:   DefaultLeaveFlush,
+		inspectEvery: DefaultScoreInspection,
 	}
 }
 
@@ -119,6 +125,9 @@ func (c *config) validate() error {
 	}
 	if c.leaveFlush < 0 || c.leaveFlush > 10*time.Second {
 		return fmt.Errorf("pubsub: leave flush %s is outside 0..10s", c.leaveFlush)
+	}
+	if c.inspectEvery < 100*time.Millisecond || c.inspectEvery > time.Hour {
+		return fmt.Errorf("pubsub: score inspection every %s is outside 100ms..1h", c.inspectEvery)
 	}
 	for _, cp := range c.capabilities {
 		if err := ValidateCapability(cp); err != nil {
@@ -174,6 +183,12 @@ func WithForgetAfter(d time.Duration) Option {
 // heartbeat interval, at most 1 s). A negative value starts no ticker: the owner calls Check.
 func WithCheckInterval(d time.Duration) Option {
 	return func(c *config) error { c.checkEvery = d; return nil }
+}
+
+// WithScoreInspection sets how often the snapshot PeerScores returns is refreshed (default
+// DefaultScoreInspection, 100 ms to 1 h).
+func WithScoreInspection(d time.Duration) Option {
+	return func(c *config) error { c.inspectEvery = d; return nil }
 }
 
 // WithClock sets the clock used for validation (TTL, timestamps), heartbeat timestamps are

@@ -214,6 +214,7 @@ func TestOptionsValidate(t *testing.T) {
 		WithTopicPrefix("iacp"),
 		WithCapabilities([]string{"bad topic"}),
 		WithPeerRate(0, 1),
+		WithScoreInspection(time.Millisecond),
 	} {
 		if g, err := New(h, b, o); err == nil {
 			g.Close()
