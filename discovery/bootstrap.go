@@ -95,13 +95,23 @@ func (d *Discovery) setError(err error) {
 	d.mu.Unlock()
 }
 
+// rejoinBelow is the routing-table size under which a joined node dials its bootstrap peers
+// again (kad-dht's own low-peers threshold). Above it the node leaves them alone: in a mesh of
+// thousands, every node re-dialling every bootstrap peer each health interval would hand each
+// of them thousands of connections a minute, which their connection managers then trim.
+const rejoinBelow = 10
+
 // bootstrapLoop joins the mesh and keeps it joined: rounds that reach no bootstrap peer are
 // retried with backoff; once joined, every health interval it retries the bootstrap peers that
-// are not connected and, if the routing table has emptied, goes back to backoff rounds.
+// are not connected while its routing table is small (rejoinBelow) and, if the routing table
+// has emptied, goes back to backoff rounds.
 func (d *Discovery) bootstrapLoop() {
 	failed := 0
 	for {
-		answered, configured := d.bootstrapRound()
+		var answered, configured int
+		if !d.joined() || d.dht.RoutingTable().Size() < rejoinBelow {
+			answered, configured = d.bootstrapRound()
+		}
 		var wait time.Duration
 		switch {
 		case configured == 0 && d.dht.RoutingTable().Size() == 0:

@@ -169,3 +169,34 @@ func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
 		t.Fatal("a record placed from a full bucket went stale")
 	}
 }
+
+// A joined node dials its bootstrap peers again only while its routing table is small: in a
+// small mesh a lost bootstrap connection comes back at the next health check; in a mesh whose
+// routing table holds rejoinBelow peers or more, the bootstrap peers are left alone (thousands
+// of nodes re-dialling them every minute would swamp them).
+func TestJoinedNodeRedialsBootstrapOnlyWhileRoutingTableIsSmall(t *testing.T) {
+	const health = 20 * time.Millisecond
+	for _, c := range []struct {
+		nodes  int
+		redial bool
+	}{{3, true}, {rejoinBelow + 3, false}} {
+		m := newMesh(t, c.nodes, 1, WithHealthInterval(health))
+		m.start(t)
+		last := m.ds[c.nodes-1]
+		waitFor(t, 30*time.Second, "a full routing table", func() bool {
+			return last.Status().RoutingTableSize == c.nodes-1
+		})
+		boot := m.hosts[0].ID()
+		rounds := last.Status().Rounds
+		if err := m.hosts[c.nodes-1].Network().ClosePeer(boot); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(10 * health)
+		redialled := last.Status().Rounds > rounds
+		if redialled != c.redial {
+			t.Errorf("%d nodes (routing table %d): bootstrap rounds after the join went from %d to %d; want more: %v",
+				c.nodes, last.Status().RoutingTableSize, rounds, last.Status().Rounds, c.redial)
+		}
+		m.close()
+	}
+}
