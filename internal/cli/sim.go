@@ -67,8 +67,9 @@ complete.`,
 			if base == nil {
 				base = context.Background()
 			}
-			ctx, stop := signal.NotifyContext(base, os.Interrupt)
-			defer stop()
+			ctx, cancel := context.WithCancel(base)
+			defer cancel()
+			stopOnInterrupt(ctx, cancel, cmd.ErrOrStderr())
 			var heap *os.File
 			if memProfile != "" {
 				if heap, err = os.Create(memProfile); err != nil {
@@ -123,6 +124,24 @@ complete.`,
 	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
 	f.StringVar(&memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
 	return cmd
+}
+
+// stopOnInterrupt cancels the run at the first interrupt. Stopping the nodes of a large mesh
+// takes a while, so the interrupt after it is left to the runtime, which ends the process at
+// once. It stops listening when ctx is done.
+func stopOnInterrupt(ctx context.Context, cancel context.CancelFunc, w io.Writer) {
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt)
+	go func() {
+		defer signal.Stop(sig)
+		select {
+		case <-sig:
+			signal.Stop(sig)
+			fmt.Fprintln(w, "interrupted: stopping the nodes (interrupt again to quit at once)")
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 }
 
 // startCPUProfile starts a CPU profile into path, when path is set, and returns the function
