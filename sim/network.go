@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -12,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -123,6 +125,32 @@ func (m *mockNet) isolate(i int) {
 	}
 }
 
+// isolateAll cuts every link and closes every connection: the whole mesh crashes at once.
+// Closing the nodes one by one afterwards sends nothing and finds nothing to cut, where
+// isolating each in turn would walk the link table once per node while the rest of the mesh
+// kept reacting to each departure.
+func (m *mockNet) isolateAll() {
+	m.mu.Lock()
+	cut := make([]mocknet.Link, 0, len(m.links))
+	for k, l := range m.links {
+		cut = append(cut, l)
+		delete(m.links, k)
+	}
+	hosts := make([]host.Host, 0, len(m.hosts))
+	for _, h := range m.hosts {
+		hosts = append(hosts, h)
+	}
+	m.mu.Unlock()
+	for _, l := range cut {
+		_ = m.mn.Unlink(l)
+	}
+	for _, h := range hosts {
+		for _, c := range h.Network().Conns() {
+			_ = c.Close()
+		}
+	}
+}
+
 // present returns the slots that have a host.
 func (m *mockNet) present() []int {
 	m.mu.Lock()
@@ -194,4 +222,19 @@ func (n quickNet) Connectedness(p peer.ID) network.Connectedness {
 		return network.Connected
 	}
 	return network.NotConnected
+}
+
+// NewStream opens a stream as the host does, and refuses one that mocknet opened on a
+// connection that closed meanwhile: mocknet does not check, and such a stream outlives its
+// connection, carrying traffic across a cut link (gossip crossed partitions that way).
+func (h *simHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID) (network.Stream, error) {
+	s, err := h.Host.NewStream(ctx, p, pids...)
+	if err != nil {
+		return nil, err
+	}
+	if s.Conn().IsClosed() {
+		_ = s.Reset()
+		return nil, fmt.Errorf("stream to %s: its connection closed: %w", p, network.ErrReset)
+	}
+	return s, nil
 }
