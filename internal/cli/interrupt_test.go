@@ -17,8 +17,12 @@ type syncWriter struct {
 	b  bytes.Buffer
 }
 
-func (w *syncWriter) Write(p []byte) (int, error) { w.mu.Lock(); defer w.mu.Unlock(); return w.b.Write(p) }
-func (w *syncWriter) String() string              { w.mu.Lock(); defer w.mu.Unlock(); return w.b.String() }
+func (w *syncWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+func (w *syncWriter) String() string { w.mu.Lock(); defer w.mu.Unlock(); return w.b.String() }
 
 // The first interrupt stops the run (the nodes then close in order, which takes a while in a
 // large mesh) and says so; the next one is left to the runtime, which ends the process.
