@@ -394,7 +394,7 @@ const closeParallel = 64
 func (c *cluster) Close() error {
 	var errs []error
 	if c.net != nil {
-		c.net.isolateAll()
+		c.net.isolateAll(closeParallel)
 	}
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, closeParallel)

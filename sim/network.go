@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	coreconnmgr "github.com/libp2p/go-libp2p/core/connmgr"
@@ -128,8 +129,10 @@ func (m *mockNet) isolate(i int) {
 // isolateAll cuts every link and closes every connection: the whole mesh crashes at once.
 // Closing the nodes one by one afterwards sends nothing and finds nothing to cut, where
 // isolating each in turn would walk the link table once per node while the rest of the mesh
-// kept reacting to each departure.
-func (m *mockNet) isolateAll() {
+// kept reacting to each departure. Connections close width hosts at a time: closing one
+// resets its streams and waits for each stream's goroutine, which in a crowded process is
+// mostly waiting for the scheduler.
+func (m *mockNet) isolateAll(width int) {
 	m.mu.Lock()
 	cut := make([]mocknet.Link, 0, len(m.links))
 	for k, l := range m.links {
@@ -144,10 +147,27 @@ func (m *mockNet) isolateAll() {
 	for _, l := range cut {
 		_ = m.mn.Unlink(l)
 	}
-	for _, h := range hosts {
-		for _, c := range h.Network().Conns() {
-			_ = c.Close()
+	// Dials that passed mocknet's link check before the cut complete after it: close again
+	// until none is left (no new dial can start without a link).
+	for range 10 {
+		var wg sync.WaitGroup
+		var closed atomic.Int64
+		sem := make(chan struct{}, width)
+		for _, h := range hosts {
+			sem <- struct{}{}
+			wg.Go(func() {
+				defer func() { <-sem }()
+				for _, c := range h.Network().Conns() {
+					_ = c.Close()
+					closed.Add(1)
+				}
+			})
 		}
+		wg.Wait()
+		if closed.Load() == 0 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
 
