@@ -134,13 +134,26 @@ func (n *Node) startDurable() {
 
 // peerConnected runs in the swarm's notification path: it only pokes the retry loop after
 // marking the peer's agents due; it takes no node lock that the swarm could be waiting on.
+// It looks only at the recipients that have messages queued (usually none), not at every
+// agent the node knows: connections come and go all the time in a large mesh.
 func (n *Node) peerConnected(_ network.Network, c network.Conn) {
 	p := c.RemotePeer()
-	for _, agentID := range n.agentsOf(p) {
+	for agentID := range n.store.Usage().ByRecipient {
+		if q, ok := n.peerOf(agentID); !ok || q != p {
+			continue
+		}
 		if k, err := n.store.RetryNow(agentID, n.now()); err == nil && k > 0 {
 			n.out.poke()
 		}
 	}
+}
+
+// peerOf returns the peer the directory binds agentID to.
+func (n *Node) peerOf(agentID string) (peer.ID, bool) {
+	n.dirMu.RLock()
+	defer n.dirMu.RUnlock()
+	p, ok := n.directory[agentID]
+	return p, ok
 }
 
 // watchReturns learns, from gossip's liveness transitions, which peer speaks for which agent
@@ -172,18 +185,6 @@ func (n *Node) watchReturns(sub *pubsub.Subscription) {
 			}
 		}
 	}
-}
-
-func (n *Node) agentsOf(p peer.ID) []string {
-	n.dirMu.RLock()
-	defer n.dirMu.RUnlock()
-	var out []string
-	for a, q := range n.directory {
-		if q == p {
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 // retryLoop delivers due messages and turns expired ones into TIMEOUT errors for the agent.
