@@ -212,6 +212,11 @@ const maxLimiters = 1 << 16
 // limiterIdle is how long an unused bucket is kept.
 const limiterIdle = 10 * time.Minute
 
+// limiterPruneEvery spaces the periodic sweeps of idle buckets: one sweep visits every author
+// heard in the last limiterIdle, and once a second that was a measurable share of a large
+// mesh's CPU for nothing (a bucket lives ten minutes).
+const limiterPruneEvery = time.Minute
+
 // limiter is a token bucket per pubsub author. Its map is guarded by mu; validators run
 // concurrently.
 type limiter struct {
@@ -219,6 +224,7 @@ type limiter struct {
 	r       rate.Limit
 	burst   int
 	buckets map[peer.ID]*bucket
+	pruned  time.Time // last periodic sweep
 }
 
 type bucket struct {
@@ -248,9 +254,14 @@ func (l *limiter) allow(p peer.ID, now time.Time) bool {
 	return b.lim.AllowN(now, 1)
 }
 
+// prune drops the buckets idle for limiterIdle, at most once every limiterPruneEvery.
 func (l *limiter) prune(now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if now.Sub(l.pruned) < limiterPruneEvery {
+		return
+	}
+	l.pruned = now
 	l.pruneLocked(now)
 }
 

@@ -285,3 +285,24 @@ func TestOptionsSlowestBeatKeepsStuckAfterSuspect(t *testing.T) {
 		t.Fatalf("default beat: stuck after %s (%v), want the draft's %s", c.stuckAfter, err, DefaultStuckAfter)
 	}
 }
+
+// An author's rate bucket is dropped after limiterIdle without a message; the sweep that
+// drops it runs at most once every limiterPruneEvery.
+func TestLimiterDropsIdleBuckets(t *testing.T) {
+	l := newLimiter(1, 1)
+	start := time.Unix(1_700_000_000, 0)
+	l.allow("A", start)
+	swept := start.Add(limiterIdle - 30*time.Second)
+	l.prune(swept)
+	if len(l.buckets) != 1 {
+		t.Fatal("a bucket was dropped before it was idle for limiterIdle")
+	}
+	l.prune(start.Add(limiterIdle + time.Second))
+	if len(l.buckets) != 1 {
+		t.Fatal("a sweep ran within limiterPruneEvery of the last one")
+	}
+	l.prune(swept.Add(limiterPruneEvery))
+	if len(l.buckets) != 0 {
+		t.Fatal("the next sweep kept a bucket idle for longer than limiterIdle")
+	}
+}
