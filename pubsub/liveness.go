@@ -65,6 +65,7 @@ type LivenessConfig struct {
 type Liveness struct {
 	cfg    LivenessConfig
 	agents map[string]*AgentState
+	byPeer map[peer.ID]map[string]*AgentState // the same rows by peer, for Disconnected
 }
 
 // NewLiveness returns an empty table.
@@ -81,7 +82,7 @@ func NewLiveness(cfg LivenessConfig) *Liveness {
 	if cfg.ForgetAfter <= 0 {
 		cfg.ForgetAfter = DefaultForgetAfter
 	}
-	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState)}
+	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]map[string]*AgentState)}
 }
 
 // Accepts reports whether a heartbeat for agentID signed by pid may update the table. An
@@ -120,6 +121,11 @@ func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
 	} else if a.PeerID == h.PeerID && older(h, a) {
 		return nil, true
 	}
+	if !known || a.PeerID != h.PeerID {
+		l.unindex(a)
+		a.PeerID = h.PeerID
+		l.index(a)
+	}
 	from, to := a.State, State(h.Payload.Status)
 	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID, a.lost = h.PeerID, to, now, h.Sent, h.MessageID, false
 	a.Load, a.ActiveTasks, a.Version, a.Interval = h.Payload.Load, h.Payload.ActiveTasks, h.Payload.Version, h.Interval
@@ -143,9 +149,28 @@ func older(h Heard, a *AgentState) bool {
 // of after SuspectAfter missed beats. A beat heard after the loss cancels the hint (a beat
 // that was already on its way then delays the suspicion to the usual SuspectAfter).
 func (l *Liveness) Disconnected(pid peer.ID) {
-	for _, a := range l.agents {
-		if a.PeerID == pid && beating(a.State) {
+	for _, a := range l.byPeer[pid] {
+		if beating(a.State) {
 			a.lost = true
+		}
+	}
+}
+
+// index and unindex keep byPeer in step with the rows' PeerID.
+func (l *Liveness) index(a *AgentState) {
+	m := l.byPeer[a.PeerID]
+	if m == nil {
+		m = make(map[string]*AgentState, 1)
+		l.byPeer[a.PeerID] = m
+	}
+	m[a.AgentID] = a
+}
+
+func (l *Liveness) unindex(a *AgentState) {
+	if m := l.byPeer[a.PeerID]; m != nil {
+		delete(m, a.AgentID)
+		if len(m) == 0 {
+			delete(l.byPeer, a.PeerID)
 		}
 	}
 }
@@ -166,6 +191,7 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 		case silent >= l.cfg.ForgetAfter:
 			out = append(out, l.move(a, StateGone, now, "silent for "+silent.Round(time.Second).String()))
 			delete(l.agents, id)
+			l.unindex(a)
 		case a.State == StateOffline || a.State == StateStuck:
 		case silent >= l.cfg.StuckAfter:
 			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))

@@ -174,3 +174,30 @@ func TestLivenessBinding(t *testing.T) {
 		t.Fatalf("takeover after offline: %+v %v", tr, ok)
 	}
 }
+
+// A disconnect concerns the peer that speaks for the agent now: after an agent moved to
+// another peer (it went offline and came back elsewhere), losing the old peer says nothing
+// about it, and losing the new one does.
+func TestLivenessDisconnectFollowsTheAgentsPeer(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	interval := DefaultHeartbeatInterval
+	l.Observe(beat("a:b:c", "OLD", "alive", t0), t0)
+	l.Observe(beat("a:b:c", "OLD", "offline", t0.Add(time.Second)), t0.Add(time.Second))
+	back := t0.Add(2 * time.Second)
+	if _, ok := l.Observe(beat("a:b:c", "NEW", "alive", back), back); !ok {
+		t.Fatal("the agent could not move to another peer after going offline")
+	}
+	l.Disconnected("OLD")
+	if trs := l.Tick(back.Add(2 * interval)); len(trs) != 0 {
+		t.Fatalf("losing the agent's former peer moved it: %+v", trs)
+	}
+	l.Disconnected("NEW")
+	if trs := l.Tick(back.Add(2 * interval)); len(trs) != 1 || trs[0].Reason != "connection lost, no heartbeat since" {
+		t.Fatalf("losing the agent's peer, then silence: %+v", trs)
+	}
+	// Forgotten rows leave the index too.
+	l.Tick(back.Add(DefaultForgetAfter + time.Second))
+	if len(l.agents) != 0 || len(l.byPeer) != 0 {
+		t.Fatalf("after forgetting: %d rows, %d peers indexed", len(l.agents), len(l.byPeer))
+	}
+}
