@@ -129,9 +129,7 @@ func (m *mockNet) isolate(i int) {
 // isolateAll cuts every link and closes every connection: the whole mesh crashes at once.
 // Closing the nodes one by one afterwards sends nothing and finds nothing to cut, where
 // isolating each in turn would walk the link table once per node while the rest of the mesh
-// kept reacting to each departure. Connections close width hosts at a time: closing one
-// resets its streams and waits for each stream's goroutine, which in a crowded process is
-// mostly waiting for the scheduler.
+// kept reacting to each departure. The connections of width hosts close at a time.
 func (m *mockNet) isolateAll(width int) {
 	m.mu.Lock()
 	cut := make([]mocknet.Link, 0, len(m.links))
@@ -234,16 +232,6 @@ func (h *simHost) Close() error {
 	return h.closeErr
 }
 
-type quickNet struct{ network.Network }
-
-// Connectedness reports Connected when a connection to p is open.
-func (n quickNet) Connectedness(p peer.ID) network.Connectedness {
-	if len(n.ConnsToPeer(p)) > 0 {
-		return network.Connected
-	}
-	return network.NotConnected
-}
-
 // NewStream opens a stream as the host does, and refuses one that mocknet opened on a
 // connection that closed meanwhile: mocknet does not check, and such a stream outlives its
 // connection, carrying traffic across a cut link (gossip crossed partitions that way).
@@ -257,4 +245,14 @@ func (h *simHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID)
 		return nil, fmt.Errorf("stream to %s: its connection closed: %w", p, network.ErrReset)
 	}
 	return s, nil
+}
+
+type quickNet struct{ network.Network }
+
+// Connectedness reports Connected when a connection to p is open.
+func (n quickNet) Connectedness(p peer.ID) network.Connectedness {
+	if len(n.ConnsToPeer(p)) > 0 {
+		return network.Connected
+	}
+	return network.NotConnected
 }
