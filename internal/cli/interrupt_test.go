@@ -1,35 +1,20 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"os"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
-
-// syncWriter is a buffer written by one goroutine and read by another.
-type syncWriter struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (w *syncWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.b.Write(p)
-}
-func (w *syncWriter) String() string { w.mu.Lock(); defer w.mu.Unlock(); return w.b.String() }
 
 // The first interrupt stops the run (the nodes then close in order, which takes a while in a
 // large mesh) and says so; the next one is left to the runtime, which ends the process.
 func TestSimStopsOnFirstInterrupt(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out syncWriter
+	var out syncBuffer
 	stopOnInterrupt(ctx, cancel, &out)
 	if err := syscall.Kill(os.Getpid(), syscall.SIGINT); err != nil {
 		t.Fatal(err)
