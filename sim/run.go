@@ -154,7 +154,7 @@ func (r *run) memory(res *StepResult) {
 	up := r.c.up()
 	n := float64(max(1, len(up)))
 	const mib = 1 << 20
-	res.Metrics["nodes_up"] = float64(len(r.c.up()))
+	res.Metrics["nodes_up"] = float64(len(up))
 	res.Metrics["heap_per_node_mib"] = round3(float64(m.HeapInuse) / mib / n)
 	res.Metrics["stack_per_node_mib"] = round3(float64(m.StackInuse) / mib / n)
 	res.Metrics["goroutines_per_node"] = round3(float64(runtime.NumGoroutine()) / n)
