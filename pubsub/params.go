@@ -105,7 +105,8 @@ func topicScoreParams() *ps.TopicScoreParams {
 // share one id. A peer that re-publishes a document under its own name gets a new id, so its
 // copy is validated and rejected; a re-encoding of a document is caught by the replay window
 // (see check). 160 bits keep second preimages out of reach while every cache and IHAVE that
-// holds ids stays small. It runs on every copy received, about a microsecond for a heartbeat.
+// holds ids stays small. It runs on every copy received: about 0.6 µs and one allocation for a
+// heartbeat (BenchmarkMsgID).
 func msgID(m *pb.Message) string {
 	h := sha256.New()
 	var buf [2 * binary.MaxVarintLen64]byte
