@@ -268,7 +268,7 @@ func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID str
 	if err := n.policy.check(m.Envelope.Sender.AgentID, m.Message.Type, m.Message.Intent); err != nil {
 		return err
 	}
-	if err := n.replay.Add(m.Envelope.MessageID, m.Expires(), now); err != nil {
+	if err := n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now); err != nil {
 		return err
 	}
 	n.learn(m.Envelope.Sender.AgentID, remote)

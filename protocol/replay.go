@@ -9,31 +9,55 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultReplayCapacity is the default bound of a ReplayWindow: 1,048,576 ids, about 64 MiB
-// at the bound (64 bytes per id across the map and the expiry heap); enough for ~290 messages
-// per second sustained with one-hour TTLs.
-const DefaultReplayCapacity = 1 << 20
+// DefaultReplayCapacity is the default bound of a ReplayWindow: 524,288 ids, about 58 MiB at
+// the bound (116 bytes per id across the map and the expiry heap, measured); enough for ~145
+// messages per second sustained with one-hour TTLs. A full window refuses only the peer that
+// holds the most of it (see ReplayWindow), so the bound costs honest peers little.
+const DefaultReplayCapacity = 1 << 19
 
 // ReplayWindow remembers message ids until their messages expire, and refuses a repeat with
 // DUPLICATE (draft "Replay Attacks").
 //
-// Memory is bounded by its capacity. When it is full of ids that have not yet expired, Add
-// refuses new messages with RATE_LIMITED and a RetryAfter of when the oldest id expires: it
-// fails closed, because forgetting an id early would let a replay through.
+// Every id is charged to an owner: the authenticated peer that delivered it (the sender of a
+// direct message, the relaying peer of a gossip message). Memory is bounded by the capacity,
+// and a full window is paid for by whoever filled it: when a new id does not fit, its owner
+// is refused with RATE_LIMITED (and a RetryAfter of when its own oldest id expires) if it
+// holds at least as many ids as any other owner; otherwise a live id of the owner holding the
+// most is forgotten to make room. One peer flooding the window therefore ends up refused
+// itself, and never locks everyone else out. Forgetting an id early lets that one message be
+// accepted again; for a direct message only its own sender can send it again (the signature
+// names the sender's peer, and the node checks it is the peer on the stream), and a node with
+// durable delivery still recognises it in its store.
 //
 // A ReplayWindow is safe for concurrent use; its state is guarded by its own mutex. It reads
 // no clock: callers pass now.
 type ReplayWindow struct {
 	mu       sync.Mutex
 	capacity int
-	ids      map[uuid.UUID]int64 // id -> expiry, unix nanoseconds
-	byExpiry expiryHeap
+	ids      map[uuid.UUID]replayID
+	byExpiry expiryHeap // every id, live or not, earliest expiry first; stale items are skipped
+	owners   map[string]*replayOwner
+	evicted  uint64
+}
+
+type replayID struct {
+	exp   int64 // unix nanoseconds
+	owner *replayOwner
+}
+
+// replayOwner counts the live ids charged to one owner.
+type replayOwner struct {
+	name  string
+	count int
 }
 
 // ReplayEntry is one remembered id, as Snapshot returns it and Restore takes it.
 type ReplayEntry struct {
 	ID      string    `json:"id"`
 	Expires time.Time `json:"expires"`
+	// Owner is the peer the id is charged to ("" when unknown, as in windows saved before
+	// owners were recorded).
+	Owner string `json:"owner,omitempty"`
 }
 
 // NewReplayWindow returns an empty window that holds at most capacity ids
@@ -42,28 +66,35 @@ func NewReplayWindow(capacity int) *ReplayWindow {
 	if capacity <= 0 {
 		capacity = DefaultReplayCapacity
 	}
-	return &ReplayWindow{capacity: capacity, ids: make(map[uuid.UUID]int64)}
+	return &ReplayWindow{capacity: capacity, ids: make(map[uuid.UUID]replayID), owners: make(map[string]*replayOwner)}
 }
 
-// Add records id until expires. It returns ErrDuplicate (wrapped in an *Error) if the id is
-// already remembered and has not expired, RATE_LIMITED if the window is full, and
-// PAYLOAD_INVALID if id is not a UUID. Expired ids are purged first.
-func (w *ReplayWindow) Add(id string, expires, now time.Time) error {
+// Add records id until expires, charged to owner. It returns ErrDuplicate (wrapped in an
+// *Error) if the id is already remembered and has not expired, PAYLOAD_INVALID if id is not a
+// UUID, and RATE_LIMITED when the window is full and owner holds the most ids (see
+// ReplayWindow). Expired ids are purged first.
+func (w *ReplayWindow) Add(id, owner string, expires, now time.Time) error {
 	u, err := uuid.Parse(id)
 	if err != nil {
 		return Errorf(CodePayloadInvalid, "message_id %q is not a UUID", clip(id))
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.purge(now.UnixNano())
-	if exp, ok := w.ids[u]; ok && exp > now.UnixNano() {
+	nowNs := now.UnixNano()
+	w.purge(nowNs)
+	if e, ok := w.ids[u]; ok && e.exp > nowNs {
 		return &Error{Code: CodeDuplicate, Message: "message_id " + id + " was already processed"}
 	}
+	o := w.owners[owner]
 	if len(w.ids) >= w.capacity {
-		wait := time.Duration(w.byExpiry[0].exp - now.UnixNano())
-		return &Error{Code: CodeRateLimited, Message: "replay window is full; retry later", RetryAfter: wait}
+		largest := w.largest()
+		if o != nil && o.count >= largest.count {
+			return &Error{Code: CodeRateLimited, RetryAfter: time.Duration(w.oldestOf(o) - nowNs),
+				Message: "replay window is full and this peer holds the most of it; retry later"}
+		}
+		w.evictOne(largest)
 	}
-	w.insert(u, expires.UnixNano())
+	w.insert(u, owner, expires.UnixNano())
 	return nil
 }
 
@@ -75,8 +106,8 @@ func (w *ReplayWindow) Seen(id string, now time.Time) bool {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	exp, ok := w.ids[u]
-	return ok && exp > now.UnixNano()
+	e, ok := w.ids[u]
+	return ok && e.exp > now.UnixNano()
 }
 
 // Remove forgets id, for a caller that recorded a message and then could not accept it.
@@ -87,7 +118,9 @@ func (w *ReplayWindow) Remove(id string) {
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	delete(w.ids, u) // the heap entry is dropped when it expires
+	if e, ok := w.ids[u]; ok {
+		w.forget(u, e) // the heap item is dropped when it reaches the top
+	}
 }
 
 // Len returns how many ids are remembered, expired ones not yet purged included.
@@ -95,6 +128,23 @@ func (w *ReplayWindow) Len() int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return len(w.ids)
+}
+
+// OwnerLen returns how many remembered ids are charged to owner.
+func (w *ReplayWindow) OwnerLen(owner string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if o := w.owners[owner]; o != nil {
+		return o.count
+	}
+	return 0
+}
+
+// Evicted returns how many live ids were forgotten early to make room for another owner's.
+func (w *ReplayWindow) Evicted() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.evicted
 }
 
 // Capacity returns the bound.
@@ -107,8 +157,8 @@ func (w *ReplayWindow) Snapshot(now time.Time) []ReplayEntry {
 	defer w.mu.Unlock()
 	w.purge(now.UnixNano())
 	out := make([]ReplayEntry, 0, len(w.ids))
-	for id, exp := range w.ids {
-		out = append(out, ReplayEntry{ID: id.String(), Expires: time.Unix(0, exp).UTC()})
+	for id, e := range w.ids {
+		out = append(out, ReplayEntry{ID: id.String(), Expires: time.Unix(0, e.exp).UTC(), Owner: e.owner.name})
 	}
 	slices.SortFunc(out, func(a, b ReplayEntry) int { return a.Expires.Compare(b.Expires) })
 	return out
@@ -131,44 +181,102 @@ func (w *ReplayWindow) Restore(entries []ReplayEntry, now time.Time) (dropped in
 			dropped++
 			continue
 		}
-		w.insert(u, e.Expires.UnixNano())
+		w.insert(u, e.Owner, e.Expires.UnixNano())
 	}
 	return dropped
 }
 
-func (w *ReplayWindow) insert(u uuid.UUID, exp int64) {
-	w.ids[u] = exp
-	heap.Push(&w.byExpiry, expiryItem{id: u, exp: exp})
+func (w *ReplayWindow) insert(u uuid.UUID, owner string, exp int64) {
+	o := w.owners[owner]
+	if o == nil {
+		o = &replayOwner{name: owner}
+		w.owners[owner] = o
+	}
+	o.count++
+	w.ids[u] = replayID{exp: exp, owner: o}
+	heap.Push(&w.byExpiry, expiryItem{id: u, exp: exp, owner: o})
+}
+
+// forget drops a live id from the map and its owner's count; its heap item becomes stale.
+func (w *ReplayWindow) forget(u uuid.UUID, e replayID) {
+	delete(w.ids, u)
+	if e.owner.count--; e.owner.count == 0 {
+		delete(w.owners, e.owner.name)
+	}
+}
+
+// live reports whether a heap item still stands for its id (not removed, evicted or
+// re-added since).
+func (w *ReplayWindow) live(it expiryItem) bool {
+	e, ok := w.ids[it.id]
+	return ok && e.exp == it.exp && e.owner == it.owner
 }
 
 func (w *ReplayWindow) purge(now int64) {
 	for len(w.byExpiry) > 0 {
 		top := w.byExpiry[0]
-		exp, live := w.ids[top.id]
-		live = live && exp == top.exp
+		live := w.live(top)
 		if live && top.exp > now {
 			break
 		}
-		// Expired, or left behind by Remove: either way it goes, so that the top of the heap
-		// is always the live id that expires first (Add's RetryAfter relies on it).
+		// Expired, or left behind by Remove or an eviction: either way it goes.
 		heap.Pop(&w.byExpiry)
 		if live {
-			delete(w.ids, top.id)
+			w.forget(top.id, w.ids[top.id])
 		}
 	}
-	// Entries removed with Remove leave stale heap items; compact when they dominate.
+	// Removed and evicted ids leave stale heap items; compact when they dominate.
 	if len(w.byExpiry) > 2*len(w.ids)+1024 {
 		w.byExpiry = w.byExpiry[:0]
-		for id, exp := range w.ids {
-			w.byExpiry = append(w.byExpiry, expiryItem{id: id, exp: exp})
+		for id, e := range w.ids {
+			w.byExpiry = append(w.byExpiry, expiryItem{id: id, exp: e.exp, owner: e.owner})
 		}
 		heap.Init(&w.byExpiry)
 	}
 }
 
+// largest returns the owner charged with the most ids (of equals, the first by name); the
+// caller holds mu and the window is not empty. It visits every owner, which only happens while the window is full.
+func (w *ReplayWindow) largest() *replayOwner {
+	var best *replayOwner
+	for _, o := range w.owners {
+		if best == nil || o.count > best.count || o.count == best.count && o.name < best.name {
+			best = o
+		}
+	}
+	return best
+}
+
+// oldestOf returns the earliest expiry among o's live ids, scanning the heap in storage
+// order (a full window is rare; o holds the most ids, so one is found early).
+func (w *ReplayWindow) oldestOf(o *replayOwner) int64 {
+	best := int64(-1)
+	for _, it := range w.byExpiry {
+		if it.owner == o && w.live(it) && (best < 0 || it.exp < best) {
+			best = it.exp
+		}
+	}
+	return best
+}
+
+// evictOne forgets one live id of o: the first found in the heap's storage order, which
+// favours ids near the top, that is ids that expire soon. o holds the most ids of a full
+// window, so the scan is short.
+func (w *ReplayWindow) evictOne(o *replayOwner) {
+	for i, it := range w.byExpiry {
+		if it.owner == o && w.live(it) {
+			heap.Remove(&w.byExpiry, i)
+			w.forget(it.id, w.ids[it.id])
+			w.evicted++
+			return
+		}
+	}
+}
+
 type expiryItem struct {
-	id  uuid.UUID
-	exp int64
+	id    uuid.UUID
+	exp   int64
+	owner *replayOwner
 }
 
 type expiryHeap []expiryItem

@@ -14,29 +14,29 @@ func uuidN(i int) string { return fmt.Sprintf("0190f5a4-7c3e-7000-8000-%012d", i
 func TestSecurity_ReplayWindow_DuplicateWithinTTLIsRefused(t *testing.T) {
 	w := protocol.NewReplayWindow(10)
 	exp := fixedNow.Add(time.Minute)
-	if err := w.Add(uuidN(1), exp, fixedNow); err != nil {
+	if err := w.Add(uuidN(1), "peer-a", exp, fixedNow); err != nil {
 		t.Fatal(err)
 	}
-	err := w.Add(uuidN(1), exp, fixedNow.Add(59*time.Second))
+	err := w.Add(uuidN(1), "peer-a", exp, fixedNow.Add(59*time.Second))
 	wantCode(t, err, protocol.CodeDuplicate)
 	if !w.Seen(uuidN(1), fixedNow) || w.Seen(uuidN(2), fixedNow) {
 		t.Fatal("Seen disagrees with Add")
 	}
 	// Upper- and lower-case spellings of one UUID are one id.
-	wantCode(t, w.Add("0190F5A4-7C3E-7000-8000-000000000001", exp, fixedNow), protocol.CodeDuplicate)
+	wantCode(t, w.Add("0190F5A4-7C3E-7000-8000-000000000001", "peer-a", exp, fixedNow), protocol.CodeDuplicate)
 }
 
 func TestSecurity_ReplayWindow_AcceptedAfterExpiry(t *testing.T) {
 	w := protocol.NewReplayWindow(10)
 	exp := fixedNow.Add(time.Minute)
-	if err := w.Add(uuidN(1), exp, fixedNow); err != nil {
+	if err := w.Add(uuidN(1), "peer-a", exp, fixedNow); err != nil {
 		t.Fatal(err)
 	}
 	if w.Seen(uuidN(1), exp) {
 		t.Fatal("id still seen at its expiry")
 	}
 	// By then Validate refuses the message itself as TIMEOUT; the window only has to forget.
-	if err := w.Add(uuidN(1), exp.Add(time.Minute), exp); err != nil {
+	if err := w.Add(uuidN(1), "peer-a", exp.Add(time.Minute), exp); err != nil {
 		t.Fatalf("after expiry: %v", err)
 	}
 	if w.Len() != 1 {
@@ -44,14 +44,14 @@ func TestSecurity_ReplayWindow_AcceptedAfterExpiry(t *testing.T) {
 	}
 }
 
-func TestSecurity_ReplayWindow_BoundReachedFailsClosedWithRetryAfter(t *testing.T) {
+func TestSecurity_ReplayWindow_OneOwnerFillingItIsRefusedWithRetryAfter(t *testing.T) {
 	w := protocol.NewReplayWindow(3)
 	for i := 1; i <= 3; i++ {
-		if err := w.Add(uuidN(i), fixedNow.Add(time.Duration(i)*time.Minute), fixedNow); err != nil {
+		if err := w.Add(uuidN(i), "peer-a", fixedNow.Add(time.Duration(i)*time.Minute), fixedNow); err != nil {
 			t.Fatal(err)
 		}
 	}
-	err := w.Add(uuidN(4), fixedNow.Add(time.Hour), fixedNow)
+	err := w.Add(uuidN(4), "peer-a", fixedNow.Add(time.Hour), fixedNow)
 	pe := wantCode(t, err, protocol.CodeRateLimited)
 	if pe.RetryAfter != time.Minute {
 		t.Fatalf("RetryAfter = %v, want 1m (when the oldest id expires)", pe.RetryAfter)
@@ -60,9 +60,9 @@ func TestSecurity_ReplayWindow_BoundReachedFailsClosedWithRetryAfter(t *testing.
 		t.Fatal("RATE_LIMITED is not retryable")
 	}
 	// Nothing was forgotten to make room: the remembered ids are still duplicates.
-	wantCode(t, w.Add(uuidN(1), fixedNow.Add(time.Minute), fixedNow), protocol.CodeDuplicate)
+	wantCode(t, w.Add(uuidN(1), "peer-a", fixedNow.Add(time.Minute), fixedNow), protocol.CodeDuplicate)
 	// Once the oldest expires there is room again.
-	if err := w.Add(uuidN(4), fixedNow.Add(time.Hour), fixedNow.Add(time.Minute)); err != nil {
+	if err := w.Add(uuidN(4), "peer-a", fixedNow.Add(time.Hour), fixedNow.Add(time.Minute)); err != nil {
 		t.Fatalf("after the oldest expired: %v", err)
 	}
 }
@@ -70,18 +70,18 @@ func TestSecurity_ReplayWindow_BoundReachedFailsClosedWithRetryAfter(t *testing.
 func TestSecurity_ReplayWindow_RemoveForgets(t *testing.T) {
 	w := protocol.NewReplayWindow(2)
 	exp := fixedNow.Add(time.Hour)
-	_ = w.Add(uuidN(1), fixedNow.Add(time.Minute), fixedNow)
-	_ = w.Add(uuidN(2), exp, fixedNow)
+	_ = w.Add(uuidN(1), "peer-a", fixedNow.Add(time.Minute), fixedNow)
+	_ = w.Add(uuidN(2), "peer-a", exp, fixedNow)
 	w.Remove(uuidN(1))
 	w.Remove("not a uuid") // ignored
 	if w.Seen(uuidN(1), fixedNow) || w.Len() != 1 {
 		t.Fatal("Remove did not forget")
 	}
-	if err := w.Add(uuidN(1), exp, fixedNow); err != nil {
+	if err := w.Add(uuidN(1), "peer-a", exp, fixedNow); err != nil {
 		t.Fatalf("re-adding a removed id: %v", err)
 	}
 	// Full again; RetryAfter must come from a live id, not from the removed entry's expiry.
-	pe := wantCode(t, w.Add(uuidN(3), exp, fixedNow), protocol.CodeRateLimited)
+	pe := wantCode(t, w.Add(uuidN(3), "peer-a", exp, fixedNow), protocol.CodeRateLimited)
 	if pe.RetryAfter != time.Hour {
 		t.Fatalf("RetryAfter = %v, want 1h", pe.RetryAfter)
 	}
@@ -90,7 +90,7 @@ func TestSecurity_ReplayWindow_RemoveForgets(t *testing.T) {
 func TestSecurity_ReplayWindow_SnapshotRestoreRoundTrip(t *testing.T) {
 	w := protocol.NewReplayWindow(10)
 	for i := 1; i <= 5; i++ {
-		if err := w.Add(uuidN(i), fixedNow.Add(time.Duration(6-i)*time.Minute), fixedNow); err != nil {
+		if err := w.Add(uuidN(i), "peer-a", fixedNow.Add(time.Duration(6-i)*time.Minute), fixedNow); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,9 +109,9 @@ func TestSecurity_ReplayWindow_SnapshotRestoreRoundTrip(t *testing.T) {
 		t.Fatalf("dropped %d", dropped)
 	}
 	for i := 1; i <= 4; i++ {
-		wantCode(t, r.Add(uuidN(i), fixedNow.Add(time.Hour), later), protocol.CodeDuplicate)
+		wantCode(t, r.Add(uuidN(i), "peer-a", fixedNow.Add(time.Hour), later), protocol.CodeDuplicate)
 	}
-	if err := r.Add(uuidN(5), fixedNow.Add(time.Hour), later); err != nil {
+	if err := r.Add(uuidN(5), "peer-a", fixedNow.Add(time.Hour), later); err != nil {
 		t.Fatalf("the expired id was restored: %v", err)
 	}
 	// A smaller window keeps the entries that expire first and reports the rest.
@@ -129,7 +129,7 @@ func TestSecurity_ReplayWindow_SnapshotRestoreRoundTrip(t *testing.T) {
 }
 
 func TestSecurity_ReplayWindow_RefusesNonUUID(t *testing.T) {
-	wantCode(t, protocol.NewReplayWindow(1).Add("nope", fixedNow.Add(time.Hour), fixedNow), protocol.CodePayloadInvalid)
+	wantCode(t, protocol.NewReplayWindow(1).Add("nope", "peer-a", fixedNow.Add(time.Hour), fixedNow), protocol.CodePayloadInvalid)
 }
 
 func TestSecurity_ReplayWindow_DefaultCapacity(t *testing.T) {
@@ -149,7 +149,7 @@ func TestSecurity_ReplayWindow_ConcurrentAddsAcceptEachIDOnce(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := 0; i < 100; i++ {
-				if w.Add(uuidN(i), fixedNow.Add(time.Hour), fixedNow) == nil {
+				if w.Add(uuidN(i), "peer-a", fixedNow.Add(time.Hour), fixedNow) == nil {
 					mu.Lock()
 					accepted[uuidN(i)]++
 					mu.Unlock()
@@ -165,5 +165,56 @@ func TestSecurity_ReplayWindow_ConcurrentAddsAcceptEachIDOnce(t *testing.T) {
 		if n != 1 {
 			t.Fatalf("%s accepted %d times", id, n)
 		}
+	}
+}
+
+// Issue 13: one peer filling the window is refused itself; every other peer still gets in,
+// at the expense of the ids of the peer that holds the most.
+func TestSecurity_ReplayWindow_FullWindowRefusesTheOwnerThatFilledIt(t *testing.T) {
+	w := protocol.NewReplayWindow(4)
+	exp := fixedNow.Add(time.Hour)
+	for i := 1; i <= 4; i++ {
+		if err := w.Add(uuidN(i), "flooder", exp.Add(time.Duration(i)*time.Second), fixedNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pe := wantCode(t, w.Add(uuidN(5), "flooder", exp, fixedNow), protocol.CodeRateLimited)
+	if pe.RetryAfter != time.Hour+time.Second {
+		t.Fatalf("RetryAfter = %v, want 1h1s (when the flooder's own oldest id expires)", pe.RetryAfter)
+	}
+	for i := 10; i < 12; i++ {
+		if err := w.Add(uuidN(i), "honest", exp, fixedNow); err != nil {
+			t.Fatalf("an honest peer was refused because another filled the window: %v", err)
+		}
+	}
+	if w.Len() != 4 || w.OwnerLen("flooder") != 2 || w.OwnerLen("honest") != 2 || w.Evicted() != 2 {
+		t.Fatalf("len %d, flooder %d, honest %d, evicted %d; want 4, 2, 2, 2",
+			w.Len(), w.OwnerLen("flooder"), w.OwnerLen("honest"), w.Evicted())
+	}
+	// The honest peer now holds as many as the flooder: its next id is refused too, while a
+	// third peer still gets in, at the expense of one of them.
+	wantCode(t, w.Add(uuidN(12), "honest", exp, fixedNow), protocol.CodeRateLimited)
+	if err := w.Add(uuidN(13), "third", exp, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	if w.OwnerLen("flooder")+w.OwnerLen("honest") != 3 || w.OwnerLen("third") != 1 {
+		t.Fatalf("flooder %d, honest %d, third %d", w.OwnerLen("flooder"), w.OwnerLen("honest"), w.OwnerLen("third"))
+	}
+	// Ids that were not evicted are still duplicates.
+	wantCode(t, w.Add(uuidN(13), "third", exp, fixedNow), protocol.CodeDuplicate)
+}
+
+func TestSecurity_ReplayWindow_SnapshotKeepsOwners(t *testing.T) {
+	w := protocol.NewReplayWindow(10)
+	_ = w.Add(uuidN(1), "a", fixedNow.Add(time.Minute), fixedNow)
+	_ = w.Add(uuidN(2), "b", fixedNow.Add(2*time.Minute), fixedNow)
+	r := protocol.NewReplayWindow(10)
+	r.Restore(w.Snapshot(fixedNow), fixedNow)
+	if r.OwnerLen("a") != 1 || r.OwnerLen("b") != 1 {
+		t.Fatalf("owners after restore: a %d, b %d", r.OwnerLen("a"), r.OwnerLen("b"))
+	}
+	w.Remove(uuidN(1))
+	if w.OwnerLen("a") != 0 {
+		t.Fatal("Remove did not uncharge the owner")
 	}
 }

@@ -126,7 +126,7 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 		}
 		return nil, reject("author %s is over its rate of %v/s", author, g.cfg.peerRate)
 	}
-	if err := g.replay.Add(doc.Envelope.MessageID, doc.Expires(), now); err != nil {
+	if err := g.replay.Add(doc.Envelope.MessageID, m.ReceivedFrom.String(), doc.Expires(), now); err != nil {
 		if errors.Is(err, protocol.ErrDuplicate) { // another encoding won a concurrent validation
 			return nil, duplicate(doc)
 		}

@@ -179,7 +179,7 @@ func TestSaveLoadReplay(t *testing.T) {
 	m1, _ := msg(t, "a:h:me", t0, 10, 1)
 	m2, _ := msg(t, "a:h:me", t0, 100, 1)
 	for _, m := range []*protocol.Message{m1, m2} {
-		if err := w.Add(m.Envelope.MessageID, m.Expires(), t0); err != nil {
+		if err := w.Add(m.Envelope.MessageID, "peer", m.Expires(), t0); err != nil {
 			t.Fatal(err)
 		}
 	}
