@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/iacp-node/iacp-node/internal/fsutil"
 )
 
 // TokenFile and AddrFile are the API's files in the data directory.
@@ -39,18 +41,11 @@ func LoadOrCreateToken(dataDir string) (string, error) {
 		return "", fmt.Errorf("api token: %w", err)
 	}
 	tok := base64.RawURLEncoding.EncodeToString(b[:])
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err := fsutil.CreateFile(path, []byte(tok+"\n"), 0o600)
 	if errors.Is(err, fs.ErrExist) {
 		return readToken(path) // another process created it first
 	}
 	if err != nil {
-		return "", fmt.Errorf("api token: %w", err)
-	}
-	if _, err := f.WriteString(tok + "\n"); err != nil {
-		f.Close()
-		return "", fmt.Errorf("api token: %w", err)
-	}
-	if err := f.Close(); err != nil {
 		return "", fmt.Errorf("api token: %w", err)
 	}
 	return tok, nil
@@ -60,12 +55,11 @@ func LoadOrCreateToken(dataDir string) (string, error) {
 func ReadToken(dataDir string) (string, error) { return readToken(filepath.Join(dataDir, TokenFile)) }
 
 func readToken(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if st.Mode().Perm()&0o077 != 0 {
-		return "", fmt.Errorf("api token %s has mode %v: it must be readable by its owner only (chmod 600 %s)", path, st.Mode().Perm(), path)
+	if err := fsutil.CheckPrivate(path); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+		return "", fmt.Errorf("api token: %w", err)
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -88,12 +82,7 @@ func ReadAddr(dataDir string) (string, error) {
 }
 
 func writeAddr(dataDir, addr string) error {
-	path := filepath.Join(dataDir, AddrFile)
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(addr+"\n"), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFile(filepath.Join(dataDir, AddrFile), []byte(addr+"\n"), 0o600)
 }
 
 // removeAddr removes api.addr if it still names addr (a newer server may have replaced it).

@@ -57,3 +57,24 @@ func TestLoad_RefusesNonEd25519AndGarbage(t *testing.T) {
 		t.Fatal("garbage loaded as a key")
 	}
 }
+
+// Issue 13: a key others can read is refused, like the API token; an empty key file (what an
+// unsynced write could leave after a crash) is refused with what to do, not "not a key".
+func TestLoad_RefusesAKeyOthersCanReadAndAnEmptyFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "identity.key")
+	if _, _, err := LoadOrCreate(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := LoadOrCreate(path); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Fatalf("a world-readable key: %v, want a refusal naming chmod 600", err)
+	}
+	empty := filepath.Join(dir, "empty.key")
+	_ = os.WriteFile(empty, nil, 0o600)
+	if _, err := Load(empty); err == nil || !strings.Contains(err.Error(), "is empty") {
+		t.Fatalf("an empty key: %v", err)
+	}
+}

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -127,11 +128,7 @@ func (t *trustStore) saveLocked() error {
 		raw[a] = p.String()
 	}
 	b, _ := json.MarshalIndent(raw, "", "  ")
-	tmp := t.pinsFile + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return protocol.Errorf(protocol.CodeInternalError, "save trust pins: %w", err)
-	}
-	if err := os.Rename(tmp, t.pinsFile); err != nil {
+	if err := fsutil.WriteFile(t.pinsFile, b, 0o600); err != nil {
 		return protocol.Errorf(protocol.CodeInternalError, "save trust pins: %w", err)
 	}
 	return nil

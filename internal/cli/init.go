@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -97,11 +98,7 @@ func writeConfig(path string, c node.Config) error {
 	if err := configTemplate.Execute(&b, c); err != nil {
 		return err
 	}
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return fsutil.WriteFile(path, []byte(b.String()), 0o600)
 }
 
 var configTemplate = template.Must(template.New("config").Funcs(template.FuncMap{
