@@ -183,6 +183,20 @@ func errorf(code protocol.Code, format string, args ...any) error {
 	return protocol.Errorf(code, format, args...)
 }
 
+// maxYAMLGrowth is how much more JSON than YAML a small API document (a broadcast, a query)
+// may expand to through aliases.
+const maxYAMLGrowth = 64 << 10
+
+// yamlError turns a YAML conversion error into the answer: 413 for a document that is, or
+// expands to, too much; 400 PAYLOAD_INVALID otherwise.
+func yamlError(err error) error {
+	pe := errorf(protocol.CodePayloadInvalid, "malformed YAML: %w", err)
+	if errors.Is(err, protocol.ErrDocumentTooLarge) {
+		return &httpError{status: http.StatusRequestEntityTooLarge, err: pe}
+	}
+	return pe
+}
+
 // decodeInto decodes a JSON or YAML body (by Content-Type) into v.
 func decodeInto(r *http.Request, body []byte, v any) error {
 	if len(body) == 0 {
@@ -193,8 +207,8 @@ func decodeInto(r *http.Request, body []byte, v any) error {
 		return err
 	}
 	if f == protocol.YAML {
-		if body, err = protocol.YAMLToJSON(body); err != nil {
-			return errorf(protocol.CodePayloadInvalid, "malformed YAML: %w", err)
+		if body, err = protocol.YAMLToJSONLimit(body, len(body)+maxYAMLGrowth); err != nil {
+			return yamlError(err)
 		}
 	}
 	if err := json.Unmarshal(body, v); err != nil {

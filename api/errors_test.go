@@ -100,3 +100,37 @@ func TestStatusOf_EveryCode(t *testing.T) {
 		}
 	}
 }
+
+// Issue 13: a YAML alias bomb is refused with 413 as soon as its expansion passes the body
+// limit, on both the message binding and the broadcast endpoint.
+func TestE2E_YAMLAliasBombIs413(t *testing.T) {
+	m := newAPIMesh(t, 1, meshOpts{server: func(int) []Option { return []Option{WithMaxBodyBytes(1 << 20)} }})
+	var b strings.Builder
+	b.WriteString("envelope: {recipient: {agent_id: a:b:c}}\nmessage:\n  payload:\n    event_type: x\n    big: &big \"")
+	b.WriteString(strings.Repeat("x", 64<<10))
+	b.WriteString("\"\n    copies: [")
+	b.WriteString(strings.Repeat("*big, ", 2000))
+	b.WriteString("*big]\n")
+	bomb := b.String()
+	for _, path := range []string{MessagePath, "/v1/broadcast"} {
+		body := bomb
+		if path == "/v1/broadcast" {
+			body = strings.Replace(strings.Replace(bomb, "envelope: {recipient: {agent_id: a:b:c}}\nmessage:\n  payload:\n", "", 1), "\n    ", "\n", -1)
+			body = strings.TrimPrefix(body, "    ")
+		}
+		req, _ := http.NewRequest(http.MethodPost, m.servers[0].URL()+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+m.servers[0].Token())
+		req.Header.Set("Content-Type", "application/x-yaml")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		var doc ErrorDoc
+		_ = json.Unmarshal(raw, &doc)
+		if resp.StatusCode != http.StatusRequestEntityTooLarge || doc.Error.Code != protocol.CodePayloadInvalid {
+			t.Fatalf("%s: status %d, %s; want 413 PAYLOAD_INVALID", path, resp.StatusCode, raw)
+		}
+	}
+}

@@ -79,7 +79,11 @@ func (s *Server) decodeMessage(r *http.Request, body []byte) (*protocol.Message,
 		return nil, err
 	}
 	if f == protocol.YAML {
-		return protocol.DecodeYAML(body)
+		m, err := protocol.DecodeYAMLLimit(body, int(s.cfg.maxBody))
+		if err != nil && errors.Is(err, protocol.ErrDocumentTooLarge) {
+			return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: err}
+		}
+		return m, err
 	}
 	return protocol.DecodeJSON(body)
 }

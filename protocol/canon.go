@@ -304,7 +304,8 @@ func (s *scanner) canonObject(dst []byte) ([]byte, error) {
 }
 
 // appendCanonNumber writes a number literal as RFC 8785 does: parsed as an IEEE 754 double
-// and printed the way ECMAScript prints it.
+// and printed the way ECMAScript prints it. A literal that does not denote exactly the
+// printed number is refused (number.go).
 func appendCanonNumber(dst, lit []byte) ([]byte, error) {
 	if isSmallInt(lit) {
 		if string(lit) == "-0" {
@@ -318,7 +319,10 @@ func appendCanonNumber(dst, lit []byte) ([]byte, error) {
 	}
 	n, err := jcs.NumberToJSON(f)
 	if err != nil {
-		return dst, errors.New("number " + string(lit) + " is not finite")
+		return dst, errors.New("number " + clipBytes(lit) + " is not finite")
+	}
+	if err := checkNumberLiteral(lit, f); err != nil {
+		return dst, err
 	}
 	return append(dst, n...), nil
 }

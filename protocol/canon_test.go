@@ -10,7 +10,7 @@ import (
 
 // canonCases are documents that exercise RFC 8785's number, string and ordering rules.
 var canonCases = map[string]string{
-	"numbers":    `{"envelope":{"version":"1.0","ttl_seconds":9007199254740993},"message":{"payload":{"a":1.50,"b":1e21,"c":-0,"d":0.000001,"e":1e-7,"f":123456789012345678,"g":-12.0e2}}}`,
+	"numbers":    `{"envelope":{"version":"1.0","ttl_seconds":9007199254740992},"message":{"payload":{"a":1.50,"b":1e21,"c":-0,"d":0.000001,"e":1e-7,"f":123456789012345680,"g":-12.0e2,"h":123456789012345680000}}}`,
 	"strings":    `{"envelope":{"version":"1.0"},"message":{"payload":{"s":"caf\u00e9 \ud83d\ude00 \u2028 \u001f\/\"\\\b\f\n\r\t <>&","t":"\u00e9t\u00e9","emoji":"😀"}}}`,
 	"ordering":   `{"z":1,"envelope":{"sender":{"x-é":1,"x-😀":2,"x-\ufb01":3,"agent_id":"a:b:c","identity_sig":"AAAA"}},"message":{"payload":{"\u20ac":1,"\r":2,"1":3,"\ud83d\ude00":4,"\u0080":5,"\u00f6":6}},"a":[{"b":2,"a":1}]}`,
 	"nulls":      `{"envelope":{"version":null,"sender":{"identity_sig":null,"peer_id":null}},"message":null}`,

@@ -54,9 +54,16 @@ func EncodeJSON(m *Message) ([]byte, error) {
 }
 
 // DecodeYAML decodes one YAML document by converting it to JSON first, so that both formats
-// yield the same Message.
+// yield the same Message. The JSON may be at most DefaultMaxMessageBytes; see YAMLToJSON.
 func DecodeYAML(data []byte) (*Message, error) {
-	j, err := YAMLToJSON(data)
+	return DecodeYAMLLimit(data, DefaultMaxMessageBytes)
+}
+
+// DecodeYAMLLimit is DecodeYAML with a bound on the JSON the document expands to: an input
+// that expands further is refused, as an *Error with code PAYLOAD_INVALID that wraps
+// ErrDocumentTooLarge, before the expansion is complete.
+func DecodeYAMLLimit(data []byte, maxJSON int) (*Message, error) {
+	j, err := YAMLToJSONLimit(data, maxJSON)
 	if err != nil {
 		return nil, Errorf(CodePayloadInvalid, "malformed YAML document: %w", err)
 	}
@@ -98,13 +105,37 @@ func Encode(m *Message, f Format) ([]byte, error) {
 	return EncodeJSON(m)
 }
 
-// maxYAMLNodes bounds the YAML decoder against alias bombs: a document may expand to at most
-// this many nodes.
+// MaxYAMLBytes bounds a YAML document on input: 1 MiB. Parsing YAML builds a tree of about
+// 100 bytes of memory per byte of input in the worst case (a flow sequence of one-digit
+// numbers: 118 MiB for 1 MiB, measured), before anything can be checked, so the input itself
+// must be small. YAML is for documents people write; larger documents travel as JSON.
+const MaxYAMLBytes = 1 << 20
+
+// maxYAMLNodes bounds the nodes one document may expand to, aliases included.
 const maxYAMLNodes = 1 << 20
 
-// YAMLToJSON converts one YAML document to JSON, keeping member order. Only what JSON can
-// express is accepted: string keys, no infinities or NaN, and exactly one document.
-func YAMLToJSON(data []byte) ([]byte, error) {
+// ErrDocumentTooLarge is wrapped by the errors of YAMLToJSONLimit (and DecodeYAMLLimit) when
+// the input is over MaxYAMLBytes or expands to more JSON than allowed: the document is too
+// large, whatever else is wrong with it. An HTTP binding answers it with 413.
+var ErrDocumentTooLarge = errors.New("document too large")
+
+// YAMLToJSON converts one YAML document to JSON, keeping member order, into at most
+// DefaultMaxMessageBytes of JSON. See YAMLToJSONLimit.
+func YAMLToJSON(data []byte) ([]byte, error) { return YAMLToJSONLimit(data, DefaultMaxMessageBytes) }
+
+// YAMLToJSONLimit converts one YAML document to JSON, keeping member order. Only what JSON
+// can express is accepted: string keys, no infinities or NaN, and exactly one document. The
+// input may be at most MaxYAMLBytes, and the JSON at most maxJSON bytes (DefaultMaxMessageBytes
+// when maxJSON <= 0): the bytes are counted while aliases are expanded, so an alias bomb is
+// refused as soon as it passes the bound, with ErrDocumentTooLarge, and memory stays flat.
+func YAMLToJSONLimit(data []byte, maxJSON int) ([]byte, error) {
+	if maxJSON <= 0 {
+		maxJSON = DefaultMaxMessageBytes
+	}
+	if len(data) > MaxYAMLBytes {
+		return nil, fmt.Errorf("%w: YAML input is %d bytes; at most %d are accepted (send larger documents as JSON)",
+			ErrDocumentTooLarge, len(data), MaxYAMLBytes)
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
@@ -121,30 +152,43 @@ func YAMLToJSON(data []byte) ([]byte, error) {
 	if err := dec.Decode(&next); err != io.EOF {
 		return nil, errors.New("expected exactly one document")
 	}
-	var buf bytes.Buffer
-	budget := maxYAMLNodes
-	if err := yamlNodeToJSON(&buf, &doc, &budget, 0); err != nil {
+	c := yamlConv{budget: maxYAMLNodes, max: maxJSON}
+	if err := c.node(&doc, 0); err != nil {
 		return nil, err
 	}
-	return buf.Bytes(), nil
+	return c.buf.Bytes(), nil
 }
 
-func yamlNodeToJSON(buf *bytes.Buffer, n *yaml.Node, budget *int, depth int) error {
-	*budget--
-	if *budget < 0 {
-		return errors.New("document expands to too many nodes")
+// yamlConv writes JSON from a YAML tree within a node budget and a byte bound.
+type yamlConv struct {
+	buf    bytes.Buffer
+	budget int // nodes left
+	max    int // bytes of JSON allowed
+}
+
+func (c *yamlConv) full() error {
+	if c.buf.Len() > c.max {
+		return fmt.Errorf("%w: the document expands to more than %d bytes of JSON (aliases are expanded)", ErrDocumentTooLarge, c.max)
+	}
+	return nil
+}
+
+func (c *yamlConv) node(n *yaml.Node, depth int) error {
+	if c.budget--; c.budget < 0 {
+		return fmt.Errorf("%w: the document expands to more than %d nodes (aliases are expanded)", ErrDocumentTooLarge, maxYAMLNodes)
 	}
 	if depth > 64 {
 		return errors.New("document nested too deeply")
 	}
+	buf := &c.buf
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) != 1 {
 			return errors.New("expected exactly one document")
 		}
-		return yamlNodeToJSON(buf, n.Content[0], budget, depth)
+		return c.node(n.Content[0], depth)
 	case yaml.AliasNode:
-		return yamlNodeToJSON(buf, n.Alias, budget, depth+1)
+		return c.node(n.Alias, depth+1)
 	case yaml.MappingNode:
 		buf.WriteByte('{')
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -158,28 +202,33 @@ func yamlNodeToJSON(buf *bytes.Buffer, n *yaml.Node, budget *int, depth int) err
 			b, _ := json.Marshal(k.Value)
 			buf.Write(b)
 			buf.WriteByte(':')
-			if err := yamlNodeToJSON(buf, v, budget, depth+1); err != nil {
+			if err := c.full(); err != nil {
+				return err
+			}
+			if err := c.node(v, depth+1); err != nil {
 				return err
 			}
 		}
 		buf.WriteByte('}')
 	case yaml.SequenceNode:
 		buf.WriteByte('[')
-		for i, c := range n.Content {
+		for i, e := range n.Content {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			if err := yamlNodeToJSON(buf, c, budget, depth+1); err != nil {
+			if err := c.node(e, depth+1); err != nil {
 				return err
 			}
 		}
 		buf.WriteByte(']')
 	case yaml.ScalarNode:
-		return yamlScalarToJSON(buf, n)
+		if err := yamlScalarToJSON(buf, n); err != nil {
+			return err
+		}
 	default:
 		return fmt.Errorf("line %d: unsupported YAML node", n.Line)
 	}
-	return nil
+	return c.full()
 }
 
 func yamlScalarToJSON(buf *bytes.Buffer, n *yaml.Node) error {

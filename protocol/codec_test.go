@@ -2,8 +2,10 @@ package protocol_test
 
 import (
 	"bytes"
+	"errors"
 	"encoding/json"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -240,5 +242,40 @@ func TestCodec_ParseFormat(t *testing.T) {
 	}
 	if _, err := protocol.ParseFormat("xml"); err == nil {
 		t.Error("ParseFormat(xml) succeeded")
+	}
+}
+
+// Issue 13: a 1 MB body of aliases to one large string expanded to 286 MB of JSON before the
+// size check refused it. Bytes are counted while expanding: the bomb is refused as soon as it
+// passes the bound, and what was allocated stays near the bound, not the expansion.
+func TestCodec_YAML_StringAliasBombIsRefusedWithinTheByteBound(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("envelope: {recipient: {agent_id: a:b:c}}\nmessage:\n  payload:\n    big: &big \"")
+	b.WriteString(strings.Repeat("x", 100<<10))
+	b.WriteString("\"\n    copies: [")
+	for i := 0; i < 9000; i++ {
+		b.WriteString("*big, ")
+	}
+	b.WriteString("*big]\n") // about 150 KB of YAML that expands to 900 MB of JSON
+	const limit = 4 << 20
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	_, err := protocol.DecodeYAMLLimit([]byte(b.String()), limit)
+	runtime.ReadMemStats(&after)
+	wantCode(t, err, protocol.CodePayloadInvalid)
+	if !errors.Is(err, protocol.ErrDocumentTooLarge) {
+		t.Fatalf("the bomb's error does not say it is too large: %v", err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16*limit {
+		t.Fatalf("refusing the bomb allocated %d MiB; the bound is %d MiB", grew>>20, limit>>20)
+	}
+}
+
+func TestCodec_YAML_InputOverTheLimitIsRefusedBeforeParsing(t *testing.T) {
+	doc := "a: [" + strings.Repeat("1,", protocol.MaxYAMLBytes/2) + "1]\n"
+	_, err := protocol.YAMLToJSON([]byte(doc))
+	if !errors.Is(err, protocol.ErrDocumentTooLarge) || !strings.Contains(err.Error(), "as JSON") {
+		t.Fatalf("a %d-byte YAML document: %v, want ErrDocumentTooLarge saying to send JSON", len(doc), err)
 	}
 }

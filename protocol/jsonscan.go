@@ -179,8 +179,12 @@ func (s *scanner) skipValue() error {
 	case c == '-' || c >= '0' && c <= '9':
 		lit, err := s.number()
 		if err == nil && !isSmallInt(lit) {
-			if _, perr := strconv.ParseFloat(string(lit), 64); perr != nil {
-				return s.errorf("number %s is not a finite IEEE 754 double (I-JSON)", lit)
+			f, perr := strconv.ParseFloat(string(lit), 64)
+			if perr != nil {
+				return s.errorf("number %s is not a finite IEEE 754 double (I-JSON)", clipBytes(lit))
+			}
+			if err := checkNumberLiteral(lit, f); err != nil {
+				return s.errorf("%v", err)
 			}
 		}
 		return err
@@ -444,6 +448,9 @@ func hex4(b []byte) uint16 {
 	return v
 }
 
+// maxExactInt is 2^53: every integer up to it is exactly an IEEE 754 double.
+const maxExactInt = 1 << 53
+
 // int64Value consumes a number that must be an integer literal within int64, as encoding/json
 // requires when it decodes into an int64.
 func (s *scanner) int64Value() (int64, error) {
@@ -456,7 +463,10 @@ func (s *scanner) int64Value() (int64, error) {
 	}
 	v, err := strconv.ParseInt(string(lit), 10, 64)
 	if err != nil {
-		return 0, fmt.Errorf("%s is not an integer within int64", lit)
+		return 0, fmt.Errorf("%s is not an integer within int64", clipBytes(lit))
+	}
+	if v > maxExactInt || v < -maxExactInt {
+		return 0, fmt.Errorf("%s is beyond 2^53: not exactly representable as an IEEE 754 double, so RFC 8785 could not sign it faithfully", lit)
 	}
 	return v, nil
 }

@@ -160,7 +160,7 @@ func vectorMessages(t testing.TB) []namedMessage {
 		`"sender":{"agent_id":"acme:host-1:planner","x-sender-ext":{"b":2,"a":1}},"recipient":{"agent_id":"acme:host-2:analyst","channel":"x-research","x-route":["eu","us"]},"x-envelope-ext":"kept"},`+
 		`"message":{"type":"request","intent":"x-translate","x-body-ext":1.0,"payload":{`+
 		`"text":"Grüße, 世界 😀","escapes":"tab\tquote\" backslash\\ bell\u0007 slash\/ \u2028","unicode_escape":"\u00e9",`+
-		`"numbers":[1.50,1e21,1E-7,-0,0.000001,123456789012345678901,100,-12.5e2,9007199254740993],`+
+		`"numbers":[1.50,1e21,1E-7,-0,0.000001,123456789012345680000,100,-12.5e2,9007199254740992],`+
 		`"ordering":{"b":1,"a":2,"é":3,"😀":4,"ﬁ":5,"A":6,"_":7,"":8},"nothing":null}}}`)
 	return []namedMessage{
 		{"request", "a handoff request that starts its own chain", req},
@@ -233,6 +233,11 @@ func vectorInvalid(t testing.TB, valid []namedMessage) []invalidCase {
 			m.Message.Type, m.Message.Intent = protocol.TypeHeartbeat, protocol.IntentQuery
 			m.Message.Payload = json.RawMessage(`{"status":"alive"}`)
 		}))
+	beyond := bytes.Replace(resign(func(m *protocol.Message) {
+		m.Message.Payload = json.RawMessage(`{"task":"summarise the Q3 report","priority":2,"budget_cents":9007199254740992}`)
+	}), []byte(`9007199254740992`), []byte(`9007199254740993`), 1)
+	add("number-beyond-double", "an integer above 2^53 that no IEEE 754 double holds: RFC 8785 would sign it as 9007199254740992, so a relay "+
+		"could rewrite it without breaking the signature; refused at decoding (send such numbers as strings)", vectorNow, protocol.CodePayloadInvalid, beyond)
 	dup := bytes.Replace(enc(req), []byte(`"priority":2`), []byte(`"priority":2,"priority":9`), 1)
 	add("duplicate-member", "a member name appears twice in one object (not I-JSON: refused at decoding)", vectorNow, protocol.CodePayloadInvalid, dup)
 	return out
