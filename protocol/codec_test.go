@@ -2,8 +2,8 @@ package protocol_test
 
 import (
 	"bytes"
-	"errors"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"runtime"
 	"strings"
