@@ -62,9 +62,32 @@ type Config struct {
 	ShutdownGrace time.Duration `yaml:"shutdown_grace"`
 
 	// RatePerSecond and RateBurst are the per-peer token bucket for inbound messages
-	// (A2ACP's default is 1000 per minute per agent; we allow bursts). Defaults 200 and 400.
+	// (A2ACP's default is 1000 per minute per agent; we allow bursts). Replies the node is
+	// waiting for are not counted. Defaults 200 and 400.
 	RatePerSecond float64 `yaml:"rate_per_second"`
 	RateBurst     int     `yaml:"rate_burst"`
+	// RateBytesPerSecond is the per-peer token bucket of inbound frame bytes, charged before a
+	// frame's body is read; its burst is one second's worth, and at least max_message_bytes.
+	// A peer over either rate has the frame answered once (RATE_LIMITED with retry_after) and
+	// its stream closed, and nothing of it is read until its bucket refills. Default 64 MiB.
+	RateBytesPerSecond int `yaml:"rate_bytes_per_second"`
+	// QueueStreamBytes, QueuePeerBytes and QueueTotalBytes bound the frames read and not yet
+	// served: per stream, per peer and in all (a frame larger than a bound is queued only
+	// alone, so large frames are served one at a time). The same bytes are reserved on the
+	// stream's libp2p resource-manager scope. Defaults 4 MiB, 32 MiB and 256 MiB.
+	QueueStreamBytes int64 `yaml:"queue_stream_bytes"`
+	QueuePeerBytes   int64 `yaml:"queue_peer_bytes"`
+	QueueTotalBytes  int64 `yaml:"queue_total_bytes"`
+	// MaxAgents bounds the agents the node keeps track of: the directory of where agents live
+	// and the liveness table. Beyond it the least recently used entry is forgotten. Default
+	// 10,000.
+	MaxAgents int `yaml:"max_agents"`
+	// MaxPins bounds the trust-on-first-use pins (trust.json); beyond it the pin used least
+	// recently is forgotten. Default 100,000.
+	MaxPins int `yaml:"max_pins"`
+	// InboxSenderBytes is each sending peer's share of the inbox (in memory and on disk):
+	// one peer cannot fill it for everyone. Default 32 MiB, of DefaultInboxBytes (256 MiB).
+	InboxSenderBytes int64 `yaml:"inbox_sender_bytes"`
 	// Policy says which agent ids may use which intents; empty allows everything.
 	Policy []PolicyRule `yaml:"policy"`
 	// AllowlistFile, when set, names a YAML or JSON map of agent id to peer id: only those
@@ -142,35 +165,42 @@ type PolicyRule struct {
 // DefaultConfig returns the documented defaults.
 func DefaultConfig() Config {
 	return Config{
-		DataDir:           ".data/node",
-		AgentVersion:      "0.1.0",
-		ListenAddrs:       []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
-		NAT:               true,
-		ConnLow:           64,
-		ConnHigh:          192,
-		ConnGrace:         time.Minute,
-		ResourceMemory:    512 << 20,
-		ResourceFDs:       1024,
-		MaxMessageBytes:   protocol.DefaultMaxMessageBytes,
-		DefaultTTL:        protocol.DefaultTTL,
-		FrameTimeout:      10 * time.Second,
-		IdleTimeout:       60 * time.Second,
-		ReceiptWindow:     20 * time.Millisecond,
-		ShutdownGrace:     5 * time.Second,
-		RatePerSecond:     200,
-		RateBurst:         400,
-		KeepAlive:         15 * time.Second,
-		ReconnectMin:      time.Second,
-		ReconnectMax:      time.Minute,
-		Durable:           true,
-		RetryMin:          time.Second,
-		RetryMax:          time.Minute,
-		Audit:             true,
-		AuditPayloads:     true,
-		Discovery:         true,
-		Gossip:            true,
-		HeartbeatInterval: 30 * time.Second,
-		LogLevel:          "info",
+		DataDir:            ".data/node",
+		AgentVersion:       "0.1.0",
+		ListenAddrs:        []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
+		NAT:                true,
+		ConnLow:            64,
+		ConnHigh:           192,
+		ConnGrace:          time.Minute,
+		ResourceMemory:     512 << 20,
+		ResourceFDs:        1024,
+		MaxMessageBytes:    protocol.DefaultMaxMessageBytes,
+		DefaultTTL:         protocol.DefaultTTL,
+		FrameTimeout:       10 * time.Second,
+		IdleTimeout:        60 * time.Second,
+		ReceiptWindow:      20 * time.Millisecond,
+		ShutdownGrace:      5 * time.Second,
+		RatePerSecond:      200,
+		RateBurst:          400,
+		RateBytesPerSecond: 64 << 20,
+		QueueStreamBytes:   4 << 20,
+		QueuePeerBytes:     32 << 20,
+		QueueTotalBytes:    256 << 20,
+		MaxAgents:          10_000,
+		MaxPins:            DefaultMaxPins,
+		InboxSenderBytes:   32 << 20,
+		KeepAlive:          15 * time.Second,
+		ReconnectMin:       time.Second,
+		ReconnectMax:       time.Minute,
+		Durable:            true,
+		RetryMin:           time.Second,
+		RetryMax:           time.Minute,
+		Audit:              true,
+		AuditPayloads:      true,
+		Discovery:          true,
+		Gossip:             true,
+		HeartbeatInterval:  30 * time.Second,
+		LogLevel:           "info",
 	}
 }
 
@@ -194,6 +224,13 @@ func (c *Config) validate() error {
 		{c.ReceiptWindow >= 0 && c.ReceiptWindow <= time.Second, "receipt_window: 0 to 1 s"},
 		{c.ShutdownGrace >= 0, "shutdown_grace: not negative"},
 		{c.RatePerSecond > 0 && c.RateBurst >= 1, "rate_per_second > 0 and rate_burst >= 1"},
+		{c.RateBytesPerSecond >= 64<<10, "rate_bytes_per_second: at least 64 KiB"},
+		{c.QueueStreamBytes >= 64<<10 && c.QueuePeerBytes >= c.QueueStreamBytes && c.QueueTotalBytes >= c.QueuePeerBytes,
+			"queue_stream_bytes/queue_peer_bytes/queue_total_bytes: 64 KiB <= stream <= peer <= total"},
+		{c.MaxAgents >= 16 && c.MaxAgents <= 10_000_000, "max_agents: 16 to 10,000,000"},
+		{c.MaxPins >= 16 && c.MaxPins <= 10_000_000, "max_pins: 16 to 10,000,000"},
+		{c.InboxSenderBytes >= int64(c.MaxMessageBytes) && c.InboxSenderBytes <= DefaultInboxBytes,
+			"inbox_sender_bytes: at least max_message_bytes and at most 256 MiB"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
 		{c.RetryMin > 0 && c.RetryMax >= c.RetryMin, "retry_min/retry_max: 0 < min <= max"},
 		{(!c.Durable && !c.Audit) || c.DataDir != "", "data_dir: durable delivery and the audit log need a data directory"},

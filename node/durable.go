@@ -149,16 +149,12 @@ func (n *Node) peerConnected(_ network.Network, c network.Conn) {
 }
 
 // peerOf returns the peer the directory binds agentID to.
-func (n *Node) peerOf(agentID string) (peer.ID, bool) {
-	n.dirMu.RLock()
-	defer n.dirMu.RUnlock()
-	p, ok := n.directory[agentID]
-	return p, ok
-}
+func (n *Node) peerOf(agentID string) (peer.ID, bool) { return n.directory.Peek(agentID) }
 
-// watchReturns learns, from gossip's liveness transitions, which peer speaks for which agent
-// (a verified heartbeat binds them, under the same trust-on-first-use pin as direct messages),
-// and retries an agent's queue at once when it comes back alive or busy.
+// watchReturns learns, from gossip's liveness transitions, which peer serves which agent (a
+// verified heartbeat says where the agent is, unless its id is pinned to another peer; it
+// never pins: only a direct message the node accepted does), and retries an agent's queue at
+// once when it comes back alive or busy.
 func (n *Node) watchReturns(sub *pubsub.Subscription) {
 	defer n.wg.Done()
 	defer sub.Cancel()
@@ -352,17 +348,22 @@ func (n *Node) expire(e store.OutboxEntry) {
 
 // accept stores an inbound message before its receipt (exactly once across restarts).
 // duplicate means it was accepted before: acknowledge again, do not hand it over twice.
-func (n *Node) accept(m *protocol.Message, raw []byte) (duplicate bool, err error) {
-	dups, errs := n.acceptAll([]*protocol.Message{m}, [][]byte{raw})
+func (n *Node) accept(m *protocol.Message, raw []byte, from peer.ID) (duplicate bool, err error) {
+	dups, errs := n.acceptAll([]inbound{{m: m, raw: raw, peer: from}})
 	return dups[0], errs[0]
 }
 
-// acceptAll stores a batch of inbound messages in one transaction and audits the new ones.
-func (n *Node) acceptAll(ms []*protocol.Message, raws [][]byte) (dups []bool, errs []error) {
-	dups, errs = make([]bool, len(ms)), make([]error, len(ms))
+// acceptAll stores a batch of inbound messages in one transaction, binds each new one's
+// sender to the peer that delivered it (bind) and audits it.
+func (n *Node) acceptAll(batch []inbound) (dups []bool, errs []error) {
+	dups, errs = make([]bool, len(batch)), make([]error, len(batch))
 	if n.store != nil {
+		ms, raws := make([]*protocol.Message, len(batch)), make([][]byte, len(batch))
+		for i := range batch {
+			ms[i], raws[i] = batch[i].m, batch[i].raw
+		}
 		res, each, err := n.store.AcceptAll(ms, raws)
-		for i := range ms {
+		for i := range batch {
 			switch {
 			case err != nil:
 				errs[i] = protocol.Errorf(protocol.CodeInternalError, "store inbound message: %w", err)
@@ -373,9 +374,10 @@ func (n *Node) acceptAll(ms []*protocol.Message, raws [][]byte) (dups []bool, er
 			}
 		}
 	}
-	for i, m := range ms {
+	for i, ib := range batch {
 		if !dups[i] && errs[i] == nil {
-			n.record(audit.EventReceived, m, nil)
+			n.bind(ib.m.Envelope.Sender.AgentID, ib.peer)
+			n.record(audit.EventReceived, ib.m, nil)
 		}
 	}
 	return dups, errs

@@ -114,7 +114,7 @@ func (n *Node) offer(r *Request, raw []byte, beforeStart func()) (duplicate bool
 	if err != nil {
 		return false, err
 	}
-	dup, err := n.accept(r.Msg, raw)
+	dup, err := n.accept(r.Msg, raw, r.Peer)
 	if err != nil || dup {
 		cancel()
 		return dup, err
@@ -140,7 +140,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 	if h == nil {
 		switch {
 		case n.cfg.Inbox:
-			if err := n.inbox.room(len(r.Msg.Message.Payload)); err != nil {
+			if err := n.inbox.room(r.Msg, r.Peer); err != nil {
 				return nil, nil, err
 			}
 			return func() {

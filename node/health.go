@@ -28,15 +28,33 @@ func backoffDelay(lo, hi time.Duration, a int) time.Duration {
 	return d/2 + rand.N(d/2+1)
 }
 
+// purgeEvery is how often the store forgets the ids of expired messages (its seen set).
+const purgeEvery = time.Minute
+
+// purgeSeen forgets the seen ids whose messages have expired: they can no longer be accepted,
+// so forgetting them cannot let a replay through, and the seen set stays as large as the
+// messages still alive.
+func (n *Node) purgeSeen() {
+	if n.store == nil {
+		return
+	}
+	if k, err := n.store.PurgeSeen(n.now()); err != nil {
+		n.log.Error("store: purge seen ids", "err", err.Error())
+	} else if k > 0 {
+		n.log.Debug("store: forgot the ids of expired messages", "count", k)
+	}
+}
+
 // maintain keeps the peers the node needs (bootstrap peers and peers added with AddPeer)
 // connected (IaCP 1.0 section 5.3.2): it protects their connections from the connection
 // manager, pings them every KeepAlive, and redials lost ones with exponential backoff and
-// jitter. It also sweeps idle rate-limit buckets.
+// jitter. It also sweeps idle rate-limit buckets, saves changed trust pins and purges the
+// store's expired seen ids.
 func (n *Node) maintain() {
 	defer n.wg.Done()
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	lastPing := time.Now()
+	lastPing, lastPurge := time.Now(), time.Now()
 	n.reconnect(time.Now())
 	for {
 		select {
@@ -49,6 +67,10 @@ func (n *Node) maintain() {
 				n.keepAlive()
 			}
 			n.rate.sweep(n.now())
+			if now.Sub(lastPurge) >= purgeEvery {
+				lastPurge = now
+				n.purgeSeen()
+			}
 			if err := n.trust.flush(); err != nil {
 				n.log.Error("saving trust pins", "err", err.Error())
 			}

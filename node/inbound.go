@@ -1,7 +1,6 @@
 package node
 
 import (
-	"bufio"
 	"errors"
 	"io"
 	"sync"
@@ -11,12 +10,12 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// inStream is the server side of one /iacp/1.0.0 stream. Frames are read by one goroutine
-// (handleStream); replies may be written by handler goroutines, serialised by wmu.
+// inStream is the server side of one /iacp/1.0.0 stream. Frames are read by pump's reader
+// and served by handleStream's goroutine; replies may be written by handler goroutines,
+// serialised by wmu.
 type inStream struct {
 	n      *Node
 	s      network.Stream
@@ -27,6 +26,10 @@ type inStream struct {
 	// no further frame is already buffered, so that a burst gets one receipt. Guarded by wmu.
 	batch     []*protocol.Message
 	exchanges sync.WaitGroup // requests still inside their receipt window
+	// closeAfter says that serving stopped after answering a peer over its rate: the stream
+	// is closed (the answer reaches the peer, nothing more is read) rather than reset. Set and
+	// read by the serving goroutine only.
+	closeAfter bool
 }
 
 // handleStream serves one inbound stream: every frame is checked, answered with an error, a
@@ -47,108 +50,63 @@ func (n *Node) handleStream(s network.Stream) {
 		delete(n.inbound, in)
 		n.sessionsMu.Unlock()
 	}()
-	// One goroutine reads frames; this one serves what has queued meanwhile as one batch: one
-	// store commit and one signed receipt for a burst (group commit). The queue is bounded,
-	// so a peer that sends faster than we serve meets flow control.
-	frames := make(chan []byte, maxBatch)
-	var readErr error
-	readerDone := make(chan struct{})
-	go func() {
-		defer close(readerDone)
-		defer close(frames)
-		br := bufio.NewReader(s)
-		for {
-			_ = s.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
-			raw, err := protocol.ReadFrame(br, n.cfg.MaxMessageBytes)
-			if err != nil {
-				readErr = err
-				return
-			}
-			frames <- raw
-		}
-	}()
-	abort := func() {
-		s.Reset() // ends the reader's Read
-		for range frames {
-		}
-		<-readerDone
-	}
-	for {
-		raw, open := <-frames
-		batch := [][]byte{}
-		for open {
-			batch = append(batch, raw)
-			if len(batch) == maxBatch {
-				break
-			}
-			select {
-			case raw, open = <-frames:
-				continue
-			default:
-			}
-			break
-		}
-		if len(batch) > 0 && !in.serveAll(batch) {
-			in.exchanges.Wait()
-			abort()
-			return
-		}
-		in.flush()
-		if open {
-			continue
-		}
-		<-readerDone
-		in.exchanges.Wait()
-		if errors.Is(readErr, io.EOF) || isTimeout(readErr) || n.isClosing() {
-			// The peer finished, the stream idled out, or we are closing: a clean end.
-			in.flush()
-			s.Close()
-			return
-		}
-		n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", readErr.Error())
+	err := n.pump(s, in.remote, in.serveAll, in.flush)
+	in.exchanges.Wait()
+	in.flush()
+	switch {
+	case errors.Is(err, errServeStopped) && in.closeAfter:
+		s.Close()
+	case errors.Is(err, errServeStopped):
 		s.Reset()
-		return
+	case errors.Is(err, io.EOF) || isTimeout(err) || n.isClosing():
+		// The peer finished, the stream idled out, or we are closing: a clean end.
+		s.Close()
+	default:
+		n.log.Debug("resetting inbound stream", "remote", in.remote.ShortString(), "err", err.Error())
+		s.Reset()
 	}
 }
-
-// maxBatch bounds the frames served together from one stream.
-const maxBatch = 256
 
 // inbound is one message of a batch on its way to the agent.
 type inbound struct {
 	m             *protocol.Message
 	raw           []byte
+	peer          peer.ID
 	arm           func() // a request's receipt window
 	start, cancel func()
 }
 
 // serveAll checks a batch of frames in order, routes what passes, accepts the routed
-// messages in one store transaction and hands them over. It returns false when a frame is not
-// a document: the stream is then reset (after the frames before it were served).
-func (in *inStream) serveAll(raws [][]byte) bool {
+// messages in one store transaction and hands them over. It returns false when the stream
+// must end after the frames before: a frame that is not a document (reset), or a peer over
+// its rate (answered once, then closed).
+func (in *inStream) serveAll(frames []frame) bool {
 	n := in.n
 	var batch []inbound
 	ok := true
-	for _, raw := range raws {
-		m, err := protocol.DecodeJSON(raw)
+	for _, f := range frames {
+		m, err := protocol.DecodeJSON(f.raw)
 		if err != nil {
 			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
+			n.recordRefusal(f.raw, in.remote, nil, err)
 			ok = false
 			break
 		}
-		if ib, pass := in.admit(m, raw); pass {
+		if err := in.gate(m, f); err != nil {
+			n.log.Info("peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
+			n.recordRefusal(f.raw, in.remote, m, err)
+			in.replyError(m, err)
+			in.closeAfter, ok = true, false
+			break
+		}
+		if ib, pass := in.admit(m, f.raw); pass {
 			batch = append(batch, ib)
 		}
 	}
 	if len(batch) == 0 {
 		return ok
 	}
-	ms := make([]*protocol.Message, len(batch))
-	raw := make([][]byte, len(batch))
-	for i := range batch {
-		ms[i], raw[i] = batch[i].m, batch[i].raw
-	}
-	dups, errs := n.acceptAll(ms, raw)
+	dups, errs := n.acceptAll(batch)
 	for i, ib := range batch {
 		switch {
 		case dups[i]:
@@ -156,7 +114,7 @@ func (in *inStream) serveAll(raws [][]byte) bool {
 			in.replyError(ib.m, &protocol.Error{Code: protocol.CodeDuplicate, Message: "message " + ib.m.Envelope.MessageID + " was already accepted"})
 		case errs[i] != nil:
 			ib.cancel()
-			in.refuse(ib.m, errs[i])
+			in.refuse(ib.m, ib.raw, errs[i])
 		default:
 			if ib.arm != nil {
 				ib.arm()
@@ -170,27 +128,46 @@ func (in *inStream) serveAll(raws [][]byte) bool {
 	return ok
 }
 
+// gate charges a frame to its peer's rates: a frame that took the peer over its byte rate,
+// or an unsolicited message over its message rate, is refused with RATE_LIMITED. Replies the
+// node is waiting for are not charged: they answer what it sent.
+func (in *inStream) gate(m *protocol.Message, f frame) error {
+	n := in.n
+	now := n.now()
+	if f.overRate {
+		return &protocol.Error{Code: protocol.CodeRateLimited, RetryAfter: n.rate.retryAfter(in.remote, now),
+			Message: "peer " + in.rid + " exceeds its byte rate; this stream is closed"}
+	}
+	if n.solicited(m, in.remote) {
+		return nil
+	}
+	return n.rate.allow(in.remote, now)
+}
+
 // admit runs the checks and the routing of one message; pass is false when it was refused
 // (and answered) or taken as a reply.
 func (in *inStream) admit(m *protocol.Message, raw []byte) (ib inbound, pass bool) {
 	n := in.n
-	if err := n.check(m, len(raw), in.remote, in.rid, true); err != nil {
+	if err := n.check(m, len(raw), in.remote, in.rid); err != nil {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
 			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err.Error())
 		}
-		n.record(audit.EventRefused, m, err)
+		n.recordRefusal(raw, in.remote, m, err)
 		in.replyError(m, err)
 		return ib, false
 	}
 	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
 	if isReply && n.takeReply(m, in.remote) {
-		in.queueReceipt(m)
+		n.bind(m.Envelope.Sender.AgentID, in.remote)
+		if receiptOf(m) == nil {
+			in.queueReceipt(m)
+		}
 		return ib, false
 	}
 	r := &Request{Msg: m, Peer: in.remote, n: n}
-	ib = inbound{m: m, raw: raw}
+	ib = inbound{m: m, raw: raw, peer: in.remote}
 	if m.Message.Type == protocol.TypeRequest {
 		// A reply within the receipt window goes back on this stream and is the receipt;
 		// otherwise a pending receipt goes when the window closes and the reply later, out
@@ -209,7 +186,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte) (ib inbound, pass boo
 	}
 	start, cancel, err := n.route(r)
 	if err != nil {
-		in.refuse(m, err)
+		in.refuse(m, raw, err)
 		return ib, false
 	}
 	ib.start, ib.cancel = start, cancel
@@ -218,9 +195,9 @@ func (in *inStream) admit(m *protocol.Message, raw []byte) (ib inbound, pass boo
 
 // refuse answers an accepted-then-undeliverable message with an error and forgets its id, so
 // that the sender's retry is not taken for a replay.
-func (in *inStream) refuse(m *protocol.Message, err error) {
+func (in *inStream) refuse(m *protocol.Message, raw []byte, err error) {
 	in.n.replay.Remove(m.Envelope.MessageID)
-	in.n.record(audit.EventRefused, m, err)
+	in.n.recordRefusal(raw, in.remote, m, err)
 	in.replyError(m, err)
 }
 
@@ -238,15 +215,12 @@ const (
 )
 
 // check runs every inbound rule in order, and returns the first failure as an *protocol.Error.
-// The order puts the cheap, abuse-limiting rules first, and the replay window last so that a
-// refused message does not burn its id.
-func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID string, rateLimited bool) error {
+// The order puts the cheap rules first, and the replay window last so that a refused message
+// does not burn its id. It learns nothing: a message that passes is bound to its peer (trust
+// pin, directory) only once it is accepted or taken as a reply (bind), and a message that
+// fails leaves no state behind. (The peer's rates are charged before, by the stream's gate.)
+func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID string) error {
 	now := n.now()
-	if rateLimited {
-		if err := n.rate.allow(remote, now); err != nil {
-			return err
-		}
-	}
 	if err := protocol.CheckVersion(m.Envelope.Version); err != nil {
 		return err
 	}
@@ -268,11 +242,36 @@ func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID str
 	if err := n.policy.check(m.Envelope.Sender.AgentID, m.Message.Type, m.Message.Intent); err != nil {
 		return err
 	}
-	if err := n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now); err != nil {
-		return err
+	return n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now)
+}
+
+// solicited reports whether m is a reply the node is still waiting for from remote: a
+// receipt for a message whose receipt has not come, or the first answer to a request. Such
+// frames answer what the node sent and are not charged to the peer's message rate. It looks
+// at the unverified document; check verifies it afterwards.
+func (n *Node) solicited(m *protocol.Message, remote peer.ID) bool {
+	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
+		return false
 	}
-	n.learn(m.Envelope.Sender.AgentID, remote)
-	return nil
+	ids := receiptOf(m)
+	n.waitersMu.Lock()
+	defer n.waitersMu.Unlock()
+	for _, id := range ids {
+		if w, ok := n.waiters[id]; ok && w.peer == remote && !closed(w.receipted) {
+			return true
+		}
+	}
+	w, ok := n.waiters[m.Envelope.CorrelationID]
+	return ok && w.peer == remote && !closed(w.done)
+}
+
+func closed(ch chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 // replyError sends an error message correlated to m on the stream. When not even an error

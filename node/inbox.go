@@ -18,6 +18,8 @@ type Delivery struct {
 	Received time.Time         `json:"received"`
 	Peer     peer.ID           `json:"peer"`
 	Msg      *protocol.Message `json:"message"`
+
+	size int // what it counts against the inbox's bounds
 }
 
 // Inbox holds inbound messages that no Go handler takes (the agent uses the local API, or
@@ -25,12 +27,17 @@ type Delivery struct {
 // or receive them over a WebSocket or a webhook, and Ack each one when taken; what is not
 // acknowledged is offered again. Its state is guarded by mu; changed is closed and replaced on
 // every arrival so that any number of waiters can block on it.
+//
+// It holds at most maxBytes in all and perPeer from any one sending peer, so that one peer
+// cannot fill it for every other (a message counts its payload plus messageOverhead).
 type Inbox struct {
 	mu       sync.Mutex
 	next     uint64
 	pending  []Delivery // in Seq order
 	bytes    int
 	maxBytes int
+	perPeer  int
+	byPeer   map[peer.ID]int
 	changed  chan struct{}
 	// onAck, when set, is told that the agent took a message (the durable store forgets it).
 	onAck func(messageID string) error
@@ -39,36 +46,47 @@ type Inbox struct {
 // DefaultInboxBytes bounds the in-memory inbox: 256 MiB of messages not yet taken.
 const DefaultInboxBytes = 256 << 20
 
-func newInbox(maxBytes int) *Inbox {
-	return &Inbox{maxBytes: maxBytes, changed: make(chan struct{})}
+// messageOverhead is what a message counts against the inbox beyond its payload: its
+// envelope and the bookkeeping around it.
+const messageOverhead = 1024
+
+func newInbox(maxBytes, perPeer int) *Inbox {
+	return &Inbox{maxBytes: maxBytes, perPeer: perPeer, byPeer: make(map[peer.ID]int), changed: make(chan struct{})}
 }
 
-// room reports whether a message of size bytes fits.
-func (ib *Inbox) room(size int) error {
+func sizeOf(m *protocol.Message) int { return len(m.Message.Payload) + messageOverhead }
+
+// room reports whether m, from p, fits: RATE_LIMITED when the inbox is full or p holds its
+// whole share, so that the sender keeps the message and retries rather than the node drop it.
+func (ib *Inbox) room(m *protocol.Message, p peer.ID) error {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
+	return ib.roomLocked(sizeOf(m), p)
+}
+
+func (ib *Inbox) roomLocked(size int, p peer.ID) error {
+	if ib.byPeer[p]+size > ib.perPeer {
+		return &protocol.Error{Code: protocol.CodeRateLimited, RetryAfter: 5 * time.Second, Message: fmt.Sprintf(
+			"the agent's inbox holds %d bytes from peer %s, its share of %d; retry once the agent has taken them", ib.byPeer[p], p, ib.perPeer)}
+	}
 	if ib.bytes+size > ib.maxBytes {
 		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "the agent's inbox is full; it has not taken its messages", RetryAfter: 5 * time.Second}
 	}
 	return nil
 }
 
-// add queues a message; it refuses with RATE_LIMITED when the inbox is full, so that the
-// sender keeps it and retries rather than the node dropping it.
+// add queues a message from p; it refuses as room does.
 func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time) error {
-	raw, err := protocol.EncodeJSON(m)
-	if err != nil {
-		return err
-	}
+	size := sizeOf(m)
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	if ib.bytes+len(raw) > ib.maxBytes {
-		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "the agent's inbox is full; it has not taken its messages", RetryAfter: 5 * time.Second}
+	if err := ib.roomLocked(size, p); err != nil {
+		return err
 	}
 	ib.next++
-	d := Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m}
-	ib.pending = append(ib.pending, d)
-	ib.bytes += len(raw)
+	ib.pending = append(ib.pending, Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m, size: size})
+	ib.bytes += size
+	ib.byPeer[p] += size
 	close(ib.changed)
 	ib.changed = make(chan struct{})
 	return nil
@@ -130,8 +148,10 @@ func (ib *Inbox) Ack(messageID string) error {
 				return err
 			}
 		}
-		raw, _ := protocol.EncodeJSON(d.Msg)
-		ib.bytes -= len(raw)
+		ib.bytes -= d.size
+		if ib.byPeer[d.Peer] -= d.size; ib.byPeer[d.Peer] <= 0 {
+			delete(ib.byPeer, d.Peer)
+		}
 		ib.pending = append(ib.pending[:i], ib.pending[i+1:]...)
 		return nil
 	}

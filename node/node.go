@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	logging "github.com/ipfs/go-log/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -35,8 +36,9 @@ const KeyFile = "identity.key"
 const maxHandlers = 1024
 
 // Node is one agent's IACP node. Its mutable state is split by owner: handlers under
-// handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, the agent
-// directory under dirMu; everything else is set in New and read-only after.
+// handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, resolvers and
+// needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
+// queue budget guard themselves; everything else is set in New and read-only after.
 type Node struct {
 	cfg     Config
 	host    host.Host
@@ -48,6 +50,8 @@ type Node struct {
 	replay  *protocol.ReplayWindow
 	trust   *trustStore
 	rate    *rateLimiter
+	budget  *queueBudget
+	audits  *refusalAudit
 	policy  policy
 	started time.Time
 	slots   chan struct{} // handler concurrency
@@ -63,8 +67,12 @@ type Node struct {
 	sessions   map[peer.ID]*session
 	inbound    map[*inStream]struct{}
 
+	// directory maps agent ids to the peers that serve them, learned from accepted messages,
+	// heartbeats, resolutions and AddPeer; bounded by max_agents, the least recently used
+	// entry goes first (it is resolved again when needed).
+	directory *lru.Cache[string, peer.ID]
+
 	dirMu     sync.RWMutex
-	directory map[string]peer.ID // agent id -> peer, learned from verified messages and AddPeer
 	resolvers []Resolver
 	needed    map[peer.ID]*backoff
 	bootstrap []peer.AddrInfo
@@ -124,7 +132,11 @@ func New(opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile)
+	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile, cfg.MaxPins)
+	if err != nil {
+		return nil, err
+	}
+	directory, err := lru.New[string, peer.ID](cfg.MaxAgents)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +168,9 @@ func New(opts ...Option) (_ *Node, err error) {
 		limits:    protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
 		replay:    protocol.NewReplayWindow(0),
 		trust:     trust,
-		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst),
+		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst, float64(cfg.RateBytesPerSecond), max(cfg.RateBytesPerSecond, cfg.MaxMessageBytes)),
+		budget:    newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
+		audits:    newRefusalAudit(),
 		policy:    policy(cfg.Policy),
 		started:   cfg.Clock(),
 		slots:     make(chan struct{}, maxHandlers),
@@ -164,9 +178,9 @@ func New(opts ...Option) (_ *Node, err error) {
 		waiters:   make(map[string]*waiter),
 		sessions:  make(map[peer.ID]*session),
 		inbound:   make(map[*inStream]struct{}),
-		directory: make(map[string]peer.ID),
+		directory: directory,
 		needed:    make(map[peer.ID]*backoff),
-		inbox:     newInbox(DefaultInboxBytes),
+		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
@@ -193,13 +207,17 @@ func New(opts ...Option) (_ *Node, err error) {
 		n.closeDurable()
 		return nil, err
 	}
+	// The protocol is served before the mesh starts: the first connection (a bootstrap dial,
+	// or a peer that queued messages while this node was down) may open a stream at once,
+	// and a refused stream would push its sender's retry far into its backoff.
+	h.SetStreamHandler(ProtocolID, n.handleStream)
 	if err = n.startMesh(); err != nil {
+		h.RemoveStreamHandler(ProtocolID)
 		cancel()
 		n.closeMesh()
 		n.closeDurable()
 		return nil, err
 	}
-	h.SetStreamHandler(ProtocolID, n.handleStream)
 	n.startDurable()
 	if n.gossip != nil {
 		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition}}, 256)
@@ -367,9 +385,9 @@ func (n *Node) AddResolver(r Resolver) {
 // AddPeer tells the node where an agent lives, and keeps the node connected to it.
 func (n *Node) AddPeer(agentID string, ai peer.AddrInfo) {
 	n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
+	n.directory.Add(agentID, ai.ID)
 	n.dirMu.Lock()
 	defer n.dirMu.Unlock()
-	n.directory[agentID] = ai.ID
 	if _, ok := n.needed[ai.ID]; !ok {
 		n.needed[ai.ID] = &backoff{}
 	}
@@ -388,16 +406,19 @@ func ParseBootstrap(s string) (peer.AddrInfo, error) {
 	return *ai, nil
 }
 
-// learn records that agentID spoke from p in a verified, trusted message.
+// learn records in the directory that p serves agentID.
 func (n *Node) learn(agentID string, p peer.ID) {
-	n.dirMu.RLock()
-	known := n.directory[agentID] == p
-	n.dirMu.RUnlock()
-	if !known {
-		n.dirMu.Lock()
-		n.directory[agentID] = p
-		n.dirMu.Unlock()
+	if q, ok := n.directory.Get(agentID); !ok || q != p {
+		n.directory.Add(agentID, p)
 	}
+}
+
+// bind records what an accepted message proves: p speaks for agentID. It pins the id to p
+// (trust on first use) and learns where the agent is. Only messages that passed every check
+// and were accepted, or taken as the reply a waiter expected, are bound.
+func (n *Node) bind(agentID string, p peer.ID) {
+	n.trust.pin(agentID, p)
+	n.learn(agentID, p)
 }
 
 // resolve finds the peer serving agentID: the agent itself, the directory, trust pins, then
@@ -406,8 +427,8 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	if protocol.IsWildcard(agentID) {
 		return "", protocol.Errorf(protocol.CodePayloadInvalid, "recipient %q is a wildcard: direct messages need one agent; use a broadcast", agentID)
 	}
+	p, ok := n.directory.Get(agentID)
 	n.dirMu.RLock()
-	p, ok := n.directory[agentID]
 	resolvers := n.resolvers
 	n.dirMu.RUnlock()
 	if ok {

@@ -1,10 +1,10 @@
 package node
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -369,33 +369,79 @@ func (s *session) write(raw []byte) error {
 	return nil
 }
 
-// read receives receipts and replies until the stream ends or idles out.
+// read receives receipts and replies until the stream ends or idles out. Frames are read and
+// bounded as on an inbound stream (pump): the same byte budget, the same rates (replies the
+// node waits for are not charged). Only replies travel on a session: anything else, a frame
+// that is not a document, or a peer over its rate, ends it.
 func (s *session) read() {
-	br := bufio.NewReader(s.s)
-	for {
-		_ = s.s.SetReadDeadline(time.Now().Add(s.n.cfg.IdleTimeout))
-		raw, err := protocol.ReadFrame(br, s.n.cfg.MaxMessageBytes)
+	err := s.n.pump(s.s, s.peer, s.serveAll, func() {})
+	s.end(err, !errors.Is(err, io.EOF) && !isTimeout(err))
+}
+
+// serveAll takes the replies of a batch: a reply someone waits for goes to its waiter, a late
+// one (its requester stopped waiting) to the agent, all of them in one store commit.
+func (s *session) serveAll(frames []frame) bool {
+	n := s.n
+	var late []inbound
+	ok := true
+	for _, f := range frames {
+		m, err := protocol.DecodeJSON(f.raw)
 		if err != nil {
-			s.end(err, !errors.Is(err, context.DeadlineExceeded) && !isTimeout(err))
-			return
+			n.recordRefusal(f.raw, s.peer, nil, err)
+			ok = false
+			break
 		}
-		m, err := protocol.DecodeJSON(raw)
-		if err != nil {
-			s.end(err, true)
-			return
+		if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
+			n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodePayloadInvalid, "a %s on a session this node opened, where only replies travel", m.Message.Type))
+			ok = false
+			break
 		}
-		if err := s.n.check(m, len(raw), s.peer, s.pid, false); err != nil {
-			s.n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
-			s.n.record(audit.EventRefused, m, err)
-			continue
+		if f.overRate {
+			n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodeRateLimited, "peer %s exceeds its byte rate; the session ends", s.pid))
+			ok = false
+			break
 		}
-		if !s.n.takeReply(m, s.peer) {
-			// A reply nobody waits for any more: the agent gets it like any inbound message.
-			if _, err := s.n.offer(&Request{Msg: m, Peer: s.peer, n: s.n}, raw, nil); err != nil {
-				s.n.log.Warn("late reply could not be handed to the agent", "id", m.Envelope.MessageID, "err", err.Error())
+		if !n.solicited(m, s.peer) {
+			if err := n.rate.allow(s.peer, n.now()); err != nil {
+				n.recordRefusal(f.raw, s.peer, m, err)
+				ok = false
+				break
 			}
 		}
+		if err := n.check(m, len(f.raw), s.peer, s.pid); err != nil {
+			n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
+			n.recordRefusal(f.raw, s.peer, m, err)
+			continue
+		}
+		if n.takeReply(m, s.peer) {
+			n.bind(m.Envelope.Sender.AgentID, s.peer)
+			continue
+		}
+		// A reply nobody waits for any more: the agent gets it like any inbound message.
+		r := &Request{Msg: m, Peer: s.peer, n: n}
+		start, cancel, err := n.route(r)
+		if err != nil {
+			n.replay.Remove(m.Envelope.MessageID)
+			n.log.Warn("late reply could not be handed to the agent", "id", m.Envelope.MessageID, "err", err.Error())
+			continue
+		}
+		late = append(late, inbound{m: m, raw: f.raw, peer: s.peer, start: start, cancel: cancel})
 	}
+	if len(late) > 0 {
+		dups, errs := n.acceptAll(late)
+		for i, ib := range late {
+			if dups[i] || errs[i] != nil {
+				ib.cancel()
+				if errs[i] != nil {
+					n.replay.Remove(ib.m.Envelope.MessageID)
+					n.log.Warn("late reply could not be stored", "id", ib.m.Envelope.MessageID, "err", errs[i].Error())
+				}
+				continue
+			}
+			ib.start()
+		}
+	}
+	return ok
 }
 
 // end retires the session: reset on failure, a clean close otherwise.

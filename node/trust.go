@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.yaml.in/yaml/v3"
 
@@ -17,18 +18,33 @@ import (
 )
 
 // trustStore decides which peer may speak for which agent id. With an allowlist only the
-// listed pairs may; otherwise the first peer that speaks for an agent id is pinned to it (trust
-// on first use) and the pin is saved in the data directory. Its maps are guarded by mu.
+// listed pairs may; otherwise the first peer whose message for an agent id the node accepts
+// is pinned to it (trust on first use; check never pins, pin does, after every other rule
+// passed), and the pin is saved in the data directory. The pins are bounded by maxPins:
+// beyond it the pin used least recently is forgotten. Its state is guarded by mu.
 type trustStore struct {
 	mu        sync.Mutex
 	pinsFile  string // "" keeps pins in memory only
-	dirty     bool   // pins changed since the last save
-	pins      map[string]peer.ID
+	dirty     bool   // pins added or forgotten since the last save
+	pins      *lru.Cache[string, peer.ID]
 	allowlist map[string]peer.ID // nil: trust on first use
 }
 
-func newTrustStore(dataDir, allowlistFile string) (*trustStore, error) {
-	t := &trustStore{pins: make(map[string]peer.ID)}
+// DefaultMaxPins bounds the trust-on-first-use pins: 100,000 agents, about 10 MiB and a
+// trust.json of about 9 MB. A mesh larger than that forgets the pins of the agents it heard
+// from least recently; they are pinned again at their next accepted message.
+const DefaultMaxPins = 100_000
+
+func newTrustStore(dataDir, allowlistFile string, maxPins int) (*trustStore, error) {
+	if maxPins <= 0 {
+		maxPins = DefaultMaxPins
+	}
+	t := &trustStore{}
+	pins, err := lru.NewWithEvict(maxPins, func(string, peer.ID) { t.dirty = true })
+	if err != nil {
+		return nil, err
+	}
+	t.pins = pins
 	if dataDir != "" {
 		t.pinsFile = filepath.Join(dataDir, "trust.json")
 		if err := t.load(); err != nil {
@@ -45,7 +61,8 @@ func newTrustStore(dataDir, allowlistFile string) (*trustStore, error) {
 	return t, nil
 }
 
-// check returns nil when p may speak for agentID, pinning it on first use.
+// check returns nil when p may speak for agentID: it is allowlisted for it, or (trust on
+// first use) agentID is pinned to p or to nobody. It changes nothing.
 func (t *trustStore) check(agentID string, p peer.ID) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -59,20 +76,30 @@ func (t *trustStore) check(agentID string, p peer.ID) error {
 		}
 		return nil
 	}
-	if want, ok := t.pins[agentID]; ok {
-		if want != p {
-			return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is pinned to peer %s, not %s", agentID, want, p)
-		}
-		return nil
+	if want, ok := t.pins.Get(agentID); ok && want != p {
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is pinned to peer %s, not %s", agentID, want, p)
 	}
-	t.pins[agentID] = p
-	t.dirty = true
 	return nil
+}
+
+// pin binds agentID to p on first use, after a message of p for agentID passed every check
+// and was accepted. A pin to another peer (two peers raced for a new id) is kept.
+func (t *trustStore) pin(agentID string, p peer.ID) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.allowlist != nil {
+		return
+	}
+	if _, ok := t.pins.Get(agentID); ok {
+		return
+	}
+	t.pins.Add(agentID, p)
+	t.dirty = true
 }
 
 // flush saves the pins if they changed. The node calls it every second and at Close, so that
 // a mesh of hundreds of agents does not rewrite the file once per new agent; a pin lost in a
-// crash is pinned again, to the same peer, at its next message.
+// crash is pinned again, to the same peer, at its next message. Nothing else rewrites it.
 func (t *trustStore) flush() error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -86,6 +113,13 @@ func (t *trustStore) flush() error {
 	return nil
 }
 
+// len returns how many pins are held.
+func (t *trustStore) len() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.pins.Len()
+}
+
 // peerOf returns the peer pinned or allowlisted for agentID.
 func (t *trustStore) peerOf(agentID string) (peer.ID, bool) {
 	t.mu.Lock()
@@ -93,8 +127,7 @@ func (t *trustStore) peerOf(agentID string) (peer.ID, bool) {
 	if p, ok := t.allowlist[agentID]; ok {
 		return p, true
 	}
-	p, ok := t.pins[agentID]
-	return p, ok
+	return t.pins.Get(agentID)
 }
 
 func (t *trustStore) load() error {
@@ -114,8 +147,9 @@ func (t *trustStore) load() error {
 		if err != nil {
 			return fmt.Errorf("%s: agent %s: %w", t.pinsFile, a, err)
 		}
-		t.pins[a] = p
+		t.pins.Add(a, p)
 	}
+	t.dirty = false
 	return nil
 }
 
@@ -123,9 +157,11 @@ func (t *trustStore) saveLocked() error {
 	if t.pinsFile == "" {
 		return nil
 	}
-	raw := make(map[string]string, len(t.pins))
-	for a, p := range t.pins {
-		raw[a] = p.String()
+	raw := make(map[string]string, t.pins.Len())
+	for _, a := range t.pins.Keys() {
+		if p, ok := t.pins.Peek(a); ok {
+			raw[a] = p.String()
+		}
 	}
 	b, _ := json.MarshalIndent(raw, "", "  ")
 	if err := fsutil.WriteFile(t.pinsFile, b, 0o600); err != nil {

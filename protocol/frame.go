@@ -38,30 +38,46 @@ func WriteFrame(w io.Writer, doc []byte) error {
 const frameChunk = 64 << 10
 
 // ReadFrame reads one frame whose body is at most max bytes (DefaultMaxMessageBytes when
-// max <= 0). The length is checked against max before anything is allocated, and the body
-// buffer grows, doubling from 64 KiB, with the bytes that actually arrive: no buffer is larger
-// than the announced length, and a peer that announces a large frame and stalls does not get
-// the whole limit allocated. A clean end of stream before the header is io.EOF; one inside a
-// frame (header included) is io.ErrUnexpectedEOF.
+// max <= 0): ReadFrameHeader, then ReadFrameBody. A clean end of stream before the header is
+// io.EOF; one inside a frame (header included) is io.ErrUnexpectedEOF.
 func ReadFrame(r io.Reader, max int) ([]byte, error) {
+	n, err := ReadFrameHeader(r, max)
+	if err != nil {
+		return nil, err
+	}
+	return ReadFrameBody(r, n)
+}
+
+// ReadFrameHeader reads a frame's length prefix and checks it against max
+// (DefaultMaxMessageBytes when max <= 0) before anything is allocated, so that a caller can
+// charge the length to a budget before it reads the body. A clean end of stream is io.EOF;
+// an end inside the header is io.ErrUnexpectedEOF.
+func ReadFrameHeader(r io.Reader, max int) (int, error) {
 	if max <= 0 {
 		max = DefaultMaxMessageBytes
 	}
 	var hdr [FrameHeaderSize]byte
 	if _, err := io.ReadFull(r, hdr[:]); err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) {
-			return nil, fmt.Errorf("frame header: %w", err)
+			return 0, fmt.Errorf("frame header: %w", err)
 		}
-		return nil, err
+		return 0, err
 	}
 	n := binary.BigEndian.Uint32(hdr[:])
 	if n == 0 {
-		return nil, ErrEmptyFrame
+		return 0, ErrEmptyFrame
 	}
 	if uint64(n) > uint64(max) {
-		return nil, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, max)
+		return 0, fmt.Errorf("%w: %d bytes announced, limit %d", ErrFrameTooLarge, n, max)
 	}
-	size := int(n)
+	return int(n), nil
+}
+
+// ReadFrameBody reads the size bytes of a frame's body. The buffer grows, doubling from
+// 64 KiB, with the bytes that actually arrive: no buffer is larger than size, and a peer that
+// announces a large frame and stalls does not get the whole size allocated. An end of stream
+// before size bytes is io.ErrUnexpectedEOF.
+func ReadFrameBody(r io.Reader, size int) ([]byte, error) {
 	body := make([]byte, 0, min(size, frameChunk))
 	for len(body) < size {
 		if len(body) == cap(body) {

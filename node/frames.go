@@ -1,0 +1,276 @@
+package node
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Every /iacp/1.0.0 stream, one a peer opened (inStream) or one the node opened (session),
+// is read by a goroutine of its own into a queue that the stream's serving goroutine takes
+// from in batches: reading overlaps verification, and a burst is served as one store commit
+// and one receipt (docs/node.md, "Measured"). What a peer can make the node hold is bounded
+// here, before a frame's body is read:
+//
+//   - the length prefix is checked against max_message_bytes;
+//   - the peer's byte rate is charged (rate_bytes_per_second): a peer over it has that frame
+//     answered once and its stream ended, and until its bucket refills (its penalty) every
+//     frame it starts on any stream ends that stream unread;
+//   - the frame's bytes are reserved against the queue budget (queueBudget): per stream, per
+//     peer and in all, while it waits to be served; a frame larger than a budget is queued only
+//     when nothing else is, so large frames are served one at a time;
+//   - the same bytes are reserved on the stream's libp2p resource-manager scope, so that the
+//     limits an operator sets there (stream, peer, protocol, system) apply as well.
+//
+// Only then is the body read, within frame_timeout.
+
+// frame is one frame read from a stream and not yet served.
+type frame struct {
+	raw []byte
+	// overRate marks the frame that took the peer past its byte rate: it is answered with
+	// RATE_LIMITED and the stream ends after it.
+	overRate bool
+}
+
+// errPenalized ends the reading of a stream whose peer is serving a rate penalty.
+var errPenalized = errors.New("the peer is over its rate; its frames are not read until its penalty ends")
+
+// errOverRate ends the reading of a stream after the frame that went over the byte rate.
+var errOverRate = errors.New("the peer went over its byte rate")
+
+// queueBudget bounds the bytes of frames read and not yet served: per stream, per peer and
+// in all. Its state is guarded by mu; freed is closed and replaced whenever bytes are
+// released, so that any number of readers can wait for room.
+type queueBudget struct {
+	perStream, perPeer, total int64
+
+	mu    sync.Mutex
+	peers map[peer.ID]int64
+	used  int64
+	freed chan struct{}
+	// peakPeer and peakTotal are the most bytes ever queued for one peer and in all.
+	peakPeer, peakTotal int64
+}
+
+func newQueueBudget(perStream, perPeer, total int64) *queueBudget {
+	return &queueBudget{perStream: perStream, perPeer: perPeer, total: total,
+		peers: make(map[peer.ID]int64), freed: make(chan struct{})}
+}
+
+// fits reports whether n more bytes may join used under limit: always when nothing is
+// queued, so that a frame larger than the limit is served alone rather than never.
+func fits(used, n, limit int64) bool { return used == 0 || used+n <= limit }
+
+// acquire reserves n bytes for p's stream whose queued bytes are *stream, waiting until they
+// fit or ctx ends.
+func (b *queueBudget) acquire(ctx context.Context, p peer.ID, stream *int64, n int64) error {
+	for {
+		b.mu.Lock()
+		pu := b.peers[p]
+		if fits(*stream, n, b.perStream) && fits(pu, n, b.perPeer) && fits(b.used, n, b.total) {
+			*stream += n
+			b.peers[p] = pu + n
+			b.used += n
+			b.peakPeer, b.peakTotal = max(b.peakPeer, pu+n), max(b.peakTotal, b.used)
+			b.mu.Unlock()
+			return nil
+		}
+		wait := b.freed
+		b.mu.Unlock()
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// release returns n bytes of p's stream.
+func (b *queueBudget) release(p peer.ID, stream *int64, n int64) {
+	if n == 0 {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	*stream -= n
+	b.used -= n
+	if b.peers[p] -= n; b.peers[p] <= 0 {
+		delete(b.peers, p)
+	}
+	close(b.freed)
+	b.freed = make(chan struct{})
+}
+
+// QueueStats says how many bytes of frames read and not yet served the node holds.
+type QueueStats struct {
+	// Bytes is what is queued now; PeakPeerBytes and PeakBytes the most ever queued for one
+	// peer and in all.
+	Bytes, PeakPeerBytes, PeakBytes int64
+	// PeerBytes, StreamBytes and TotalBytes are the bounds (queue_peer_bytes, ...).
+	StreamBytes, PeerBytes, TotalBytes int64
+}
+
+func (b *queueBudget) stats() QueueStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return QueueStats{Bytes: b.used, PeakPeerBytes: b.peakPeer, PeakBytes: b.peakTotal,
+		StreamBytes: b.perStream, PeerBytes: b.perPeer, TotalBytes: b.total}
+}
+
+// frameReader reads the frames of one stream into frames, closed when reading ends; err says
+// why, once done is closed. Its byte counts are guarded by the node's queueBudget.
+type frameReader struct {
+	n      *Node
+	s      network.Stream
+	remote peer.ID
+	frames chan frame
+	done   chan struct{}
+	err    error
+	ctx    context.Context
+	cancel context.CancelFunc
+	queued int64 // bytes read and not yet released; guarded by n.budget.mu
+}
+
+// run reads frames until the stream ends, a rule ends it, or cancel.
+func (r *frameReader) run() {
+	defer close(r.done)
+	defer close(r.frames)
+	n := r.n
+	br := bufio.NewReader(r.s)
+	for {
+		_ = r.s.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+		size, err := protocol.ReadFrameHeader(br, n.cfg.MaxMessageBytes)
+		if err != nil {
+			r.err = err
+			return
+		}
+		now := n.now()
+		if n.rate.penalized(r.remote, now) {
+			r.err = errPenalized
+			return
+		}
+		over := !n.rate.allowBytes(r.remote, now, size)
+		if err := r.reserve(int64(size)); err != nil {
+			r.err = err
+			return
+		}
+		_ = r.s.SetReadDeadline(time.Now().Add(n.cfg.FrameTimeout))
+		raw, err := protocol.ReadFrameBody(br, size)
+		if err != nil {
+			r.release(int64(size))
+			r.err = err
+			return
+		}
+		select {
+		case r.frames <- frame{raw: raw, overRate: over}:
+		case <-r.ctx.Done():
+			r.release(int64(size))
+			r.err = r.ctx.Err()
+			return
+		}
+		if over {
+			r.err = errOverRate
+			return
+		}
+	}
+}
+
+// reserve takes size bytes from the queue budget and from the stream's resource-manager
+// scope. When the resource manager refuses while frames of this stream still wait, it waits
+// for them to be served and tries again; refused with nothing queued, the frame cannot be
+// held at all and reading ends.
+func (r *frameReader) reserve(size int64) error {
+	b := r.n.budget
+	if err := b.acquire(r.ctx, r.remote, &r.queued, size); err != nil {
+		return err
+	}
+	for {
+		err := r.s.Scope().ReserveMemory(int(size), network.ReservationPriorityAlways)
+		if err == nil {
+			return nil
+		}
+		b.mu.Lock()
+		alone := r.queued == size
+		wait := b.freed
+		b.mu.Unlock()
+		if alone {
+			b.release(r.remote, &r.queued, size)
+			return fmt.Errorf("the resource manager refuses %d bytes for a frame: %w", size, err)
+		}
+		select {
+		case <-wait:
+		case <-r.ctx.Done():
+			b.release(r.remote, &r.queued, size)
+			return r.ctx.Err()
+		}
+	}
+}
+
+// release gives back the bytes of frames that were served or dropped.
+func (r *frameReader) release(size int64) {
+	r.n.budget.release(r.remote, &r.queued, size)
+	r.s.Scope().ReleaseMemory(int(size))
+}
+
+// pump reads the frames of s on a goroutine it owns and hands them to serve in batches of at
+// most maxBatch, in order; after each batch it calls idle when no further frame is already
+// waiting. When serve returns false the stream is abandoned: pump closes its read side,
+// stops the reader and returns errServeStopped; closing or resetting s is the caller's. Otherwise it returns when reading
+// ends, with the reason (io.EOF for a clean end).
+func (n *Node) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, idle func()) error {
+	ctx, cancel := context.WithCancel(n.ctx)
+	defer cancel()
+	r := &frameReader{n: n, s: s, remote: remote, frames: make(chan frame, maxBatch), done: make(chan struct{}), ctx: ctx, cancel: cancel}
+	go r.run()
+	for {
+		f, open := <-r.frames
+		var batch []frame
+		for open {
+			batch = append(batch, f)
+			if len(batch) == maxBatch {
+				break
+			}
+			select {
+			case f, open = <-r.frames:
+				continue
+			default:
+			}
+			break
+		}
+		ok := len(batch) == 0 || serve(batch)
+		var size int64
+		for _, f := range batch {
+			size += int64(len(f.raw))
+		}
+		r.release(size)
+		if !ok {
+			cancel()
+			_ = s.CloseRead() // ends a Read in progress; nothing more is read from s
+			for f := range r.frames {
+				r.release(int64(len(f.raw)))
+			}
+			<-r.done
+			return errServeStopped
+		}
+		idle()
+		if open {
+			continue
+		}
+		<-r.done
+		return r.err
+	}
+}
+
+// errServeStopped is pump's answer when serve gave up on the stream.
+var errServeStopped = errors.New("serving stopped")
+
+// maxBatch bounds the frames served together from one stream.
+const maxBatch = 256

@@ -1,0 +1,283 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// The queue budget: a frame joins a queue when it fits under the bound, or when the queue is
+// empty (so that a frame larger than the bound is served alone rather than never), per
+// stream, per peer and in all; released bytes wake whoever waits.
+func TestQueueBudget_BoundsPerStreamPerPeerAndInAll(t *testing.T) {
+	b := newQueueBudget(100, 150, 200)
+	ctx := context.Background()
+	p, q := peer.ID("p"), peer.ID("q")
+	var s1, s2, s3 int64
+	mustAcquire := func(pr peer.ID, st *int64, n int64) {
+		t.Helper()
+		if err := b.acquire(ctx, pr, st, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused := func(pr peer.ID, st *int64, n int64) {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		defer cancel()
+		if err := b.acquire(ctx, pr, st, n); err == nil {
+			t.Fatalf("%d bytes for %s were queued past a bound", n, pr)
+		}
+	}
+	mustAcquire(p, &s1, 500) // larger than every bound, but alone: served alone
+	refused(p, &s1, 1)       // nothing joins it on its stream
+	refused(p, &s2, 1)       // nor on another stream of the same peer
+	refused(q, &s3, 1)       // nor anywhere: the total is spent
+	b.release(p, &s1, 500)
+	mustAcquire(p, &s1, 100)
+	refused(p, &s1, 1)      // the stream's 100 are used
+	mustAcquire(p, &s2, 50) // the peer's 150 are used
+	refused(p, &s2, 1)
+	mustAcquire(q, &s3, 50) // the total's 200 are used
+	refused(q, &s3, 1)
+	done := make(chan error, 1)
+	go func() { done <- b.acquire(ctx, q, &s3, 10) }()
+	b.release(p, &s1, 100)
+	if err := <-done; err != nil {
+		t.Fatalf("a release did not wake the waiting reader: %v", err)
+	}
+	if st := b.stats(); st.Bytes != 110 || st.PeakBytes != 500 || st.PeakPeerBytes != 500 {
+		t.Fatalf("stats %+v", st)
+	}
+}
+
+// Issue 13: 24 frames of almost 16 MiB with bad signatures took a node from 30 MB to 434 MB.
+// Now frames are charged to their peer before their body is read: with budgets smaller than
+// a frame, large frames are queued, and served, one at a time.
+func TestInbound_LargeFramesAreQueuedOneAtATime(t *testing.T) {
+	const frameSize = 256 << 10
+	m := newMesh(t, 2, nil, func(i int, _ *mesh) []Option {
+		return []Option{func(c *Config) error {
+			c.MaxMessageBytes, c.QueueStreamBytes, c.QueuePeerBytes, c.QueueTotalBytes = 1<<20, 64<<10, 64<<10, 64<<10
+			c.InboxSenderBytes = 1 << 20
+			return nil
+		}}
+	})
+	junk := event(t, m.nodes[0].Builder(), agentName(1))
+	junk.Message.Payload = json.RawMessage(`{"event_type":"x","pad":"` + strings.Repeat("a", frameSize) + `"}`)
+	var wg sync.WaitGroup
+	for s := 0; s < 4; s++ {
+		c := dialRaw(t, m.nodes[0], m.nodes[1])
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 6; i++ {
+				bad := junk.Clone()
+				bad.Envelope.MessageID = uuid.Must(uuid.NewV7()).String()
+				raw, _ := protocol.EncodeJSON(bad) // the signature no longer matches the id
+				if protocol.WriteFrame(c.s, raw) != nil {
+					return
+				}
+				if _, err := c.next(); err != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	st := m.nodes[1].budget.stats()
+	if st.PeakPeerBytes == 0 || st.PeakPeerBytes > frameSize+4096 {
+		t.Fatalf("at most one frame (%d bytes) of the peer should ever be queued; the peak was %d", frameSize, st.PeakPeerBytes)
+	}
+	// The answer to the last frame goes out before its bytes are released.
+	waitFor(t, 5*time.Second, "every frame's bytes to be released", func() bool { return m.nodes[1].budget.stats().Bytes == 0 })
+}
+
+// Issue 13: a peer over its rate is answered once and then has its stream ended, not a
+// signed error per frame; until its bucket refills, nothing it starts is read.
+func TestRate_OverRateIsAnsweredOnceThenTheStreamEnds(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithRateLimit(0.2, 2)}, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	for i := 0; i < 2; i++ {
+		c.send(event(t, m.nodes[0].Builder(), agentName(1)))
+		if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
+			t.Fatalf("message %d within the burst: %v %v", i, r, err)
+		}
+	}
+	code, e := c.refusal(event(t, m.nodes[0].Builder(), agentName(1)))
+	expectCode(t, code, protocol.CodeRateLimited)
+	if e.RetryAfter <= 0 {
+		t.Fatal("RATE_LIMITED without retry_after")
+	}
+	_ = protocol.WriteFrame(c.s, mustEncode(t, event(t, m.nodes[0].Builder(), agentName(1))))
+	if r, err := c.next(); err == nil {
+		t.Fatalf("the stream went on after the answer: %v", r.Message.Type)
+	}
+	// A new stream during the penalty is ended unread, without a second signed answer.
+	c2 := dialRaw(t, m.nodes[0], m.nodes[1])
+	c2.send(event(t, m.nodes[0].Builder(), agentName(1)))
+	if r, err := c2.next(); err == nil {
+		t.Fatalf("a penalised peer was answered again: %s", r.Message.Type)
+	}
+}
+
+func mustEncode(t *testing.T, m *protocol.Message) []byte {
+	t.Helper()
+	b, err := protocol.EncodeJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// The message rate counts what a peer sends on its own: replies to the node's own requests
+// are not charged, so that a node that asks much is not cut off by the answers.
+func TestRate_RepliesTheNodeWaitsForAreNotCharged(t *testing.T) {
+	m := newMesh(t, 2, nil, func(i int, _ *mesh) []Option {
+		if i == 0 {
+			return []Option{WithRateLimit(0.1, 1)} // the requester accepts one unsolicited message per 10 s
+		}
+		return nil
+	})
+	m.nodes[1].Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
+		if strings.Contains(string(r.Msg.Message.Payload), "slow") {
+			time.Sleep(60 * time.Millisecond) // past the receipt window: the answer comes out of band
+		}
+		return r.Reply(protocol.ResponseAccepted, map[string]any{"ok": true})
+	})
+	for i := 0; i < 10; i++ {
+		task := "fast"
+		if i%2 == 1 {
+			task = "slow"
+		}
+		req, _ := m.nodes[0].Builder().Request(agentName(1), protocol.IntentHandoff, map[string]any{"task": task})
+		if _, err := m.nodes[0].Request(testCtx(t), req); err != nil {
+			t.Fatalf("request %d (%s): %v", i, task, err)
+		}
+	}
+}
+
+// Issue 13: 300 messages refused with AGENT_NOT_FOUND left 302 pins in trust.json. A message
+// that fails any check binds nothing: no pin, no directory entry, no write of trust.json.
+func TestTrust_RefusedMessagesPinNothing(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	for i := 0; i < 30; i++ {
+		b, _ := protocol.NewBuilder("test:mesh:claimed-"+string(rune('a'+i%26))+string(rune('a'+i/26)), m.keys[0], nil)
+		code, _ := c.refusal(event(t, b, "test:mesh:someone-else"))
+		expectCode(t, code, protocol.CodeAgentNotFound)
+	}
+	n := m.nodes[1]
+	if got := n.trust.len(); got != 0 {
+		t.Fatalf("%d pins taken from refused messages", got)
+	}
+	if _, ok := n.directory.Peek("test:mesh:claimed-aa"); ok {
+		t.Fatal("a refused message taught the directory where its claimed agent lives")
+	}
+	if err := n.trust.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(n.Config().DataDir, "trust.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("trust.json was written without a pin to save (%v)", err)
+	}
+	// An accepted message pins its sender.
+	c.send(event(t, m.nodes[0].Builder(), agentName(1)))
+	if _, err := c.next(); err != nil {
+		t.Fatal(err)
+	}
+	if p, ok := n.trust.peerOf(agentName(0)); !ok || p != m.nodes[0].ID() {
+		t.Fatal("an accepted message did not pin its sender")
+	}
+}
+
+// The pins and the directory are bounded: beyond max_pins and max_agents the entry used least
+// recently is forgotten.
+func TestTrust_PinsAndDirectoryAreBounded(t *testing.T) {
+	m := newMesh(t, 2, nil, func(i int, _ *mesh) []Option {
+		return []Option{func(c *Config) error { c.MaxPins, c.MaxAgents = 16, 16; return nil }}
+	})
+	n := m.nodes[1]
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	for i := 0; i < 40; i++ {
+		b, _ := protocol.NewBuilder("test:mesh:a"+strings.Repeat("x", i%8)+string(rune('a'+i/8)), m.keys[0], nil)
+		c.send(event(t, b, agentName(1)))
+		if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
+			t.Fatalf("message %d: %v %v", i, r, err)
+		}
+	}
+	if got := n.trust.len(); got > 16 {
+		t.Fatalf("%d pins held; the bound is 16", got)
+	}
+	if got := n.directory.Len(); got > 16 {
+		t.Fatalf("the directory holds %d agents; the bound is 16", got)
+	}
+}
+
+// Issue 13: a single peer filled the shared inbox and every other sender got RATE_LIMITED.
+// Each sending peer has its own share.
+func TestInbox_EachSendingPeerHasItsOwnShare(t *testing.T) {
+	m := newMesh(t, 3, []Option{WithDurable(false)}, func(i int, _ *mesh) []Option {
+		if i != 1 {
+			return nil
+		}
+		return []Option{WithInbox(true), func(c *Config) error { c.MaxMessageBytes, c.InboxSenderBytes = 4096, 8192; return nil }}
+	})
+	ctx := testCtx(t)
+	var refused error
+	for i := 0; i < 20 && refused == nil; i++ {
+		refused = m.nodes[0].Send(ctx, event(t, m.nodes[0].Builder(), agentName(1)))
+	}
+	if protocol.CodeOf(refused) != protocol.CodeRateLimited || !strings.Contains(refused.Error(), "share") {
+		t.Fatalf("the flooding peer was not refused for its share: %v", refused)
+	}
+	if err := m.nodes[2].Send(ctx, event(t, m.nodes[2].Builder(), agentName(1))); err != nil {
+		t.Fatalf("another peer was refused because the first filled the inbox: %v", err)
+	}
+}
+
+// Only replies travel on a session the node opened: a peer that writes anything else back on
+// it has the session ended, and what it wrote never reaches the agent.
+func TestSession_OnlyRepliesTravelOnIt(t *testing.T) {
+	m := newMesh(t, 1, []Option{WithInbox(true)}, nil)
+	n := m.nodes[0]
+	sk, _, _ := crypto.GenerateEd25519Key(nil)
+	h, err := m.mn.AddPeer(sk, ma.StringCast("/ip4/127.0.0.1/tcp/4999"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	evil, _ := protocol.NewBuilder("test:mesh:evil", sk, nil)
+	h.SetStreamHandler(ProtocolID, func(s network.Stream) {
+		defer s.Close()
+		if _, err := protocol.ReadFrame(s, 0); err != nil {
+			return
+		}
+		req, _ := evil.Request(agentName(0), protocol.IntentHandoff, map[string]any{"task": "sneaked in"})
+		raw, _ := protocol.EncodeJSON(req)
+		_ = protocol.WriteFrame(s, raw)
+		_, _ = io.Copy(io.Discard, s)
+	})
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	n.AddPeer("test:mesh:evil", peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
+	ctx, cancel := context.WithTimeout(testCtx(t), 2*time.Second)
+	defer cancel()
+	_ = n.Send(ctx, event(t, n.Builder(), "test:mesh:evil")) // no receipt ever comes: it waits 2 s
+	if n.Inbox().Len() != 0 {
+		t.Fatal("a request written on the node's own session reached the agent")
+	}
+}
