@@ -26,7 +26,9 @@ const (
 	EventReceived Event = "received"
 	// EventAcked: the local agent took the inbound message.
 	EventAcked Event = "acked"
-	// EventRefused: a message was refused, inbound or outbound; Code says why.
+	// EventRefused: a message was refused, inbound or outbound; Code says why. Input the
+	// node refuses or cannot authenticate is recorded with Refusal: no payload, no field of
+	// the document, only who sent it, its size and its hash.
 	EventRefused Event = "refused"
 	// EventExpired: a queued message reached its TTL undelivered (Code TIMEOUT).
 	EventExpired Event = "expired"
@@ -36,6 +38,12 @@ const (
 )
 
 // Entry is one line of the audit log. Append fills Seq, Prev and (when zero) Time.
+//
+// A message the node accepted is recorded with FromMessage. Input the node refuses or cannot
+// authenticate is recorded with Refusal instead: the authenticated peer it came from, its
+// size and SHA-256, the code and a clipped reason, and never its payload or any field read
+// from the unauthenticated document, so that a peer cannot write into the log what it likes,
+// nor fill the disk with it.
 type Entry struct {
 	// Seq numbers entries from 1, without gaps, across files.
 	Seq  uint64    `json:"seq"`
@@ -57,6 +65,15 @@ type Entry struct {
 	// and PayloadSHA256, the hex SHA-256 of the payload bytes, is recorded instead.
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadSHA256 string          `json:"payload_sha256,omitempty"`
+	// Peer is the authenticated libp2p peer id that input came from (refusals).
+	Peer string `json:"peer,omitempty"`
+	// Size is the length in bytes of the document as received, and SHA256 the hex SHA-256
+	// of those bytes (refusals).
+	Size   int    `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Suppressed counts the further refusals from the same peer that were not written since
+	// the previous refusal entry for it (the node rate-limits refusal entries per peer).
+	Suppressed int `json:"suppressed,omitempty"`
 	// Prev is the hex SHA-256 of the previous line (GenesisHash for the first).
 	Prev string `json:"prev"`
 }

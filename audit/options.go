@@ -6,7 +6,7 @@ import (
 	"time"
 )
 
-// Defaults, in one place.
+// Defaults and fixed limits, in one place.
 const (
 	// DefaultMaxFileBytes is the size at which the log rotates to a new file: 64 MiB, small
 	// enough to open in an editor and to verify in well under a second.
@@ -15,6 +15,9 @@ const (
 	// written to the file (one write(2)) before it returns, so a process crash loses nothing;
 	// a power loss can lose at most this much.
 	DefaultSyncInterval = time.Second
+	// MaxRefusalReasonBytes bounds Reason in an entry built by Refusal: 512 bytes, enough for
+	// any error text of ours, too little to smuggle a document into the log.
+	MaxRefusalReasonBytes = 512
 )
 
 // Option configures Open.
