@@ -35,6 +35,13 @@ const (
 	// EventRecovered: written by Open itself when it dropped an incomplete last line left
 	// by a crash; Reason says how many bytes and their hash.
 	EventRecovered Event = "recovered"
+	// EventRetention: written by the Log before it removes its oldest files (MaxTotalBytes,
+	// MaxAge); Retention lists them and the anchor the first kept line chains from.
+	EventRetention Event = "retention"
+	// EventChainBroken: written by Open as the first entry of a new file when the last file's
+	// chain did not hold; Reason is the ChainError, Prev the hash of the damaged file's last
+	// complete line. It starts a new segment of the chain (see Verify).
+	EventChainBroken Event = "chain_broken"
 )
 
 // Entry is one line of the audit log. Append fills Seq, Prev and (when zero) Time.
@@ -74,9 +81,45 @@ type Entry struct {
 	// Suppressed counts the further refusals from the same peer that were not written since
 	// the previous refusal entry for it (the node rate-limits refusal entries per peer).
 	Suppressed int `json:"suppressed,omitempty"`
+	// Retention describes the files an EventRetention entry removes.
+	Retention *RetentionInfo `json:"retention,omitempty"`
 	// Prev is the hex SHA-256 of the previous line (GenesisHash for the first).
 	Prev string `json:"prev"`
 }
+
+// RetentionInfo is what an EventRetention entry records about the files it removes.
+type RetentionInfo struct {
+	// FirstSeq and LastSeq are the range of seqs the removed files held.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// Anchor is the hash of the last removed line: the prev of the first line kept.
+	Anchor string `json:"anchor"`
+	// Files are the removed files, oldest first.
+	Files []RemovedFile `json:"files"`
+}
+
+// RemovedFile is one file removed by retention.
+type RemovedFile struct {
+	// Name is the file's base name, Size its length and SHA256 the hex SHA-256 of its bytes.
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// FirstSeq and LastSeq are the seqs of its first and last lines; LastHash is the hash of
+	// its last line, which the next file's first line chains from.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	LastHash string `json:"last_hash"`
+	// Why is RetainedForBytes or RetainedForAge.
+	Why string `json:"why"`
+}
+
+// Why a file was removed (RemovedFile.Why).
+const (
+	// RetainedForBytes: the files together were over MaxTotalBytes.
+	RetainedForBytes = "bytes"
+	// RetainedForAge: the file's newest entry was older than MaxAge.
+	RetainedForAge = "age"
+)
 
 // FromMessage returns an entry for event about m, with the envelope fields and payload
 // filled in. Set Code and Reason for refused and expired events.
