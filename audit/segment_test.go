@@ -202,7 +202,7 @@ func TestASegmentStartIsAnchoredToTheDamagedFile(t *testing.T) {
 	}
 	editLine(t, p, 4) // the last line, after the break was recorded
 	rep, err := Verify(dir)
-	if !errors.Is(err, ErrBroken) || len(rep.Segments) != 2 || rep.Segments[1].Broken == nil ||
+	if !errors.Is(err, ErrBroken) || len(rep.Segments) != 2 || rep.Segments[1].Broken == nil || rep.Segments[1].FirstSeq != 6 ||
 		!strings.Contains(rep.Segments[1].Broken.Reason, "changed after the break was recorded") {
 		t.Fatalf("verify: %v %+v", err, rep.Segments)
 	}

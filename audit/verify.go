@@ -46,8 +46,8 @@ type Segment struct {
 	// Files and Entries count what was checked, up to the segment's first break.
 	Files   int
 	Entries int
-	// FirstSeq, LastSeq and Head are the seqs of its first and last intact entries and the
-	// hash of the last (zero when none).
+	// FirstSeq is the seq of its first entry; LastSeq and Head are the seq and hash of its
+	// last intact entry (zero when none).
 	FirstSeq uint64
 	LastSeq  uint64
 	Head     string
@@ -103,16 +103,16 @@ func Verify(dir string) (Report, error) {
 		case i == 0 && n > 1 && len(lines) > 0 && isSegmentStart(lines[0].data):
 			// The log starts with a segment whose damaged files retention removed.
 			e, _ := parseLine(lines[0].data)
-			v.begin(name, e.Reason, segmentChain("", nil))
+			v.begin(name, e, segmentChain("", nil))
 		case i == 0:
-			v.begin(name, "", chain{genesis: n == 1})
+			v.begin(name, Entry{}, chain{genesis: n == 1})
 		case len(lines) > 0 && isSegmentStart(lines[0].data):
 			prevName := ""
 			if nums[i-1] == n-1 {
 				prevName = fileName(n - 1)
 			}
 			e, _ := parseLine(lines[0].data)
-			v.begin(name, e.Reason, segmentChain(prevName, prevLast))
+			v.begin(name, e, segmentChain(prevName, prevLast))
 		}
 		v.file(name, lines)
 		if tooLong != nil {
@@ -153,11 +153,14 @@ type removal struct {
 	at   Record
 }
 
-func (v *verifier) begin(name, reason string, c chain) {
+// begin starts a segment at file name; start is its EventChainBroken entry (zero for the
+// start of the log).
+func (v *verifier) begin(name string, start Entry, c chain) {
 	if v.started {
 		v.end()
 	}
-	v.started, v.seg, v.c = true, Segment{File: name, StartReason: reason}, c
+	v.started, v.c = true, c
+	v.seg = Segment{File: name, StartReason: start.Reason, FirstSeq: start.Seq}
 }
 
 func (v *verifier) end() {
