@@ -53,8 +53,7 @@ type Log struct {
 
 	retainMu   sync.Mutex
 	lastRetain time.Time
-	recorded   []RemovedFile           // the files of the last retention entry, until they are removed
-	remove     func(path string) error // os.Remove; tests replace it before appending
+	recorded   []RemovedFile // the files of the last retention entry, until they are removed
 
 	stop      chan struct{}
 	done      chan struct{}
@@ -89,7 +88,7 @@ func Open(dir string, opts ...Option) (_ *Log, err error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("audit: create directory: %w", err)
 	}
-	l := &Log{dir: dir, cfg: cfg, log: cfg.log, prev: GenesisHash, remove: os.Remove}
+	l := &Log{dir: dir, cfg: cfg, log: cfg.log, prev: GenesisHash}
 	torn, err := l.resume()
 	if err != nil {
 		return nil, err

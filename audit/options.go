@@ -3,6 +3,7 @@ package audit
 import (
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 )
 
@@ -32,6 +33,9 @@ const (
 	// retentionEvery is how often the background goroutine checks retention: at most once a
 	// minute by the injected clock. Rotation and Open check as well.
 	retentionEvery = time.Minute
+	// maxRemovePerPass bounds the files one retention entry lists: 1000, about 250 KB of
+	// JSON; more (after MaxTotalBytes or MaxFileBytes was lowered) go in the next passes.
+	maxRemovePerPass = 1000
 )
 
 // Option configures Open.
@@ -45,6 +49,7 @@ type config struct {
 	omitPayloads  bool
 	now           func() time.Time
 	log           *slog.Logger
+	remove        func(path string) error // how retention removes a file; tests observe it
 }
 
 func defaults() config {
@@ -55,6 +60,7 @@ func defaults() config {
 		syncInterval:  DefaultSyncInterval,
 		now:           time.Now,
 		log:           slog.New(slog.DiscardHandler),
+		remove:        os.Remove,
 	}
 }
 
@@ -126,4 +132,10 @@ func WithLogger(l *slog.Logger) Option {
 		c.log = l
 		return nil
 	}
+}
+
+// withRemove replaces how retention removes a file (default os.Remove); for tests, which
+// check what the log holds at that moment or simulate a crash.
+func withRemove(remove func(path string) error) Option {
+	return func(c *config) error { c.remove = remove; return nil }
 }

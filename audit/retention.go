@@ -89,7 +89,7 @@ func (l *Log) retainPass(now time.Time) (rotated bool, err error) {
 	}
 	for _, f := range plan {
 		// Oldest first, and stop at the first failure: a kept file never follows a gap.
-		if err := l.remove(filepath.Join(l.dir, f.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := l.cfg.remove(filepath.Join(l.dir, f.Name)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return false, errors.Join(fmt.Errorf("audit: retention: %w (the next pass retries)", err), syncDir(l.dir))
 		}
 	}
@@ -137,7 +137,7 @@ func (l *Log) plan(cur int, now time.Time) ([]RemovedFile, error) {
 				why = RetainedForAge
 			}
 		}
-		if why == "" {
+		if why == "" || len(plan) == maxRemovePerPass {
 			break
 		}
 		f, err := describeFile(path)

@@ -70,9 +70,10 @@ func totalSize(t *testing.T, dir string) int64 {
 func TestRetentionByBytesKeepsTheLogUnderMaxTotalBytes(t *testing.T) {
 	dir := t.TempDir()
 	const fileMax, totalMax = 4096, 3 * 4096
-	l := openLog(t, dir, WithMaxFileBytes(fileMax), WithMaxTotalBytes(totalMax))
 	var removed []string
-	l.remove = func(path string) error {
+	// No background goroutine (SyncInterval 0, MaxAge 0): retention runs inside Append, on
+	// this goroutine, so the hook may stop the test.
+	l := openLog(t, dir, WithMaxFileBytes(fileMax), WithMaxTotalBytes(totalMax), WithSyncInterval(0), WithMaxAge(0), withRemove(func(path string) error {
 		// The entry that names the file, with its size and hash, is in the log before the
 		// file goes.
 		name := filepath.Base(path)
@@ -96,7 +97,7 @@ func TestRetentionByBytesKeepsTheLogUnderMaxTotalBytes(t *testing.T) {
 		}
 		removed = append(removed, name)
 		return os.Remove(path)
-	}
+	}))
 	for i := 1; i <= 200; i++ {
 		if err := l.Append(entry(i)); err != nil {
 			t.Fatal(err)
@@ -198,10 +199,9 @@ func TestRetentionByAgeRemovesFilesWhoseNewestEntryIsOld(t *testing.T) {
 // still there, and the next Open removes them.
 func TestRetentionCrashBetweenEntryAndRemovalIsHarmless(t *testing.T) {
 	dir := t.TempDir()
-	opts := []Option{WithMaxFileBytes(4096), WithMaxTotalBytes(4 * 4096)}
-	l := openLog(t, dir, opts...)
+	opts := []Option{WithMaxFileBytes(4096), WithMaxTotalBytes(4 * 4096), WithSyncInterval(0), WithMaxAge(0)}
 	crashed := false
-	l.remove = func(string) error { crashed = true; return errors.New("the process died") }
+	l := openLog(t, dir, append(opts, withRemove(func(string) error { crashed = true; return errors.New("the process died") }))...)
 	for i := 1; !crashed; i++ {
 		if err := l.Append(entry(i)); err != nil {
 			t.Fatal(err)
@@ -236,27 +236,31 @@ func TestRetentionCrashBetweenEntryAndRemovalIsHarmless(t *testing.T) {
 // A failed removal is retried without recording the same files again.
 func TestRetentionRetriesAFailedRemovalWithoutANewEntry(t *testing.T) {
 	dir := t.TempDir()
-	c := newClock(t0)
-	l := openLog(t, dir, WithClock(c.now), WithMaxFileBytes(4096), WithMaxAge(time.Hour))
-	for i := 1; i <= 40; i++ {
-		if err := l.Append(entry(i)); err != nil {
+	failures := 0
+	l := openLog(t, dir, WithMaxFileBytes(4096), WithMaxTotalBytes(3*4096), WithSyncInterval(0), WithMaxAge(0),
+		withRemove(func(path string) error {
+			if failures < 1 {
+				failures++
+				return os.ErrPermission
+			}
+			return os.Remove(path)
+		}))
+	var n int
+	for n = 1; failures == 0; n++ {
+		if err := l.Append(entry(n)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	fail := true
-	l.remove = func(path string) error {
-		if fail {
-			return os.ErrPermission
+	failedAt := len(entriesOf(t, dir, EventRetention))
+	for nums, _ := listFiles(dir); ; n++ { // on to the next rotation, which retries
+		if err := l.Append(entry(n)); err != nil {
+			t.Fatal(err)
 		}
-		return os.Remove(path)
+		if now, _ := listFiles(dir); now[len(now)-1] > nums[len(nums)-1] {
+			break
+		}
 	}
-	c.set(t0.Add(2 * time.Hour))
-	if err := l.retainIfDue(); !errors.Is(err, os.ErrPermission) || !strings.Contains(err.Error(), "the next pass retries") {
-		t.Fatalf("failed removal: %v", err)
-	}
-	fail = false
-	c.set(t0.Add(2*time.Hour + time.Minute))
-	if err := l.retainIfDue(); err != nil {
+	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
 	recorded := map[string]int{}
@@ -270,11 +274,8 @@ func TestRetentionRetriesAFailedRemovalWithoutANewEntry(t *testing.T) {
 			t.Fatalf("%s recorded %d times, present %v: want once, and removed", name, n, exists(filepath.Join(dir, name)))
 		}
 	}
-	if len(recorded) < 3 {
-		t.Fatalf("retention recorded %v", recorded)
-	}
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
+	if failedAt != 1 || len(recorded) < 2 {
+		t.Fatalf("retention entries when the removal failed: %d; files recorded: %v", failedAt, recorded)
 	}
 	if rep, err := Verify(dir); err != nil || rep.RemovedBy == nil {
 		t.Fatalf("verify: %+v %v", rep, err)
@@ -313,7 +314,8 @@ func TestRetentionAnchorIsChecked(t *testing.T) {
 
 func TestRetentionCheckRunsAtMostOnceAMinute(t *testing.T) {
 	c := newClock(t0)
-	l := openLog(t, t.TempDir(), WithClock(c.now), WithSyncInterval(0))
+	// No background goroutine: the test makes every check itself.
+	l := openLog(t, t.TempDir(), WithClock(c.now), WithSyncInterval(0), WithMaxAge(0))
 	for _, step := range []struct {
 		at   time.Duration
 		runs bool
