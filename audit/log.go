@@ -26,7 +26,7 @@ import (
 // from the background goroutine), the Log removes its oldest rotated files while the files
 // together exceed MaxTotalBytes or a file's newest entry is older than MaxAge. It never
 // removes the current file, and it appends and fsyncs an EventRetention entry naming the files
-// before it removes them (see retain).
+// before it removes them (see docs/delivery.md, "Retention").
 //
 // If a write fails, the file may hold part of a line; the Log then refuses every further
 // Append with that error, rather than write after a damaged line.

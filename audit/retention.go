@@ -35,8 +35,9 @@ func (l *Log) retainIfDue() error {
 
 // retainLocked removes the oldest rotated files while the files together, the current one
 // counted at its full MaxFileBytes, exceed MaxTotalBytes, or while a file's newest entry is
-// older than MaxAge; never the current file, never one after a file it keeps. So the log
-// never takes more than MaxTotalBytes on disk (but for an entry larger than MaxFileBytes).
+// older than MaxAge; never the current file, never one after a file it keeps. So whenever
+// Append returns, the log takes at most MaxTotalBytes on disk, unless one entry is larger
+// than MaxFileBytes or a removal failed.
 // Before it removes anything it appends and fsyncs an EventRetention entry describing the
 // files; then it removes them, oldest first, and fsyncs the directory. A crash in between
 // leaves the entry and the files: Verify accepts that, and the next pass (at the latest at
