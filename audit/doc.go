@@ -10,7 +10,13 @@
 // A hash chain cannot stop someone who rewrites every line after the one they change; copy
 // the head hash that Verify reports somewhere else to anchor it.
 //
-// Open resumes the chain from the last line and refuses a log whose last file is broken;
-// Append is safe for concurrent use; Tail reads and follows the log, across rotation, without
-// a running node. Durability: see Log.
+// The log is bounded: input the node refuses is recorded without its payload (Refusal), and
+// retention removes the oldest whole files over MaxTotalBytes or MaxAge, after recording
+// them in an EventRetention entry that Verify checks the first kept line against.
+//
+// Open resumes the chain from the last line. A damaged last file does not stop the node:
+// Open leaves it as it is and starts a new segment in a new file, anchored to the damaged
+// file's last line (EventChainBroken); Verify reports the break and checks the new segment.
+// Append is safe for concurrent use; Tail reads and follows the log, across rotation and
+// segments, without a running node. Durability: see Log.
 package audit

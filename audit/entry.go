@@ -26,16 +26,31 @@ const (
 	EventReceived Event = "received"
 	// EventAcked: the local agent took the inbound message.
 	EventAcked Event = "acked"
-	// EventRefused: a message was refused, inbound or outbound; Code says why.
+	// EventRefused: a message was refused, inbound or outbound; Code says why. Input the
+	// node refuses or cannot authenticate is recorded with Refusal: no payload, no field of
+	// the document, only who sent it, its size and its hash.
 	EventRefused Event = "refused"
 	// EventExpired: a queued message reached its TTL undelivered (Code TIMEOUT).
 	EventExpired Event = "expired"
 	// EventRecovered: written by Open itself when it dropped an incomplete last line left
 	// by a crash; Reason says how many bytes and their hash.
 	EventRecovered Event = "recovered"
+	// EventRetention: written by the Log before it removes its oldest files (MaxTotalBytes,
+	// MaxAge); Retention lists them and the anchor the first kept line chains from.
+	EventRetention Event = "retention"
+	// EventChainBroken: written by Open as the first entry of a new file when the last file's
+	// chain did not hold; Reason is the ChainError, Prev the hash of the damaged file's last
+	// complete line. It starts a new segment of the chain (see Verify).
+	EventChainBroken Event = "chain_broken"
 )
 
 // Entry is one line of the audit log. Append fills Seq, Prev and (when zero) Time.
+//
+// A message the node accepted is recorded with FromMessage. Input the node refuses or cannot
+// authenticate is recorded with Refusal instead: the authenticated peer it came from, its
+// size and SHA-256, the code and a clipped reason, and never its payload or any field read
+// from the unauthenticated document, so that a peer cannot write into the log what it likes,
+// nor fill the disk with it.
 type Entry struct {
 	// Seq numbers entries from 1, without gaps, across files.
 	Seq  uint64    `json:"seq"`
@@ -57,9 +72,54 @@ type Entry struct {
 	// and PayloadSHA256, the hex SHA-256 of the payload bytes, is recorded instead.
 	Payload       json.RawMessage `json:"payload,omitempty"`
 	PayloadSHA256 string          `json:"payload_sha256,omitempty"`
+	// Peer is the authenticated libp2p peer id that input came from (refusals).
+	Peer string `json:"peer,omitempty"`
+	// Size is the length in bytes of the document as received, and SHA256 the hex SHA-256
+	// of those bytes (refusals).
+	Size   int    `json:"size,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	// Suppressed counts the further refusals from the same peer that were not written since
+	// the previous refusal entry for it (the node rate-limits refusal entries per peer).
+	Suppressed int `json:"suppressed,omitempty"`
+	// Retention describes the files an EventRetention entry removes.
+	Retention *RetentionInfo `json:"retention,omitempty"`
 	// Prev is the hex SHA-256 of the previous line (GenesisHash for the first).
 	Prev string `json:"prev"`
 }
+
+// RetentionInfo is what an EventRetention entry records about the files it removes.
+type RetentionInfo struct {
+	// FirstSeq and LastSeq are the range of seqs the removed files held.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	// Anchor is the hash of the last removed line: the prev of the first line kept.
+	Anchor string `json:"anchor"`
+	// Files are the removed files, oldest first.
+	Files []RemovedFile `json:"files"`
+}
+
+// RemovedFile is one file removed by retention.
+type RemovedFile struct {
+	// Name is the file's base name, Size its length and SHA256 the hex SHA-256 of its bytes.
+	Name   string `json:"name"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+	// FirstSeq and LastSeq are the seqs of its first and last lines; LastHash is the hash of
+	// its last line, which the next file's first line chains from.
+	FirstSeq uint64 `json:"first_seq"`
+	LastSeq  uint64 `json:"last_seq"`
+	LastHash string `json:"last_hash"`
+	// Why is RetainedForBytes or RetainedForAge.
+	Why string `json:"why"`
+}
+
+// Why a file was removed (RemovedFile.Why).
+const (
+	// RetainedForBytes: the files together were over MaxTotalBytes.
+	RetainedForBytes = "bytes"
+	// RetainedForAge: the file's newest entry was older than MaxAge.
+	RetainedForAge = "age"
+)
 
 // FromMessage returns an entry for event about m, with the envelope fields and payload
 // filled in. Set Code and Reason for refused and expired events.

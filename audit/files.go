@@ -71,6 +71,9 @@ func (e *ChainError) Error() string {
 // Is matches ErrBroken.
 func (e *ChainError) Is(target error) bool { return target == ErrBroken }
 
+// errLineTooLong is returned by lineReader.next for a line over maxLineBytes.
+var errLineTooLong = fmt.Errorf("line longer than %d bytes", maxLineBytes)
+
 // lineReader reads newline-terminated lines of at most maxLineBytes.
 type lineReader struct {
 	r *bufio.Reader
@@ -85,7 +88,7 @@ func (l *lineReader) next() (line []byte, complete bool, err error) {
 	for {
 		chunk, err := l.r.ReadSlice('\n')
 		if len(buf)+len(chunk) > maxLineBytes {
-			return nil, false, fmt.Errorf("line longer than %d bytes", maxLineBytes)
+			return nil, false, errLineTooLong
 		}
 		buf = append(buf, chunk...)
 		switch {
@@ -111,7 +114,8 @@ type fileLine struct {
 	end  int64 // offset just past the newline
 }
 
-// readLines returns the complete lines of path and the incomplete tail, if any.
+// readLines returns the complete lines of path and the incomplete tail, if any. A line over
+// maxLineBytes ends the reading: readLines returns the lines before it and a *ChainError.
 func readLines(path string) (lines []fileLine, tail []byte, err error) {
 	f, err := os.Open(path)
 	if err != nil {
@@ -124,6 +128,9 @@ func readLines(path string) (lines []fileLine, tail []byte, err error) {
 		line, complete, err := lr.next()
 		if errors.Is(err, io.EOF) {
 			return lines, line, nil
+		}
+		if errors.Is(err, errLineTooLong) {
+			return lines, nil, &ChainError{File: filepath.Base(path), Line: no, Reason: err.Error()}
 		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s line %d: %w", filepath.Base(path), no, err)

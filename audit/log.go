@@ -22,14 +22,23 @@ import (
 // at most the last SyncInterval of entries, or leave an incomplete last line, which the next
 // Open drops and records (EventRecovered).
 //
+// Retention: after every rotation, at Open and at most once a minute (by the injected clock,
+// from the background goroutine), the Log removes its oldest rotated files while the files
+// together exceed MaxTotalBytes or a file's newest entry is older than MaxAge. It never
+// removes the current file, and it appends and fsyncs an EventRetention entry naming the files
+// before it removes them (see docs/delivery.md, "Retention").
+//
 // If a write fails, the file may hold part of a line; the Log then refuses every further
 // Append with that error, rather than write after a damaged line.
 //
-// A Log is safe for concurrent use: mu guards the file and the chain state.
+// A Log is safe for concurrent use: mu guards the file and the chain state; retainMu
+// serializes retention passes and guards lastRetain and recorded, and is never taken while
+// mu is held.
 type Log struct {
-	dir string
-	cfg config
-	log *slog.Logger
+	dir    string
+	cfg    config
+	log    *slog.Logger
+	broken *ChainError // the break Open found; set before Open returns, then read-only
 
 	mu      sync.Mutex
 	f       *os.File
@@ -42,6 +51,10 @@ type Log struct {
 	failed  error
 	scratch []byte
 
+	retainMu   sync.Mutex
+	lastRetain time.Time
+	recorded   []RemovedFile // the files of the last retention entry, until they are removed
+
 	stop      chan struct{}
 	done      chan struct{}
 	closeOnce sync.Once
@@ -49,11 +62,19 @@ type Log struct {
 }
 
 // Open opens the audit log in dir (created with mode 0700 if missing) and resumes the chain
-// from its last line. It checks the last file's lines (and that its first line chains from
-// the file before); if they do not hold, it returns a *ChainError and appends nothing: run
-// `iacp-node audit verify`, and move the damaged files aside to start a new chain. An
-// incomplete last line (a write cut by a crash) is truncated away and recorded as an
-// EventRecovered entry with the dropped bytes' length and SHA-256.
+// from its last line. It checks the last file's lines and that its first line chains from
+// the file before.
+//
+// When they do not hold (an edited, removed or inserted line, a missing file before it, ...),
+// Open does not refuse to start and does not append to the damaged file: it starts a new
+// segment, a new file whose first entry is an EventChainBroken entry with the ChainError as
+// Reason, seq one past the highest seq of the damaged file and prev the hash of its last
+// complete line. It logs the break at error level, and Broken returns it; run
+// `iacp-node audit verify`, which reports both the break and the new segment.
+//
+// An incomplete last line (a write cut by a crash) is not a break: it is truncated away and
+// recorded as an EventRecovered entry with the dropped bytes' length and SHA-256. Open then
+// applies retention.
 func Open(dir string, opts ...Option) (_ *Log, err error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -77,7 +98,17 @@ func Open(dir string, opts ...Option) (_ *Log, err error) {
 			_ = l.f.Close()
 		}
 	}()
-	if torn != nil {
+	switch {
+	case l.broken != nil:
+		l.log.Error("audit: THE AUDIT CHAIN IS BROKEN: the damaged file is left as it is and the log continues in a new segment; run `iacp-node audit verify`",
+			"break", l.broken.Error(), "new_file", fileName(l.fileNum))
+		if err := l.Append(Entry{Event: EventChainBroken, Reason: l.broken.Error()}); err != nil {
+			return nil, err
+		}
+		if err := l.Sync(); err != nil {
+			return nil, err
+		}
+	case torn != nil:
 		sum := sha256.Sum256(torn)
 		l.log.Warn("audit: dropped an incomplete last line", "file", fileName(l.fileNum), "bytes", len(torn))
 		if err := l.Append(Entry{Event: EventRecovered, Reason: fmt.Sprintf(
@@ -85,77 +116,25 @@ func Open(dir string, opts ...Option) (_ *Log, err error) {
 			return nil, err
 		}
 	}
-	if cfg.syncInterval > 0 {
+	if err := l.retain(); err != nil {
+		l.log.Error("audit: retention failed", "err", err)
+	}
+	l.mu.Lock()
+	failed := l.failed
+	l.mu.Unlock()
+	if failed != nil {
+		return nil, failed
+	}
+	if cfg.syncInterval > 0 || cfg.maxAge > 0 {
 		l.stop, l.done = make(chan struct{}), make(chan struct{})
-		go l.syncLoop()
+		go l.loop()
 	}
 	return l, nil
 }
 
-// resume finds the last file, checks it, truncates an incomplete last line (returned) and
-// opens the file for appending.
-func (l *Log) resume() (torn []byte, err error) {
-	nums, err := listFiles(l.dir)
-	if err != nil {
-		return nil, fmt.Errorf("audit: list %s: %w", l.dir, err)
-	}
-	if len(nums) == 0 {
-		return nil, l.openFile(1, true)
-	}
-	last := nums[len(nums)-1]
-	c := chain{genesis: last == 1}
-	if len(nums) > 1 {
-		if err := anchorAt(l.dir, nums[len(nums)-2], &c); err != nil {
-			return nil, err
-		}
-	}
-	path := filepath.Join(l.dir, fileName(last))
-	lines, tail, err := readLines(path)
-	if err != nil {
-		return nil, fmt.Errorf("audit: read %s: %w", path, err)
-	}
-	prevNo := 0
-	var end int64
-	for _, ln := range lines {
-		if _, reason := c.check(ln.data, prevNo); reason != "" {
-			return nil, &ChainError{File: fileName(last), Line: ln.no, Reason: reason}
-		}
-		prevNo, end = ln.no, ln.end
-	}
-	if len(tail) > 0 {
-		if err := os.Truncate(path, end); err != nil {
-			return nil, fmt.Errorf("audit: drop the incomplete last line of %s: %w", path, err)
-		}
-		torn = tail
-	}
-	if c.anchored {
-		l.seq, l.prev = c.seq, c.hash
-	}
-	if err := l.openFile(last, false); err != nil {
-		return nil, err
-	}
-	l.size = end
-	return torn, nil
-}
-
-// anchorAt sets c to continue after the last line of file n.
-func anchorAt(dir string, n int, c *chain) error {
-	path := filepath.Join(dir, fileName(n))
-	lines, tail, err := readLines(path)
-	if err != nil {
-		return fmt.Errorf("audit: read %s: %w", path, err)
-	}
-	if len(tail) > 0 || len(lines) == 0 {
-		return &ChainError{File: fileName(n), Line: len(lines) + 1, Reason: "a rotated file must end with a complete line"}
-	}
-	lastLine := lines[len(lines)-1]
-	var e Entry
-	if err := json.Unmarshal(lastLine.data, &e); err != nil || e.Seq == 0 {
-		return &ChainError{File: fileName(n), Line: lastLine.no, Reason: "not a JSON entry"}
-	}
-	*c = chain{anchored: true, seq: e.Seq, hash: hashLine(lastLine.data)}
-	return nil
-}
+// Broken returns the break Open found in the last file, after which it started a new
+// segment, or nil when the chain held. The node reports it in its status and metrics.
+func (l *Log) Broken() *ChainError { return l.broken }
 
 func (l *Log) openFile(n int, create bool) error {
 	flags := os.O_WRONLY | os.O_APPEND
@@ -191,7 +170,8 @@ func syncDir(dir string) error {
 
 // Append adds e to the log. It sets e.Seq and e.Prev, stamps e.Time when it is zero, and
 // with WithOmitPayloads replaces the payload by its SHA-256. See Log for when the entry is
-// durable. It returns ErrClosed after Close.
+// durable. When the entry starts a new file, Append applies retention before it returns. It
+// returns ErrClosed after Close.
 func (l *Log) Append(e Entry) error {
 	if len(e.Payload) > 0 && l.cfg.omitPayloads {
 		sum := sha256.Sum256(e.Payload)
@@ -202,36 +182,48 @@ func (l *Log) Append(e Entry) error {
 	}
 	e.Time = e.Time.UTC()
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	rotated, err := l.appendLocked(e)
+	l.mu.Unlock()
+	if rotated {
+		if err := l.retain(); err != nil {
+			l.log.Error("audit: retention after rotation failed", "err", err)
+		}
+	}
+	return err
+}
+
+// appendLocked writes e as the next line, rotating first when it would not fit. l.mu is held.
+func (l *Log) appendLocked(e Entry) (rotated bool, err error) {
 	if l.closed {
-		return ErrClosed
+		return false, ErrClosed
 	}
 	if l.failed != nil {
-		return l.failed
+		return false, l.failed
 	}
 	e.Seq, e.Prev = l.seq+1, l.prev
 	line, err := json.Marshal(e)
 	if err != nil {
-		return fmt.Errorf("audit: encode entry for %s: %w", e.MessageID, err)
+		return false, fmt.Errorf("audit: encode entry for %s: %w", e.MessageID, err)
 	}
 	if l.size > 0 && l.size+int64(len(line))+1 > l.cfg.maxFileBytes {
 		if err := l.rotate(); err != nil {
 			l.failed = err
-			return err
+			return false, err
 		}
+		rotated = true
 	}
 	l.scratch = append(append(l.scratch[:0], line...), '\n')
 	if _, err := l.f.Write(l.scratch); err != nil {
 		l.failed = fmt.Errorf("audit: write %s: %w (the log refuses further entries; restart to recover)", fileName(l.fileNum), err)
-		return l.failed
+		return rotated, l.failed
 	}
 	l.seq, l.prev = e.Seq, hashLine(line)
 	l.size += int64(len(line)) + 1
 	l.dirty = true
 	if l.cfg.syncInterval == 0 {
-		return l.syncLocked()
+		return rotated, l.syncLocked()
 	}
-	return nil
+	return rotated, nil
 }
 
 // rotate fsyncs and closes the current file and starts the next one.
@@ -266,20 +258,31 @@ func (l *Log) Sync() error {
 	return l.syncLocked()
 }
 
-func (l *Log) syncLoop() {
+// loop fsyncs every SyncInterval and checks retention at most once a minute (every minute
+// when SyncInterval is 0), until Close.
+func (l *Log) loop() {
 	defer close(l.done)
-	t := time.NewTicker(l.cfg.syncInterval)
+	every := l.cfg.syncInterval
+	if every == 0 {
+		every = retentionEvery
+	}
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-l.stop:
 			return
 		case <-t.C:
-			l.mu.Lock()
-			if err := l.syncLocked(); err != nil {
-				l.log.Error("audit: periodic fsync failed", "err", err)
+			if l.cfg.syncInterval > 0 {
+				l.mu.Lock()
+				if err := l.syncLocked(); err != nil {
+					l.log.Error("audit: periodic fsync failed", "err", err)
+				}
+				l.mu.Unlock()
 			}
-			l.mu.Unlock()
+			if err := l.retainIfDue(); err != nil {
+				l.log.Error("audit: retention failed", "err", err)
+			}
 		}
 	}
 }
@@ -291,14 +294,16 @@ func (l *Log) Head() (uint64, string) {
 	return l.seq, l.prev
 }
 
-// Close stops the sync goroutine, fsyncs and closes the file. It is safe to call more than
-// once; later calls return the first result.
+// Close stops the background goroutine, waits for a retention pass in progress, fsyncs and
+// closes the file. It is safe to call more than once; later calls return the first result.
 func (l *Log) Close() error {
 	l.closeOnce.Do(func() {
 		if l.stop != nil {
 			close(l.stop)
 			<-l.done
 		}
+		l.retainMu.Lock()
+		defer l.retainMu.Unlock()
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		l.closed = true

@@ -197,23 +197,6 @@ func TestReopenResumesTheChain(t *testing.T) {
 	}
 }
 
-func TestOpenRefusesABrokenLastFile(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, 5)
-	path := filepath.Join(dir, fileName(1))
-	ls := readFile(t, path)
-	ls[1] = bytes.Replace(ls[1], []byte(`"a:h:bob"`), []byte(`"a:h:eve"`), 1)
-	writeFile(t, path, ls)
-	_, err := Open(dir)
-	var ce *ChainError
-	if !errors.As(err, &ce) || ce.Line != 3 {
-		t.Fatalf("open a broken log: %v, want a ChainError at line 3", err)
-	}
-	if got := readFile(t, path); len(got) != len(ls) {
-		t.Fatal("open appended to a broken log")
-	}
-}
-
 func TestTornLastLineIsDroppedAndRecorded(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, 5)
@@ -322,14 +305,32 @@ func TestConcurrentAppendsAndSync(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	for _, o := range []Option{WithMaxFileBytes(100), WithSyncInterval(-1), WithSyncInterval(time.Hour), WithClock(nil), WithLogger(nil)} {
-		if _, err := Open(t.TempDir(), o); err == nil {
-			t.Fatal("invalid option accepted")
+	for _, tc := range []struct {
+		opts []Option
+		want string // the field the error names
+	}{
+		{[]Option{WithMaxFileBytes(100)}, "MaxFileBytes"},
+		{[]Option{WithMaxTotalBytes(DefaultMaxFileBytes)}, "MaxTotalBytes"},
+		{[]Option{WithMaxFileBytes(4096), WithMaxTotalBytes(2*4096 - 1)}, "at least 2×MaxFileBytes (8192)"},
+		{[]Option{WithMaxAge(-time.Hour)}, "MaxAge"},
+		{[]Option{WithMaxAge(90)}, "0 (keep files forever) or at least 1h"},
+		{[]Option{WithSyncInterval(-1)}, "SyncInterval"},
+		{[]Option{WithSyncInterval(time.Hour)}, "SyncInterval"},
+		{[]Option{WithClock(nil)}, "clock"},
+		{[]Option{WithLogger(nil)}, "logger"},
+	} {
+		if _, err := Open(t.TempDir(), tc.opts...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("options naming %s: %v", tc.want, err)
 		}
+	}
+	// The smallest valid limits, and a log that keeps its files forever.
+	l := openLog(t, t.TempDir(), WithMaxFileBytes(4096), WithMaxTotalBytes(8192), WithMaxAge(0), WithSyncInterval(0))
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
 
-func TestRetentionRemovesLeadingFiles(t *testing.T) {
+func TestOldestFilesRemovedByHandVerifyWithANote(t *testing.T) {
 	dir := t.TempDir()
 	write(t, dir, 100, WithMaxFileBytes(4096))
 	first, _, _ := firstEntry(filepath.Join(dir, fileName(3)))
@@ -341,5 +342,8 @@ func TestRetentionRemovesLeadingFiles(t *testing.T) {
 	rep, err := Verify(dir)
 	if err != nil || rep.FirstSeq != first.Seq || rep.LastSeq != 100 {
 		t.Fatalf("verify after removing the oldest files: %+v %v (want first seq %d)", rep, err, first.Seq)
+	}
+	if !rep.UnrecordedRemoval || rep.RemovedBy != nil {
+		t.Fatalf("files removed by hand are reported as unrecorded: %+v", rep)
 	}
 }

@@ -3,7 +3,6 @@ package audit
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,8 +21,13 @@ const (
 // Tail calls fn for every entry with seq >= from (from 0 or 1: all), in order, reading the
 // files in dir. Without follow it returns nil after the last complete line. With follow it
 // keeps polling for new lines and new files (rotation) until ctx ends, and then returns
-// ctx.Err(). An error from fn stops Tail and is returned. Tail does not verify the chain
-// (Verify does); a line that does not parse is an error naming its file and line.
+// ctx.Err(). An error from fn stops Tail and is returned.
+//
+// Tail does not verify the chain (Verify does) and reads on across a break: a line that is
+// not an entry, or longer than any entry, and an incomplete last line of a file the log has
+// moved on from (a damaged file before a new segment) are skipped. Seqs rise across segments
+// (a new segment starts one past the highest seq of the damaged file), so from selects as
+// it does in an intact log. A file removed by retention while Tail waits for it is skipped.
 func Tail(ctx context.Context, dir string, from uint64, follow bool, fn func(Entry) error) error {
 	num, err := startFile(dir, from)
 	if err != nil {
@@ -34,7 +38,15 @@ func Tail(ctx context.Context, dir string, from uint64, follow bool, fn func(Ent
 	wait := tailPollMin
 	for {
 		if t.f == nil && num > 0 {
-			if err := t.open(num); err != nil && !errors.Is(err, os.ErrNotExist) {
+			err := t.open(num)
+			if errors.Is(err, os.ErrNotExist) {
+				if later, lerr := firstAfter(dir, num); lerr != nil {
+					return lerr
+				} else if later > 0 { // removed by retention: go on with the oldest kept
+					num = later
+					continue
+				}
+			} else if err != nil {
 				return err
 			}
 		}
@@ -48,9 +60,8 @@ func Tail(ctx context.Context, dir string, from uint64, follow bool, fn func(Ent
 			if _, err := t.drain(); err != nil {
 				return err
 			}
-			if len(t.partial) > 0 {
-				return fmt.Errorf("audit: %s line %d is incomplete, but the log has moved on to %s", fileName(num), t.lineNo+1, fileName(next))
-			}
+			// An incomplete last line here is damage the writer left behind (Verify reports
+			// it); the writer finished this file before it created the next.
 			t.close()
 			num = next
 			wait = tailPollMin
@@ -92,6 +103,9 @@ func startFile(dir string, from uint64) (int, error) {
 	start := nums[0]
 	for _, n := range nums[1:] {
 		e, ok, err := firstEntry(filepath.Join(dir, fileName(n)))
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return 0, err
 		}
@@ -101,6 +115,20 @@ func startFile(dir string, from uint64) (int, error) {
 		start = n
 	}
 	return start, nil
+}
+
+// firstAfter returns the number of the first file in dir after n, 0 when there is none.
+func firstAfter(dir string, n int) (int, error) {
+	nums, err := listFiles(dir)
+	if err != nil {
+		return 0, fmt.Errorf("audit: list %s: %w", dir, err)
+	}
+	for _, m := range nums {
+		if m > n {
+			return m, nil
+		}
+	}
+	return 0, nil
 }
 
 func firstEntry(path string) (Entry, bool, error) {
@@ -116,11 +144,8 @@ func firstEntry(path string) (Entry, bool, error) {
 	if err != nil {
 		return Entry{}, false, err
 	}
-	var e Entry
-	if err := json.Unmarshal(line, &e); err != nil {
-		return Entry{}, false, fmt.Errorf("audit: %s line 1: %w", filepath.Base(path), err)
-	}
-	return e, true, nil
+	e, reason := parseLine(line)
+	return e, reason == "", nil
 }
 
 func exists(path string) bool {
@@ -137,6 +162,7 @@ type tailer struct {
 	name    string
 	lineNo  int
 	partial []byte
+	skip    bool // the current line is over maxLineBytes: drop it up to its newline
 	buf     []byte
 }
 
@@ -145,7 +171,7 @@ func (t *tailer) open(n int) error {
 	if err != nil {
 		return err
 	}
-	t.f, t.name, t.lineNo, t.partial = f, fileName(n), 0, nil
+	t.f, t.name, t.lineNo, t.partial, t.skip = f, fileName(n), 0, nil, false
 	return nil
 }
 
@@ -181,12 +207,14 @@ func (t *tailer) drain() (progressed bool, err error) {
 	}
 }
 
+// consume hands each complete line's entry to fn, skipping lines that are not entries.
 func (t *tailer) consume(data []byte) error {
 	for len(data) > 0 {
 		i := bytes.IndexByte(data, '\n')
 		if i < 0 {
-			if len(t.partial)+len(data) > maxLineBytes {
-				return fmt.Errorf("audit: %s line %d is longer than %d bytes", t.name, t.lineNo+1, maxLineBytes)
+			if t.skip || len(t.partial)+len(data) > maxLineBytes {
+				t.partial, t.skip = nil, true
+				return nil
 			}
 			t.partial = append(t.partial, data...)
 			return nil
@@ -198,9 +226,13 @@ func (t *tailer) consume(data []byte) error {
 		}
 		data = data[i+1:]
 		t.lineNo++
-		var e Entry
-		if err := json.Unmarshal(line, &e); err != nil {
-			return fmt.Errorf("audit: %s line %d: %w", t.name, t.lineNo, err)
+		if t.skip {
+			t.skip = false
+			continue
+		}
+		e, reason := parseLine(line)
+		if reason != "" {
+			continue
 		}
 		if e.Seq >= t.from {
 			if err := t.fn(e); err != nil {

@@ -49,7 +49,13 @@ func newAuditVerifyCmd() *cobra.Command {
 follow without gaps and that each prev is the hash of the line before, across files. An
 intact chain prints "ok: N entries in M files, chain intact" and the head hash (keep a copy
 elsewhere to anchor the chain) and exits 0. A broken chain prints the first broken file and
-line and exits 2. Unreadable files exit 1.`,
+line and exits 2. Unreadable files exit 1.
+
+When the node found a broken chain at start, it left the damaged file as it was and went on
+in a new segment (a file that starts with a chain_broken entry): verify reports the break,
+then where each new segment starts and whether it is intact, up to which seq, with its head.
+When older files are gone, verify checks the first line kept against the anchor the
+retention entry recorded, and warns when no retention entry records the removal.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			dir := filepath.Join(dataDir, "audit")
@@ -57,31 +63,57 @@ line and exits 2. Unreadable files exit 1.`,
 				return fmt.Errorf("no audit log at %s (%w): pass --data-dir or set IACP_DATA_DIR", dir, err)
 			}
 			rep, err := audit.Verify(dir)
-			out := cmd.OutOrStdout()
 			var ce *audit.ChainError
-			if errors.As(err, &ce) {
-				fmt.Fprintf(out, "BROKEN: %s line %d: %s\n", filepath.Join(dir, ce.File), ce.Line, ce.Reason)
-				fmt.Fprintf(out, "the %d entries before it in %d files are intact\n", rep.Entries, rep.Files)
-				return &exitError{code: 2, err: fmt.Errorf("audit chain broken at %s line %d", ce.File, ce.Line)}
-			}
-			if err != nil {
+			if err != nil && !errors.As(err, &ce) {
 				return err
 			}
-			fmt.Fprintf(out, "ok: %d entries in %d files, chain intact\n", rep.Entries, rep.Files)
-			if rep.Entries > 0 {
-				fmt.Fprintf(out, "head: seq %d sha256 %s\n", rep.LastSeq, rep.Head)
-			}
-			if rep.FirstSeq > 1 {
-				fmt.Fprintf(out, "note: the log starts at seq %d; older files were removed\n", rep.FirstSeq)
-			}
-			if rep.TornTail {
-				fmt.Fprintln(out, "note: the last line is incomplete (a write cut by a crash); the node drops and records it when it starts")
+			printAuditReport(cmd.OutOrStdout(), dir, rep)
+			if ce != nil {
+				return &exitError{code: 2, err: fmt.Errorf("audit chain broken at %s line %d", ce.File, ce.Line)}
 			}
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dataDir, "data-dir", auditDataDirDefault(), "the node's data directory (default $IACP_DATA_DIR or ./.data/node)")
 	return cmd
+}
+
+// printAuditReport writes what Verify found: each segment and its break, then the head, the
+// start of the log and a torn tail.
+func printAuditReport(out io.Writer, dir string, rep audit.Report) {
+	if rep.Broken == nil {
+		fmt.Fprintf(out, "ok: %d entries in %d files, chain intact\n", rep.Entries, rep.Files)
+		if rep.Entries > 0 {
+			fmt.Fprintf(out, "head: seq %d sha256 %s\n", rep.LastSeq, rep.Head)
+		}
+	}
+	for i, s := range rep.Segments {
+		if s.StartReason != "" {
+			label := "new segment"
+			if rep.Broken == nil {
+				label = "note: new segment"
+			}
+			fmt.Fprintf(out, "%s: %s starts at seq %d; the node began it when it found: %s\n",
+				label, filepath.Join(dir, s.File), s.FirstSeq, s.StartReason)
+		}
+		switch {
+		case s.Broken != nil:
+			fmt.Fprintf(out, "BROKEN: %s line %d: %s\n", filepath.Join(dir, s.Broken.File), s.Broken.Line, s.Broken.Reason)
+			fmt.Fprintf(out, "the %d entries before it in %d files are intact\n", s.Entries, s.Files)
+		case i > 0 && rep.Broken != nil:
+			fmt.Fprintf(out, "segment intact: %d entries, seq %d to %d, head sha256 %s\n", s.Entries, s.FirstSeq, s.LastSeq, s.Head)
+		}
+	}
+	switch {
+	case rep.UnrecordedRemoval:
+		fmt.Fprintf(out, "warning: the log starts at seq %d, but no retention entry records removing the files before it: they were removed by hand\n", rep.FirstSeq)
+	case rep.RemovedBy != nil:
+		fmt.Fprintf(out, "note: the log starts at seq %d; retention removed the older files (recorded at %s line %d, seq %d)\n",
+			rep.FirstSeq, rep.RemovedBy.File, rep.RemovedBy.Line, rep.RemovedBy.Entry.Seq)
+	}
+	if rep.TornTail {
+		fmt.Fprintln(out, "note: the last line is incomplete (a write cut by a crash); the node drops and records it when it starts")
+	}
 }
 
 func newAuditTailCmd() *cobra.Command {
