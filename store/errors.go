@@ -30,6 +30,8 @@ const (
 	LimitTotal Limit = "total outbox"
 	// LimitInbox is the bound of inbox bytes (WithMaxInboxBytes).
 	LimitInbox Limit = "inbox"
+	// LimitSender is one sending peer's share of the inbox (WithMaxSenderInboxBytes).
+	LimitSender Limit = "per-sender inbox"
 )
 
 // QueueFullError says that a message was refused because storing it would exceed a limit.
@@ -39,6 +41,8 @@ type QueueFullError struct {
 	Limit Limit
 	// Recipient is the recipient agent id for LimitRecipient, else "".
 	Recipient string
+	// Sender is the sending peer id for LimitSender, else "".
+	Sender string
 	// Queued is how many bytes were stored under that bound; Max is the bound; Size is the
 	// size of the refused message.
 	Queued, Max, Size int64
@@ -46,8 +50,11 @@ type QueueFullError struct {
 
 func (e *QueueFullError) Error() string {
 	who := ""
-	if e.Recipient != "" {
+	switch {
+	case e.Recipient != "":
 		who = " for " + e.Recipient
+	case e.Sender != "":
+		who = " of sender " + e.Sender
 	}
 	return fmt.Sprintf("store: %s queue full%s: %d of %d bytes used, message is %d bytes; "+
 		"retry after deliveries drain the queue, or raise the limit", e.Limit, who, e.Queued, e.Max, e.Size)

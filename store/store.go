@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,12 +26,17 @@ var (
 	bktOutRcpt   = []byte("outbox_rcpt") // recipient + 0x00 + seq (8) -> message id
 	bktInbox     = []byte("inbox")       // seq (8) -> inbox record
 	bktInboxID   = []byte("inbox_id")    // message id -> seq (8)
-	bktSeen      = []byte("seen")        // message id -> expires (8)
+	bktSeen      = []byte("seen")        // message id -> expires (8) + 's' + owner peer
 	bktSeenExp   = []byte("seen_exp")    // expires (8) + message id -> empty
-	bktReplay    = []byte("replay")      // window name -> JSON []protocol.ReplayEntry
-	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktReplay}
+	bktGossip    = []byte("gossip")      // message id -> expires (8) + 'g' + owner peer
+	bktGossipExp = []byte("gossip_exp")  // expires (8) + message id -> empty
+	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktGossip, bktGossipExp}
 	errLockTaken = errors.New("store: the file is locked by another process")
 )
+
+// bktLegacyReplay held named replay-window snapshots (SaveReplay, never called); Open
+// deletes it from files that still have it.
+var bktLegacyReplay = []byte("replay")
 
 // Store is the durable outbox, inbox and seen set of one node.
 //
@@ -46,6 +52,7 @@ type Store struct {
 	outTotal int64
 	outRcpt  map[string]int64
 	inTotal  int64
+	inSender map[string]int64 // inbox bytes by sending peer ("" for records without one)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -92,11 +99,14 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 				return err
 			}
 		}
+		if tx.Bucket(bktLegacyReplay) != nil {
+			return tx.DeleteBucket(bktLegacyReplay)
+		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
-	s := &Store{db: db, cfg: cfg, log: cfg.log, outRcpt: make(map[string]int64)}
+	s := &Store{db: db, cfg: cfg, log: cfg.log, outRcpt: make(map[string]int64), inSender: make(map[string]int64)}
 	if err := s.recount(); err != nil {
 		return nil, fmt.Errorf("store: recount %s: %w", path, err)
 	}
@@ -139,6 +149,7 @@ func (s *Store) recount() error {
 				return err
 			}
 			s.inTotal += int64(len(e.Raw))
+			s.inSender[e.Peer] += int64(len(e.Raw))
 			return nil
 		})
 	})
@@ -149,22 +160,25 @@ type Usage struct {
 	// OutboxBytes is the raw bytes queued in the outbox; ByRecipient splits it.
 	OutboxBytes int64
 	ByRecipient map[string]int64
-	// InboxBytes is the raw bytes accepted and not yet acknowledged.
-	InboxBytes int64
-	// MaxRecipientBytes, MaxTotalBytes and MaxInboxBytes are the configured limits.
-	MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes int64
+	// InboxBytes is the raw bytes accepted and not yet acknowledged; InboxBySender splits it
+	// by sending peer ("" for messages stored before the sender was recorded that name none).
+	InboxBytes    int64
+	InboxBySender map[string]int64
+	// MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes and MaxSenderInboxBytes are the
+	// configured limits.
+	MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes, MaxSenderInboxBytes int64
 }
 
 // Usage returns the current byte counters and limits.
 func (s *Store) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := Usage{OutboxBytes: s.outTotal, InboxBytes: s.inTotal, ByRecipient: make(map[string]int64, len(s.outRcpt)),
-		MaxRecipientBytes: s.cfg.maxRecipientBytes, MaxTotalBytes: s.cfg.maxTotalBytes, MaxInboxBytes: s.cfg.maxInboxBytes}
-	for k, v := range s.outRcpt {
-		u.ByRecipient[k] = v
+	return Usage{
+		OutboxBytes: s.outTotal, ByRecipient: maps.Clone(s.outRcpt),
+		InboxBytes: s.inTotal, InboxBySender: maps.Clone(s.inSender),
+		MaxRecipientBytes: s.cfg.maxRecipientBytes, MaxTotalBytes: s.cfg.maxTotalBytes,
+		MaxInboxBytes: s.cfg.maxInboxBytes, MaxSenderInboxBytes: s.cfg.maxSenderBytes,
 	}
-	return u
 }
 
 // be64 and key helpers. Times are stored as Unix nanoseconds; big-endian keys sort in time
