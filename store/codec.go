@@ -28,6 +28,16 @@ func encodeRecord(meta any, raw []byte) ([]byte, error) {
 // decodeRecord fills meta and returns a copy of the raw bytes (bbolt's memory is only valid
 // inside the transaction).
 func decodeRecord(v []byte, meta any) ([]byte, error) {
+	raw, err := recordParts(v, meta)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), raw...), nil
+}
+
+// recordParts fills meta and returns the raw bytes as a slice of v, not copied: for readers
+// that only count or check them.
+func recordParts(v []byte, meta any) ([]byte, error) {
 	if len(v) < 2 || v[0] != recordVersion {
 		return nil, errors.New("store: record has an unknown format version")
 	}
@@ -39,7 +49,7 @@ func decodeRecord(v []byte, meta any) ([]byte, error) {
 	if err := json.Unmarshal(body[:n], meta); err != nil {
 		return nil, fmt.Errorf("store: record metadata: %w", err)
 	}
-	return append([]byte(nil), body[n:]...), nil
+	return body[n:], nil
 }
 
 // outboxMeta is the stored metadata of an OutboxEntry.

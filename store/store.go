@@ -31,7 +31,6 @@ var (
 	bktGossip    = []byte("gossip")      // message id -> expires (8) + 'g' + owner peer
 	bktGossipExp = []byte("gossip_exp")  // expires (8) + message id -> empty
 	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktGossip, bktGossipExp}
-	errLockTaken = errors.New("store: the file is locked by another process")
 )
 
 // bktLegacyReplay held named replay-window snapshots (SaveReplay, never called); Open
@@ -60,6 +59,12 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir, which is created with mode 0700. It
 // recomputes the byte counters from what is stored, so limits hold across restarts.
+//
+// Before bbolt reads the file, Open checks it under the file lock: both meta pages, every
+// page of every bucket, and every record (see Check). A damaged file is refused with a
+// *CorruptError (ErrCorrupt) naming the file, the damage and the commands that check and
+// recover it; Open never panics on one. Another process holding the file past the lock
+// timeout is ErrLocked.
 func Open(dir string, opts ...Option) (_ *Store, err error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -74,17 +79,9 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: create directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:        cfg.lockTimeout,
-		NoSync:         cfg.noSync,
-		NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
-		FreelistType:   bolt.FreelistMapType,
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", errLockTaken, path)
-	}
+	db, err := openBolt(path, &cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -107,11 +104,76 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
 	s := &Store{db: db, cfg: cfg, log: cfg.log, outRcpt: make(map[string]int64), inSender: make(map[string]int64)}
-	if err := s.recount(); err != nil {
-		return nil, fmt.Errorf("store: recount %s: %w", path, err)
+	if err := guard(s.recount); err != nil {
+		return nil, &CorruptError{Path: path, Problems: []Problem{{What: "counting the records: " + err.Error()}}}
 	}
 	s.log.Debug("store opened", "path", path, "outbox_bytes", s.outTotal, "inbox_bytes", s.inTotal, "nosync", cfg.noSync)
 	return s, nil
+}
+
+// openBolt opens the bbolt file at path after checking it (checkedOpen), and runs bbolt's own
+// consistency check on it; any panic on the way becomes a *CorruptError.
+func openBolt(path string, cfg *config) (db *bolt.DB, err error) {
+	var problems []Problem
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:        cfg.lockTimeout,
+			NoSync:         cfg.noSync,
+			NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
+			FreelistType:   bolt.FreelistMapType,
+			OpenFile:       checkedOpen(cfg.lockTimeout, &problems),
+		})
+		return err
+	})
+	switch {
+	case len(problems) > 0:
+		return nil, &CorruptError{Path: path, Problems: problems}
+	case errors.Is(err, errLockTimeout), errors.Is(err, bolterrors.ErrTimeout):
+		return nil, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", ErrLocked, path)
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrVersionMismatch):
+		return nil, &CorruptError{Path: path, Problems: []Problem{{What: err.Error()}}}
+	case errors.Is(err, errPanicked):
+		return nil, &CorruptError{Path: path, Problems: []Problem{{What: err.Error()}}}
+	case err != nil:
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if problems = boltCheckDB(db); len(problems) > 0 {
+		_ = db.Close()
+		return nil, &CorruptError{Path: path, Problems: problems}
+	}
+	return db, nil
+}
+
+// checkedOpen is bbolt's OpenFile hook: it opens the file, takes bbolt's exclusive lock
+// itself (bbolt's own flock on the same descriptor then succeeds at once) and checks the
+// file before bbolt reads a byte of it, so that the check sees what bbolt will see.
+func checkedOpen(timeout time.Duration, problems *[]Problem) func(string, int, os.FileMode) (*os.File, error) {
+	return func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		if err != nil {
+			return nil, err
+		}
+		fail := func(err error) (*os.File, error) { _ = f.Close(); return nil, err }
+		if err := lockFile(f, true, timeout); err != nil {
+			return fail(err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return fail(err)
+		}
+		data, unmap, err := mapFile(f, fi.Size())
+		if err != nil {
+			return fail(err)
+		}
+		rc := newRecordCheck()
+		*problems = append(verifyFile(data, rc.visit), rc.problems...)
+		unmap()
+		if len(*problems) > 0 {
+			return fail(ErrCorrupt)
+		}
+		return f, nil
+	}
 }
 
 // Close closes the file. It is safe to call more than once; later calls return the first
@@ -129,27 +191,33 @@ func (s *Store) Close() error {
 // Path returns the bbolt file's path.
 func (s *Store) Path() string { return s.db.Path() }
 
-// recount recomputes the byte counters from the outbox and inbox buckets.
+// recount recomputes the byte counters from the outbox and inbox records, reading only their
+// metadata (the raw documents are counted, not copied).
 func (s *Store) recount() error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		if err := tx.Bucket(bktOutbox).ForEach(func(_, v []byte) error {
-			e, err := decodeOutbox(v)
+			var m outboxMeta
+			raw, err := recordParts(v, &m)
 			if err != nil {
 				return err
 			}
-			s.outTotal += int64(len(e.Raw))
-			s.outRcpt[e.Recipient] += int64(len(e.Raw))
+			s.outTotal += int64(len(raw))
+			s.outRcpt[m.Recipient] += int64(len(raw))
 			return nil
 		}); err != nil {
 			return err
 		}
 		return tx.Bucket(bktInbox).ForEach(func(_, v []byte) error {
-			e, err := decodeInbox(v)
+			var m inboxMeta
+			raw, err := recordParts(v, &m)
 			if err != nil {
 				return err
 			}
-			s.inTotal += int64(len(e.Raw))
-			s.inSender[e.Peer] += int64(len(e.Raw))
+			if m.Peer == "" {
+				m.Peer = rawSenderPeer(raw)
+			}
+			s.inTotal += int64(len(raw))
+			s.inSender[m.Peer] += int64(len(raw))
 			return nil
 		})
 	})
