@@ -135,12 +135,12 @@ type page struct {
 func pageAt(data []byte, pageSize int, id uint64) (page, error) {
 	off := id * uint64(pageSize)
 	if off+pageHeaderSize > uint64(len(data)) || off/uint64(pageSize) != id {
-		return page{}, fmt.Errorf("page %d lies beyond the end of the file", id)
+		return page{}, fmt.Errorf("the page lies beyond the end of the file")
 	}
 	p := parsePage(data[off:])
 	span := (uint64(p.overflow) + 1) * uint64(pageSize)
 	if uint64(p.overflow) > uint64(len(data)) || off+span > uint64(len(data)) {
-		return p, fmt.Errorf("page %d claims %d overflow pages, past the end of the file", id, p.overflow)
+		return p, fmt.Errorf("the page claims %d overflow pages, past the end of the file", p.overflow)
 	}
 	p.b = data[off : off+span]
 	return p, nil

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"time"
 
 	"github.com/google/uuid"
 	bolt "go.etcd.io/bbolt"
@@ -33,11 +34,16 @@ func (r CheckReport) OK() bool { return len(r.Problems) == 0 }
 //
 // Check takes a shared lock on the file, as bbolt's read-only mode does, so it refuses with
 // ErrLocked while a node is running on the store: stop the node first. Its error is nil
-// unless the check could not run (no store, locked, unreadable).
-func Check(dir string) (CheckReport, error) {
+// unless the check could not run (no store, locked, unreadable). Of the options, only
+// WithLockTimeout applies.
+func Check(dir string, opts ...Option) (CheckReport, error) {
 	path := filepath.Join(dir, FileName)
 	rep := CheckReport{Path: path}
-	_, data, release, err := openForRepair(path, false)
+	cfg, err := configure(opts)
+	if err != nil {
+		return rep, err
+	}
+	_, data, release, err := openForRepair(path, false, cfg.lockTimeout)
 	if err != nil {
 		return rep, err
 	}
@@ -47,14 +53,14 @@ func Check(dir string) (CheckReport, error) {
 	rep.Records = rc.counts
 	rep.Problems = append(rep.Problems, rc.problems...)
 	if len(rep.Problems) == 0 {
-		rep.Problems = boltCheck(path)
+		rep.Problems = boltCheck(path, cfg.lockTimeout)
 	}
 	return rep, nil
 }
 
 // openForRepair opens the store file at path, locks it (shared for Check, exclusive for
 // Recover) and maps it. release unmaps, unlocks and closes.
-func openForRepair(path string, exclusive bool) (f *os.File, data []byte, release func(), err error) {
+func openForRepair(path string, exclusive bool, timeout time.Duration) (f *os.File, data []byte, release func(), err error) {
 	f, err = os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil, nil, fmt.Errorf("store: no store at %s: give the node's data directory (--data-dir)", path)
@@ -62,7 +68,7 @@ func openForRepair(path string, exclusive bool) (f *os.File, data []byte, releas
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	if err := lockFile(f, exclusive, DefaultLockTimeout); err != nil {
+	if err := lockFile(f, exclusive, timeout); err != nil {
 		_ = f.Close()
 		return nil, nil, nil, lockError(path, err)
 	}
@@ -117,10 +123,10 @@ func verifyFile(data []byte, visit func(bucket string, key, value []byte)) (prob
 // boltCheck runs bbolt's own consistency check on a file verifyFile found sound (on a
 // damaged one it can panic on a goroutine of its own, which would end the process). The
 // caller holds a shared lock; bbolt's read-only open takes one of its own beside it.
-func boltCheck(path string) []Problem {
+func boltCheck(path string, timeout time.Duration) []Problem {
 	var db *bolt.DB
 	err := guard(func() (err error) {
-		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: DefaultLockTimeout})
+		db, err = bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: timeout})
 		return err
 	})
 	if err != nil {

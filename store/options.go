@@ -67,6 +67,18 @@ func defaults() config {
 	}
 }
 
+// configure applies opts over the defaults and validates the result.
+func configure(opts []Option) (config, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, cfg.validate()
+}
+
+// validate checks the bounds and resolves the defaults that depend on other settings.
 func (c *config) validate() error {
 	switch {
 	case c.maxRecipientBytes <= 0:

@@ -128,7 +128,7 @@ func (s *Store) PurgeSeen(now time.Time) (int, error) {
 // again with a later expiry (which then has an index key of its own).
 func deleteIfExpires(byID *bolt.Bucket, k []byte) error {
 	v := byID.Get(k[8:])
-	if v == nil || len(v) < 8 || !bytes.Equal(v[:8], k[:8]) {
+	if len(v) < 8 || !bytes.Equal(v[:8], k[:8]) {
 		return nil
 	}
 	return byID.Delete(k[8:])

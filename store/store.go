@@ -66,13 +66,8 @@ type Store struct {
 // recover it; Open never panics on one. Another process holding the file past the lock
 // timeout is ErrLocked.
 func Open(dir string, opts ...Option) (_ *Store, err error) {
-	cfg := defaults()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := configure(opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {

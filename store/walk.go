@@ -53,6 +53,7 @@ type walker struct {
 	visited  map[uint64]bool // pages reached, overflow pages included
 	problems []Problem
 	damaged  map[string]bool // buckets with a damaged page
+	reached  map[string]bool // buckets whose root the walk reached
 	// visit is called for every key and value of a bucket that is not itself a bucket. The
 	// slices point into the file's bytes.
 	visit func(bucket string, key, value []byte)
@@ -60,13 +61,16 @@ type walker struct {
 
 func newWalker(data []byte, pageSize int, hwm uint64, visit func(bucket string, key, value []byte)) *walker {
 	return &walker{data: data, pageSize: pageSize, hwm: hwm, visited: make(map[uint64]bool),
-		damaged: make(map[string]bool), visit: visit}
+		damaged: make(map[string]bool), reached: make(map[string]bool), visit: visit}
 }
 
 func (w *walker) problem(bucket string, pg uint64, format string, args ...any) {
 	w.problems = append(w.problems, Problem{Bucket: bucket, Page: pg, What: fmt.Sprintf(format, args...)})
 	w.damaged[bucket] = true
 }
+
+// whole reports whether the walk read bucket from its root without meeting damage.
+func (w *walker) whole(bucket string) bool { return w.reached[bucket] && !w.damaged[bucket] }
 
 // file walks everything a meta page reaches: the freelist page, if stored, and the root
 // bucket with every bucket under it.
@@ -165,6 +169,7 @@ func (w *walker) elems(bucket string, p page, depth int, lo, hi []byte) {
 // bucket walks a nested bucket from its value in the parent: a root page id, or 0 and the
 // bucket's only page inline.
 func (w *walker) bucket(name string, v []byte, depth int) {
+	w.reached[name] = true
 	if len(v) < bucketHdrSize {
 		w.problem(name, 0, "the bucket's header is %d bytes, not %d", len(v), bucketHdrSize)
 		return
