@@ -17,7 +17,8 @@ import (
 type CheckReport struct {
 	// Path is the file checked.
 	Path string
-	// Records counts the keys read in each bucket (index entries included).
+	// Records counts the keys read in each bucket of the store's layout (index entries
+	// included; 0 for a bucket that is empty or could not be read).
 	Records map[string]int
 	// Problems lists every problem found, in the order found; none when the file is intact.
 	Problems []Problem
@@ -49,6 +50,9 @@ func Check(dir string, opts ...Option) (CheckReport, error) {
 	}
 	defer release()
 	rc := newRecordCheck()
+	for _, b := range allBuckets {
+		rc.counts[string(b)] = 0
+	}
 	rep.Problems = verifyFile(data, rc.visit)
 	rep.Records = rc.counts
 	rep.Problems = append(rep.Problems, rc.problems...)
@@ -167,35 +171,50 @@ func guard(fn func() error) (err error) {
 	return fn()
 }
 
-// recordCheck counts and decodes every record a walk visits.
+// recordCheck decodes every record a walk visits, counts the keys of each bucket and adds
+// up the byte counters Open needs, so that Open reads each record once.
 type recordCheck struct {
 	counts   map[string]int
 	problems []Problem
+	bytes    counters
 }
 
-func newRecordCheck() *recordCheck { return &recordCheck{counts: make(map[string]int)} }
+// counters are the byte counters a Store keeps under its mutex.
+type counters struct {
+	outTotal, inTotal int64
+	outRcpt, inSender map[string]int64
+}
+
+func newRecordCheck() *recordCheck {
+	return &recordCheck{counts: make(map[string]int), bytes: counters{outRcpt: map[string]int64{}, inSender: map[string]int64{}}}
+}
 
 func (c *recordCheck) visit(bucket string, key, value []byte) {
 	c.counts[bucket]++
-	if err := checkRecord(bucket, key, value); err != nil {
+	if err := c.check(bucket, key, value); err != nil {
 		c.problems = append(c.problems, Problem{Bucket: bucket, Key: printableKey(key), What: err.Error()})
 	}
 }
 
-// checkRecord checks one key and value of a bucket of the store's layout.
-func checkRecord(bucket string, k, v []byte) error {
+// check checks one key and value of a bucket of the store's layout, and counts the raw bytes
+// of outbox and inbox records.
+func (c *recordCheck) check(bucket string, k, v []byte) error {
 	switch bucket {
 	case string(bktOutbox):
 		var m outboxMeta
-		if _, err := recordParts(v, &m); err != nil {
+		raw, err := recordParts(v, &m)
+		if err != nil {
 			return err
 		}
 		if m.ID != string(k) {
 			return fmt.Errorf("the record is of message %q", m.ID)
 		}
+		c.bytes.outTotal += int64(len(raw))
+		c.bytes.outRcpt[m.Recipient] += int64(len(raw))
 	case string(bktInbox):
 		var m inboxMeta
-		if _, err := recordParts(v, &m); err != nil {
+		raw, err := recordParts(v, &m)
+		if err != nil {
 			return err
 		}
 		if len(k) != 8 || m.Seq != beUint(k) {
@@ -204,6 +223,11 @@ func checkRecord(bucket string, k, v []byte) error {
 		if _, err := uuid.Parse(m.ID); err != nil {
 			return fmt.Errorf("the record's message id %q is not a UUID", m.ID)
 		}
+		if m.Peer == "" { // written before the sender was kept
+			m.Peer = rawSenderPeer(raw)
+		}
+		c.bytes.inTotal += int64(len(raw))
+		c.bytes.inSender[m.Peer] += int64(len(raw))
 	case string(bktOutDue), string(bktOutExp):
 		if len(k) != 16 || len(v) == 0 {
 			return errors.New("an index entry of the wrong shape")

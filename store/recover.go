@@ -33,6 +33,10 @@ type RecoverReport struct {
 	// Unreadable lists the damage met: records under it were looked for page by page, and
 	// any not found are lost.
 	Unreadable []Problem
+	// Lost lists the message ids that a surviving index (outbox_due, outbox_exp, outbox_rcpt,
+	// inbox_id) names but whose record could not be read anywhere: their senders may need
+	// telling. Messages whose index entries were lost too cannot be listed.
+	Lost []string
 }
 
 // Recover copies every readable message of the store in dir into a new store file, moves
@@ -66,6 +70,14 @@ func Recover(dir string, opts ...Option) (RecoverReport, error) {
 	defer release()
 	sv := salvageFile(data)
 	rep.Unreadable, rep.FromRawPages, rep.Stale = sv.problems, sv.fromRaw, sv.stale
+	for _, ids := range []map[string]bool{sv.outIdx, sv.inboxIDs} {
+		for id := range ids {
+			if sv.outbox[id] == nil && sv.inbox[id] == nil {
+				rep.Lost = append(rep.Lost, id)
+			}
+		}
+	}
+	slices.Sort(rep.Lost)
 	tmp := path + ".recovering"
 	if err := sv.write(tmp, cfg.noSync); err != nil {
 		_ = os.Remove(tmp)
@@ -105,6 +117,8 @@ type salvage struct {
 	inbox    map[string]*InboxEntry
 	seen     map[string]expiry
 	gossip   map[string]expiry
+	rawSeen  map[string]expiry // seen and gossip ids found on raw pages, merged after the scan
+	rawGsp   map[string]expiry
 	outIdx   map[string]bool // ids the outbox indexes name
 	inboxIDs map[string]bool // ids inbox_id names
 	whole    map[string]bool // buckets read from their root without damage
@@ -116,7 +130,7 @@ type salvage struct {
 
 func salvageFile(data []byte) *salvage {
 	sv := &salvage{outbox: map[string]*OutboxEntry{}, inbox: map[string]*InboxEntry{}, seen: map[string]expiry{},
-		gossip: map[string]expiry{}, outIdx: map[string]bool{}, inboxIDs: map[string]bool{}, whole: map[string]bool{}, bad: map[string]bool{}}
+		gossip: map[string]expiry{}, rawSeen: map[string]expiry{}, rawGsp: map[string]expiry{}, outIdx: map[string]bool{}, inboxIDs: map[string]bool{}, whole: map[string]bool{}, bad: map[string]bool{}}
 	metas, pageSize := readMetas(data, os.Getpagesize())
 	metaOK := metas[0].err == nil && metas[1].err == nil
 	for _, m := range metas {
@@ -163,6 +177,13 @@ func salvageFile(data []byte) *salvage {
 		}
 	})
 	sv.fromRaw = len(raw)
+	for _, m := range [][2]map[string]expiry{{sv.rawSeen, sv.seen}, {sv.rawGsp, sv.gossip}} {
+		for id, x := range m[0] {
+			if old, ok := m[1][id]; !ok || x.exp.After(old.exp) {
+				m[1][id] = x
+			}
+		}
+	}
 	for id, e := range sv.inbox { // a recovered message must stay a duplicate when resent
 		if _, ok := sv.seen[id]; !ok {
 			sv.seen[id] = expiry{e.ExpiresAt, e.Peer}
@@ -227,12 +248,13 @@ func (sv *salvage) inboxStale(id string, metaOK bool) bool {
 }
 
 // rawExpiry takes a seen or gossip id found on a raw page (new format only: the 8-byte old
-// seen values cannot be told from inbox_id's).
+// seen values cannot be told from inbox_id's). They are kept apart until the scan ends, so
+// that inboxStale judges by the tree's seen set alone.
 func (sv *salvage) rawExpiry(id string, v []byte) {
 	if len(v) < 9 || uuid.Validate(id) != nil {
 		return
 	}
-	set := map[byte]map[string]expiry{kindSeen: sv.seen, kindGossip: sv.gossip}[v[8]]
+	set := map[byte]map[string]expiry{kindSeen: sv.rawSeen, kindGossip: sv.rawGsp}[v[8]]
 	if set == nil {
 		return
 	}

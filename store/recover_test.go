@@ -98,7 +98,15 @@ func TestRecoverDamagedLeafPage(t *testing.T) {
 	lost := f.keysOn(t, leaf)
 	f.scribble(t, leaf, 0)
 	assertCorrupt(t, f.dir, "outbox")
-	recoverAndServe(t, f, lost)
+	rep := recoverAndServe(t, f, lost)
+	if rep.Outbox+len(rep.Lost) != len(f.outbox) {
+		t.Fatalf("recovered %d and lost %v of %d: the report must name every message it could not read", rep.Outbox, rep.Lost, len(f.outbox))
+	}
+	for _, id := range rep.Lost {
+		if !lost[id] {
+			t.Fatalf("%s reported lost but was not on the damaged page", id)
+		}
+	}
 }
 
 // A damaged branch page hides every leaf under it from a walk of the tree; reading the file

@@ -74,7 +74,7 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 		return nil, fmt.Errorf("store: create directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := openBolt(path, &cfg)
+	db, counts, err := openBolt(path, &cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -98,17 +98,17 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
-	s := &Store{db: db, cfg: cfg, log: cfg.log, outRcpt: make(map[string]int64), inSender: make(map[string]int64)}
-	if err := guard(s.recount); err != nil {
-		return nil, &CorruptError{Path: path, Problems: []Problem{{What: "counting the records: " + err.Error()}}}
-	}
+	s := &Store{db: db, cfg: cfg, log: cfg.log,
+		outTotal: counts.outTotal, outRcpt: counts.outRcpt, inTotal: counts.inTotal, inSender: counts.inSender}
 	s.log.Debug("store opened", "path", path, "outbox_bytes", s.outTotal, "inbox_bytes", s.inTotal, "nosync", cfg.noSync)
 	return s, nil
 }
 
-// openBolt opens the bbolt file at path after checking it (checkedOpen), and runs bbolt's own
-// consistency check on it; any panic on the way becomes a *CorruptError.
-func openBolt(path string, cfg *config) (db *bolt.DB, err error) {
+// openBolt opens the bbolt file at path after checking it (checkedOpen) and runs bbolt's own
+// consistency check on it; any panic on the way becomes a *CorruptError. It returns the byte
+// counters the check added up.
+func openBolt(path string, cfg *config) (db *bolt.DB, _ counters, err error) {
+	rc := newRecordCheck()
 	var problems []Problem
 	err = guard(func() error {
 		var err error
@@ -117,33 +117,35 @@ func openBolt(path string, cfg *config) (db *bolt.DB, err error) {
 			NoSync:         cfg.noSync,
 			NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
 			FreelistType:   bolt.FreelistMapType,
-			OpenFile:       checkedOpen(cfg.lockTimeout, &problems),
+			OpenFile:       checkedOpen(cfg.lockTimeout, rc, &problems),
 		})
 		return err
 	})
+	corrupt := func(p []Problem) (*bolt.DB, counters, error) {
+		return nil, counters{}, &CorruptError{Path: path, Problems: p}
+	}
 	switch {
 	case len(problems) > 0:
-		return nil, &CorruptError{Path: path, Problems: problems}
+		return corrupt(problems)
 	case errors.Is(err, errLockTimeout), errors.Is(err, bolterrors.ErrTimeout):
-		return nil, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", ErrLocked, path)
-	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrChecksum), errors.Is(err, bolterrors.ErrVersionMismatch):
-		return nil, &CorruptError{Path: path, Problems: []Problem{{What: err.Error()}}}
-	case errors.Is(err, errPanicked):
-		return nil, &CorruptError{Path: path, Problems: []Problem{{What: err.Error()}}}
+		return nil, counters{}, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", ErrLocked, path)
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrChecksum),
+		errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, errPanicked):
+		return corrupt([]Problem{{What: err.Error()}})
 	case err != nil:
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, counters{}, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	if problems = boltCheckDB(db); len(problems) > 0 {
 		_ = db.Close()
-		return nil, &CorruptError{Path: path, Problems: problems}
+		return corrupt(problems)
 	}
-	return db, nil
+	return db, rc.bytes, nil
 }
 
 // checkedOpen is bbolt's OpenFile hook: it opens the file, takes bbolt's exclusive lock
 // itself (bbolt's own flock on the same descriptor then succeeds at once) and checks the
-// file before bbolt reads a byte of it, so that the check sees what bbolt will see.
-func checkedOpen(timeout time.Duration, problems *[]Problem) func(string, int, os.FileMode) (*os.File, error) {
+// file with rc before bbolt reads a byte of it, so that the check sees what bbolt will see.
+func checkedOpen(timeout time.Duration, rc *recordCheck, problems *[]Problem) func(string, int, os.FileMode) (*os.File, error) {
 	return func(name string, flag int, mode os.FileMode) (*os.File, error) {
 		f, err := os.OpenFile(name, flag, mode)
 		if err != nil {
@@ -161,7 +163,6 @@ func checkedOpen(timeout time.Duration, problems *[]Problem) func(string, int, o
 		if err != nil {
 			return fail(err)
 		}
-		rc := newRecordCheck()
 		*problems = append(verifyFile(data, rc.visit), rc.problems...)
 		unmap()
 		if len(*problems) > 0 {
@@ -185,38 +186,6 @@ func (s *Store) Close() error {
 
 // Path returns the bbolt file's path.
 func (s *Store) Path() string { return s.db.Path() }
-
-// recount recomputes the byte counters from the outbox and inbox records, reading only their
-// metadata (the raw documents are counted, not copied).
-func (s *Store) recount() error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bktOutbox).ForEach(func(_, v []byte) error {
-			var m outboxMeta
-			raw, err := recordParts(v, &m)
-			if err != nil {
-				return err
-			}
-			s.outTotal += int64(len(raw))
-			s.outRcpt[m.Recipient] += int64(len(raw))
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bktInbox).ForEach(func(_, v []byte) error {
-			var m inboxMeta
-			raw, err := recordParts(v, &m)
-			if err != nil {
-				return err
-			}
-			if m.Peer == "" {
-				m.Peer = rawSenderPeer(raw)
-			}
-			s.inTotal += int64(len(raw))
-			s.inSender[m.Peer] += int64(len(raw))
-			return nil
-		})
-	})
-}
 
 // Usage is a snapshot of the byte counters.
 type Usage struct {
