@@ -3,26 +3,64 @@ package store
 import (
 	"bytes"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
 
 // storeFixture is a closed store file with known contents: n outbox messages (enough for a
-// multi-level tree), a few inbox messages, and their seen ids.
+// multi-level tree), a few inbox messages, and their seen ids. Every Put and Accept is a
+// commit of its own, so older copies of pages lie on free pages, as in a node's store.
 type storeFixture struct {
 	dir    string
 	outbox map[string][]byte // message id -> raw
 	inbox  map[string][]byte
 }
 
+// fixtures caches the file and contents of each fixture size, built once per test binary:
+// every test gets its own copy of the file.
+var fixtures struct {
+	sync.Mutex
+	built map[int]*storeFixture // the contents; each test writes files[n] into a dir of its own
+	files map[int][]byte
+}
+
 func newFixture(t *testing.T, n int) *storeFixture {
 	t.Helper()
+	fixtures.Lock()
+	defer fixtures.Unlock()
+	if fixtures.built == nil {
+		fixtures.built, fixtures.files = map[int]*storeFixture{}, map[int][]byte{}
+	}
+	if fixtures.built[n] == nil {
+		f := buildFixture(t, n)
+		b, err := os.ReadFile(f.path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		fixtures.built[n], fixtures.files[n] = f, b
+	}
+	src := fixtures.built[n]
+	f := &storeFixture{dir: t.TempDir(), outbox: maps.Clone(src.outbox), inbox: maps.Clone(src.inbox)}
+	if err := os.WriteFile(f.path(), fixtures.files[n], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+func buildFixture(t *testing.T, n int) *storeFixture {
+	t.Helper()
 	f := &storeFixture{dir: t.TempDir(), outbox: map[string][]byte{}, inbox: map[string][]byte{}}
-	s := open(t, f.dir, WithClock(newClock().Now), WithNoSync(true))
+	s, err := Open(f.dir, WithBatchDelay(0), WithClock(newClock().Now), WithNoSync(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	for i := range n {
 		m, raw := msg(t, "a:h:bob"+string(rune('a'+i%4)), t0, 3600, 300)
 		if err := s.Put(m, raw); err != nil {
