@@ -158,6 +158,10 @@ func (w *walker) elems(bucket string, p page, depth int, lo, hi []byte) {
 				next = es[i+1].key
 			}
 			w.tree(bucket, e.child, depth+1, e.key, next)
+		case e.bucket && bucket != "":
+			// The store nests no buckets; following one would let a damaged page whose
+			// elements overlap fan out without bound.
+			w.problem(bucket, p.id, "a bucket nested in a bucket, which the store never writes")
 		case e.bucket:
 			w.bucket(joinBucket(bucket, e.key), e.value, depth)
 		default:
@@ -211,7 +215,7 @@ func scanLeaves(data []byte, pageSize int, fn func(pg uint64, key, value []byte)
 
 func scanPage(id uint64, p page, depth int, fn func(pg uint64, key, value []byte)) {
 	es, err := p.elems()
-	if err != nil || depth > maxTreeDepth {
+	if err != nil {
 		return
 	}
 	for _, e := range es {
@@ -219,7 +223,7 @@ func scanPage(id uint64, p page, depth int, fn func(pg uint64, key, value []byte
 			fn(id, e.key, e.value)
 			continue
 		}
-		if len(e.value) >= bucketHdrSize && ne.Uint64(e.value) == 0 {
+		if depth == 0 && len(e.value) >= bucketHdrSize && ne.Uint64(e.value) == 0 { // no nesting: see elems
 			if ip, err := inlinePage(e.value); err == nil {
 				scanPage(id, ip, depth+1, fn)
 			}
