@@ -28,6 +28,16 @@ func encodeRecord(meta any, raw []byte) ([]byte, error) {
 // decodeRecord fills meta and returns a copy of the raw bytes (bbolt's memory is only valid
 // inside the transaction).
 func decodeRecord(v []byte, meta any) ([]byte, error) {
+	raw, err := recordParts(v, meta)
+	if err != nil {
+		return nil, err
+	}
+	return append([]byte(nil), raw...), nil
+}
+
+// recordParts fills meta and returns the raw bytes as a slice of v, not copied: for readers
+// that only count or check them.
+func recordParts(v []byte, meta any) ([]byte, error) {
 	if len(v) < 2 || v[0] != recordVersion {
 		return nil, errors.New("store: record has an unknown format version")
 	}
@@ -39,7 +49,7 @@ func decodeRecord(v []byte, meta any) ([]byte, error) {
 	if err := json.Unmarshal(body[:n], meta); err != nil {
 		return nil, fmt.Errorf("store: record metadata: %w", err)
 	}
-	return append([]byte(nil), body[n:]...), nil
+	return body[n:], nil
 }
 
 // outboxMeta is the stored metadata of an OutboxEntry.
@@ -50,6 +60,7 @@ type outboxMeta struct {
 	Enqueued  int64  `json:"enq"`
 	Expires   int64  `json:"exp"`
 	Attempts  int    `json:"att,omitempty"`
+	Backoff   int    `json:"bo,omitempty"` // absent in records written before it existed: 0
 	Next      int64  `json:"next"`
 	LastError string `json:"err,omitempty"`
 }
@@ -58,7 +69,7 @@ func encodeOutbox(e *OutboxEntry) ([]byte, error) {
 	return encodeRecord(outboxMeta{
 		ID: e.MessageID, Recipient: e.Recipient, Seq: e.Seq,
 		Enqueued: e.EnqueuedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(),
-		Attempts: e.Attempts, Next: e.NextAttemptAt.UnixNano(), LastError: e.LastError,
+		Attempts: e.Attempts, Backoff: e.Backoff, Next: e.NextAttemptAt.UnixNano(), LastError: e.LastError,
 	}, e.Raw)
 }
 
@@ -71,7 +82,7 @@ func decodeOutbox(v []byte) (*OutboxEntry, error) {
 	return &OutboxEntry{
 		MessageID: m.ID, Recipient: m.Recipient, Seq: m.Seq, Raw: raw,
 		EnqueuedAt: time.Unix(0, m.Enqueued), ExpiresAt: time.Unix(0, m.Expires),
-		Attempts: m.Attempts, NextAttemptAt: time.Unix(0, m.Next), LastError: m.LastError,
+		Attempts: m.Attempts, Backoff: m.Backoff, NextAttemptAt: time.Unix(0, m.Next), LastError: m.LastError,
 	}, nil
 }
 
@@ -83,12 +94,14 @@ type inboxMeta struct {
 	Seq      uint64 `json:"seq"`
 	Received int64  `json:"recv"`
 	Expires  int64  `json:"exp"`
+	// Peer is the authenticated sending peer; absent in records written before it existed.
+	Peer string `json:"peer,omitempty"`
 }
 
 func encodeInbox(e *InboxEntry) ([]byte, error) {
 	return encodeRecord(inboxMeta{
 		ID: e.MessageID, From: e.From, To: e.To, Seq: e.Seq,
-		Received: e.ReceivedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(),
+		Received: e.ReceivedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(), Peer: e.Peer,
 	}, e.Raw)
 }
 
@@ -98,8 +111,53 @@ func decodeInbox(v []byte) (*InboxEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Peer == "" {
+		m.Peer = rawSenderPeer(raw)
+	}
 	return &InboxEntry{
-		MessageID: m.ID, From: m.From, To: m.To, Seq: m.Seq, Raw: raw,
+		MessageID: m.ID, From: m.From, To: m.To, Peer: m.Peer, Seq: m.Seq, Raw: raw,
 		ReceivedAt: time.Unix(0, m.Received), ExpiresAt: time.Unix(0, m.Expires),
 	}, nil
+}
+
+// rawSenderPeer reads sender.peer_id from a raw document, for inbox records written before
+// the record kept it; "" when the document has none.
+func rawSenderPeer(raw []byte) string {
+	var doc struct {
+		Envelope struct {
+			Sender struct {
+				PeerID string `json:"peer_id"`
+			} `json:"sender"`
+		} `json:"envelope"`
+	}
+	if json.Unmarshal(raw, &doc) != nil {
+		return ""
+	}
+	return doc.Envelope.Sender.PeerID
+}
+
+// Seen and gossip values: the expiry (8 bytes, Unix nanoseconds, big-endian), then a kind
+// byte and the owner peer id. Seen values written before owners were kept are the 8 bytes
+// alone. The kind byte tells the two sets apart when Recover scans raw pages.
+const (
+	kindSeen   byte = 's'
+	kindGossip byte = 'g'
+)
+
+func encodeExpiry(kind byte, exp time.Time, owner string) []byte {
+	v := make([]byte, 0, 9+len(owner))
+	v = append(v, be64(uint64(exp.UnixNano()))...)
+	return append(append(v, kind), owner...)
+}
+
+// decodeExpiry reads a seen or gossip value written with kind; an 8-byte value (the seen
+// set's old format) has no owner.
+func decodeExpiry(kind byte, v []byte) (exp time.Time, owner string, err error) {
+	switch {
+	case len(v) == 8:
+		return keyTime(v), "", nil
+	case len(v) < 9 || v[8] != kind:
+		return time.Time{}, "", fmt.Errorf("store: expiry value of %d bytes has no kind %q", len(v), kind)
+	}
+	return keyTime(v), string(v[9:]), nil
 }

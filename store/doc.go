@@ -1,6 +1,7 @@
 // Package store is the node's durable delivery state: the outbox of direct messages waiting
-// for a receipt, the inbox of accepted messages waiting for the local agent, and the
-// persistent "seen" set that makes acceptance exactly-once across restarts.
+// for a receipt, the inbox of accepted messages waiting for the local agent, the persistent
+// "seen" set that makes acceptance exactly-once across restarts, and a journal of the gossip
+// message ids delivered to the agent.
 //
 // Everything lives in one bbolt file (<data-dir>/store/store.db by the node's convention).
 // Every write is one bbolt transaction; Put, Accept, Ack, Delivered and Reschedule go through
@@ -10,6 +11,11 @@
 // The store reads the clock only where it stamps a time of its own (enqueued at, received
 // at); every decision that depends on time (Due, Expired, PurgeSeen) takes now from the
 // caller, so tests need no sleeps. It starts no goroutine of its own (bbolt's batch timer
-// aside, which ends with each batch). The layout, the guarantees and how each is tested are
-// in docs/delivery.md.
+// aside, which ends with each batch).
+//
+// A damaged file never makes the store panic: Open checks the file with its own
+// bounds-checked reader of bbolt's page format before bbolt reads it and returns a
+// *CorruptError; Check lists the damage and Recover copies every readable message into a new
+// file (boltfile.go, walk.go, check.go, recover.go). The layout, the guarantees and how each
+// is tested are in docs/delivery.md.
 package store

@@ -55,7 +55,21 @@ func msg(t testing.TB, to string, ts time.Time, ttl int64, size int) (*protocol.
 	return m, raw
 }
 
+// msgFrom is msg sent by peer (envelope.sender.peer_id), as the node has authenticated it.
+func msgFrom(t testing.TB, peer, to string, ts time.Time, ttl int64, size int) (*protocol.Message, []byte) {
+	t.Helper()
+	m, raw, err := newMsgFrom(peer, to, ts, ttl, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, raw
+}
+
 func newMsg(to string, ts time.Time, ttl int64, size int) (*protocol.Message, []byte, error) {
+	return newMsgFrom("", to, ts, ttl, size)
+}
+
+func newMsgFrom(peer, to string, ts time.Time, ttl int64, size int) (*protocol.Message, []byte, error) {
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, nil, err
@@ -63,7 +77,7 @@ func newMsg(to string, ts time.Time, ttl int64, size int) (*protocol.Message, []
 	m := &protocol.Message{
 		Envelope: protocol.Envelope{
 			Version: "1.0", MessageID: id.String(),
-			Sender:    protocol.Sender{AgentID: "a:h:sender"},
+			Sender:    protocol.Sender{AgentID: "a:h:sender", PeerID: peer},
 			Recipient: protocol.Recipient{AgentID: to, Channel: "default"},
 			Timestamp: ts.UTC().Format(time.RFC3339Nano), TTLSeconds: ttl,
 		},

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +18,9 @@ type InboxEntry struct {
 	MessageID string
 	From      string
 	To        string
+	// Peer is the sending peer (envelope.sender.peer_id), whose inbox share the message
+	// counts against and who owns its seen id.
+	Peer string
 	// Raw is the signed document exactly as received.
 	Raw []byte
 	// Seq is the arrival order.
@@ -44,8 +48,12 @@ type AcceptResult struct {
 //
 // A message id seen before and not yet expired is not stored again: the result has
 // Duplicate set. Accept refuses a message whose id is not a UUID (PAYLOAD_INVALID), one
-// already expired (TIMEOUT), and one that would push the inbox past its limit
-// (*QueueFullError, RATE_LIMITED): the sender keeps it and retries.
+// already expired (TIMEOUT), and one that would push its sender's share of the inbox or the
+// inbox itself past its limit (*QueueFullError with LimitSender or LimitInbox, RATE_LIMITED):
+// the sender keeps it and retries. A refusal stores nothing and drops nothing.
+//
+// The sender is m.Envelope.Sender.PeerID, which the caller has verified is the authenticated
+// remote peer; it is stored with the message and, as the owner, with its seen id.
 func (s *Store) Accept(m *protocol.Message, raw []byte) (AcceptResult, error) {
 	res, errs, err := s.AcceptAll([]*protocol.Message{m}, [][]byte{raw})
 	if err != nil {
@@ -67,12 +75,12 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 	for i, m := range ms {
 		e := &InboxEntry{
 			MessageID: m.Envelope.MessageID, From: m.Envelope.Sender.AgentID, To: m.Envelope.Recipient.AgentID,
-			Raw: raws[i], ReceivedAt: now, ExpiresAt: m.Expires(),
+			Peer: m.Envelope.Sender.PeerID, Raw: raws[i], ReceivedAt: now, ExpiresAt: m.Expires(),
 		}
 		if errs[i] = checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raws[i])); errs[i] != nil {
 			continue
 		}
-		if errs[i] = s.reserveInbox(int64(len(raws[i]))); errs[i] != nil {
+		if errs[i] = s.reserveInbox(e.Peer, int64(len(raws[i]))); errs[i] != nil {
 			continue
 		}
 		entries[i], reserved[i] = e, int64(len(raws[i]))
@@ -99,7 +107,7 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 	})
 	for i := range entries {
 		if reserved[i] > 0 && (err != nil || results[i].Duplicate) {
-			s.releaseInbox(reserved[i])
+			s.releaseInbox(entries[i].Peer, reserved[i])
 		}
 	}
 	if err != nil {
@@ -113,7 +121,11 @@ func acceptTx(tx *bolt.Tx, e *InboxEntry, now time.Time, res *AcceptResult) erro
 	id := []byte(e.MessageID)
 	seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
 	if v := seen.Get(id); v != nil {
-		if exp := keyTime(v); exp.After(now) {
+		exp, _, err := decodeExpiry(kindSeen, v)
+		if err != nil {
+			return fmt.Errorf("seen id %s: %w", e.MessageID, err)
+		}
+		if exp.After(now) {
 			res.Duplicate = true
 			if seq := tx.Bucket(bktInboxID).Get(id); seq != nil {
 				res.Pending, res.Seq = true, beUint(seq)
@@ -121,7 +133,7 @@ func acceptTx(tx *bolt.Tx, e *InboxEntry, now time.Time, res *AcceptResult) erro
 			return nil
 		}
 		// Seen but expired and not yet purged: forget the old record.
-		if err := seenExp.Delete(timeKey(keyTime(v), id)); err != nil {
+		if err := seenExp.Delete(timeKey(exp, id)); err != nil {
 			return err
 		}
 	}
@@ -137,7 +149,7 @@ func acceptTx(tx *bolt.Tx, e *InboxEntry, now time.Time, res *AcceptResult) erro
 	}
 	res.Pending, res.Seq = true, seq
 	return errors.Join(
-		seen.Put(id, timeKey(e.ExpiresAt)),
+		seen.Put(id, encodeExpiry(kindSeen, e.ExpiresAt, e.Peer)),
 		seenExp.Put(timeKey(e.ExpiresAt, id), nil),
 		inbox.Put(be64(seq), v),
 		tx.Bucket(bktInboxID).Put(id, be64(seq)),
@@ -146,23 +158,32 @@ func acceptTx(tx *bolt.Tx, e *InboxEntry, now time.Time, res *AcceptResult) erro
 
 func beUint(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
 
-func (s *Store) reserveInbox(size int64) error {
+// reserveInbox counts size against the sender's share and the inbox, or refuses it (the
+// sender's share first, so that a peer flooding the inbox is told it is its own share).
+func (s *Store) reserveInbox(sender string, size int64) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		return ErrClosed
 	}
+	if q := s.inSender[sender]; q+size > s.cfg.maxSenderBytes {
+		return &QueueFullError{Limit: LimitSender, Sender: sender, Queued: q, Max: s.cfg.maxSenderBytes, Size: size}
+	}
 	if s.inTotal+size > s.cfg.maxInboxBytes {
 		return &QueueFullError{Limit: LimitInbox, Queued: s.inTotal, Max: s.cfg.maxInboxBytes, Size: size}
 	}
 	s.inTotal += size
+	s.inSender[sender] += size
 	return nil
 }
 
-func (s *Store) releaseInbox(size int64) {
+func (s *Store) releaseInbox(sender string, size int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.inTotal -= size
+	if s.inSender[sender] -= size; s.inSender[sender] <= 0 {
+		delete(s.inSender, sender)
+	}
 }
 
 // Pending returns every message accepted and not yet acknowledged, in arrival order: after
@@ -187,9 +208,10 @@ func (s *Store) Pending() ([]InboxEntry, error) {
 // the message is not in the inbox (already acknowledged).
 func (s *Store) Ack(id string) error {
 	var size int64
+	var peer string
 	var found bool
 	err := s.db.Batch(func(tx *bolt.Tx) error {
-		found, size = false, 0
+		found, size, peer = false, 0, ""
 		ids := tx.Bucket(bktInboxID)
 		seq := ids.Get([]byte(id))
 		if seq == nil {
@@ -197,7 +219,13 @@ func (s *Store) Ack(id string) error {
 		}
 		inbox := tx.Bucket(bktInbox)
 		key := bytes.Clone(seq)
-		size = recordRawLen(inbox.Get(key))
+		if v := inbox.Get(key); v != nil {
+			e, err := decodeInbox(v)
+			if err != nil {
+				return fmt.Errorf("inbox record of %s: %w", id, err)
+			}
+			size, peer = int64(len(e.Raw)), e.Peer
+		}
 		found = true
 		return errors.Join(inbox.Delete(key), ids.Delete([]byte(id)))
 	})
@@ -205,53 +233,7 @@ func (s *Store) Ack(id string) error {
 		err = ErrNotFound
 	}
 	if err == nil {
-		s.releaseInbox(size)
+		s.releaseInbox(peer, size)
 	}
 	return s.wrap("ack", err)
-}
-
-func recordRawLen(v []byte) int64 {
-	if v == nil {
-		return 0
-	}
-	e, err := decodeInbox(v)
-	if err != nil {
-		return 0
-	}
-	return int64(len(e.Raw))
-}
-
-// PurgeSeen forgets the seen ids whose messages expired at or before now and returns how
-// many it removed. Such a message can no longer be accepted (Accept refuses it as expired),
-// so forgetting it cannot let a replay through. The owner calls it on a schedule, e.g. every
-// minute.
-func (s *Store) PurgeSeen(now time.Time) (int, error) {
-	var n int
-	err := s.db.Update(func(tx *bolt.Tx) error {
-		n = 0
-		seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
-		c := seenExp.Cursor()
-		var keys [][]byte
-		for k, _ := c.First(); k != nil && !keyTime(k).After(now); k, _ = c.Next() {
-			keys = append(keys, bytes.Clone(k))
-		}
-		for _, k := range keys {
-			if err := errors.Join(seenExp.Delete(k), seen.Delete(k[8:])); err != nil {
-				return err
-			}
-			n++
-		}
-		return nil
-	})
-	return n, s.wrap("purge seen", err)
-}
-
-// SeenLen returns how many ids the seen set holds, expired ones not yet purged included.
-func (s *Store) SeenLen() (int, error) {
-	var n int
-	err := s.db.View(func(tx *bolt.Tx) error {
-		n = tx.Bucket(bktSeen).Stats().KeyN
-		return nil
-	})
-	return n, s.wrap("seen len", err)
 }

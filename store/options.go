@@ -17,6 +17,11 @@ const (
 	// DefaultMaxInboxBytes bounds the raw bytes of accepted messages the local agent has not
 	// yet taken: 256 MiB. Beyond it Accept refuses with RATE_LIMITED and the sender retries.
 	DefaultMaxInboxBytes = 256 << 20
+	// DefaultMaxSenderInboxBytes bounds the raw inbox bytes of one sending peer: 32 MiB, one
+	// eighth of the default inbox and two maximum-size (16 MiB) messages, so that one peer
+	// filling its share leaves seven eighths of the inbox to everyone else. When the inbox
+	// bound is set below it and this one is not set, the share is the whole inbox.
+	DefaultMaxSenderInboxBytes = 32 << 20
 	// DefaultBatchDelay is how long a write waits for others to share its commit and fsync:
 	// 2 ms, below one fsync on most disks, so a lone writer loses little and concurrent
 	// writers share a sync. (bbolt's own default is 10 ms.)
@@ -26,6 +31,10 @@ const (
 	// DefaultLockTimeout is how long Open waits for another process to release the file:
 	// 2 s, then it fails with a message naming the file.
 	DefaultLockTimeout = 2 * time.Second
+	// MaxPurgePerCall is the most seen and gossip ids one PurgeSeen call deletes: 10,000 keep
+	// its commit to a few MiB of pages and tens of milliseconds, so a backlog (a node that was
+	// down for a day) is worked off over several calls instead of stalling other writers.
+	MaxPurgePerCall = 10_000
 )
 
 // Option configures Open.
@@ -39,6 +48,8 @@ type config struct {
 	batchDelay        time.Duration
 	batchSize         int
 	lockTimeout       time.Duration
+	maxSenderBytes    int64
+	senderSet         bool // WithMaxSenderInboxBytes was given
 	now               func() time.Time
 	log               *slog.Logger
 }
@@ -56,6 +67,18 @@ func defaults() config {
 	}
 }
 
+// configure applies opts over the defaults and validates the result.
+func configure(opts []Option) (config, error) {
+	cfg := defaults()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, cfg.validate()
+}
+
+// validate checks the bounds and resolves the defaults that depend on other settings.
 func (c *config) validate() error {
 	switch {
 	case c.maxRecipientBytes <= 0:
@@ -64,12 +87,17 @@ func (c *config) validate() error {
 		return fmt.Errorf("store: MaxTotalBytes (%d) must be at least MaxRecipientBytes (%d)", c.maxTotalBytes, c.maxRecipientBytes)
 	case c.maxInboxBytes <= 0:
 		return fmt.Errorf("store: MaxInboxBytes is %d; it must be positive", c.maxInboxBytes)
+	case c.senderSet && (c.maxSenderBytes <= 0 || c.maxSenderBytes > c.maxInboxBytes):
+		return fmt.Errorf("store: MaxSenderInboxBytes is %d; it must be in [1, MaxInboxBytes (%d)]", c.maxSenderBytes, c.maxInboxBytes)
 	case c.batchDelay < 0 || c.batchDelay > time.Second:
 		return fmt.Errorf("store: BatchDelay is %s; it must be in [0, 1s]", c.batchDelay)
 	case c.batchSize < 1 || c.batchSize > 100_000:
 		return fmt.Errorf("store: BatchSize is %d; it must be in [1, 100000]", c.batchSize)
 	case c.lockTimeout < 0:
 		return fmt.Errorf("store: LockTimeout is %s; it must not be negative (0 waits forever)", c.lockTimeout)
+	}
+	if !c.senderSet {
+		c.maxSenderBytes = min(DefaultMaxSenderInboxBytes, c.maxInboxBytes)
 	}
 	return nil
 }
@@ -95,6 +123,13 @@ func WithMaxTotalBytes(n int64) Option {
 // WithMaxInboxBytes bounds the raw bytes of the inbox (default DefaultMaxInboxBytes).
 func WithMaxInboxBytes(n int64) Option {
 	return func(c *config) error { c.maxInboxBytes = n; return nil }
+}
+
+// WithMaxSenderInboxBytes bounds the raw inbox bytes accepted from one sending peer and not
+// yet taken by the agent (default DefaultMaxSenderInboxBytes, and never more than the inbox
+// bound). The sender is the authenticated peer, envelope.sender.peer_id.
+func WithMaxSenderInboxBytes(n int64) Option {
+	return func(c *config) error { c.maxSenderBytes, c.senderSet = n, true; return nil }
 }
 
 // WithBatchDelay sets how long a batched write waits for company (default DefaultBatchDelay).

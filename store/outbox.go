@@ -28,8 +28,12 @@ type OutboxEntry struct {
 	// (timestamp + ttl_seconds).
 	EnqueuedAt time.Time
 	ExpiresAt  time.Time
-	// Attempts counts the failed delivery attempts recorded by Reschedule.
+	// Attempts counts the failed delivery attempts recorded by Reschedule, for reports.
 	Attempts int
+	// Backoff counts the failed attempts since the recipient was last seen: Reschedule adds
+	// one, RetryNow (the recipient is back) sets it to 0. The retry delay grows with it, so
+	// a recipient that returns is retried from the shortest delay again.
+	Backoff int
 	// NextAttemptAt is when Due returns the entry next; Put sets it to EnqueuedAt.
 	NextAttemptAt time.Time
 	// LastError is the error of the last failed attempt, "" before the first.
@@ -209,8 +213,8 @@ func (s *Store) Due(now time.Time, limit int) ([]OutboxEntry, error) {
 	return out, s.wrap("due", err)
 }
 
-// Reschedule records a failed attempt: Attempts grows by one, NextAttemptAt becomes next
-// and LastError lastErr. It returns ErrNotFound if the entry is gone (delivered or expired
+// Reschedule records a failed attempt: Attempts and Backoff grow by one, NextAttemptAt
+// becomes next and LastError lastErr. It returns ErrNotFound if the entry is gone (delivered or expired
 // meanwhile), which the caller can ignore.
 func (s *Store) Reschedule(id string, next time.Time, lastErr string) error {
 	var found bool
@@ -225,6 +229,7 @@ func (s *Store) Reschedule(id string, next time.Time, lastErr string) error {
 			return err
 		}
 		e.Attempts++
+		e.Backoff++
 		e.NextAttemptAt, e.LastError = next, lastErr
 		return putOutbox(tx, e)
 	})
@@ -235,7 +240,9 @@ func (s *Store) Reschedule(id string, next time.Time, lastErr string) error {
 }
 
 // RetryNow makes every entry for recipient that is scheduled after now due at now, without
-// counting an attempt, for when the recipient is seen again. It returns how many it moved.
+// counting an attempt, for when the recipient is seen again, and sets the Backoff of those
+// entries to 0, so that a failure after the recipient's return waits the shortest delay
+// again rather than the long one grown while it was away. It returns how many it moved.
 func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
 	s.mu.Lock()
 	queued := s.outRcpt[recipient]
@@ -258,7 +265,7 @@ func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
 			if err := tx.Bucket(bktOutDue).Delete(dueKey(e.NextAttemptAt, e.Seq)); err != nil {
 				return err
 			}
-			e.NextAttemptAt = now
+			e.NextAttemptAt, e.Backoff = now, 0
 			if err := putOutbox(tx, e); err != nil {
 				return err
 			}

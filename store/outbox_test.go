@@ -283,6 +283,43 @@ func TestForRecipientAndRetryNow(t *testing.T) {
 	}
 }
 
+// A recipient that comes back is retried from the shortest delay again: RetryNow resets
+// Backoff, while Attempts keeps counting for reports.
+func TestRetryNowResetsBackoff(t *testing.T) {
+	dir := t.TempDir()
+	clk := newClock()
+	s := open(t, dir, WithClock(clk.Now))
+	m, raw := msg(t, "a:h:bob", t0, 3600, 10)
+	if err := s.Put(m, raw); err != nil {
+		t.Fatal(err)
+	}
+	id := m.Envelope.MessageID
+	for i := range 3 {
+		if err := s.Reschedule(id, t0.Add(time.Duration(i+1)*time.Minute), "unreachable"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if e, _ := s.Get(id); e.Attempts != 3 || e.Backoff != 3 {
+		t.Fatalf("after 3 failures: attempts %d backoff %d, want 3 and 3", e.Attempts, e.Backoff)
+	}
+	if n, err := s.RetryNow("a:h:bob", t0.Add(time.Second)); n != 1 || err != nil {
+		t.Fatalf("retry now: %d %v", n, err)
+	}
+	if e, _ := s.Get(id); e.Attempts != 3 || e.Backoff != 0 {
+		t.Fatalf("after the recipient came back: attempts %d backoff %d, want 3 and 0", e.Attempts, e.Backoff)
+	}
+	if err := s.Reschedule(id, t0.Add(time.Minute), "refused"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(t, dir, WithClock(clk.Now))
+	if e, _ := s.Get(id); e.Attempts != 4 || e.Backoff != 1 {
+		t.Fatalf("after reopen: attempts %d backoff %d, want 4 and 1", e.Attempts, e.Backoff)
+	}
+}
+
 func TestClose(t *testing.T) {
 	s := open(t, t.TempDir())
 	if err := s.Close(); err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"sync"
@@ -25,12 +26,16 @@ var (
 	bktOutRcpt   = []byte("outbox_rcpt") // recipient + 0x00 + seq (8) -> message id
 	bktInbox     = []byte("inbox")       // seq (8) -> inbox record
 	bktInboxID   = []byte("inbox_id")    // message id -> seq (8)
-	bktSeen      = []byte("seen")        // message id -> expires (8)
+	bktSeen      = []byte("seen")        // message id -> expires (8) + 's' + owner peer
 	bktSeenExp   = []byte("seen_exp")    // expires (8) + message id -> empty
-	bktReplay    = []byte("replay")      // window name -> JSON []protocol.ReplayEntry
-	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktReplay}
-	errLockTaken = errors.New("store: the file is locked by another process")
+	bktGossip    = []byte("gossip")      // message id -> expires (8) + 'g' + owner peer
+	bktGossipExp = []byte("gossip_exp")  // expires (8) + message id -> empty
+	allBuckets   = [][]byte{bktOutbox, bktOutDue, bktOutExp, bktOutRcpt, bktInbox, bktInboxID, bktSeen, bktSeenExp, bktGossip, bktGossipExp}
 )
+
+// bktLegacyReplay held named replay-window snapshots (SaveReplay, never called); Open
+// deletes it from files that still have it.
+var bktLegacyReplay = []byte("replay")
 
 // Store is the durable outbox, inbox and seen set of one node.
 //
@@ -46,6 +51,7 @@ type Store struct {
 	outTotal int64
 	outRcpt  map[string]int64
 	inTotal  int64
+	inSender map[string]int64 // inbox bytes by sending peer ("" for records without one)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -53,31 +59,24 @@ type Store struct {
 
 // Open opens (creating if needed) the store in dir, which is created with mode 0700. It
 // recomputes the byte counters from what is stored, so limits hold across restarts.
+//
+// Before bbolt reads the file, Open checks it under the file lock: both meta pages, every
+// page of every bucket, and every record (see Check). A damaged file is refused with a
+// *CorruptError (ErrCorrupt) naming the file, the damage and the commands that check and
+// recover it; Open never panics on one. Another process holding the file past the lock
+// timeout is ErrLocked.
 func Open(dir string, opts ...Option) (_ *Store, err error) {
-	cfg := defaults()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := cfg.validate(); err != nil {
+	cfg, err := configure(opts)
+	if err != nil {
 		return nil, err
 	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("store: create directory: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
-		Timeout:        cfg.lockTimeout,
-		NoSync:         cfg.noSync,
-		NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
-		FreelistType:   bolt.FreelistMapType,
-	})
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", errLockTaken, path)
-	}
+	db, counts, err := openBolt(path, &cfg)
 	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -92,16 +91,85 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 				return err
 			}
 		}
+		if tx.Bucket(bktLegacyReplay) != nil {
+			return tx.DeleteBucket(bktLegacyReplay)
+		}
 		return nil
 	}); err != nil {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
-	s := &Store{db: db, cfg: cfg, log: cfg.log, outRcpt: make(map[string]int64)}
-	if err := s.recount(); err != nil {
-		return nil, fmt.Errorf("store: recount %s: %w", path, err)
-	}
+	s := &Store{db: db, cfg: cfg, log: cfg.log,
+		outTotal: counts.outTotal, outRcpt: counts.outRcpt, inTotal: counts.inTotal, inSender: counts.inSender}
 	s.log.Debug("store opened", "path", path, "outbox_bytes", s.outTotal, "inbox_bytes", s.inTotal, "nosync", cfg.noSync)
 	return s, nil
+}
+
+// openBolt opens the bbolt file at path after checking it (checkedOpen) and runs bbolt's own
+// consistency check on it; any panic on the way becomes a *CorruptError. It returns the byte
+// counters the check added up.
+func openBolt(path string, cfg *config) (db *bolt.DB, _ counters, err error) {
+	rc := newRecordCheck()
+	var problems []Problem
+	err = guard(func() error {
+		var err error
+		db, err = bolt.Open(path, 0o600, &bolt.Options{
+			Timeout:        cfg.lockTimeout,
+			NoSync:         cfg.noSync,
+			NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
+			FreelistType:   bolt.FreelistMapType,
+			OpenFile:       checkedOpen(cfg.lockTimeout, rc, &problems),
+		})
+		return err
+	})
+	corrupt := func(p []Problem) (*bolt.DB, counters, error) {
+		return nil, counters{}, &CorruptError{Path: path, Problems: p}
+	}
+	switch {
+	case len(problems) > 0:
+		return corrupt(problems)
+	case errors.Is(err, errLockTimeout), errors.Is(err, bolterrors.ErrTimeout):
+		return nil, counters{}, fmt.Errorf("%w: %s (is another iacp-node running on this data directory?)", ErrLocked, path)
+	case errors.Is(err, bolterrors.ErrInvalid), errors.Is(err, bolterrors.ErrChecksum),
+		errors.Is(err, bolterrors.ErrVersionMismatch), errors.Is(err, errPanicked):
+		return corrupt([]Problem{{What: err.Error()}})
+	case err != nil:
+		return nil, counters{}, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	if problems = boltCheckDB(db); len(problems) > 0 {
+		_ = db.Close()
+		return corrupt(problems)
+	}
+	return db, rc.bytes, nil
+}
+
+// checkedOpen is bbolt's OpenFile hook: it opens the file, takes bbolt's exclusive lock
+// itself (bbolt's own flock on the same descriptor then succeeds at once) and checks the
+// file with rc before bbolt reads a byte of it, so that the check sees what bbolt will see.
+func checkedOpen(timeout time.Duration, rc *recordCheck, problems *[]Problem) func(string, int, os.FileMode) (*os.File, error) {
+	return func(name string, flag int, mode os.FileMode) (*os.File, error) {
+		f, err := os.OpenFile(name, flag, mode)
+		if err != nil {
+			return nil, err
+		}
+		fail := func(err error) (*os.File, error) { _ = f.Close(); return nil, err }
+		if err := lockFile(f, true, timeout); err != nil {
+			return fail(err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			return fail(err)
+		}
+		data, unmap, err := mapFile(f, fi.Size())
+		if err != nil {
+			return fail(err)
+		}
+		*problems = append(verifyFile(data, rc.visit), rc.problems...)
+		unmap()
+		if len(*problems) > 0 {
+			return fail(ErrCorrupt)
+		}
+		return f, nil
+	}
 }
 
 // Close closes the file. It is safe to call more than once; later calls return the first
@@ -119,52 +187,30 @@ func (s *Store) Close() error {
 // Path returns the bbolt file's path.
 func (s *Store) Path() string { return s.db.Path() }
 
-// recount recomputes the byte counters from the outbox and inbox buckets.
-func (s *Store) recount() error {
-	return s.db.View(func(tx *bolt.Tx) error {
-		if err := tx.Bucket(bktOutbox).ForEach(func(_, v []byte) error {
-			e, err := decodeOutbox(v)
-			if err != nil {
-				return err
-			}
-			s.outTotal += int64(len(e.Raw))
-			s.outRcpt[e.Recipient] += int64(len(e.Raw))
-			return nil
-		}); err != nil {
-			return err
-		}
-		return tx.Bucket(bktInbox).ForEach(func(_, v []byte) error {
-			e, err := decodeInbox(v)
-			if err != nil {
-				return err
-			}
-			s.inTotal += int64(len(e.Raw))
-			return nil
-		})
-	})
-}
-
 // Usage is a snapshot of the byte counters.
 type Usage struct {
 	// OutboxBytes is the raw bytes queued in the outbox; ByRecipient splits it.
 	OutboxBytes int64
 	ByRecipient map[string]int64
-	// InboxBytes is the raw bytes accepted and not yet acknowledged.
-	InboxBytes int64
-	// MaxRecipientBytes, MaxTotalBytes and MaxInboxBytes are the configured limits.
-	MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes int64
+	// InboxBytes is the raw bytes accepted and not yet acknowledged; InboxBySender splits it
+	// by sending peer ("" for messages stored before the sender was recorded that name none).
+	InboxBytes    int64
+	InboxBySender map[string]int64
+	// MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes and MaxSenderInboxBytes are the
+	// configured limits.
+	MaxRecipientBytes, MaxTotalBytes, MaxInboxBytes, MaxSenderInboxBytes int64
 }
 
 // Usage returns the current byte counters and limits.
 func (s *Store) Usage() Usage {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := Usage{OutboxBytes: s.outTotal, InboxBytes: s.inTotal, ByRecipient: make(map[string]int64, len(s.outRcpt)),
-		MaxRecipientBytes: s.cfg.maxRecipientBytes, MaxTotalBytes: s.cfg.maxTotalBytes, MaxInboxBytes: s.cfg.maxInboxBytes}
-	for k, v := range s.outRcpt {
-		u.ByRecipient[k] = v
+	return Usage{
+		OutboxBytes: s.outTotal, ByRecipient: maps.Clone(s.outRcpt),
+		InboxBytes: s.inTotal, InboxBySender: maps.Clone(s.inSender),
+		MaxRecipientBytes: s.cfg.maxRecipientBytes, MaxTotalBytes: s.cfg.maxTotalBytes,
+		MaxInboxBytes: s.cfg.maxInboxBytes, MaxSenderInboxBytes: s.cfg.maxSenderBytes,
 	}
-	return u
 }
 
 // be64 and key helpers. Times are stored as Unix nanoseconds; big-endian keys sort in time
