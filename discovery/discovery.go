@@ -29,8 +29,9 @@ var ErrNotStarted = errors.New("discovery is not started")
 
 // Discovery is one node's view of the mesh directory. It owns a Kademlia DHT, the bootstrap
 // loop, the republish loop and (optionally) mDNS. Its goroutines are started by Start and
-// stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle) and by the
-// cache's own mutex; the DHT is safe for concurrent use.
+// stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle), by the
+// cache's own mutex and by the record store's (recs, the DHT's datastore); the DHT is safe for
+// concurrent use.
 type Discovery struct {
 	h      host.Host
 	key    crypto.PrivKey
