@@ -48,7 +48,7 @@ const (
 	DefaultMaxStoredRecords = 100_000
 	// DefaultMaxStoredBytes bounds the bytes those records are charged (key, value and
 	// StoreEntryOverhead each), so it bounds their memory: 100,000 provider records are
-	// charged about 65 MB; the rest holds about 30,000 agent records of 2 KiB, or 950 of the
+	// charged about 65 MB; the rest holds about 25,000 agent records of 2 KiB, or 1,000 of the
 	// largest (64 KiB), where an honest node holds about 40 on average.
 	DefaultMaxStoredBytes = 128 << 20
 	// DefaultMaxStoredPerPeer bounds the records charged to one peer: an honest peer has 2

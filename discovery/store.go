@@ -21,9 +21,10 @@ import (
 // records fill the store; raise WithMaxStoredRecords or WithMaxStoredBytes.
 var ErrStoreFull = errors.New("the DHT record store is full")
 
-// StoreEntryOverhead is what the store charges for an entry beyond its key and value bytes: an
-// estimate of its maps, list element, index sets and heap slots (measured by
-// TestStoreEntryOverheadCoversMemory). With it, WithMaxStoredBytes bounds memory, not payload.
+// StoreEntryOverhead is what the store charges for an entry beyond its key and value bytes: its
+// share of the maps, the prefix index, its owner and the heaps, about 390 bytes when every
+// entry has its own owner (measured by TestStoreEntryOverheadCoversMemory). With it,
+// WithMaxStoredBytes bounds memory, not payload.
 const StoreEntryOverhead = 512
 
 // StoreStats describes the DHT's local record store: what it holds now and what it dropped
