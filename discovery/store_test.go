@@ -83,6 +83,27 @@ func TestStoreChargesProviderRecordsToTheProvider(t *testing.T) {
 	}
 }
 
+// A provider record the store evicted is not answered from a cache: kad-dht's own provider
+// cache would keep serving it (and keep growing) for a key that was read before.
+func TestStoreEvictedProviderIsNotServedFromACache(t *testing.T) {
+	r := newStoreRig(t, 1000, DefaultMaxStoredBytes, 3)
+	_, hostile := testKey(t)
+	if err := r.provide(hostile, 0); err != nil {
+		t.Fatal(err)
+	}
+	if !r.providers(0)[hostile] { // a read: kad-dht's cache would now hold tool0's set
+		t.Fatal("the provider is not answered")
+	}
+	for n := 1; n <= 3; n++ {
+		if err := r.provide(hostile, n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.providers(0)[hostile] {
+		t.Fatal("an evicted provider record is still answered")
+	}
+}
+
 // Under a flood of many peers, each within its quota, the totals hold after every put, and the
 // peers that hold the most lose records first: honest peers, holding two records each, keep
 // them all.
