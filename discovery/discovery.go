@@ -11,6 +11,7 @@ import (
 
 	iacp "github.com/iacp-node/iacp-node/protocol"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
+	"github.com/libp2p/go-libp2p-kad-dht/records"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -28,14 +29,16 @@ var ErrNotStarted = errors.New("discovery is not started")
 
 // Discovery is one node's view of the mesh directory. It owns a Kademlia DHT, the bootstrap
 // loop, the republish loop and (optionally) mDNS. Its goroutines are started by Start and
-// stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle) and by the
-// cache's own mutex; the DHT is safe for concurrent use.
+// stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle), by the
+// cache's own mutex and by the record store's (recs, the DHT's datastore); the DHT is safe for
+// concurrent use.
 type Discovery struct {
 	h      host.Host
 	key    crypto.PrivKey
 	cfg    config
 	log    *slog.Logger
 	dht    *dht.IpfsDHT
+	recs   *boundedStore // the DHT's datastore
 	cache  *cache
 	rand   *rand.Rand
 	ctx    context.Context
@@ -97,6 +100,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	d := &Discovery{
 		h: h, key: key, cfg: cfg, load: cfg.load,
 		log:    cfg.logger.With("component", "discovery", "peer", h.ID().String()),
+		recs:   newBoundedStore(h.ID(), cfg.now, cfg.maxStored, cfg.maxStoredBytes, cfg.maxStoredPeer),
 		cache:  newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize),
 		kick:   make(chan struct{}, 1),
 		groups: map[string]groupPeers{},
@@ -125,6 +129,9 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		}),
 		// A record lives at most MaxRecordLifetime; stores need not keep it longer.
 		dht.MaxRecordAge(MaxRecordLifetime),
+		// Every record the DHT keeps for the mesh, bounded and charged to its owner.
+		dht.Datastore(d.recs),
+		dht.ProviderManagerOpts(records.Cache(noProviderCache{})),
 	}
 	d.dht, err = dht.New(h, append(dopts, cfg.dhtOpts...)...)
 	if err != nil {
@@ -167,6 +174,10 @@ func (d *Discovery) Start(ctx context.Context) error {
 // DHT returns the underlying DHT, for the node's diagnostics (routing table, peers). Callers
 // must not close it.
 func (d *Discovery) DHT() *dht.IpfsDHT { return d.dht }
+
+// StoreStats returns what the DHT's local record store holds (entries, bytes, owners) and what
+// it evicted, refused and expired since New, for the node's metrics.
+func (d *Discovery) StoreStats() StoreStats { return d.recs.Stats() }
 
 // SetLoadSource sets (or, with nil, clears) where Query reads live load.
 func (d *Discovery) SetLoadSource(s LoadSource) {

@@ -8,8 +8,10 @@
 // A Discovery is built by New around a libp2p host and the node's Ed25519 key (the key of the
 // host's peer id). Start begins the bootstrap loop; Publish advertises the local agent; Resolve,
 // FindByCapability and Query look other agents up; Leave withdraws the local agent; Close stops
-// everything it started. The record format, the DHT keys, every timing and the ranking order are
-// described in docs/discovery.md.
+// everything it started. What the DHT stores for other peers is bounded, and charged to the
+// peer that signed or provides it (WithMaxStoredRecords, WithMaxStoredBytes,
+// WithMaxStoredPerPeer; StoreStats). The record format, the DHT keys, every timing, the ranking
+// order and the store's eviction rules are described in docs/discovery.md.
 //
 // The package depends only on protocol/ and libp2p. It does no IACP messaging: the node composes
 // it and dials what Resolve and Query return.

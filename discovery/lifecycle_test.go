@@ -103,6 +103,19 @@ func TestNewRefuses(t *testing.T) {
 			t.Fatal("an invalid option was accepted")
 		}
 	}
+	for _, c := range []struct {
+		o    Option
+		want string
+	}{
+		{WithMaxStoredRecords(99), "max stored records 99 must be at least 100"},
+		{WithMaxStoredBytes(1 << 20), "max stored bytes 1048576 must be at least 1056768"},
+		{WithMaxStoredPerPeer(2), "max stored per peer 2 must be between 3 and max stored records (100000)"},
+		{WithMaxStoredPerPeer(DefaultMaxStoredRecords + 1), "max stored per peer 100001 must be between"},
+	} {
+		if _, err := New(m.hosts[0], m.keys[0], c.o); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Fatalf("err = %v, want one that says %q", err, c.want)
+		}
+	}
 }
 
 // A node that announces its agent before it has joined publishes nothing (a walk would find

@@ -175,13 +175,26 @@ func TestMeshTwentyNodes(t *testing.T) {
 }
 
 // TestPublishLeaveAndRepublish: a republished record with a higher seq replaces the old one
-// everywhere; Leave makes the agent unresolvable and drops it from capability results.
+// everywhere; Leave makes the agent unresolvable and drops it from capability results. Every
+// record goes through the nodes' bounded stores, which the lookups read.
 func TestPublishLeaveAndRepublish(t *testing.T) {
 	m := newMesh(t, 6, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.start(t)
 	m.publishAll(t, ctx)
+	others := 0
+	for i, d := range m.ds {
+		st := d.StoreStats()
+		mf := manifestFor(i)
+		if want := 2 + len(capabilitiesOf(mf.Tools, mf.Models, mf.Domains)); st.LocalEntries != want {
+			t.Fatalf("node %d store %+v: want its own %d records", i, st, want)
+		}
+		others += st.Entries - st.LocalEntries
+	}
+	if others == 0 {
+		t.Fatal("no node stores another's record: the DHT does not write through the bounded store")
+	}
 
 	changed := manifestFor(3)
 	changed.Tools = append(changed.Tools, "gpu")

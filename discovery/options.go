@@ -40,6 +40,23 @@ const (
 	// DefaultDirectFetchTimeout bounds one direct record fetch from a provider (dial, stream,
 	// read); when it fails the record is looked up in the DHT instead.
 	DefaultDirectFetchTimeout = 2 * time.Second
+	// DefaultMaxStoredRecords bounds the records the DHT stores for others (agent, peer and
+	// provider records). A node stores on average 20 x (2 + capabilities) records, whatever
+	// the mesh's size; a capability that all N agents provide puts N provider records on each
+	// of the 20 nodes closest to it. 100,000 holds that for 10 such capabilities landing on
+	// one node of a 10,000-agent mesh.
+	DefaultMaxStoredRecords = 100_000
+	// DefaultMaxStoredBytes bounds the bytes those records are charged (key, value and
+	// StoreEntryOverhead each), so it bounds their memory: 100,000 provider records are
+	// charged about 65 MB; the rest holds about 25,000 agent records of 2 KiB, or 1,000 of the
+	// largest (64 KiB), where an honest node holds about 40 on average.
+	DefaultMaxStoredBytes = 128 << 20
+	// DefaultMaxStoredPerPeer bounds the records charged to one peer: an honest peer has 2
+	// agent records (agent and peer key) and one provider record per capability, and one node
+	// holds all of them only in a mesh of fewer than 20 nodes; 128 leaves room for an agent
+	// that advertises 126 capabilities. A peer signing records for many agent ids, or
+	// providing many keys, keeps its newest 128.
+	DefaultMaxStoredPerPeer = 128
 )
 
 // Option configures a Discovery.
@@ -64,6 +81,9 @@ type config struct {
 	quorum         int
 	maxProviders   int
 	directTimeout  time.Duration
+	maxStored      int
+	maxStoredBytes int64
+	maxStoredPeer  int
 	dhtOpts        []dht.Option
 }
 
@@ -82,6 +102,9 @@ func defaults() config {
 		quorum:         DefaultQuorum,
 		maxProviders:   DefaultMaxProviders,
 		directTimeout:  DefaultDirectFetchTimeout,
+		maxStored:      DefaultMaxStoredRecords,
+		maxStoredBytes: DefaultMaxStoredBytes,
+		maxStoredPeer:  DefaultMaxStoredPerPeer,
 	}
 }
 
@@ -109,6 +132,12 @@ func (c *config) validate() error {
 		return fmt.Errorf("max providers %d must be at least 1", c.maxProviders)
 	case c.directTimeout < 0 || c.directTimeout > time.Minute:
 		return fmt.Errorf("direct fetch timeout %s must be between 0 (off) and 1m", c.directTimeout)
+	case c.maxStored < minStoredRecords:
+		return fmt.Errorf("max stored records %d must be at least %d", c.maxStored, minStoredRecords)
+	case c.maxStoredBytes < minStoredBytes:
+		return fmt.Errorf("max stored bytes %d must be at least %d (16 records of the largest size, %d bytes)", c.maxStoredBytes, minStoredBytes, MaxRecordBytes)
+	case c.maxStoredPeer < minStoredPerPeer || c.maxStoredPeer > c.maxStored:
+		return fmt.Errorf("max stored per peer %d must be between %d and max stored records (%d)", c.maxStoredPeer, minStoredPerPeer, c.maxStored)
 	case c.now == nil || c.logger == nil:
 		return fmt.Errorf("clock and logger must not be nil")
 	}
@@ -199,8 +228,45 @@ func WithDirectFetchTimeout(d time.Duration) Option {
 	return func(c *config) error { c.directTimeout = d; return nil }
 }
 
+// Lower bounds of the store options.
+const (
+	// minStoredRecords: the local node's own records (2 and one per capability) and a few
+	// peers' must fit.
+	minStoredRecords = 100
+	// minStoredBytes: 16 records of the largest size (MaxRecordBytes).
+	minStoredBytes = 16 * (MaxRecordBytes + StoreEntryOverhead)
+	// minStoredPerPeer: a peer's agent and peer records and one capability.
+	minStoredPerPeer = 3
+)
+
+// WithMaxStoredRecords bounds the records the DHT keeps for the mesh: agent and peer records
+// and capability provider records, the local node's own included (default 100,000; at least
+// 100). When a put would exceed it, the peer that holds the most records loses its oldest
+// (see docs/discovery.md, "Record store"); the local node's records are never evicted.
+func WithMaxStoredRecords(n int) Option {
+	return func(c *config) error { c.maxStored = n; return nil }
+}
+
+// WithMaxStoredBytes bounds the bytes the DHT's records are charged: key, value and
+// StoreEntryOverhead each (default 128 MiB; at least 16 records of MaxRecordBytes). When a
+// put would exceed it, the peer charged the most bytes loses its oldest record.
+func WithMaxStoredBytes(n int64) Option {
+	return func(c *config) error { c.maxStoredBytes = n; return nil }
+}
+
+// WithMaxStoredPerPeer bounds the records charged to one peer: the signer of an agent or peer
+// record, the provider of a provider record (default 128; 3 up to WithMaxStoredRecords). A
+// put beyond it evicts that peer's oldest record, never another peer's. The local node has no
+// quota.
+func WithMaxStoredPerPeer(n int) Option {
+	return func(c *config) error { c.maxStoredPeer = n; return nil }
+}
+
 // WithDHTOptions passes extra options to dht.New, after this package's own (mode, prefix,
-// validators). For tuning and tests; the defaults need none.
+// validators, the bounded record store and its provider cache). For tuning and tests; the
+// defaults need none. A dht.Datastore, dht.ValueDatastore, dht.ProviderDatastore or
+// dht.ProviderManagerOpts given here replaces this package's bounded store (or the setting
+// that keeps kad-dht's provider cache empty), and the store options then bound nothing.
 func WithDHTOptions(opts ...dht.Option) Option {
 	return func(c *config) error { c.dhtOpts = append(c.dhtOpts, opts...); return nil }
 }
