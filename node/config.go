@@ -8,6 +8,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 
+	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -111,8 +112,14 @@ type Config struct {
 	RetryMax time.Duration `yaml:"retry_max"`
 	// Audit keeps the tamper-evident audit log in <data dir>/audit. Default true.
 	Audit bool `yaml:"audit"`
-	// AuditPayloads records payloads in the audit log; off, only their SHA-256. Default true.
+	// AuditPayloads records payloads in the audit log; off, only their SHA-256. Refused input
+	// is never recorded with its payload. Default true.
 	AuditPayloads bool `yaml:"audit_payloads"`
+	// AuditMaxBytes and AuditMaxAge bound the audit log: beyond either, its oldest files are
+	// removed, after an entry that records what was removed and anchors what remains (audit
+	// verify checks it). Defaults 1 GiB and 90 days (0 keeps files forever, else at least 1 h).
+	AuditMaxBytes int64         `yaml:"audit_max_bytes"`
+	AuditMaxAge   time.Duration `yaml:"audit_max_age"`
 	// StoreOptions go to store.Open after the node's own (limits, sync batching).
 	StoreOptions []store.Option `yaml:"-"`
 
@@ -197,6 +204,8 @@ func DefaultConfig() Config {
 		RetryMax:           time.Minute,
 		Audit:              true,
 		AuditPayloads:      true,
+		AuditMaxBytes:      audit.DefaultMaxTotalBytes,
+		AuditMaxAge:        audit.DefaultMaxAge,
 		Discovery:          true,
 		Gossip:             true,
 		HeartbeatInterval:  30 * time.Second,
@@ -234,6 +243,8 @@ func (c *Config) validate() error {
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
 		{c.RetryMin > 0 && c.RetryMax >= c.RetryMin, "retry_min/retry_max: 0 < min <= max"},
 		{(!c.Durable && !c.Audit) || c.DataDir != "", "data_dir: durable delivery and the audit log need a data directory"},
+		{!c.Audit || c.AuditMaxBytes >= 2*audit.DefaultMaxFileBytes, "audit_max_bytes: at least 128 MiB (two 64 MiB files)"},
+		{c.AuditMaxAge == 0 || c.AuditMaxAge >= time.Hour, "audit_max_age: 0 (keep forever) or at least 1h"},
 		{c.HeartbeatInterval >= time.Second && c.HeartbeatInterval <= 300*time.Second, "heartbeat_interval: 1 s to 300 s"},
 		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
 	}

@@ -65,7 +65,8 @@ func (n *Node) openDurable() error {
 	c := &n.cfg
 	n.out = &outbox{inFlight: make(map[string]bool), wake: make(chan struct{}, 1)}
 	if c.Durable {
-		opts := append([]store.Option{store.WithClock(c.Clock), store.WithLogger(n.log.With("subsystem", "store"))}, c.StoreOptions...)
+		opts := append([]store.Option{store.WithClock(c.Clock), store.WithLogger(n.log.With("subsystem", "store")),
+			store.WithMaxSenderInboxBytes(c.InboxSenderBytes)}, c.StoreOptions...)
 		st, err := store.Open(filepath.Join(c.DataDir, "store"), opts...)
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
@@ -82,11 +83,16 @@ func (n *Node) openDurable() error {
 	}
 	if c.Audit {
 		lg, err := audit.Open(filepath.Join(c.DataDir, "audit"), audit.WithOmitPayloads(!c.AuditPayloads),
+			audit.WithMaxTotalBytes(c.AuditMaxBytes), audit.WithMaxAge(c.AuditMaxAge),
 			audit.WithClock(c.Clock), audit.WithLogger(n.log.With("subsystem", "audit")))
 		if err != nil {
 			return fmt.Errorf("audit log: %w", err)
 		}
 		n.audit = lg
+		if b := lg.Broken(); b != nil {
+			n.log.Error("THE AUDIT LOG WAS DAMAGED: a new anchored segment was started and delivery goes on; "+
+				"run `iacp-node audit verify` to see where, and keep the damaged files as evidence", "break", b.Error())
+		}
 	}
 	return nil
 }
@@ -229,7 +235,7 @@ func (n *Node) retryLoop() {
 				}
 				ctx, cancel := context.WithTimeout(n.ctx, n.cfg.FrameTimeout)
 				defer cancel()
-				n.settle(m, e.Attempts, n.attempt(ctx, m, e.Raw, true))
+				n.settle(m, e.Backoff, n.attempt(ctx, m, e.Raw, true))
 			})
 			if !started {
 				<-slots
@@ -288,8 +294,9 @@ func retryable(err error) bool {
 	return false
 }
 
-// settle records the outcome of an attempt in the store and the audit log.
-func (n *Node) settle(m *protocol.Message, attempts int, err error) {
+// settle records the outcome of an attempt in the store and the audit log. backoff is the
+// entry's failed attempts since its recipient was last seen (store.OutboxEntry.Backoff).
+func (n *Node) settle(m *protocol.Message, backoff int, err error) {
 	id := m.Envelope.MessageID
 	switch {
 	case err == nil:
@@ -297,7 +304,7 @@ func (n *Node) settle(m *protocol.Message, attempts int, err error) {
 			n.record(audit.EventDelivered, m, nil)
 		}
 	case retryable(err):
-		wait := retryDelay(&n.cfg, attempts+1, err)
+		wait := retryDelay(&n.cfg, backoff+1, err)
 		if rerr := n.store.Reschedule(id, n.now().Add(wait), err.Error()); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
 			n.log.Error("outbox: reschedule", "id", id, "err", rerr.Error())
 		}

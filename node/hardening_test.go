@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -18,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -279,5 +281,101 @@ func TestSession_OnlyRepliesTravelOnIt(t *testing.T) {
 	_ = n.Send(ctx, event(t, n.Builder(), "test:mesh:evil")) // no receipt ever comes: it waits 2 s
 	if n.Inbox().Len() != 0 {
 		t.Fatal("a request written on the node's own session reached the agent")
+	}
+}
+
+// readAudit returns every entry of a node's audit log.
+func readAudit(t *testing.T, n *Node) []audit.Entry {
+	t.Helper()
+	var out []audit.Entry
+	err := audit.Tail(context.Background(), filepath.Join(n.Config().DataDir, "audit"), 0, false, func(e audit.Entry) error {
+		out = append(out, e)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Issue 13: every refusal was audited with its full payload, so unsigned 1 MB frames grew the
+// audit directory by 21 MB in seconds. Refused input is audited as peer, size, hash and code,
+// and each peer may add only so many refusal entries; the rest are counted in the next one.
+func TestAudit_RefusalsCarryNoPayloadAndAreRateLimitedPerPeer(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	const refused = 3 * refusalAuditBurst
+	for i := 0; i < refused; i++ {
+		ev := event(t, m.nodes[0].Builder(), agentName(1))
+		ev.Message.Payload = json.RawMessage(`{"event_type":"x","secret":"` + strings.Repeat("s", 4096) + `"}`) // breaks the signature
+		code, _ := c.refusal(ev)
+		expectCode(t, code, protocol.CodeIdentityInvalid)
+	}
+	var entries []audit.Entry
+	for _, e := range readAudit(t, m.nodes[1]) {
+		if e.Event == audit.EventRefused {
+			entries = append(entries, e)
+		}
+	}
+	if len(entries) == 0 || len(entries) > refusalAuditBurst+1 {
+		t.Fatalf("%d refusal entries for %d refusals in an instant; at most %d may be written", len(entries), refused, refusalAuditBurst+1)
+	}
+	for _, e := range entries {
+		if len(e.Payload) != 0 || e.Peer != m.nodes[0].ID().String() || e.Size == 0 || len(e.SHA256) != 64 || e.From != "" {
+			t.Fatalf("refusal entry %+v: want no payload nor document field, the peer, the size and the hash", e)
+		}
+	}
+	// The next refusal after the budget refills carries the count of those not written.
+	m.nodes[1].audits.mu.Lock()
+	m.nodes[1].audits.peers[m.nodes[0].ID()].lim.SetBurst(refusalAuditBurst) // refill without waiting
+	m.nodes[1].audits.peers[m.nodes[0].ID()].lim.SetLimit(1e9)
+	m.nodes[1].audits.mu.Unlock()
+	ev := event(t, m.nodes[0].Builder(), agentName(1))
+	ev.Message.Payload = json.RawMessage(`{"event_type":"tampered"}`)
+	c.refusal(ev)
+	all := readAudit(t, m.nodes[1])
+	last := all[len(all)-1]
+	if last.Event != audit.EventRefused || last.Suppressed != refused-len(entries) {
+		t.Fatalf("last entry %+v: want a refusal counting the %d not written", last, refused-len(entries))
+	}
+}
+
+// Issue 13: an edited audit line made `run` refuse to start while the outbox waited. The node
+// starts, on a new anchored segment, and says so.
+func TestAudit_DamagedChainStartsANewSegmentAndTheNodeRuns(t *testing.T) {
+	dir := t.TempDir()
+	sk, _, _ := crypto.GenerateEd25519Key(nil)
+	open := func() *Node {
+		n, err := New(WithKey(sk), WithAgent(agentName(0), protocolManifest()), WithDataDir(dir), WithListen("/ip4/127.0.0.1/tcp/0"),
+			WithNAT(false), WithDiscovery(false), WithGossip(false), WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatalf("the node did not start: %v", err)
+		}
+		return n
+	}
+	n := open()
+	for i := 0; i < 2; i++ { // two entries: an edited line shows at the next one
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		_ = n.Send(ctx, event(t, n.Builder(), "test:mesh:nobody")) // queued: nobody serves that agent
+		cancel()
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	log := filepath.Join(dir, "audit", "audit-000001.jsonl")
+	b, err := os.ReadFile(log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(log, []byte(strings.Replace(string(b), `"event":"sent"`, `"event":"sent","forged":1`, 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	n = open()
+	defer n.Close()
+	if n.Safety().AuditBroken == nil {
+		t.Fatal("the node started without reporting the broken chain")
+	}
+	if entries, err := n.OutboxEntries(); err != nil || len(entries) != 2 {
+		t.Fatalf("the queued message is gone: %v %v", entries, err)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
+
+	"github.com/iacp-node/iacp-node/store"
 )
 
 // backoff is the reconnect schedule of one needed peer. It is owned by the maintain loop
@@ -38,10 +40,22 @@ func (n *Node) purgeSeen() {
 	if n.store == nil {
 		return
 	}
-	if k, err := n.store.PurgeSeen(n.now()); err != nil {
-		n.log.Error("store: purge seen ids", "err", err.Error())
-	} else if k > 0 {
-		n.log.Debug("store: forgot the ids of expired messages", "count", k)
+	total := 0
+	for {
+		// Each call removes at most store.MaxPurgePerCall ids, so that a backlog never holds
+		// one commit long; a full call means more may be due.
+		k, err := n.store.PurgeSeen(n.now())
+		total += k
+		if err != nil {
+			n.log.Error("store: purge seen ids", "err", err.Error())
+			break
+		}
+		if k < store.MaxPurgePerCall || n.ctx.Err() != nil {
+			break
+		}
+	}
+	if total > 0 {
+		n.log.Debug("store: forgot the ids of expired messages", "count", total)
 	}
 }
 

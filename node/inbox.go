@@ -105,6 +105,13 @@ func (ib *Inbox) List(after uint64) []Delivery {
 	return out
 }
 
+// usage returns the bytes the inbox holds and its bound.
+func (ib *Inbox) usage() (bytes, max int) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return ib.bytes, ib.maxBytes
+}
+
 // Len returns how many messages wait.
 func (ib *Inbox) Len() int {
 	ib.mu.Lock()

@@ -86,8 +86,8 @@ func (n *Node) recordRefusal(raw []byte, remote peer.ID, m *protocol.Message, ca
 	if !ok {
 		return
 	}
-	e := audit.Entry{Event: audit.EventRefused, Code: protocol.CodeOf(cause), Reason: clipReason(cause.Error())}
-	_, _ = raw, suppressed
+	e := audit.Refusal(raw, remote.String(), protocol.CodeOf(cause), cause.Error())
+	e.Suppressed = suppressed
 	if m != nil {
 		if _, err := uuid.Parse(m.Envelope.MessageID); err == nil && len(m.Envelope.MessageID) == 36 {
 			e.MessageID = m.Envelope.MessageID
@@ -96,11 +96,4 @@ func (n *Node) recordRefusal(raw []byte, remote peer.ID, m *protocol.Message, ca
 	if err := n.audit.Append(e); err != nil {
 		n.log.Error("audit log append failed", "err", err.Error())
 	}
-}
-
-func clipReason(s string) string {
-	if len(s) > 512 {
-		return s[:512]
-	}
-	return s
 }
