@@ -162,9 +162,23 @@ receipt_window: {{.ReceiptWindow}}
 # How long shutdown waits for exchanges in flight.
 shutdown_grace: {{.ShutdownGrace}}
 
-# Per-peer inbound token bucket, answered with RATE_LIMITED and retry_after.
+# Per-peer inbound token buckets: messages (replies this node waits for are not counted) and
+# frame bytes. A peer over either is answered once with RATE_LIMITED and retry_after, its
+# stream is closed, and nothing of it is read until its bucket refills.
 rate_per_second: {{.RatePerSecond}}
 rate_burst: {{.RateBurst}}
+rate_bytes_per_second: {{.RateBytesPerSecond}}
+# Frames read and not yet served, in bytes: per stream, per peer and in all. A larger frame
+# waits until it can be served alone.
+queue_stream_bytes: {{.QueueStreamBytes}}
+queue_peer_bytes: {{.QueuePeerBytes}}
+queue_total_bytes: {{.QueueTotalBytes}}
+# Agents tracked (directory and liveness table) and trust-on-first-use pins kept; beyond them
+# the least recently used are forgotten.
+max_agents: {{.MaxAgents}}
+max_pins: {{.MaxPins}}
+# Each sending peer's share of the inbox, in bytes (the inbox holds 256 MiB).
+inbox_sender_bytes: {{.InboxSenderBytes}}
 # Which agents may use which intents; empty allows all. Example:
 #   policy:
 #     - agents: "ops:*:*"
@@ -173,6 +187,19 @@ policy: []
 # A YAML map of agent id to peer id: only those may speak (a closed mesh). Empty: trust on
 # first use, pinned in trust.json.
 allowlist_file: "{{.AllowlistFile}}"
+
+# Durable delivery: every message is on disk before it is sent or receipted (<data dir>/store),
+# retried with backoff between retry_min and retry_max until its TTL.
+durable: {{.Durable}}
+retry_min: {{.RetryMin}}
+retry_max: {{.RetryMax}}
+# The tamper-evident audit log (<data dir>/audit); with audit_payloads false it records payload
+# hashes only (refused input never has its payload recorded). The oldest files go beyond
+# audit_max_bytes or audit_max_age (0: keep forever).
+audit: {{.Audit}}
+audit_payloads: {{.AuditPayloads}}
+audit_max_bytes: {{.AuditMaxBytes}}
+audit_max_age: {{.AuditMaxAge}}
 
 # Keep-alive pings to needed peers, and the reconnect backoff bounds.
 keep_alive: {{.KeepAlive}}

@@ -5,10 +5,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/iacp-node/iacp-node/node"
 )
 
 // syncBuffer is a bytes.Buffer safe for a command writing while the test reads.
@@ -107,5 +112,46 @@ func TestRun_PrintsIdentityAndStopsCleanly(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("run did not stop")
+	}
+}
+
+// Issue 13: the config init writes says "every setting is shown at its default" and left out
+// durable, retry_min, retry_max, audit and audit_payloads. Every key of node.Config is in the
+// template, and the file loads back to the defaults.
+func TestInit_ConfigShowsEverySettingAtItsDefault(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	if _, e, code := runCLI(t, "init", "--data-dir", dir, "--agent-id", "acme:eu1:planner"); code != 0 {
+		t.Fatal(e)
+	}
+	path := filepath.Join(dir, "config.yaml")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written map[string]any
+	if err := yaml.Unmarshal(raw, &written); err != nil {
+		t.Fatal(err)
+	}
+	ct := reflect.TypeOf(node.Config{})
+	for i := 0; i < ct.NumField(); i++ {
+		key, _, _ := strings.Cut(ct.Field(i).Tag.Get("yaml"), ",")
+		if key == "-" || key == "" || key == "data_dir" { // the data directory is where the file lives
+			continue
+		}
+		if _, ok := written[key]; !ok {
+			t.Errorf("config.yaml has no %q (node.Config.%s)", key, ct.Field(i).Name)
+		}
+	}
+	got, _, err := loadConfig(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := node.DefaultConfig()
+	want.AgentID = "acme:eu1:planner"
+	got.DataDir, want.DataDir = "", ""
+	g, _ := yaml.Marshal(got) // empty and nil lists are the same setting
+	w, _ := yaml.Marshal(want)
+	if string(g) != string(w) {
+		t.Fatalf("config.yaml does not load back to the defaults:\n got %s\nwant %s", g, w)
 	}
 }
