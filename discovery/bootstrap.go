@@ -101,6 +101,10 @@ func (d *Discovery) setError(err error) {
 // of them thousands of connections a minute, which their connection managers then trim.
 const rejoinBelow = 10
 
+// foundingPoll is how often the first node of a mesh, which has no bootstrap peers, checks
+// whether anyone has joined it.
+const foundingPoll = time.Second
+
 // bootstrapLoop joins the mesh and keeps it joined: rounds that reach no bootstrap peer are
 // retried with backoff; once joined, every health interval it retries the bootstrap peers that
 // are not connected while its routing table is small (rejoinBelow) and, if the routing table
@@ -115,7 +119,10 @@ func (d *Discovery) bootstrapLoop() {
 		var wait time.Duration
 		switch {
 		case configured == 0 && d.dht.RoutingTable().Size() == 0:
-			wait = d.cfg.healthInterval
+			// The first node of a mesh waits to be joined; it looks every second, so that it
+			// publishes its record as soon as the first peer arrives rather than a health
+			// interval later (a routing-table size is all it reads).
+			wait = min(foundingPoll, d.cfg.healthInterval)
 		case answered == 0 && d.dht.RoutingTable().Size() == 0:
 			failed++
 			wait = backoff(failed, d.cfg.backoffBase, d.cfg.backoffMax, d.rand)

@@ -10,7 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 )
 
 type syncBuf struct {
@@ -212,4 +215,42 @@ func TestJoinedNodeRedialsBootstrapOnlyWhileRoutingTableIsSmall(t *testing.T) {
 		}
 		m.close()
 	}
+}
+
+// The first node of a mesh has no bootstrap peer: it announces its record as soon as the
+// first peer joins it, not a health interval (a minute) later, so that a two-node mesh
+// started by hand finds both agents at once (README, "A mesh in five minutes").
+func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { _ = mn.Close() })
+	founder, fk := addHost(t, mn, 0)
+	joiner, jk := addHost(t, mn, 1)
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	var ds []*Discovery
+	for i, c := range []struct {
+		h    host.Host
+		k    crypto.PrivKey
+		boot []peer.AddrInfo
+	}{{founder, fk, nil}, {joiner, jk, []peer.AddrInfo{{ID: founder.ID(), Addrs: founder.Addrs()}}}} {
+		d, err := New(c.h, c.k, WithLogger(quiet), WithQuorum(0), WithBootstrapPeers(c.boot))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = d.Close() })
+		if err := d.Announce(manifestFor(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := d.Start(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		ds = append(ds, d)
+	}
+	waitFor(t, 10*time.Second, "the founding node's record to be found by the node that joined it", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		rec, err := ds[1].Resolve(ctx, agentID(0))
+		return err == nil && rec.PeerID == founder.ID()
+	})
 }
