@@ -75,7 +75,8 @@ type Config struct {
 	// QueueStreamBytes, QueuePeerBytes and QueueTotalBytes bound the frames read and not yet
 	// served: per stream, per peer and in all (a frame larger than a bound is queued only
 	// alone, so large frames are served one at a time). The same bytes are reserved on the
-	// stream's libp2p resource-manager scope. Defaults 4 MiB, 32 MiB and 256 MiB.
+	// stream's libp2p resource-manager scope. Defaults 4 MiB, 16 MiB (one maximum-size message)
+	// and 256 MiB.
 	QueueStreamBytes int64 `yaml:"queue_stream_bytes"`
 	QueuePeerBytes   int64 `yaml:"queue_peer_bytes"`
 	QueueTotalBytes  int64 `yaml:"queue_total_bytes"`
@@ -191,7 +192,7 @@ func DefaultConfig() Config {
 		RateBurst:          400,
 		RateBytesPerSecond: 64 << 20,
 		QueueStreamBytes:   4 << 20,
-		QueuePeerBytes:     32 << 20,
+		QueuePeerBytes:     16 << 20,
 		QueueTotalBytes:    256 << 20,
 		MaxAgents:          10_000,
 		MaxPins:            DefaultMaxPins,

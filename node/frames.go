@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -162,8 +163,14 @@ func (r *frameReader) run() {
 			r.err = err
 			return
 		}
+		// The bytes are reserved, so the body is read into one buffer of its announced size
+		// (ReadFrameBody's growing buffer would leave as much again behind as garbage).
 		_ = r.s.SetReadDeadline(time.Now().Add(n.cfg.FrameTimeout))
-		raw, err := protocol.ReadFrameBody(br, size)
+		raw := make([]byte, size)
+		_, err = io.ReadFull(br, raw)
+		if errors.Is(err, io.EOF) {
+			err = io.ErrUnexpectedEOF
+		}
 		if err != nil {
 			r.release(int64(size))
 			r.err = err
@@ -267,6 +274,21 @@ func (n *Node) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, 
 		<-r.done
 		return r.err
 	}
+}
+
+// largeFrame is the size from which frames are served one at a time node-wide: decoding and
+// verifying a frame costs about its size again in memory (the canonical form that is hashed),
+// so a few peers sending 16 MiB frames at once would otherwise multiply that.
+const largeFrame = 1 << 20
+
+// holdLarge waits for the node's one large-frame slot when a frame of size bytes is large,
+// and returns what gives it back (nothing to give back for a small frame).
+func (n *Node) holdLarge(size int) func() {
+	if size < largeFrame {
+		return func() {}
+	}
+	n.large <- struct{}{}
+	return func() { <-n.large }
 }
 
 // errServeStopped is pump's answer when serve gave up on the stream.

@@ -85,22 +85,8 @@ func (in *inStream) serveAll(frames []frame) bool {
 	var batch []inbound
 	ok := true
 	for _, f := range frames {
-		m, err := protocol.DecodeJSON(f.raw)
-		if err != nil {
-			n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
-			n.recordRefusal(f.raw, in.remote, nil, err)
-			ok = false
+		if ok = in.serveOne(f, &batch); !ok {
 			break
-		}
-		if err := in.gate(m, f); err != nil {
-			n.log.Info("peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
-			n.recordRefusal(f.raw, in.remote, m, err)
-			in.replyError(m, err)
-			in.closeAfter, ok = true, false
-			break
-		}
-		if ib, pass := in.admit(m, f.raw); pass {
-			batch = append(batch, ib)
 		}
 	}
 	if len(batch) == 0 {
@@ -126,6 +112,30 @@ func (in *inStream) serveAll(frames []frame) bool {
 		}
 	}
 	return ok
+}
+
+// serveOne decodes, charges, checks and routes one frame, adding what passes to batch. It
+// returns false when the stream must end after it.
+func (in *inStream) serveOne(f frame, batch *[]inbound) bool {
+	n := in.n
+	defer n.holdLarge(len(f.raw))()
+	m, err := protocol.DecodeJSONShared(f.raw) // the frame is kept as it is: its message holds views of it
+	if err != nil {
+		n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
+		n.recordRefusal(f.raw, in.remote, nil, err)
+		return false
+	}
+	if err := in.gate(m, f); err != nil {
+		n.log.Info("peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
+		n.recordRefusal(f.raw, in.remote, m, err)
+		in.replyError(m, err)
+		in.closeAfter = true
+		return false
+	}
+	if ib, pass := in.admit(m, f.raw); pass {
+		*batch = append(*batch, ib)
+	}
+	return true
 }
 
 // gate charges a frame to its peer's rates: a frame that took the peer over its byte rate,

@@ -51,6 +51,7 @@ type Node struct {
 	trust   *trustStore
 	rate    *rateLimiter
 	budget  *queueBudget
+	large   chan struct{} // the slot of the large frame being served (holdLarge)
 	audits  *refusalAudit
 	policy  policy
 	started time.Time
@@ -170,6 +171,7 @@ func New(opts ...Option) (_ *Node, err error) {
 		trust:     trust,
 		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst, float64(cfg.RateBytesPerSecond), max(cfg.RateBytesPerSecond, cfg.MaxMessageBytes)),
 		budget:    newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
+		large:     make(chan struct{}, 1),
 		audits:    newRefusalAudit(),
 		policy:    policy(cfg.Policy),
 		started:   cfg.Clock(),

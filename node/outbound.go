@@ -385,47 +385,9 @@ func (s *session) serveAll(frames []frame) bool {
 	var late []inbound
 	ok := true
 	for _, f := range frames {
-		m, err := protocol.DecodeJSON(f.raw)
-		if err != nil {
-			n.recordRefusal(f.raw, s.peer, nil, err)
-			ok = false
+		if ok = s.serveOne(f, &late); !ok {
 			break
 		}
-		if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
-			n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodePayloadInvalid, "a %s on a session this node opened, where only replies travel", m.Message.Type))
-			ok = false
-			break
-		}
-		if f.overRate {
-			n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodeRateLimited, "peer %s exceeds its byte rate; the session ends", s.pid))
-			ok = false
-			break
-		}
-		if !n.solicited(m, s.peer) {
-			if err := n.rate.allow(s.peer, n.now()); err != nil {
-				n.recordRefusal(f.raw, s.peer, m, err)
-				ok = false
-				break
-			}
-		}
-		if err := n.check(m, len(f.raw), s.peer, s.pid); err != nil {
-			n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
-			n.recordRefusal(f.raw, s.peer, m, err)
-			continue
-		}
-		if n.takeReply(m, s.peer) {
-			n.bind(m.Envelope.Sender.AgentID, s.peer)
-			continue
-		}
-		// A reply nobody waits for any more: the agent gets it like any inbound message.
-		r := &Request{Msg: m, Peer: s.peer, n: n}
-		start, cancel, err := n.route(r)
-		if err != nil {
-			n.replay.Remove(m.Envelope.MessageID)
-			n.log.Warn("late reply could not be handed to the agent", "id", m.Envelope.MessageID, "err", err.Error())
-			continue
-		}
-		late = append(late, inbound{m: m, raw: f.raw, peer: s.peer, start: start, cancel: cancel})
 	}
 	if len(late) > 0 {
 		dups, errs := n.acceptAll(late)
@@ -442,6 +404,50 @@ func (s *session) serveAll(frames []frame) bool {
 		}
 	}
 	return ok
+}
+
+// serveOne decodes, charges and checks one frame: a reply someone waits for goes to its
+// waiter, a late one is routed and added to late. It returns false when the session must end.
+func (s *session) serveOne(f frame, late *[]inbound) bool {
+	n := s.n
+	defer n.holdLarge(len(f.raw))()
+	m, err := protocol.DecodeJSONShared(f.raw) // the frame is kept as it is: its message holds views of it
+	if err != nil {
+		n.recordRefusal(f.raw, s.peer, nil, err)
+		return false
+	}
+	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
+		n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodePayloadInvalid, "a %s on a session this node opened, where only replies travel", m.Message.Type))
+		return false
+	}
+	if f.overRate {
+		n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodeRateLimited, "peer %s exceeds its byte rate; the session ends", s.pid))
+		return false
+	}
+	if !n.solicited(m, s.peer) {
+		if err := n.rate.allow(s.peer, n.now()); err != nil {
+			n.recordRefusal(f.raw, s.peer, m, err)
+			return false
+		}
+	}
+	if err := n.check(m, len(f.raw), s.peer, s.pid); err != nil {
+		n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
+		n.recordRefusal(f.raw, s.peer, m, err)
+		return true
+	}
+	if n.takeReply(m, s.peer) {
+		n.bind(m.Envelope.Sender.AgentID, s.peer)
+		return true
+	}
+	// A reply nobody waits for any more: the agent gets it like any inbound message.
+	start, cancel, err := n.route(&Request{Msg: m, Peer: s.peer, n: n})
+	if err != nil {
+		n.replay.Remove(m.Envelope.MessageID)
+		n.log.Warn("late reply could not be handed to the agent", "id", m.Envelope.MessageID, "err", err.Error())
+		return true
+	}
+	*late = append(*late, inbound{m: m, raw: f.raw, peer: s.peer, start: start, cancel: cancel})
+	return true
 }
 
 // end retires the session: reset on failure, a clean close otherwise.

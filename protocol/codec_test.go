@@ -279,3 +279,36 @@ func TestCodec_YAML_InputOverTheLimitIsRefusedBeforeParsing(t *testing.T) {
 		t.Fatalf("a %d-byte YAML document: %v, want ErrDocumentTooLarge saying to send JSON", len(doc), err)
 	}
 }
+
+// DecodeJSONShared gives the same message as DecodeJSON, holding views of its input instead
+// of copies; an append to a held member never writes into the input.
+func TestCodec_DecodeJSONSharedHoldsViewsOfItsInput(t *testing.T) {
+	raw, err := protocol.EncodeJSON(validRequest(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied, err := protocol.DecodeJSON(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shared, err := protocol.DecodeJSONShared(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := protocol.EncodeJSON(copied)
+	b, _ := protocol.EncodeJSON(shared)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the shared decoding differs:\n%s\n%s", a, b)
+	}
+	if &shared.Message.Payload[0] == &copied.Message.Payload[0] || !bytes.Contains(raw, shared.Message.Payload) {
+		t.Fatal("the payload is not a view of the input")
+	}
+	before := bytes.Clone(raw)
+	_ = append(shared.Message.Payload, "x"...)
+	if !bytes.Equal(raw, before) {
+		t.Fatal("an append to the payload wrote into the input")
+	}
+	if _, err := protocol.DecodeJSONShared([]byte("{\"envelope\":1}")); protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+		t.Fatalf("a malformed document: %v", err)
+	}
+}

@@ -34,6 +34,23 @@ func addDocSeeds(f *testing.F) {
 func FuzzDecode(f *testing.F) {
 	addDocSeeds(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
+		if protocol.DetectFormat(data) == protocol.JSON {
+			// The shared decoding agrees with the copying one, in what it accepts and in what
+			// it gives.
+			in := bytes.Clone(data)
+			ms, serr := protocol.DecodeJSONShared(in)
+			mc, cerr := protocol.DecodeJSON(data)
+			if (serr == nil) != (cerr == nil) {
+				t.Fatalf("DecodeJSONShared says %v, DecodeJSON says %v", serr, cerr)
+			}
+			if serr == nil {
+				a, _ := protocol.EncodeJSON(ms)
+				b, _ := protocol.EncodeJSON(mc)
+				if !bytes.Equal(a, b) || !bytes.Equal(in, data) {
+					t.Fatalf("the shared decoding differs, or changed its input:\n%s\n%s", a, b)
+				}
+			}
+		}
 		m, err := protocol.Decode(data)
 		if err != nil {
 			if protocol.CodeOf(err) != protocol.CodePayloadInvalid {

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strconv"
@@ -24,6 +25,17 @@ type scanner struct {
 	// spaced records that white space was skipped, so that appendCompact can copy a value
 	// that has none in one move.
 	spaced bool
+	// shared makes keep return views of data instead of copies (DecodeJSONShared).
+	shared bool
+}
+
+// keep returns raw bytes of a value for a decoded message to hold: a copy, or with shared a
+// view of the input whose capacity ends with it, so that an append never writes into data.
+func (s *scanner) keep(b []byte) []byte {
+	if s.shared {
+		return b[:len(b):len(b)]
+	}
+	return bytes.Clone(b)
 }
 
 func (s *scanner) errorf(format string, args ...any) error {

@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -367,7 +366,7 @@ func decodeMembers(s *scanner, path string, extra *Extra, known func(name string
 				if *extra == nil {
 					*extra = make(Extra)
 				}
-				(*extra)[strings.Clone(name)] = bytes.Clone(s.data[start:s.i])
+				(*extra)[strings.Clone(name)] = s.keep(s.data[start:s.i])
 				return nil
 			}
 		}
@@ -378,7 +377,7 @@ func decodeMembers(s *scanner, path string, extra *Extra, known func(name string
 		if *extra == nil {
 			*extra = make(Extra)
 		}
-		(*extra)[strings.Clone(name)] = bytes.Clone(raw)
+		(*extra)[strings.Clone(name)] = s.keep(raw)
 		return nil
 	})
 	if path == "" {
@@ -483,7 +482,7 @@ func (b *Body) decodeAt(s *scanner, path string) error {
 			return strField(s, (*string)(&b.Intent))
 		case "payload":
 			raw, err := s.skip()
-			b.Payload = bytes.Clone(raw)
+			b.Payload = s.keep(raw)
 			return decodedMember, err
 		}
 		return unknownMember, nil
