@@ -34,12 +34,14 @@ const (
 	// DefaultReadIdle bounds one WebSocket read: a client silent for this long (no frame, no
 	// pong) is dropped. It must exceed the ping interval.
 	DefaultReadIdle = 60 * time.Second
-	// DefaultWebhookMinBackoff and DefaultWebhookMaxBackoff bound the webhook's exponential
-	// backoff (full jitter); DefaultWebhookAttempts bounds the attempts per message (with jitter), after
-	// which the message stays in the inbox for another consumer.
+	// DefaultWebhookMinBackoff and DefaultWebhookMaxBackoff bound the wait between two posts
+	// of one message: it doubles from the minimum to the maximum with jitter, and the webhook
+	// never gives up on a message the agent has not taken before it expires.
 	DefaultWebhookMinBackoff = 100 * time.Millisecond
 	DefaultWebhookMaxBackoff = 30 * time.Second
-	DefaultWebhookAttempts   = 12
+	// DefaultWebhookConcurrency bounds the webhook posts in flight: 4, so that a message the
+	// agent keeps failing holds one post at a time and never the others.
+	DefaultWebhookConcurrency = 4
 	// DefaultWebhookTimeout bounds one webhook POST.
 	DefaultWebhookTimeout = 10 * time.Second
 	// DefaultSSEKeepAlive is the interval of SSE comment lines that keep proxies from closing
@@ -69,7 +71,7 @@ type config struct {
 	webhookToken   string
 	webhookMin     time.Duration
 	webhookMax     time.Duration
-	webhookTries   int
+	webhookConc    int
 	webhookTimeout time.Duration
 	ratePerSecond  float64
 	rateBurst      int
@@ -90,7 +92,7 @@ func defaults() config {
 		readIdle:       DefaultReadIdle,
 		webhookMin:     DefaultWebhookMinBackoff,
 		webhookMax:     DefaultWebhookMaxBackoff,
-		webhookTries:   DefaultWebhookAttempts,
+		webhookConc:    DefaultWebhookConcurrency,
 		webhookTimeout: DefaultWebhookTimeout,
 		sseKeepAlive:   DefaultSSEKeepAlive,
 		now:            time.Now,
@@ -119,8 +121,11 @@ func (c *config) validate() error {
 			return fmt.Errorf("api webhook %q must be an absolute http(s) URL, e.g. http://127.0.0.1:8080/.well-known/iacp/v1/message", c.webhook)
 		}
 	}
-	if c.webhookMin <= 0 || c.webhookMax < c.webhookMin || c.webhookTries < 1 || c.webhookTimeout <= 0 {
-		return fmt.Errorf("api webhook backoff must be 0 < min <= max, attempts >= 1 and timeout > 0")
+	if c.webhookMin <= 0 || c.webhookMax < c.webhookMin || c.webhookTimeout <= 0 {
+		return fmt.Errorf("api webhook backoff must be 0 < min (%s) <= max (%s) and its timeout (%s) positive", c.webhookMin, c.webhookMax, c.webhookTimeout)
+	}
+	if c.webhookConc < 1 || c.webhookConc > 64 {
+		return fmt.Errorf("api webhook concurrency %d: must be 1 to 64", c.webhookConc)
 	}
 	if c.ratePerSecond < 0 || (c.ratePerSecond > 0 && c.rateBurst < 1) {
 		return fmt.Errorf("api rate limit: per second must be >= 0 (0 is off) and burst >= 1")
@@ -183,11 +188,17 @@ func WithWebhook(url, token string) Option {
 	return func(c *config) error { c.webhook, c.webhookToken = url, token; return nil }
 }
 
-// WithWebhookBackoff sets the webhook's retry policy: exponential backoff from min to max with
-// full jitter, at most attempts tries per message (defaults DefaultWebhookMinBackoff,
-// DefaultWebhookMaxBackoff, DefaultWebhookAttempts).
-func WithWebhookBackoff(min, max time.Duration, attempts int) Option {
-	return func(c *config) error { c.webhookMin, c.webhookMax, c.webhookTries = min, max, attempts; return nil }
+// WithWebhookBackoff sets the wait between two posts of one message: from min, doubling up to
+// max, with jitter (defaults DefaultWebhookMinBackoff, DefaultWebhookMaxBackoff). There is no
+// attempt limit: a message is posted until the agent takes it or it expires.
+func WithWebhookBackoff(min, max time.Duration) Option {
+	return func(c *config) error { c.webhookMin, c.webhookMax = min, max; return nil }
+}
+
+// WithWebhookConcurrency bounds the webhook posts in flight (default
+// DefaultWebhookConcurrency, at most 64).
+func WithWebhookConcurrency(n int) Option {
+	return func(c *config) error { c.webhookConc = n; return nil }
 }
 
 // WithRateLimit limits message POSTs and WebSocket sends to perSecond with bursts of burst;
