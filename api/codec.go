@@ -96,6 +96,13 @@ func write(w http.ResponseWriter, r *http.Request, status int, v any) {
 		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	writeRaw(w, r, status, raw)
+}
+
+// writeRaw answers a JSON document, converted to YAML when Accept asks for it. It declares
+// the Content-Length, so that a client can refuse an answer larger than it reads before
+// reading any of it.
+func writeRaw(w http.ResponseWriter, r *http.Request, status int, raw []byte) {
 	ct := mediaJSON
 	if acceptFormat(r) == protocol.YAML {
 		if y, yerr := protocol.JSONToYAML(raw); yerr == nil {
@@ -105,6 +112,7 @@ func write(w http.ResponseWriter, r *http.Request, status int, v any) {
 		raw = append(raw, '\n')
 	}
 	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
 	w.WriteHeader(status)
 	_, _ = w.Write(raw)
 }

@@ -14,7 +14,8 @@ import (
 // agent API, and 9700 is ours.
 const DefaultPort = 9700
 
-// Defaults; every number is a default of one Option.
+// Defaults and bounds, in one place. Each number is the default of one Option, unless its
+// comment says it is fixed or the default of a query parameter.
 const (
 	// DefaultListen is loopback only: the API carries the agent's authority.
 	DefaultListen = "127.0.0.1:9700"
@@ -47,6 +48,12 @@ const (
 	// DefaultSSEKeepAlive is the interval of SSE comment lines that keep proxies from closing
 	// an idle stream.
 	DefaultSSEKeepAlive = 15 * time.Second
+	// DefaultInboxPageBytes is the default of ?max_bytes=, the byte budget of one
+	// GET /v1/inbox page: 8 MiB of messages (as JSON). A page always holds at least one
+	// message, even a larger one, so that every message can be taken.
+	DefaultInboxPageBytes = 8 << 20
+	// MaxInboxPageBytes bounds ?max_bytes= (fixed): 64 MiB.
+	MaxInboxPageBytes = 64 << 20
 )
 
 // OutboxLister lists the durable outbox; *store.Store implements it.
