@@ -7,6 +7,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -57,13 +58,19 @@ func acceptFormat(r *http.Request) protocol.Format {
 	return protocol.JSON
 }
 
-// readBody reads at most max bytes; a larger body is a 413.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+// readBody reads the request's body, at most the server's max body bytes: a larger body is a
+// 413, and one that does not arrive within the read timeout a 408 (the guard closes the
+// connection after either).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: protocol.Errorf(protocol.CodePayloadInvalid,
-			"request body is larger than %d bytes", max)}
+			"request body is larger than %d bytes", s.cfg.maxBody)}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &httpError{status: http.StatusRequestTimeout, err: protocol.Errorf(protocol.CodePayloadInvalid,
+			"the request body did not arrive within the read timeout (%s): send the whole body without pausing", s.cfg.readTimeout)}
 	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "read request body: %w", err)

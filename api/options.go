@@ -48,6 +48,27 @@ const (
 	// DefaultSSEKeepAlive is the interval of SSE comment lines that keep proxies from closing
 	// an idle stream.
 	DefaultSSEKeepAlive = 15 * time.Second
+	// DefaultHeaderTimeout bounds reading a request's headers: 10 s, ample on loopback, and a
+	// client that trickles them (slowloris) loses its connection.
+	DefaultHeaderTimeout = 10 * time.Second
+	// DefaultReadTimeout bounds reading a request's body, from the end of its headers to its
+	// last byte: 30 s carries 16 MiB at 4.5 Mbit/s. A client that announces a body and
+	// withholds it loses its connection.
+	DefaultReadTimeout = 30 * time.Second
+	// DefaultWriteTimeout bounds writing one answer once the handler has it: 30 s, the same
+	// 16 MiB at 4.5 Mbit/s, so that a client that stops reading frees its connection.
+	// Streams (WebSocket, events) bound each of their writes by the ping timeout instead.
+	DefaultWriteTimeout = 30 * time.Second
+	// DefaultIdleTimeout closes a keep-alive connection that carries no request for 2 minutes
+	// (fixed).
+	DefaultIdleTimeout = 2 * time.Minute
+	// DefaultMaxHeaderBytes bounds a request's headers: 64 KiB (fixed; a bearer token and a
+	// few headers need well under 1 KiB).
+	DefaultMaxHeaderBytes = 64 << 10
+	// DefaultMaxConnections bounds the connections served at once: 256, well under the
+	// usual 1024 file descriptors of a process, so that clients holding connections open
+	// cannot exhaust them. Further connections wait in the kernel's accept queue.
+	DefaultMaxConnections = 256
 	// DefaultInboxPageBytes is the default of ?max_bytes=, the byte budget of one
 	// GET /v1/inbox page: 8 MiB of messages (as JSON). A page always holds at least one
 	// message, even a larger one, so that every message can be taken.
@@ -71,6 +92,10 @@ type config struct {
 	maxBody        int64
 	maxWait        time.Duration
 	sendTimeout    time.Duration
+	headerTimeout  time.Duration
+	readTimeout    time.Duration
+	writeTimeout   time.Duration
+	maxConns       int
 	pingInterval   time.Duration
 	pingTimeout    time.Duration
 	readIdle       time.Duration
@@ -86,6 +111,8 @@ type config struct {
 	outbox         OutboxLister
 	log            *slog.Logger
 	now            func() time.Time
+	// listenFunc listens (net.Listen; tests put a listener of their own on 127.0.0.1).
+	listenFunc func(network, addr string) (net.Listener, error)
 }
 
 func defaults() config {
@@ -94,6 +121,10 @@ func defaults() config {
 		maxBody:        DefaultMaxBodyBytes,
 		maxWait:        DefaultMaxWait,
 		sendTimeout:    DefaultSendTimeout,
+		headerTimeout:  DefaultHeaderTimeout,
+		readTimeout:    DefaultReadTimeout,
+		writeTimeout:   DefaultWriteTimeout,
+		maxConns:       DefaultMaxConnections,
 		pingInterval:   DefaultPingInterval,
 		pingTimeout:    DefaultPingTimeout,
 		readIdle:       DefaultReadIdle,
@@ -103,6 +134,7 @@ func defaults() config {
 		webhookTimeout: DefaultWebhookTimeout,
 		sseKeepAlive:   DefaultSSEKeepAlive,
 		now:            time.Now,
+		listenFunc:     net.Listen,
 	}
 }
 
@@ -118,6 +150,12 @@ func (c *config) validate() error {
 	}
 	if c.maxWait <= 0 || c.sendTimeout <= 0 {
 		return fmt.Errorf("api max wait and send timeout must be positive")
+	}
+	if c.headerTimeout <= 0 || c.readTimeout <= 0 || c.writeTimeout <= 0 {
+		return fmt.Errorf("api header timeout (%s), read timeout (%s) and write timeout (%s) must be positive", c.headerTimeout, c.readTimeout, c.writeTimeout)
+	}
+	if c.maxConns < 1 || c.maxConns > 1<<16 {
+		return fmt.Errorf("api max connections %d: must be 1 to 65536", c.maxConns)
 	}
 	if c.pingInterval <= 0 || c.pingTimeout <= 0 || c.readIdle <= c.pingInterval {
 		return fmt.Errorf("api ping interval and timeout must be positive and the read idle timeout (%s) longer than the ping interval (%s)", c.readIdle, c.pingInterval)
@@ -175,6 +213,29 @@ func WithMaxWait(d time.Duration) Option { return func(c *config) error { c.maxW
 func WithSendTimeout(d time.Duration) Option {
 	return func(c *config) error { c.sendTimeout = d; return nil }
 }
+
+// WithHeaderTimeout bounds reading a request's headers (default DefaultHeaderTimeout).
+func WithHeaderTimeout(d time.Duration) Option {
+	return func(c *config) error { c.headerTimeout = d; return nil }
+}
+
+// WithReadTimeout bounds reading a request's body, from the end of its headers to its last
+// byte (default DefaultReadTimeout). A body that does not arrive in time is answered 408 and
+// the connection closed. Requests without a body (long polls, the event stream, the WebSocket
+// upgrade) have nothing to read and are not bounded by it.
+func WithReadTimeout(d time.Duration) Option {
+	return func(c *config) error { c.readTimeout = d; return nil }
+}
+
+// WithWriteTimeout bounds writing one answer (default DefaultWriteTimeout); a client that does
+// not read it in time loses its connection. Streams bound each write by the ping timeout.
+func WithWriteTimeout(d time.Duration) Option {
+	return func(c *config) error { c.writeTimeout = d; return nil }
+}
+
+// WithMaxConnections bounds the connections served at once, WebSockets and event streams
+// included (default DefaultMaxConnections); further ones wait to be accepted.
+func WithMaxConnections(n int) Option { return func(c *config) error { c.maxConns = n; return nil } }
 
 // WithPing sets the WebSocket heartbeat: a ping every interval, answered within timeout
 // (defaults DefaultPingInterval, DefaultPingTimeout).

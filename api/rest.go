@@ -72,7 +72,7 @@ func (s *Server) discover(w http.ResponseWriter, r *http.Request) {
 	}
 	var q protocol.CapabilityQuery
 	if r.Method == http.MethodPost {
-		body, err := readBody(w, r, s.cfg.maxBody)
+		body, err := s.readBody(w, r)
 		if err != nil {
 			s.fail(w, r, err, "")
 			return

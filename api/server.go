@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/node"
@@ -76,17 +77,19 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
+	ln, err := cfg.listenFunc("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with `iacp-node run --api 127.0.0.1:PORT`)", cfg.listen, err)
 	}
-	s.ln, s.addr = ln, ln.Addr().String()
+	s.addr = ln.Addr().String()
+	// At most maxConns connections at once: the rest wait in the kernel's accept queue.
+	s.ln = netutil.LimitListener(ln, cfg.maxConns)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		Handler:           s.guard(s.mux),
+		ReadHeaderTimeout: cfg.headerTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -100,7 +103,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("api server stopped", "err", err.Error())
 		}
 	}()
