@@ -2,11 +2,13 @@ package api
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"strings"
@@ -19,7 +21,8 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// withListenFunc makes New listen through f.
+// withListenFunc makes New listen through f (a test listens on 127.0.0.1 whatever the
+// configured address).
 func withListenFunc(f func(network, addr string) (net.Listener, error)) Option {
 	return func(c *config) error { c.listenFunc = f; return nil }
 }
@@ -153,6 +156,7 @@ func TestGuard_AnsweredBeforeTheBodyClosesTheConnection(t *testing.T) {
 		status                         int
 	}{
 		{"no token", "POST", MessagePath, s.Addr(), "", 401},
+		{"forged Host", "POST", MessagePath, "attacker.example:" + s.port, s.Token(), 403},
 		{"unknown path", "POST", "/v1/nothing-here", s.Addr(), s.Token(), 404},
 		{"wrong method", "PUT", "/v1/status", s.Addr(), s.Token(), 405},
 		{"a body nobody reads", "GET", "/healthz", s.Addr(), "", 200},
@@ -290,5 +294,91 @@ func TestGuard_ConnectionLimit(t *testing.T) {
 	}
 	if _, most := cl.counts(); most != 2 {
 		t.Fatalf("%d connections were open at once, the limit is 2", most)
+	}
+}
+
+// On loopback the server answers only requests addressed to a loopback name with its port
+// (or none): a web page that reaches it through DNS rebinding sends its own Host and gets
+// 403 with an error document that says why, on every route, /healthz and /metrics included.
+func TestGuard_HostCheckRefusesDNSRebinding(t *testing.T) {
+	m := newAPIMesh(t, 1, meshOpts{})
+	s := m.servers[0]
+	get := func(path, host string) (int, ErrorDoc) {
+		t.Helper()
+		req, _ := http.NewRequest(http.MethodGet, s.URL()+path, nil)
+		req.Host = host
+		req.Header.Set("Authorization", "Bearer "+s.Token())
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		raw, _ := io.ReadAll(resp.Body)
+		var doc ErrorDoc
+		_ = json.Unmarshal(raw, &doc)
+		return resp.StatusCode, doc
+	}
+	for _, host := range []string{"attacker.example:" + s.port, "attacker.example", "127.0.0.1:1", "localhost:1", "10.0.0.1:" + s.port} {
+		for _, path := range []string{"/healthz", "/metrics", "/v1/status"} {
+			status, doc := get(path, host)
+			if status != http.StatusForbidden || doc.Error.Code != protocol.CodePermissionDenied || !strings.Contains(doc.Error.Message, "DNS rebinding") {
+				t.Fatalf("GET %s with Host %q: %d %+v; want 403 PERMISSION_DENIED that explains", path, host, status, doc.Error)
+			}
+		}
+	}
+	for _, host := range []string{s.Addr(), "localhost:" + s.port, "LOCALHOST:" + s.port, "localhost", "127.0.0.1", "[::1]:" + s.port, "[::1]"} {
+		if status, doc := get("/healthz", host); status != http.StatusOK {
+			t.Fatalf("GET /healthz with Host %q: %d %+v; want 200", host, status, doc.Error)
+		}
+	}
+}
+
+// syncLog is a log destination safe for the server's goroutines.
+type syncLog struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *syncLog) Write(p []byte) (int, error) { l.mu.Lock(); defer l.mu.Unlock(); return l.b.Write(p) }
+func (l *syncLog) String() string              { l.mu.Lock(); defer l.mu.Unlock(); return l.b.String() }
+
+// The server refuses to listen off loopback, saying what to do, unless WithAllowRemote(true)
+// is given; then it warns loudly at start, and it does not check the Host header (a
+// TLS-terminating proxy in front has its own name). The test listens on 127.0.0.1 whatever
+// the address says.
+func TestServer_ListensOffLoopbackOnlyWhenAllowed(t *testing.T) {
+	m := newAPIMesh(t, 1, meshOpts{})
+	listened := 0
+	onLoopback := func(string, string) (net.Listener, error) { listened++; return net.Listen("tcp", "127.0.0.1:0") }
+	tok := strings.Repeat("t", 32)
+	for _, addr := range []string{"0.0.0.0:9700", ":9700", "[::]:9700", "192.0.2.10:9700"} {
+		_, err := New(m.nodes[0], WithToken(tok), WithListen(addr), withListenFunc(onLoopback), WithLogger(slog.New(slog.DiscardHandler)))
+		if !errors.Is(err, ErrNotLoopback) || !strings.Contains(err.Error(), "--api-allow-remote") || !strings.Contains(err.Error(), "TLS") {
+			t.Fatalf("listen on %s: %v; want ErrNotLoopback saying how to allow it", addr, err)
+		}
+	}
+	if listened != 0 {
+		t.Fatal("a refused address was listened on")
+	}
+
+	var logs syncLog
+	s, err := New(m.nodes[0], WithToken(tok), WithListen("0.0.0.0:9700"), WithAllowRemote(true), withListenFunc(onLoopback),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if s.Loopback() || !strings.Contains(logs.String(), "level=WARN") || !strings.Contains(logs.String(), "in clear") {
+		t.Fatalf("no loud warning at start: loopback %v, log:\n%s", s.Loopback(), logs.String())
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.URL()+"/healthz", nil)
+	req.Host = "iacp.example.org"
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("behind a proxy, Host %q got %d", req.Host, resp.StatusCode)
 	}
 }

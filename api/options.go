@@ -87,6 +87,7 @@ type Option func(*config) error
 
 type config struct {
 	listen         string
+	allowRemote    bool
 	dataDir        string
 	token          string
 	maxBody        int64
@@ -182,9 +183,17 @@ func (c *config) validate() error {
 }
 
 // WithListen sets the host:port to listen on (default DefaultListen; port 0 picks a free one).
-// Anything other than a loopback address exposes the agent's authority to the network, so
-// the token then matters even more.
+// An address that is not loopback is refused unless WithAllowRemote(true) is given too.
 func WithListen(addr string) Option { return func(c *config) error { c.listen = addr; return nil } }
+
+// WithAllowRemote allows a listen address that is not loopback (default false). The API
+// speaks plain HTTP, so its bearer token and every message then travel in clear: put a
+// TLS-terminating proxy in front of it. On such an address the server does not check the
+// Host header (the proxy's name is not known to it); on loopback it answers only requests
+// addressed to localhost, 127.0.0.1 or [::1], which defeats DNS rebinding.
+func WithAllowRemote(allow bool) Option {
+	return func(c *config) error { c.allowRemote = allow; return nil }
+}
 
 // WithDataDir sets the data directory: the token is read from (or created in) api.token there
 // unless WithToken is given, and api.addr is written there while the server runs.
