@@ -179,6 +179,40 @@ func TestGuard_AnsweredBeforeTheBodyClosesTheConnection(t *testing.T) {
 	}
 }
 
+// A client that asks for a large answer and does not read it (a slow read) loses its
+// connection at the write timeout: the server closes it rather than wait for ever. The
+// answer is an inbox page holding one message of the maximum size, larger than the socket
+// buffers between the two ends (the client's is shrunk to a few KiB).
+func TestGuard_AClientThatStopsReadingIsCutAtTheWriteTimeout(t *testing.T) {
+	cl := &countingListener{}
+	listen := func(network, addr string) (net.Listener, error) {
+		ln, err := net.Listen(network, addr)
+		cl.Listener = ln
+		return cl, err
+	}
+	m := newAPIMesh(t, 2, meshOpts{node: quickNodes, server: func(i int) []Option {
+		if i != 1 {
+			return nil
+		}
+		return []Option{WithWriteTimeout(200 * time.Millisecond), withListenFunc(listen)}
+	}})
+	sendToInbox(t, m, maxPayload('w'))
+	s := m.servers[1]
+	c, err := net.Dial("tcp", s.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.(*net.TCPConn).SetReadBuffer(4096); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.WriteString(c, "GET /v1/inbox HTTP/1.1\r\nHost: "+s.Addr()+"\r\nAuthorization: Bearer "+s.Token()+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the server accepts the connection", func() bool { _, most := cl.counts(); return most == 1 })
+	eventually(t, 10*time.Second, "the server closes the connection it cannot write to", func() bool { open, _ := cl.counts(); return open == 0 })
+}
+
 // The read timeout bounds reading a request, not answering it: a WebSocket, the event
 // stream, an inbox long poll and a POST that waits for its response all outlive it.
 func TestGuard_LongRequestsOutliveTheReadTimeout(t *testing.T) {
