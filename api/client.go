@@ -46,26 +46,55 @@ func (e *APIError) Error() string       { return fmt.Sprintf("%s (HTTP %d)", e.E
 func (e *APIError) Unwrap() error       { return e.Err }
 func (e *APIError) Code() protocol.Code { return e.Err.Code }
 
+// ErrAnswerTooLarge is returned by the Client's calls when an answer is larger than the
+// client reads (WithAnswerLimit); the error says which call and what to do.
+var ErrAnswerTooLarge = errors.New("api: the answer is larger than the client reads")
+
+// DefaultAnswerLimit bounds the answers a Client reads: 17 MiB, one message of the default
+// max_message_bytes (16 MiB, IaCP 1.0 section 10) and 1 MiB for the JSON around it. An inbox
+// page is larger only when it holds a single larger message (its budget, ?max_bytes=, is
+// kept under the limit).
+const DefaultAnswerLimit = protocol.DefaultMaxMessageBytes + 1<<20
+
+// inboxPageSlack is what an inbox page adds to its messages' JSON: the document around them
+// and a comma between two (at most 1000 a page). The page budget the client asks for leaves
+// this much of its answer limit free.
+const inboxPageSlack = 64 << 10
+
+// ClientOption configures a Client.
+type ClientOption func(*Client)
+
+// WithAnswerLimit bounds the answers the client reads (default DefaultAnswerLimit, at least
+// 1 MiB). Raise it for a node whose max_message_bytes (in its status) is larger than 16 MiB.
+func WithAnswerLimit(n int64) ClientOption {
+	return func(c *Client) { c.limit = max(n, 1<<20) }
+}
+
 // Client talks to a node's local API. It is safe for concurrent use.
 type Client struct {
 	base    string
 	token   string
 	dataDir string
+	limit   int64
 	hc      *http.Client
 }
 
 // NewClient returns a client of the API at addr (host:port or an http:// URL) with token.
-func NewClient(addr, token string) *Client {
+func NewClient(addr, token string, opts ...ClientOption) *Client {
 	base := addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &Client{base: strings.TrimRight(base, "/"), token: token, hc: &http.Client{}}
+	c := &Client{base: strings.TrimRight(base, "/"), token: token, limit: DefaultAnswerLimit, hc: &http.Client{}}
+	for _, o := range opts {
+		o(c)
+	}
+	return c
 }
 
 // Dial returns a client of the node that runs with dataDir, from its api.addr and api.token.
 // When no node runs there it returns a *NoNodeError that says how to start one.
-func Dial(dataDir string) (*Client, error) {
+func Dial(dataDir string, opts ...ClientOption) (*Client, error) {
 	addr, err := ReadAddr(dataDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, &NoNodeError{DataDir: dataDir, Err: err}
@@ -77,7 +106,7 @@ func Dial(dataDir string) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read the API token: %w", err)
 	}
-	c := NewClient(addr, tok)
+	c := NewClient(addr, tok, opts...)
 	c.dataDir = dataDir
 	return c, nil
 }
@@ -95,7 +124,7 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 		return err
 	}
 	defer resp.Body.Close()
-	raw, err := io.ReadAll(io.LimitReader(resp.Body, DefaultMaxBodyBytes+1))
+	raw, err := c.readAnswer(resp, method, path)
 	if err != nil {
 		return err
 	}
@@ -110,6 +139,32 @@ func (c *Client) do(ctx context.Context, method, path string, body []byte, ctype
 		return err
 	}
 	return json.Unmarshal(raw, out)
+}
+
+// readAnswer reads an answer of at most the client's limit; a larger one is refused with
+// ErrAnswerTooLarge, before reading when its Content-Length says so, and never parsed cut.
+func (c *Client) readAnswer(resp *http.Response, method, path string) ([]byte, error) {
+	tooLarge := func(size string) error {
+		what, _, _ := strings.Cut(path, "?")
+		hint := "raise the client's limit with api.WithAnswerLimit"
+		if what == "/v1/inbox" {
+			hint = "one message in the inbox is this large (the node's max_message_bytes is above the client's limit): " +
+				"read it with a client whose limit is larger (api.WithAnswerLimit), or take it over the WebSocket binding"
+		}
+		return fmt.Errorf("%w: %s %s answered %s bytes, more than the %d this client reads: %s",
+			ErrAnswerTooLarge, method, what, size, c.limit, hint)
+	}
+	if resp.ContentLength > c.limit {
+		return nil, tooLarge(strconv.FormatInt(resp.ContentLength, 10))
+	}
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, c.limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(raw)) > c.limit {
+		return nil, tooLarge("more than " + strconv.FormatInt(c.limit, 10))
+	}
+	return raw, nil
 }
 
 func (c *Client) send(ctx context.Context, method, path string, body []byte, ctype, accept string) (*http.Response, error) {
@@ -216,13 +271,16 @@ func (c *Client) Outbox(ctx context.Context) (OutboxDoc, error) {
 	return d, c.do(ctx, http.MethodGet, "/v1/outbox", nil, "", &d)
 }
 
-// Inbox lists the messages waiting with seq greater than after; with wait > 0 it long-polls
-// while none waits.
+// Inbox returns the first page of the messages waiting with seq greater than after; with
+// wait > 0 it long-polls while none waits. The page's budget fits the client's answer limit
+// (DefaultInboxPageBytes by default); when doc.More is true, more messages wait: ask again
+// with after = doc.NextAfter.
 func (c *Client) Inbox(ctx context.Context, after uint64, wait time.Duration) (InboxDoc, error) {
 	q := url.Values{}
 	if after > 0 {
 		q.Set("after", strconv.FormatUint(after, 10))
 	}
+	q.Set("max_bytes", strconv.FormatInt(min(DefaultInboxPageBytes, c.limit-inboxPageSlack), 10))
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}

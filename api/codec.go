@@ -7,6 +7,7 @@ import (
 	"math"
 	"mime"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -57,13 +58,19 @@ func acceptFormat(r *http.Request) protocol.Format {
 	return protocol.JSON
 }
 
-// readBody reads at most max bytes; a larger body is a 413.
-func readBody(w http.ResponseWriter, r *http.Request, max int64) ([]byte, error) {
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, max))
+// readBody reads the request's body, at most the server's max body bytes: a larger body is a
+// 413, and one that does not arrive within the read timeout a 408 (the guard closes the
+// connection after either).
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
 		return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: protocol.Errorf(protocol.CodePayloadInvalid,
-			"request body is larger than %d bytes", max)}
+			"request body is larger than %d bytes", s.cfg.maxBody)}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, &httpError{status: http.StatusRequestTimeout, err: protocol.Errorf(protocol.CodePayloadInvalid,
+			"the request body did not arrive within the read timeout (%s): send the whole body without pausing", s.cfg.readTimeout)}
 	}
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "read request body: %w", err)
@@ -96,6 +103,13 @@ func write(w http.ResponseWriter, r *http.Request, status int, v any) {
 		http.Error(w, "encode answer: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
+	writeRaw(w, r, status, raw)
+}
+
+// writeRaw answers a JSON document, converted to YAML when Accept asks for it. It declares
+// the Content-Length, so that a client can refuse an answer larger than it reads before
+// reading any of it.
+func writeRaw(w http.ResponseWriter, r *http.Request, status int, raw []byte) {
 	ct := mediaJSON
 	if acceptFormat(r) == protocol.YAML {
 		if y, yerr := protocol.JSONToYAML(raw); yerr == nil {
@@ -105,6 +119,7 @@ func write(w http.ResponseWriter, r *http.Request, status int, v any) {
 		raw = append(raw, '\n')
 	}
 	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
 	w.WriteHeader(status)
 	_, _ = w.Write(raw)
 }

@@ -6,6 +6,9 @@
 //
 // The server listens on 127.0.0.1:9700 by default (IaCP 1.0 section 5.1 puts the local API
 // in 9000-9999) and requires a bearer token read from <data-dir>/api.token (mode 0600). While
-// it runs it writes its listen address to <data-dir>/api.addr, so that clients find it.
+// it runs it writes its listen address to <data-dir>/api.addr, so that clients find it. It
+// refuses a listen address off loopback unless WithAllowRemote allows it, and on loopback it
+// answers only requests addressed to a loopback name (DNS rebinding). Reading a request,
+// writing an answer and the number of connections are bounded (options.go).
 // docs/api.md describes every endpoint; docs/openapi.yaml is checked against the routes.
 package api

@@ -82,11 +82,15 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			after = ds[len(ds)-1].Seq // notices are for arrivals from now on
 		}
 	}
+	// The stream outlives any request deadline: it reads nothing (no read deadline), and it
+	// bounds each of its writes by the ping timeout.
 	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
+	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.pingTimeout))
 	fmt.Fprint(w, ": iacp-node event stream\n\n")
 	if rc.Flush() != nil {
 		return

@@ -2,8 +2,10 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strconv"
+	"time"
 
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -12,21 +14,28 @@ import (
 // maxInboxPage bounds the messages one GET /v1/inbox returns.
 const maxInboxPage = 1000
 
-// getInbox lists the messages waiting for the agent, oldest first: ?after=SEQ skips those up
-// to SEQ, ?limit=N (default and maximum 1000), ?wait=D long-polls while nothing waits.
-// Listing takes nothing: the agent acknowledges each message it takes.
+// getInbox lists the messages waiting for the agent, oldest first, one page at a time:
+// ?after=SEQ skips those up to SEQ, ?limit=N (default and maximum 1000) and ?max_bytes=B
+// (default DefaultInboxPageBytes) bound the page, ?wait=D long-polls while nothing waits.
+// A page holds at least one message, even one larger than B; "more" says that others wait
+// beyond it, and "next_after" is the ?after= of the next page. Listing takes nothing: the
+// agent acknowledges each message it takes.
 func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
-	after, err := parseUint(r.URL.Query().Get("after"))
+	q := r.URL.Query()
+	after, err := parseUint(q.Get("after"))
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
 	}
-	limit := maxInboxPage
-	if l := r.URL.Query().Get("limit"); l != "" {
-		if limit, err = strconv.Atoi(l); err != nil || limit < 1 || limit > maxInboxPage {
-			s.fail(w, r, errorf(protocol.CodePayloadInvalid, "limit=%q must be 1 to %d", l, maxInboxPage), "")
-			return
-		}
+	limit, err := queryInt(q.Get("limit"), "limit", maxInboxPage, 1, maxInboxPage)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	budget, err := queryInt(q.Get("max_bytes"), "max_bytes", DefaultInboxPageBytes, 1, MaxInboxPageBytes)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
 	}
 	wait, waiting, err := parseWait(r, s.cfg.maxWait)
 	if err != nil {
@@ -40,10 +49,79 @@ func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
 		ds, _ = ib.Wait(ctx, after) // an empty list when the wait ends
 		cancel()
 	}
-	if len(ds) > limit {
-		ds = ds[:limit]
+	raw, err := inboxPage(ds, after, limit, budget)
+	if err != nil {
+		s.fail(w, r, errorf(protocol.CodeInternalError, "encode the inbox: %w", err), "")
+		return
 	}
-	write(w, r, http.StatusOK, InboxDoc{Messages: inboxItems(ds)})
+	writeRaw(w, r, http.StatusOK, raw)
+}
+
+// inboxPage encodes the InboxDoc of the first messages of ds: at most limit of them, and
+// while their JSON stays within budget bytes, but at least one. The messages are counted as
+// they are written, so the page is what the budget says.
+func inboxPage(ds []node.Delivery, after uint64, limit, budget int) ([]byte, error) {
+	buf := append(make([]byte, 0, 256), `{"messages":[`...)
+	used, n := 0, 0
+	for _, d := range ds {
+		if n == limit {
+			break
+		}
+		item, err := inboxItemJSON(d)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 && used+len(item) > budget {
+			break
+		}
+		if n > 0 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, item...)
+		used += len(item)
+		after = d.Seq
+		n++
+	}
+	buf = append(buf, `],"more":`...)
+	buf = strconv.AppendBool(buf, n < len(ds))
+	buf = append(buf, `,"next_after":`...)
+	buf = strconv.AppendUint(buf, after, 10)
+	return append(buf, '}'), nil
+}
+
+// inboxItemJSON encodes an InboxItem with its message in the wire encoding, byte for byte
+// (encoding/json would escape <, > and & again, and a message full of them would grow up to
+// six times its size).
+func inboxItemJSON(d node.Delivery) ([]byte, error) {
+	msg, err := protocol.EncodeJSON(d.Msg)
+	if err != nil {
+		return nil, err
+	}
+	head, err := json.Marshal(struct {
+		Seq      uint64    `json:"seq"`
+		Received time.Time `json:"received"`
+		Peer     string    `json:"peer"`
+	}{d.Seq, d.Received, d.Peer.String()})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(head)+len(msg)+16)
+	out = append(out, head[:len(head)-1]...)
+	out = append(out, `,"message":`...)
+	out = append(out, msg...)
+	return append(out, '}'), nil
+}
+
+// queryInt reads an integer query parameter from lo to hi; def when it is absent.
+func queryInt(v, name string, def, lo, hi int) (int, error) {
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < lo || n > hi {
+		return 0, errorf(protocol.CodePayloadInvalid, "%s=%q must be an integer from %d to %d", name, v, lo, hi)
+	}
+	return n, nil
 }
 
 // ackInbox takes a message: it leaves the inbox for good.
@@ -55,12 +133,4 @@ func (s *Server) ackInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.received.WithLabelValues("pull").Inc()
 	write(w, r, http.StatusOK, AckResult{Acked: id})
-}
-
-func inboxItems(ds []node.Delivery) []InboxItem {
-	out := make([]InboxItem, 0, len(ds))
-	for _, d := range ds {
-		out = append(out, InboxItem{Seq: d.Seq, Received: d.Received, Peer: d.Peer.String(), Message: d.Msg})
-	}
-	return out
 }

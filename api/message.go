@@ -24,7 +24,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	body, err := readBody(w, r, s.cfg.maxBody)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
@@ -144,7 +144,7 @@ func (s *Server) postBroadcast(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	body, err := readBody(w, r, s.cfg.maxBody)
+	body, err := s.readBody(w, r)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return

@@ -21,16 +21,17 @@ func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 	doc := StatusDoc{
-		AgentID:       s.n.AgentID(),
-		PeerID:        s.n.ID().String(),
-		Addrs:         addrStrings(s.n.Addrs()),
-		Status:        s.n.Status(),
-		UptimeSeconds: s.n.Manifest().UptimeSeconds,
-		Peers:         len(s.n.Host().Network().Peers()),
-		InboxDepth:    s.n.Inbox().Len(),
-		Inbox:         s.n.Config().Inbox,
-		Gossip:        s.n.Gossip() != nil,
-		Webhook:       s.cfg.webhook,
+		AgentID:         s.n.AgentID(),
+		PeerID:          s.n.ID().String(),
+		Addrs:           addrStrings(s.n.Addrs()),
+		Status:          s.n.Status(),
+		UptimeSeconds:   s.n.Manifest().UptimeSeconds,
+		Peers:           len(s.n.Host().Network().Peers()),
+		InboxDepth:      s.n.Inbox().Len(),
+		Inbox:           s.n.Config().Inbox,
+		MaxMessageBytes: s.n.Config().MaxMessageBytes,
+		Gossip:          s.n.Gossip() != nil,
+		Webhook:         s.cfg.webhook,
 	}
 	if d := s.n.Discovery(); d != nil {
 		st := d.Status()
@@ -71,7 +72,7 @@ func (s *Server) discover(w http.ResponseWriter, r *http.Request) {
 	}
 	var q protocol.CapabilityQuery
 	if r.Method == http.MethodPost {
-		body, err := readBody(w, r, s.cfg.maxBody)
+		body, err := s.readBody(w, r)
 		if err != nil {
 			s.fail(w, r, err, "")
 			return

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/node"
@@ -23,16 +24,21 @@ import (
 // WebSocket connections; everything it starts ends in Close. Its configuration is read-only
 // after New; the rate limiter is safe for concurrent use.
 type Server struct {
-	n       *node.Node
-	cfg     config
-	token   string
-	log     *slog.Logger
-	mux     *http.ServeMux
-	srv     *http.Server
-	ln      net.Listener
-	addr    string
-	metrics *metrics
-	limiter *rate.Limiter // nil when the API is not rate-limited
+	n     *node.Node
+	cfg   config
+	token string
+	log   *slog.Logger
+	mux   *http.ServeMux
+	srv   *http.Server
+	ln    net.Listener
+	addr  string
+	port  string // of addr
+	ip    string // of addr: a Host the loopback check accepts besides the loopback names
+	// loopback says that the server listens on a loopback address; then it answers only
+	// requests addressed to a loopback name (hostAllowed).
+	loopback bool
+	metrics  *metrics
+	limiter  *rate.Limiter // nil when the API is not rate-limited
 
 	ctx       context.Context // cancelled by Close: ends streams, sockets, the webhook loop
 	cancel    context.CancelFunc
@@ -76,17 +82,30 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
-	ln, err := net.Listen("tcp", cfg.listen)
+	if s.loopback, err = loopbackHost(cfg.listen); err != nil {
+		return nil, err
+	}
+	if !s.loopback && !cfg.allowRemote {
+		return nil, errRemote(cfg.listen)
+	}
+	ln, err := cfg.listenFunc("tcp", cfg.listen)
 	if err != nil {
 		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with `iacp-node run --api 127.0.0.1:PORT`)", cfg.listen, err)
 	}
-	s.ln, s.addr = ln, ln.Addr().String()
+	s.addr = ln.Addr().String()
+	s.ip, s.port, _ = net.SplitHostPort(s.addr)
+	if ip := net.ParseIP(s.ip); s.loopback && (ip == nil || !ip.IsLoopback()) && !cfg.allowRemote {
+		ln.Close()
+		return nil, errRemote(s.addr) // a name that resolved to loopback, bound elsewhere
+	}
+	// At most maxConns connections at once: the rest wait in the kernel's accept queue.
+	s.ln = netutil.LimitListener(ln, cfg.maxConns)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &http.Server{
-		Handler:           s.mux,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
+		Handler:           s.guard(s.mux),
+		ReadHeaderTimeout: cfg.headerTimeout,
+		IdleTimeout:       DefaultIdleTimeout,
+		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
@@ -100,7 +119,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(s.ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.log.Error("api server stopped", "err", err.Error())
 		}
 	}()
@@ -109,6 +128,10 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 		go s.webhookLoop()
 	}
 	s.log.Info("local API listening", "addr", s.addr, "webhook", cfg.webhook)
+	if !s.loopback {
+		s.log.Warn("THE LOCAL API LISTENS OFF LOOPBACK: its bearer token and every message travel in clear. "+
+			"Put a TLS-terminating proxy in front of it, or keep it on 127.0.0.1", "addr", s.addr)
+	}
 	return s, nil
 }
 
@@ -117,6 +140,10 @@ func (s *Server) Addr() string { return s.addr }
 
 // URL returns the server's base URL, http://host:port.
 func (s *Server) URL() string { return "http://" + s.addr }
+
+// Loopback reports whether the server listens on a loopback address (and so checks the Host
+// of every request); false only with WithAllowRemote(true).
+func (s *Server) Loopback() bool { return s.loopback }
 
 // Token returns the bearer token the server requires.
 func (s *Server) Token() string { return s.token }

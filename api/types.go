@@ -26,8 +26,11 @@ type StatusDoc struct {
 	Peers         int                       `json:"peers"`
 	InboxDepth    int                       `json:"inbox_depth"`
 	Inbox         bool                      `json:"inbox"`
-	Gossip        bool                      `json:"gossip"`
-	Webhook       string                    `json:"webhook,omitempty"`
+	// MaxMessageBytes is the node's max_message_bytes: no inbound message is larger, so an
+	// inbox page is at most this plus its JSON when it exceeds its byte budget.
+	MaxMessageBytes int    `json:"max_message_bytes"`
+	Gossip          bool   `json:"gossip"`
+	Webhook         string `json:"webhook,omitempty"`
 	// Discovery is nil when discovery is off.
 	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
 }
@@ -124,9 +127,14 @@ type InboxItem struct {
 	Message  *protocol.Message `json:"message"`
 }
 
-// InboxDoc is GET /v1/inbox.
+// InboxDoc is one page of GET /v1/inbox.
 type InboxDoc struct {
 	Messages []InboxItem `json:"messages"`
+	// More says that more messages wait after this page: ask again with ?after=NextAfter.
+	More bool `json:"more"`
+	// NextAfter is the seq of the page's last message (the request's ?after= when the page
+	// is empty): the ?after= of the next page, or of the next long poll.
+	NextAfter uint64 `json:"next_after"`
 }
 
 // AckResult answers POST /v1/inbox/{message_id}/ack.

@@ -13,66 +13,99 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// webhookLoop POSTs every inbound message to the agent's URL, in arrival order, and
-// acknowledges it once the agent answers 2xx. A 200 whose body is an IACP response or error
-// is sent as the reply (the binding's synchronous answer).
+// hookResult is the outcome of one webhook post.
+type hookResult struct {
+	id  string
+	err error // nil: the agent took the message
+}
+
+// webhookLoop POSTs every inbound message to the agent's URL and acknowledges it once the
+// agent answers 2xx. Each message has its own schedule (hookPlan): a message the agent fails
+// is posted again after a backoff, with no attempt limit, until the agent takes it (a 2xx, or
+// an ack through the API or a WebSocket) or it expires, and it never holds up the others.
+// At most the webhook concurrency posts are in flight. A 200 whose body is an IACP response
+// or error is sent as the reply (the binding's synchronous answer).
 func (s *Server) webhookLoop() {
 	defer s.wg.Done()
 	hc := &http.Client{Timeout: s.cfg.webhookTimeout}
 	defer hc.CloseIdleConnections()
 	ib := s.n.Inbox()
-	var after uint64
+	plan := newHookPlan(s.cfg.webhookMin, s.cfg.webhookMax, s.cfg.webhookConc, rand.Int64N)
+	// Buffered for every post in flight, so that a post never waits for the loop.
+	results := make(chan hookResult, s.cfg.webhookConc)
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	defer timer.Stop()
 	for {
-		ds, err := ib.Wait(s.ctx, after)
-		if err != nil {
-			return
-		}
-		for _, d := range ds {
-			after = d.Seq
-			if err := s.hook(hc, d); err != nil {
-				if s.ctx.Err() != nil {
-					return
-				}
-				s.log.Warn("webhook gave up on a message; it stays in the inbox for GET /v1/inbox",
-					"id", d.Msg.Envelope.MessageID, "err", err.Error())
+		changed := ib.Changed()
+		now := s.n.Now()
+		work := plan.next(ib.List(0), now)
+		for _, d := range work.expired {
+			if err := ib.Ack(d.Msg.Envelope.MessageID); err == nil {
+				s.log.Info("webhook: a message expired before the agent took it; acknowledged as expired",
+					"id", d.Msg.Envelope.MessageID)
 			}
 		}
+		for _, d := range work.post {
+			s.wg.Add(1)
+			go s.hook(hc, d, results)
+		}
+		var wake <-chan time.Time
+		if !work.wake.IsZero() {
+			timer.Reset(work.wake.Sub(now))
+			wake = timer.C
+		}
+		select {
+		case <-s.ctx.Done():
+			return
+		case <-changed:
+		case <-wake:
+		case r := <-results:
+			s.hookDone(plan, r)
+			for more := true; more; {
+				select {
+				case r := <-results:
+					s.hookDone(plan, r)
+				default:
+					more = false
+				}
+			}
+		}
+		timer.Stop()
 	}
 }
 
-// hook delivers one message with bounded retries: exponential backoff with jitter.
-func (s *Server) hook(hc *http.Client, d node.Delivery) error {
+// hookDone records the outcome of a post and logs failures: at the 1st, 2nd, 4th, 8th...
+// of a message, so that an agent that is down does not flood the log.
+func (s *Server) hookDone(plan *hookPlan, r hookResult) {
+	attempts, wait := plan.done(r.id, r.err == nil, s.n.Now())
+	if r.err == nil || attempts == 0 || attempts&(attempts-1) != 0 || s.ctx.Err() != nil {
+		return
+	}
+	s.log.Warn("webhook: the agent did not take a message; it is posted again until the agent takes it or it expires",
+		"id", r.id, "failures", attempts, "retry_in", wait.String(), "err", r.err.Error())
+}
+
+// hook posts one message and reports the outcome on results. When the agent takes it, hook
+// acknowledges it and sends the agent's synchronous reply, if any.
+func (s *Server) hook(hc *http.Client, d node.Delivery, results chan<- hookResult) {
+	defer s.wg.Done()
 	id := d.Msg.Envelope.MessageID
-	if !s.n.Now().Before(d.Msg.Expires()) {
-		_ = s.n.Inbox().Ack(id) // expired: never processed (Internet-Draft TTL rule)
-		return nil
-	}
 	raw, err := protocol.EncodeJSON(d.Msg)
-	if err != nil {
-		return err
+	var reply *protocol.Message
+	if err == nil {
+		reply, err = s.post(hc, raw)
 	}
-	var lastErr error
-	for attempt := 0; attempt < s.cfg.webhookTries; attempt++ {
-		if attempt > 0 {
-			if err := s.pause(backoff(s.cfg.webhookMin, s.cfg.webhookMax, attempt)); err != nil {
-				return err
-			}
-		}
-		reply, err := s.post(hc, raw)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		if err := s.n.Inbox().Ack(id); err != nil {
+	if err == nil {
+		if aerr := s.n.Inbox().Ack(id); aerr != nil {
 			s.log.Debug("webhook ack: already taken", "id", id)
 		}
 		s.metrics.received.WithLabelValues("webhook").Inc()
-		if reply != nil {
-			s.replyFromHook(d.Msg, reply)
-		}
-		return nil
 	}
-	return fmt.Errorf("%d attempts: %w", s.cfg.webhookTries, lastErr)
+	results <- hookResult{id: id, err: err}
+	if reply != nil {
+		s.replyFromHook(d.Msg, reply)
+	}
 }
 
 // post sends one attempt; it returns the reply document of a 200 with an IACP body.
@@ -128,34 +161,11 @@ func (s *Server) replyFromHook(req, reply *protocol.Message) {
 	}
 	ctx, cancel := context.WithDeadline(s.ctx, req.Expires())
 	defer cancel()
+	ctx, cancelSend := context.WithTimeout(ctx, s.cfg.sendTimeout)
+	defer cancelSend()
 	if err := s.n.Send(ctx, reply); err != nil {
 		s.log.Warn("webhook reply not delivered", "err", err.Error())
 		return
 	}
 	s.metrics.sent.Inc()
-}
-
-// pause waits d or until the server closes.
-func (s *Server) pause(d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-s.ctx.Done():
-		return s.ctx.Err()
-	}
-}
-
-// backoff is min*2^(attempt-1) capped at max, with "equal jitter": a uniform draw from
-// [d/2, d], so that retries of many nodes spread out yet never collapse to zero.
-func backoff(min, max time.Duration, attempt int) time.Duration {
-	d := min
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d/2 + rand.N(d/2+1)
 }

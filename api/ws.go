@@ -48,6 +48,11 @@ type wsConn struct {
 // pings every ping interval; an agent that does not answer within the ping timeout is dropped,
 // and that also ends the pending read.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	// The WebSocket outlives this request: no deadline of the request may stay on its
+	// connection. The library bounds each read and write by its context instead.
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Time{})
+	_ = rc.SetWriteDeadline(time.Time{})
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		return // Accept answered already

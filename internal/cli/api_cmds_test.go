@@ -22,9 +22,9 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// twoNodes starts two mocknet nodes with their APIs on 127.0.0.1:0 and returns their data
-// directories; everything stops when the test ends.
-func twoNodes(t *testing.T) (dirs [2]string, nodes [2]*node.Node) {
+// twoNodes starts two mocknet nodes (with opts besides the usual) with their APIs on
+// 127.0.0.1:0 and returns their data directories; everything stops when the test ends.
+func twoNodes(t *testing.T, opts ...node.Option) (dirs [2]string, nodes [2]*node.Node) {
 	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
@@ -35,9 +35,9 @@ func twoNodes(t *testing.T) (dirs [2]string, nodes [2]*node.Node) {
 			t.Fatal(err)
 		}
 		dirs[i] = t.TempDir()
-		nd, err := node.New(node.WithHost(h, sk), node.WithAgent(fmt.Sprintf("test:cli:agent%d", i), protocol.Manifest{}),
+		nd, err := node.New(append([]node.Option{node.WithHost(h, sk), node.WithAgent(fmt.Sprintf("test:cli:agent%d", i), protocol.Manifest{}),
 			node.WithDataDir(dirs[i]), node.WithLogger(slog.New(slog.DiscardHandler)), node.WithInbox(true),
-			node.WithDiscovery(false), node.WithGossip(false))
+			node.WithDiscovery(false), node.WithGossip(false)}, opts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}

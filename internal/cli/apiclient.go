@@ -22,6 +22,8 @@ type clientFlags struct {
 	addr    string
 	token   string
 	output  string
+	// opts configure the client beyond the flags (inbox raises its answer limit).
+	opts []api.ClientOption
 }
 
 func apiDataDirDefault() string {
@@ -46,12 +48,12 @@ func (f *clientFlags) client() (*api.Client, error) {
 		return nil, fmt.Errorf("-o %q: use json, yaml or table", f.output)
 	}
 	if f.addr == "" {
-		c, err := api.Dial(f.dataDir)
+		c, err := api.Dial(f.dataDir, f.opts...)
 		if err != nil {
 			return nil, err
 		}
 		if f.token != "" {
-			return api.NewClient(c.Base(), f.token), nil
+			return api.NewClient(c.Base(), f.token, f.opts...), nil
 		}
 		return c, nil
 	}
@@ -63,7 +65,7 @@ func (f *clientFlags) client() (*api.Client, error) {
 		}
 		tok = t
 	}
-	return api.NewClient(f.addr, tok), nil
+	return api.NewClient(f.addr, tok, f.opts...), nil
 }
 
 // withClient opens a client of the node's API, runs fn with it and closes it.

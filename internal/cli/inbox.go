@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -18,14 +19,18 @@ func newInboxCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "inbox [--follow] [--ack] [-o json|yaml|table]",
 		Short: "List (and with --ack take) the inbound messages waiting for the agent",
-		Long: `inbox lists the messages the node holds for its agent, oldest first. With --ack each
-printed message is acknowledged (taken), so it is not offered again. With --follow it keeps
-waiting for new ones until interrupted. With -o json each message is one JSON line, so that a
-shell script can be an agent: read lines, act, answer with 'iacp-node send -f -'.`,
+		Long: `inbox lists the messages the node holds for its agent, oldest first, all of them: it
+asks for them page by page (a page holds up to 8 MiB of messages, or one larger message). With
+--ack each printed message is acknowledged (taken), so it is not offered again. With --follow
+it keeps waiting for new ones until interrupted. With -o json each message is one JSON line,
+so that a shell script can be an agent: read lines, act, answer with 'iacp-node send -f -'.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			if err := fitLargestMessage(ctx, &cf); err != nil {
+				return err
+			}
 			return cf.withClient(func(c *api.Client) error {
-				ctx := cmd.Context()
 				var after uint64
 				for {
 					var w time.Duration
@@ -43,14 +48,14 @@ shell script can be an agent: read lines, act, answer with 'iacp-node send -f -'
 						if err := printInboxItem(cmd, &cf, it); err != nil {
 							return err
 						}
-						after = it.Seq
 						if ack {
 							if err := c.Ack(ctx, it.Message.Envelope.MessageID); err != nil {
 								return err
 							}
 						}
 					}
-					if !follow {
+					after = max(after, doc.NextAfter)
+					if !doc.More && !follow {
 						return nil
 					}
 				}
@@ -62,6 +67,21 @@ shell script can be an agent: read lines, act, answer with 'iacp-node send -f -'
 	cmd.Flags().BoolVar(&ack, "ack", false, "acknowledge (take) each message printed")
 	cmd.Flags().DurationVar(&wait, "poll", 30*time.Second, "long-poll duration of each --follow request")
 	return cmd
+}
+
+// fitLargestMessage raises the client's answer limit when the node's max_message_bytes is
+// above the default, so that a page holding one message of that size can be read.
+func fitLargestMessage(ctx context.Context, cf *clientFlags) error {
+	return cf.withClient(func(c *api.Client) error {
+		st, err := c.Status(ctx)
+		if err != nil {
+			return err
+		}
+		if need := int64(st.MaxMessageBytes) + 1<<20; need > api.DefaultAnswerLimit {
+			cf.opts = append(cf.opts, api.WithAnswerLimit(need))
+		}
+		return nil
+	})
 }
 
 func printInboxItem(cmd *cobra.Command, cf *clientFlags, it api.InboxItem) error {

@@ -155,3 +155,27 @@ func TestInit_ConfigShowsEverySettingAtItsDefault(t *testing.T) {
 		t.Fatalf("config.yaml does not load back to the defaults:\n got %s\nwant %s", g, w)
 	}
 }
+
+// run refuses to serve the local API off loopback, saying how to allow it, unless
+// --api-allow-remote (env IACP_API_ALLOW_REMOTE) is given. Nothing listens on the refused
+// address; the allowed case, which would, is tested in package api on 127.0.0.1.
+func TestRun_APIOffLoopbackNeedsAllowRemote(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	if _, e, code := runCLI(t, "init", "--data-dir", dir, "--agent-id", "acme:eu1:remote"); code != 0 {
+		t.Fatal(e)
+	}
+	_, errOut, code := runCLI(t, "run", "--data-dir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--nat=false",
+		"--api", "0.0.0.0:0", "--log-level", "error")
+	if code == 0 || !strings.Contains(errOut, "--api-allow-remote") || !strings.Contains(errOut, "IACP_API_ALLOW_REMOTE=true") ||
+		!strings.Contains(errOut, "in clear") {
+		t.Fatalf("run --api 0.0.0.0:0: exit %d, stderr %q; want a refusal that says how to allow it", code, errOut)
+	}
+	t.Setenv("IACP_API_ALLOW_REMOTE", "true")
+	cmd := newRunCmd()
+	if err := applyEnv(cmd.Flags()); err != nil {
+		t.Fatal(err)
+	}
+	if on, err := cmd.Flags().GetBool("api-allow-remote"); err != nil || !on {
+		t.Fatalf("IACP_API_ALLOW_REMOTE=true did not set --api-allow-remote: %v %v", on, err)
+	}
+}

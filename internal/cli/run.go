@@ -25,6 +25,7 @@ type runFlags struct {
 	caps, listen, bootstrap                     []string
 	heartbeat                                   time.Duration
 	mdns, nat, dhtClient                        bool
+	apiAllowRemote                              bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -62,6 +63,7 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.StringArrayVar(&f.listen, "listen", nil, "libp2p listen multiaddr, repeatable (env IACP_LISTEN)")
 	fl.StringArrayVar(&f.bootstrap, "bootstrap", nil, "bootstrap peer multiaddr with /p2p/, repeatable (env IACP_BOOTSTRAP)")
 	fl.StringVar(&f.apiAddr, "api", defaultAPIAddr, "local API listen address (env IACP_API)")
+	fl.BoolVar(&f.apiAllowRemote, "api-allow-remote", false, "let the local API listen off loopback; its token then travels in clear, so put a TLS-terminating proxy in front (env IACP_API_ALLOW_REMOTE)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env IACP_LOG_LEVEL)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat interval, 1s to 300s (env IACP_HEARTBEAT_INTERVAL)")
 	fl.BoolVar(&f.mdns, "mdns", false, "also find peers on the local network (env IACP_MDNS)")

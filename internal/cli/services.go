@@ -20,7 +20,8 @@ func init() {
 // startServices starts the local agent API beside the node. It returns a function that stops
 // it.
 func startServices(_ context.Context, n *node.Node, cfg node.Config, f *runFlags, out io.Writer) (func() error, error) {
-	opts := []api.Option{api.WithListen(f.apiAddr), api.WithDataDir(cfg.DataDir), api.WithLogger(n.Logger().With("subsystem", "api"))}
+	opts := []api.Option{api.WithListen(f.apiAddr), api.WithAllowRemote(f.apiAllowRemote), api.WithDataDir(cfg.DataDir),
+		api.WithLogger(n.Logger().With("subsystem", "api"))}
 	if st := n.Store(); st != nil {
 		opts = append(opts, api.WithOutbox(st))
 	}
@@ -32,5 +33,8 @@ func startServices(_ context.Context, n *node.Node, cfg node.Config, f *runFlags
 		return nil, fmt.Errorf("local API on %s: %w", f.apiAddr, err)
 	}
 	fmt.Fprintf(out, "api       http://%s (token in %s/api.token)\n", srv.Addr(), cfg.DataDir)
+	if !srv.Loopback() {
+		fmt.Fprintf(out, "WARNING   the local API listens off loopback: its bearer token and every message travel in clear; put a TLS-terminating proxy in front of it, or keep it on 127.0.0.1\n")
+	}
 	return srv.Close, nil
 }
