@@ -61,6 +61,10 @@ func headline(res *StepResult) string {
 	if res.Metrics["false_suspicions"] > 0 {
 		parts = append(parts, fmt.Sprintf("false_suspicions=%g", res.Metrics["false_suspicions"]))
 	}
+	if res.Metrics["overloaded"] == 1 {
+		parts = append(parts, fmt.Sprintf("OVERLOADED (timers %.0f ms late at p99, CPU %.0f%% of the cores)",
+			res.Metrics["lag_p99_ms"], 100*res.Metrics["cpu_saturation"]))
+	}
 	return strings.Join(parts, " ")
 }
 

@@ -45,7 +45,13 @@ func (r *Report) WriteText(w io.Writer) error {
 		return err
 	}
 	for _, s := range r.Steps {
+		if s.Metrics["overloaded"] == 1 {
+			fmt.Fprintf(w, "step %d %s: %s\n", s.Index, s.Name, overloadNote(&s))
+		}
 		for _, c := range s.Checks {
+			if c.Excused != "" {
+				fmt.Fprintf(w, "step %d %s: %s = %g excused (expected %s): %s\n", s.Index, s.Name, c.Metric, c.Got, c.Want, c.Excused)
+			}
 			if c.OK {
 				continue
 			}

@@ -47,6 +47,7 @@ type run struct {
 	rep      *Report
 	requests samples
 	lookups  samples
+	lag      *lagMonitor
 }
 
 // verifyCacheSize bounds the verification cache during a run: 65,536 signatures, about 5 MiB
@@ -89,6 +90,8 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 			err = fmt.Errorf("closing the nodes: %w", cerr)
 		}
 	}()
+	r.lag = startLagMonitor()
+	defer r.lag.stop()
 	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Seed)
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
@@ -118,6 +121,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res := StepResult{Index: i + 1, Name: st.Name, Action: st.Action, Metrics: map[string]float64{}, Errors: map[string]int{}}
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
+	r.lag.take() // the lag of this step only
 	t0, cpu0, susp0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
@@ -129,11 +133,14 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res.Metrics["cpu_ms"] = ms(cpu)
 	res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
+	lagP99, lagMax := r.lag.take()
+	measureOverload(&res, lagP99, lagMax)
 	r.memory(&res)
 	if len(res.Errors) == 0 {
 		res.Errors = nil
 	}
 	res.Checks = evaluate(st.Expect, res.Metrics)
+	excuse(&res)
 	res.Passed = err == nil
 	for _, ch := range res.Checks {
 		res.Passed = res.Passed && ch.OK
