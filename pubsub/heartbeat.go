@@ -44,10 +44,7 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	}
 	m := &protocol.Message{}
 	m.Envelope.Recipient = protocol.Recipient{AgentID: protocol.Broadcast, Channel: protocol.ChannelHealth}
-	// A beat older than the suspect timeout says nothing; the clock-drift tolerance is added
-	// so that a receiver whose clock runs ahead still accepts fresh beats.
-	ttl := time.Duration(g.cfg.suspectAfter)*g.cfg.interval + protocol.DefaultMaxClockSkew
-	m.Envelope.TTLSeconds = int64(math.Ceil(ttl.Seconds()))
+	m.Envelope.TTLSeconds = int64(math.Ceil(g.beatTTL().Seconds()))
 	m.Message = protocol.Body{Type: protocol.TypeHeartbeat, Intent: protocol.IntentHealth, Payload: raw}
 	if err := g.b.Seal(m); err != nil {
 		return err
@@ -57,6 +54,13 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 		return err
 	}
 	return g.publish(ctx, th, m)
+}
+
+// beatTTL is the ttl_seconds of our beats: a beat older than the suspect timeout says nothing,
+// and the clock-drift tolerance is added so that a receiver whose clock runs ahead still
+// accepts fresh beats; at most MaxGossipTTL (slow beats times many missed beats).
+func (g *Gossip) beatTTL() time.Duration {
+	return min(time.Duration(g.cfg.suspectAfter)*g.cfg.interval+protocol.DefaultMaxClockSkew, MaxGossipTTL)
 }
 
 // SetStatus sets what the next heartbeats announce: status alive or busy, load in 0..1 and

@@ -53,6 +53,11 @@ const (
 	DefaultScoreInspection = 10 * time.Second
 	// maxGroupTopics bounds the group topics one node joins or publishes to.
 	maxGroupTopics = 256
+	// MaxGossipTTL is the longest ttl_seconds a document on a gossip topic may carry. Gossip is
+	// for what is happening now, and every gossip message's id is kept in the replay window
+	// until it expires; a message that must live longer goes over a direct stream, with
+	// durable delivery. One hour is the builders' default TTL (protocol.DefaultTTL).
+	MaxGossipTTL = time.Hour
 )
 
 // Option configures New.

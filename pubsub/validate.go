@@ -98,7 +98,8 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 		return nil, duplicate(doc)
 	}
 	relayed := m.ReceivedFrom != author
-	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes}); err != nil {
+	// MaxTTL: gossip carries messages for at most MaxGossipTTL (a longer TTL is rejected).
+	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes, MaxTTL: MaxGossipTTL}); err != nil {
 		late := now.Sub(doc.Expires())
 		if protocol.CodeOf(err) == protocol.CodeTimeout && relayed && late < protocol.DefaultMaxClockSkew {
 			return nil, ignore("expired %s ago while relayed: %w", late, err)
