@@ -64,3 +64,19 @@ func TestHeartbeatTTLClamped(t *testing.T) {
 		t.Fatalf("default beat TTL %s, want 3 x 30 s + 30 s", ttl)
 	}
 }
+
+// Nobody else's beat may take this node's own agent id into its table: our own validator
+// would then refuse our own beats as "bound to another peer".
+func TestValidatorIgnoresOurAgentIDFromAnotherPeer(t *testing.T) {
+	g := oneNode(t)
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	squatter := newSigner(t, g.b.AgentID(), nil)
+	m, _ := squatter.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(time.Minute))
+	if _, err := g.check(hbt, psMsg(t, m, hbt.name, squatter.id, squatter.id)); verdict(err) != "ignore" ||
+		!strings.Contains(err.Error(), "this node's own") {
+		t.Fatalf("a beat for our agent id from another peer: %s %v", verdict(err), err)
+	}
+	if err := g.beat(context.Background(), false); err != nil {
+		t.Fatalf("our own beat: %v", err)
+	}
+}

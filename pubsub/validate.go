@@ -114,6 +114,10 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 		return nil, reject("signature: %w", err)
 	}
 	if info.kind == kindHeartbeat {
+		if id := doc.Envelope.Sender.AgentID; id == g.b.AgentID() && author != g.h.ID() {
+			// Never bound in our own table, or our own validator would refuse our own beats.
+			return nil, ignore("agent %s is this node's own; %s speaks for it", id, g.h.ID())
+		}
 		g.stateMu.Lock()
 		ok := g.live.Accepts(doc.Envelope.Sender.AgentID, author)
 		g.stateMu.Unlock()
