@@ -95,11 +95,10 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		replay:  protocol.NewReplayWindow(cfg.replayCap),
 		limiter: newLimiter(cfg.peerRate, cfg.peerBurst),
 		topics:  make(map[string]*topicHandle),
-		live: NewLiveness(LivenessConfig{Interval: cfg.interval, SuspectAfter: cfg.suspectAfter,
-			StuckAfter: cfg.stuckAfter, ForgetAfter: cfg.forgetAfter}),
-		subs:   make(map[*Subscription]struct{}),
-		status: protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
-		lost:   make(chan peer.ID, 1024),
+		live:    NewLiveness(cfg.livenessConfig()),
+		subs:    make(map[*Subscription]struct{}),
+		status:  protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
+		lost:    make(chan peer.ID, 1024),
 	}
 	defer func() {
 		if err != nil {
@@ -242,6 +241,8 @@ func (g *Gossip) read(info topicInfo, sub *ps.Subscription, done chan struct{}) 
 	}
 }
 
+// deliver hands a validated message to the subscribers, and a heartbeat to the liveness
+// table.
 func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
 	it := &Item{Message: v.doc, Author: author}
 	now := g.cfg.clock()
@@ -255,11 +256,11 @@ func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
 	case kindHeartbeat:
 		it.Kind, it.Heartbeat = KindHeartbeat, v.hb
 		sent, _ := v.doc.Time()
-		tr, _ := g.live.Observe(Heard{AgentID: v.doc.Envelope.Sender.AgentID, PeerID: author, Payload: v.hb,
+		trs, _ := g.live.Observe(Heard{AgentID: v.doc.Envelope.Sender.AgentID, PeerID: author, Payload: v.hb,
 			Interval: v.interval, Sent: sent, MessageID: v.doc.Envelope.MessageID}, now)
 		g.publishLocal(it)
-		if tr != nil {
-			g.emitLocked(*tr)
+		for _, tr := range trs {
+			g.emitLocked(tr)
 		}
 		return
 	}
@@ -342,15 +343,19 @@ func (g *Gossip) PeerScores() map[peer.ID]float64 {
 	return maps.Clone(g.scores)
 }
 
-// Stats counts the messages the validators refused.
+// Stats counts the messages the validators refused and the rows the liveness table evicted.
 type Stats struct {
 	Rejected uint64 // invalid: the relayer is penalised
 	Ignored  uint64 // dropped without penalty (rate when relayed, expiry at the boundary, ...)
+	Evicted  uint64 // liveness rows evicted because the table was full (WithMaxAgents)
 }
 
-// Stats returns the validator counters.
+// Stats returns the validator and liveness table counters.
 func (g *Gossip) Stats() Stats {
-	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load()}
+	g.stateMu.Lock()
+	evicted := g.live.Evicted()
+	g.stateMu.Unlock()
+	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted}
 }
 
 // Agents returns the liveness table (every agent heard from except this one), by agent id.

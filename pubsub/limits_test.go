@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,30 @@ func TestHeartbeatTTLClamped(t *testing.T) {
 	if ttl := oneNode(t).beatTTL(); ttl != 2*time.Minute {
 		t.Fatalf("default beat TTL %s, want 3 x 30 s + 30 s", ttl)
 	}
+}
+
+// A full table evicts through Gossip too, and Stats counts the evictions.
+func TestGossipMaxAgents(t *testing.T) {
+	g := oneNode(t, WithMaxAgents(MinMaxAgents))
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	gone := collect(t, g, Filter{Kinds: []Kind{KindTransition}})
+	for i := range MinMaxAgents + 2 {
+		s := newSigner(t, fmt.Sprintf("test:throwaway%d:agent", i), nil)
+		m, _ := s.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(time.Minute))
+		v, err := g.check(hbt, psMsg(t, m, hbt.name, s.id, s.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.deliver(hbt, s.id, v)
+	}
+	if n, st := len(g.Agents()), g.Stats(); n != MinMaxAgents || st.Evicted != 2 {
+		t.Fatalf("%d agents, %+v; want %d and 2 evicted", n, st, MinMaxAgents)
+	}
+	waitFor(t, 5*time.Second, "the two gone transitions", func() bool {
+		return gone.count(func(it Item) bool {
+			return it.Transition.To == StateGone && strings.Contains(it.Transition.Reason, "table is full")
+		}) == 2
+	})
 }
 
 // Nobody else's beat may take this node's own agent id into its table: our own validator

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -38,6 +39,8 @@ type AgentState struct {
 	sent   time.Time // timestamp of the beat recorded
 	lastID string    // message id of the beat recorded
 	lost   bool      // the connection to its peer dropped after its last beat
+
+	older, newer *AgentState // neighbours in the table's order of LastSeen, for eviction
 }
 
 // Transition is a change of an agent's state, delivered to subscribers as a KindTransition
@@ -57,6 +60,7 @@ type LivenessConfig struct {
 	SuspectAfter int           // missed beats before suspect (DefaultSuspectAfter)
 	StuckAfter   time.Duration // silence before stuck (DefaultStuckAfter)
 	ForgetAfter  time.Duration // silence before the row is dropped (DefaultForgetAfter)
+	MaxAgents    int           // rows kept; a new agent then evicts the longest silent (DefaultMaxAgents)
 }
 
 // Liveness is the heartbeat state machine: the liveness table and its transitions. It owns no
@@ -66,6 +70,9 @@ type Liveness struct {
 	cfg    LivenessConfig
 	agents map[string]*AgentState
 	byPeer map[peer.ID]map[string]*AgentState // the same rows by peer, for Disconnected
+	// The rows in order of LastSeen, oldest first: a list through AgentState.older/newer.
+	oldest, newest *AgentState
+	evicted        uint64
 }
 
 // NewLiveness returns an empty table.
@@ -81,6 +88,9 @@ func NewLiveness(cfg LivenessConfig) *Liveness {
 	}
 	if cfg.ForgetAfter <= 0 {
 		cfg.ForgetAfter = DefaultForgetAfter
+	}
+	if cfg.MaxAgents <= 0 {
+		cfg.MaxAgents = DefaultMaxAgents
 	}
 	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]map[string]*AgentState)}
 }
@@ -103,11 +113,14 @@ type Heard struct {
 	MessageID string        // envelope.message_id, to order beats sent in the same millisecond
 }
 
-// Observe records a heartbeat received at now. It returns the transition, if the state
-// changed, and false if the heartbeat was refused (see Accepts). A beat sent before the last
-// one recorded (gossip does not preserve order) changes nothing, so that "draining"
-// overtaken by "offline" does not resurrect the agent.
-func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
+// Observe records a heartbeat received at now. It returns the transitions it caused, and false
+// if the heartbeat was refused (see Accepts). A beat sent before the last one recorded (gossip
+// does not preserve order) changes nothing, so that "draining" overtaken by "offline" does not
+// resurrect the agent.
+//
+// A beat from an agent not in the table, when the table holds MaxAgents rows, first evicts the
+// row heard from longest ago: its "gone" transition comes first.
+func (l *Liveness) Observe(h Heard, now time.Time) (trs []Transition, ok bool) {
 	if !l.Accepts(h.AgentID, h.PeerID) {
 		return nil, false
 	}
@@ -116,6 +129,9 @@ func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
 	}
 	a, known := l.agents[h.AgentID]
 	if !known {
+		if len(l.agents) >= l.cfg.MaxAgents {
+			trs = append(trs, l.evictOldest(now))
+		}
 		a = &AgentState{AgentID: h.AgentID}
 		l.agents[h.AgentID] = a
 	} else if a.PeerID == h.PeerID && older(h, a) {
@@ -129,10 +145,11 @@ func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
 	from, to := a.State, State(h.Payload.Status)
 	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID, a.lost = h.PeerID, to, now, h.Sent, h.MessageID, false
 	a.Load, a.ActiveTasks, a.Version, a.Interval = h.Payload.Load, h.Payload.ActiveTasks, h.Payload.Version, h.Interval
-	if from == to {
-		return nil, true
+	l.touch(a)
+	if from != to {
+		trs = append(trs, Transition{AgentID: h.AgentID, PeerID: h.PeerID, From: from, To: to, At: now, Reason: "heartbeat"})
 	}
-	return &Transition{AgentID: h.AgentID, PeerID: h.PeerID, From: from, To: to, At: now, Reason: "heartbeat"}, true
+	return trs, true
 }
 
 func older(h Heard, a *AgentState) bool {
@@ -154,6 +171,55 @@ func (l *Liveness) Disconnected(pid peer.ID) {
 			a.lost = true
 		}
 	}
+}
+
+// evictOldest drops the row heard from longest ago, to make room for a new agent.
+func (l *Liveness) evictOldest(now time.Time) Transition {
+	a := l.oldest
+	tr := l.move(a, StateGone, now, fmt.Sprintf("the liveness table is full (%d agents); silent for %s, the longest",
+		l.cfg.MaxAgents, now.Sub(a.LastSeen).Round(time.Second)))
+	l.remove(a)
+	l.evicted++
+	return tr
+}
+
+// remove drops a row from the table, the peer index and the order of LastSeen.
+func (l *Liveness) remove(a *AgentState) {
+	delete(l.agents, a.AgentID)
+	l.unindex(a)
+	l.unlink(a)
+}
+
+// touch moves a row to the newest end of the order of LastSeen. Observe calls it whenever it
+// sets LastSeen to now, and callers pass a now that does not go back, so the list stays
+// sorted by LastSeen.
+func (l *Liveness) touch(a *AgentState) {
+	if l.newest == a {
+		return
+	}
+	l.unlink(a)
+	a.older = l.newest
+	if l.newest != nil {
+		l.newest.newer = a
+	}
+	l.newest = a
+	if l.oldest == nil {
+		l.oldest = a
+	}
+}
+
+func (l *Liveness) unlink(a *AgentState) {
+	if a.older != nil {
+		a.older.newer = a.newer
+	} else if l.oldest == a {
+		l.oldest = a.newer
+	}
+	if a.newer != nil {
+		a.newer.older = a.older
+	} else if l.newest == a {
+		l.newest = a.older
+	}
+	a.older, a.newer = nil, nil
 }
 
 // index and unindex keep byPeer in step with the rows' PeerID.
@@ -185,13 +251,12 @@ func lostAfter(a *AgentState) time.Duration { return a.Interval + a.Interval/2 }
 // several times a second and knows every agent of the mesh), so it sorts only what changed.
 func (l *Liveness) Tick(now time.Time) []Transition {
 	var out []Transition
-	for id, a := range l.agents {
+	for _, a := range l.agents {
 		silent := now.Sub(a.LastSeen)
 		switch {
 		case silent >= l.cfg.ForgetAfter:
 			out = append(out, l.move(a, StateGone, now, "silent for "+silent.Round(time.Second).String()))
-			delete(l.agents, id)
-			l.unindex(a)
+			l.remove(a)
 		case a.State == StateOffline || a.State == StateStuck:
 		case silent >= l.cfg.StuckAfter:
 			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))
@@ -211,6 +276,9 @@ func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) T
 	return tr
 }
 
+// Evicted returns how many rows were evicted because the table was full.
+func (l *Liveness) Evicted() uint64 { return l.evicted }
+
 func beating(s State) bool { return s == StateAlive || s == StateBusy || s == StateDraining }
 
 // Agent returns one row.
@@ -219,14 +287,21 @@ func (l *Liveness) Agent(id string) (AgentState, bool) {
 	if !ok {
 		return AgentState{}, false
 	}
-	return *a, true
+	return a.copy(), true
+}
+
+// copy returns the row without its links into the table.
+func (a *AgentState) copy() AgentState {
+	c := *a
+	c.older, c.newer = nil, nil
+	return c
 }
 
 // Agents returns every row, ordered by agent id.
 func (l *Liveness) Agents() []AgentState {
 	out := make([]AgentState, 0, len(l.agents))
 	for _, id := range l.sortedIDs() {
-		out = append(out, *l.agents[id])
+		out = append(out, l.agents[id].copy())
 	}
 	return out
 }

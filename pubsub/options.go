@@ -53,6 +53,15 @@ const (
 	DefaultScoreInspection = 10 * time.Second
 	// maxGroupTopics bounds the group topics one node joins or publishes to.
 	maxGroupTopics = 256
+	// DefaultMaxAgents bounds the liveness table: a row costs about 650 bytes with its ids and
+	// indexes (measured), so 6.5 MB at the bound; ten times the largest fleet simulated (1,000
+	// nodes). Beyond it a new agent evicts the row heard from longest ago, so that beats signed
+	// with throwaway keys cannot grow memory without bound.
+	DefaultMaxAgents = 10_000
+	// MinMaxAgents and MaxMaxAgents bound WithMaxAgents: fewer than 16 rows would evict the
+	// agents of a small fleet; a million rows is 650 MB.
+	MinMaxAgents = 16
+	MaxMaxAgents = 1_000_000
 	// MaxGossipTTL is the longest ttl_seconds a document on a gossip topic may carry. Gossip is
 	// for what is happening now, and every gossip message's id is kept in the replay window
 	// until it expires; a message that must live longer goes over a direct stream, with
@@ -82,6 +91,7 @@ type config struct {
 	leaveFlush   time.Duration
 	replayCap    int
 	inspectEvery time.Duration
+	maxAgents    int
 }
 
 func defaults() config {
@@ -97,6 +107,7 @@ func defaults() config {
 		peerBurst:    DefaultPeerBurst,
 		leaveFlush:   DefaultLeaveFlush,
 		inspectEvery: DefaultScoreInspection,
+		maxAgents:    DefaultMaxAgents,
 	}
 }
 
@@ -134,6 +145,9 @@ func (c *config) validate() error {
 	if c.inspectEvery < 100*time.Millisecond || c.inspectEvery > time.Hour {
 		return fmt.Errorf("pubsub: score inspection every %s is outside 100ms..1h", c.inspectEvery)
 	}
+	if c.maxAgents < MinMaxAgents || c.maxAgents > MaxMaxAgents {
+		return fmt.Errorf("pubsub: max agents %d is outside %d..%d", c.maxAgents, MinMaxAgents, MaxMaxAgents)
+	}
 	for _, cp := range c.capabilities {
 		if err := ValidateCapability(cp); err != nil {
 			return err
@@ -149,6 +163,12 @@ func (c *config) checkInterval() time.Duration {
 		return c.checkEvery
 	}
 	return min(c.interval/4, time.Second)
+}
+
+// livenessConfig is the configuration of the liveness table.
+func (c *config) livenessConfig() LivenessConfig {
+	return LivenessConfig{Interval: c.interval, SuspectAfter: c.suspectAfter, StuckAfter: c.stuckAfter,
+		ForgetAfter: c.forgetAfter, MaxAgents: c.maxAgents}
 }
 
 // WithTopicPrefix sets the topic prefix (default DefaultTopicPrefix). It must start and end
@@ -254,3 +274,8 @@ func WithLeaveFlush(d time.Duration) Option {
 
 // WithReplayCapacity bounds the replay window (default protocol.DefaultReplayCapacity).
 func WithReplayCapacity(n int) Option { return func(c *config) error { c.replayCap = n; return nil } }
+
+// WithMaxAgents bounds the liveness table (default DefaultMaxAgents, MinMaxAgents to
+// MaxMaxAgents). When a beat from an unknown agent finds the table full, the row heard from
+// longest ago is evicted (a "gone" transition) and counted in Stats.Evicted.
+func WithMaxAgents(n int) Option { return func(c *config) error { c.maxAgents = n; return nil } }
