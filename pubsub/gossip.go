@@ -43,11 +43,12 @@ type Gossip struct {
 	topicMu sync.Mutex
 	topics  map[string]*topicHandle
 
-	stateMu sync.Mutex
-	live    *Liveness
-	subs    map[*Subscription]struct{}
-	status  protocol.HeartbeatPayload
-	closed  bool
+	stateMu     sync.Mutex
+	live        *Liveness
+	subs        map[*Subscription]struct{}
+	status      protocol.HeartbeatPayload
+	closed      bool
+	healthScore int // the local health score last logged
 
 	beatMu  sync.Mutex // serialises heartbeats, so that offline is the last one
 	leaving bool       // guarded by beatMu
@@ -262,6 +263,7 @@ func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
 		for _, tr := range trs {
 			g.emitLocked(tr)
 		}
+		g.healthChangedLocked("a suspicion was refuted")
 		return
 	}
 	g.publishLocal(it)
@@ -296,7 +298,9 @@ func (g *Gossip) run() {
 		select {
 		case <-g.ctx.Done():
 			return
-		case <-tick:
+		case scheduled := <-tick:
+			// A ticker's value is the time the tick was due, not when it was received.
+			g.ticked(scheduled, time.Now())
 			g.Check()
 		case p := <-g.lost:
 			g.peerLost(p)

@@ -22,13 +22,15 @@ func (g *Gossip) beatLoop() {
 		select {
 		case <-g.ctx.Done():
 			return
-		case <-t.C:
+		case scheduled := <-t.C:
+			g.ticked(scheduled, time.Now())
 		}
 	}
 }
 
 // beat publishes one heartbeat with the current status. Once Leave has begun, only Leave's
-// own beat (final) goes out.
+// own beat (final) goes out. A failure, unless the node or ctx is closing, is a sign of local
+// trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) error {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
@@ -53,7 +55,13 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	if err != nil {
 		return err
 	}
-	return g.publish(ctx, th, m)
+	if err := g.publish(ctx, th, m); err != nil {
+		if ctx.Err() == nil && g.ctx.Err() == nil {
+			g.publishFailed()
+		}
+		return err
+	}
+	return nil
 }
 
 // beatTTL is the ttl_seconds of our beats: a beat older than the suspect timeout says nothing,

@@ -67,6 +67,19 @@ const (
 	// until it expires; a message that must live longer goes over a direct stream, with
 	// durable delivery. One hour is the builders' default TTL (protocol.DefaultTTL).
 	MaxGossipTTL = time.Hour
+	// DefaultMaxHealthScore saturates the local health score (see Health): the suspect
+	// timeouts of a node in trouble grow to at most 9 times their length (27 beats at the
+	// default 3), close to memberlist's Lifeguard, whose multiplier stops at 8
+	// (AwarenessMaxMultiplier). The stuck timeout is not scaled, so at the default 30 s beat a
+	// score of 6 or more lets an agent go from alive to stuck at 600 s without being suspect.
+	DefaultMaxHealthScore = 8
+	// maxHealthScore bounds WithLocalHealth: a suspicion waits at most 17 times its usual
+	// silence (51 beats at the default 3).
+	maxHealthScore = 16
+	// minLateTick is the least lateness of a tick that counts as local trouble: ticks a few
+	// milliseconds late are routine (GC, scheduling); 100 ms is a tenth of the simulator's 1 s
+	// beat and well under the half-interval grace of the lost-connection rule.
+	minLateTick = 100 * time.Millisecond
 )
 
 // Option configures New.
@@ -92,6 +105,7 @@ type config struct {
 	replayCap    int
 	inspectEvery time.Duration
 	maxAgents    int
+	healthMax    int // 0: local health off
 }
 
 func defaults() config {
@@ -108,6 +122,7 @@ func defaults() config {
 		leaveFlush:   DefaultLeaveFlush,
 		inspectEvery: DefaultScoreInspection,
 		maxAgents:    DefaultMaxAgents,
+		healthMax:    DefaultMaxHealthScore,
 	}
 }
 
@@ -148,6 +163,9 @@ func (c *config) validate() error {
 	if c.maxAgents < MinMaxAgents || c.maxAgents > MaxMaxAgents {
 		return fmt.Errorf("pubsub: max agents %d is outside %d..%d", c.maxAgents, MinMaxAgents, MaxMaxAgents)
 	}
+	if c.healthMax < 0 || c.healthMax > maxHealthScore {
+		return fmt.Errorf("pubsub: local health max score %d is outside 0..%d", c.healthMax, maxHealthScore)
+	}
 	for _, cp := range c.capabilities {
 		if err := ValidateCapability(cp); err != nil {
 			return err
@@ -162,13 +180,33 @@ func (c *config) checkInterval() time.Duration {
 	if c.checkEvery != 0 {
 		return c.checkEvery
 	}
-	return min(c.interval/4, time.Second)
+	return c.defaultCheckInterval()
 }
 
-// livenessConfig is the configuration of the liveness table.
+func (c *config) defaultCheckInterval() time.Duration { return min(c.interval/4, time.Second) }
+
+// lateTick is how late a tick of the checker or the beat loop may be before it counts as local
+// trouble: a quarter of the check interval, at least minLateTick (100 ms at the simulator's
+// 1 s beat, 250 ms at the default 30 s).
+func (c *config) lateTick() time.Duration {
+	d := c.checkEvery
+	if d <= 0 {
+		d = c.defaultCheckInterval()
+	}
+	return max(d/4, minLateTick)
+}
+
+// livenessConfig is the configuration of the liveness table. A beat sent at most one check
+// interval after this node suspected its agent refutes the suspicion: the checker raises a
+// suspicion up to one tick after it is due.
 func (c *config) livenessConfig() LivenessConfig {
-	return LivenessConfig{Interval: c.interval, SuspectAfter: c.suspectAfter, StuckAfter: c.stuckAfter,
-		ForgetAfter: c.forgetAfter, MaxAgents: c.maxAgents}
+	lc := LivenessConfig{Interval: c.interval, SuspectAfter: c.suspectAfter, StuckAfter: c.stuckAfter,
+		ForgetAfter: c.forgetAfter, MaxAgents: c.maxAgents, MaxHealthScore: c.healthMax,
+		LateTick: c.lateTick(), RefuteGrace: c.defaultCheckInterval()}
+	if lc.MaxHealthScore == 0 {
+		lc.MaxHealthScore = -1 // off
+	}
+	return lc
 }
 
 // WithTopicPrefix sets the topic prefix (default DefaultTopicPrefix). It must start and end
@@ -279,3 +317,10 @@ func WithReplayCapacity(n int) Option { return func(c *config) error { c.replayC
 // MaxMaxAgents). When a beat from an unknown agent finds the table full, the row heard from
 // longest ago is evicted (a "gone" transition) and counted in Stats.Evicted.
 func WithMaxAgents(n int) Option { return func(c *config) error { c.maxAgents = n; return nil } }
+
+// WithLocalHealth sets the saturation of the local health score (default
+// DefaultMaxHealthScore, 0 to 16; 0 turns local health off, so that the suspect timeouts are
+// never scaled). See Health.
+func WithLocalHealth(maxScore int) Option {
+	return func(c *config) error { c.healthMax = maxScore; return nil }
+}

@@ -217,6 +217,8 @@ func TestOptionsValidate(t *testing.T) {
 		WithScoreInspection(time.Millisecond),
 		WithMaxAgents(MinMaxAgents - 1),
 		WithMaxAgents(MaxMaxAgents + 1),
+		WithLocalHealth(-1),
+		WithLocalHealth(maxHealthScore + 1),
 	} {
 		if g, err := New(h, b, o); err == nil {
 			g.Close()
