@@ -106,6 +106,10 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 			g.Close()
 		}
 	}()
+	if len(cfg.restore) > 0 {
+		dropped := g.replay.Restore(cfg.restore, cfg.clock())
+		g.log.Info("replay window restored", "entries", g.replay.Len(), "dropped_over_capacity", dropped)
+	}
 	g.ps, err = ps.NewGossipSub(ctx, h, g.routerOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: start gossipsub: %w", err)
@@ -238,14 +242,17 @@ func (g *Gossip) read(info topicInfo, sub *ps.Subscription, done chan struct{}) 
 		if !ok || m.GetFrom() == g.h.ID() {
 			continue // our own publication
 		}
-		g.deliver(info, m.GetFrom(), v)
+		g.deliver(info, m.GetFrom(), m.ReceivedFrom, v)
 	}
 }
 
 // deliver hands a validated message to the subscribers, and a heartbeat to the liveness
-// table.
-func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
+// table. relayer is the peer the message came from, its owner in the replay window.
+func (g *Gossip) deliver(info topicInfo, author, relayer peer.ID, v *validated) {
 	it := &Item{Message: v.doc, Author: author}
+	if info.kind != kindHeartbeat && g.cfg.delivered != nil {
+		g.cfg.delivered(protocol.ReplayEntry{ID: v.doc.Envelope.MessageID, Expires: v.doc.Expires(), Owner: relayer.String()})
+	}
 	now := g.cfg.clock()
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()

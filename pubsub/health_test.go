@@ -201,7 +201,7 @@ func TestGossipLocalHealth(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.deliver(hbt, a.id, v)
+		g.deliver(hbt, a.id, a.id, v)
 	}
 	first, _ := a.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(2*time.Minute))
 	feed(first)

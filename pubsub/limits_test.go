@@ -78,7 +78,7 @@ func TestGossipMaxAgents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		g.deliver(hbt, s.id, v)
+		g.deliver(hbt, s.id, s.id, v)
 	}
 	if n, st := len(g.Agents()), g.Stats(); n != MinMaxAgents || st.Evicted != 2 {
 		t.Fatalf("%d agents, %+v; want %d and 2 evicted", n, st, MinMaxAgents)

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
@@ -105,7 +106,9 @@ type config struct {
 	replayCap    int
 	inspectEvery time.Duration
 	maxAgents    int
-	healthMax    int // 0: local health off
+	healthMax    int                        // 0: local health off
+	restore      []protocol.ReplayEntry     // WithReplayRestore
+	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
 }
 
 func defaults() config {
@@ -323,4 +326,24 @@ func WithMaxAgents(n int) Option { return func(c *config) error { c.maxAgents = 
 // never scaled). See Health.
 func WithLocalHealth(maxScore int) Option {
 	return func(c *config) error { c.healthMax = maxScore; return nil }
+}
+
+// WithReplayRestore warms the replay window at New with entries saved from an earlier run
+// (those gathered by WithDeliveredHook, or a ReplayWindow's Snapshot), owners included, so
+// that a message delivered before a restart is refused as a duplicate after it. Expired
+// entries are skipped; beyond the window's capacity, the entries expiring last are dropped
+// (logged). Default none.
+func WithReplayRestore(entries []protocol.ReplayEntry) Option {
+	return func(c *config) error { c.restore = entries; return nil }
+}
+
+// WithDeliveredHook sets a function called for every broadcast and group message that passed
+// validation and is delivered to subscribers (not heartbeats, not this node's own messages),
+// with its message id, its expiry and its owner in the replay window (the peer that relayed
+// it), so that the caller can persist them and restore them with WithReplayRestore after a
+// restart. It is called from the topics' reader goroutines, possibly concurrently, before the
+// subscribers are offered the item; it must not block (the node queues the entries and
+// writes them to its store in batches). Default none.
+func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
+	return func(c *config) error { c.delivered = fn; return nil }
 }
