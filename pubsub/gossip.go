@@ -53,6 +53,11 @@ type Gossip struct {
 	beatMu  sync.Mutex // serialises heartbeats, so that offline is the last one
 	leaving bool       // guarded by beatMu
 
+	// heard is set once a beat of ours has been published while the heartbeat topic had a
+	// peer; stopGreet then ends greet.
+	heard     atomic.Bool
+	stopGreet context.CancelFunc
+
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64
 
@@ -125,6 +130,9 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		if err := g.JoinGroup(cp); err != nil {
 			return nil, err
 		}
+	}
+	if err := g.startGreet(); err != nil {
+		return nil, err
 	}
 	g.wg.Add(2)
 	go g.run()

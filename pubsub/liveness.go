@@ -142,7 +142,8 @@ type Heard struct {
 // Observe records a heartbeat received at now. It returns the transitions it caused, and false
 // if the heartbeat was refused (see Accepts). A beat sent before the last one recorded (gossip
 // does not preserve order) changes nothing, so that "draining" overtaken by "offline" does not
-// resurrect the agent.
+// resurrect the agent; a later beat of the same peer moves any state, offline included (an
+// agent that left and started again is alive at its first beat).
 //
 // A beat from an agent not in the table, when the table holds MaxAgents rows, first evicts the
 // row heard from longest ago: its "gone" transition comes first. A beat that ends a suspicion
@@ -195,6 +196,8 @@ func refutation(d time.Duration) string {
 	return "heartbeat sent " + d.String() + " after the suspicion, within the refute grace: this node was late"
 }
 
+// older reports whether h was sent before the beat recorded in a: by timestamp (milliseconds),
+// then by message id, which for our builders is a UUIDv7, ordered by its own clock reading.
 func older(h Heard, a *AgentState) bool {
 	if c := h.Sent.Compare(a.sent); c != 0 {
 		return c < 0

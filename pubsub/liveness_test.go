@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -278,5 +279,40 @@ func TestLivenessCapUnderThrowawayKeys(t *testing.T) {
 	}
 	if n != cap {
 		t.Fatalf("the order of LastSeen holds %d rows, want %d", n, cap)
+	}
+}
+
+// An agent that said goodbye and started again (same agent id, same peer) is alive at the
+// first beat of its new run, even within the same second as its goodbye: timestamps carry
+// milliseconds, and two beats of the same millisecond are ordered by their UUIDv7 message ids,
+// which a later run draws later.
+func TestLivenessRestartAfterGoodbye(t *testing.T) {
+	goodbye := t0.Add(500 * time.Millisecond)
+	run := func(sent time.Time, status string) Heard {
+		h := beat("a:b:c", "P", status, sent)
+		h.MessageID = uuid.Must(uuid.NewV7()).String()
+		return h
+	}
+	for _, c := range []struct {
+		name  string
+		first time.Time
+	}{
+		{"a later second", goodbye.Add(time.Second)},
+		{"the same second", goodbye.Add(time.Millisecond)},
+		{"the same millisecond", goodbye},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLiveness(LivenessConfig{})
+			l.Observe(run(t0, "alive"), t0)
+			late := run(goodbye.Add(-time.Millisecond), "draining") // the old run's, overtaken
+			l.Observe(run(goodbye, "offline"), goodbye)
+			if tr, _ := one(l.Observe(late, goodbye.Add(time.Millisecond))); tr != nil {
+				t.Fatalf("the old run's last draining beat, overtaken by the goodbye: %+v", tr)
+			}
+			tr, ok := one(l.Observe(run(c.first, "alive"), c.first.Add(time.Millisecond)))
+			if !ok || tr == nil || tr.From != StateOffline || tr.To != StateAlive {
+				t.Fatalf("the new run's first beat: %+v %v", tr, ok)
+			}
+		})
 	}
 }

@@ -81,6 +81,9 @@ const (
 	// milliseconds late are routine (GC, scheduling); 100 ms is a tenth of the simulator's 1 s
 	// beat and well under the half-interval grace of the lost-connection rule.
 	minLateTick = 100 * time.Millisecond
+	// greetEvery spaces the extra beats sent when the heartbeat topic gains its first peers
+	// (see greet): at most one a second, however many peers join.
+	greetEvery = time.Second
 )
 
 // Option configures New.

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 )
 
 // The delivered hook hands the node every broadcast and group message delivered, with its
@@ -50,4 +53,47 @@ func TestReplayRestoreRefusesDeliveredBroadcast(t *testing.T) {
 	if n := restored.replay.OwnerLen(m.hosts[0].ID().String()); n != 1 {
 		t.Fatalf("the restored entry is charged to %d ids of its owner, want 1", n)
 	}
+}
+
+// A (re)started node is heard at once: it beats again as soon as its heartbeat topic gains
+// its first peer, instead of an interval later. Beats here are 300 s apart, so without that
+// beat the nodes would not know each other for five minutes. From the node's side a restart
+// is a start; that the neighbour then moves the row from offline back to alive is
+// TestLivenessRestartAfterGoodbye. (A restart with the same peer id is not run here: after a
+// mocknet connection closes, gossipsub sometimes keeps the peer, its stream to it stuck in
+// mocknet's pipe, and never speaks to the new run.)
+func TestGreetOnFirstPeer(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	ha, ska := addHost(t, mn, 0)
+	hb, skb := addHost(t, mn, 1)
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	start := func(h host.Host, sk crypto.PrivKey, agent string) *Gossip {
+		t.Helper()
+		bld, err := protocol.NewBuilder(agent, sk, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := New(h, bld, WithHeartbeatInterval(MaxHeartbeatInterval), WithCheckInterval(-1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { g.Close() })
+		return g
+	}
+	a, b := start(ha, ska, "test:a:agent"), start(hb, skb, "test:b:agent")
+	if a.heard.Load() || b.heard.Load() {
+		t.Fatal("a beat reached a peer before any peer was connected")
+	}
+	if _, err := mn.ConnectPeers(ha.ID(), hb.ID()); err != nil {
+		t.Fatal(err)
+	}
+	sees := func(g *Gossip, agent string) bool { s, ok := g.Agent(agent); return ok && s.State == StateAlive }
+	waitFor(t, 20*time.Second, "each node to hear the other", func() bool {
+		return sees(b, "test:a:agent") && sees(a, "test:b:agent")
+	})
+	// Once a beat went out while a peer was there, the nodes greet no more.
+	waitFor(t, 5*time.Second, "both nodes to stop greeting", func() bool { return a.heard.Load() && b.heard.Load() })
 }
