@@ -13,5 +13,7 @@
 // docs/gossip.md for the flow of one message and the reasons behind every parameter.
 //
 // Gossip composes the pieces; Liveness is the heartbeat state machine on its own, with no
-// goroutine and no clock, so that it can be tested deterministically.
+// goroutine and no clock, so that it can be tested deterministically. It includes the node's
+// local health (Health, Lifeguard's Local Health Multiplier), which stretches the suspect
+// timeouts of a node whose own timers run late.
 package pubsub

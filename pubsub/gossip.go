@@ -43,14 +43,20 @@ type Gossip struct {
 	topicMu sync.Mutex
 	topics  map[string]*topicHandle
 
-	stateMu sync.Mutex
-	live    *Liveness
-	subs    map[*Subscription]struct{}
-	status  protocol.HeartbeatPayload
-	closed  bool
+	stateMu     sync.Mutex
+	live        *Liveness
+	subs        map[*Subscription]struct{}
+	status      protocol.HeartbeatPayload
+	closed      bool
+	healthScore int // the local health score last logged
 
 	beatMu  sync.Mutex // serialises heartbeats, so that offline is the last one
 	leaving bool       // guarded by beatMu
+
+	// heard is set once a beat of ours has been published while the heartbeat topic had a
+	// peer; stopGreet then ends greet.
+	heard     atomic.Bool
+	stopGreet context.CancelFunc
 
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64
@@ -95,17 +101,20 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		replay:  protocol.NewReplayWindow(cfg.replayCap),
 		limiter: newLimiter(cfg.peerRate, cfg.peerBurst),
 		topics:  make(map[string]*topicHandle),
-		live: NewLiveness(LivenessConfig{Interval: cfg.interval, SuspectAfter: cfg.suspectAfter,
-			StuckAfter: cfg.stuckAfter, ForgetAfter: cfg.forgetAfter}),
-		subs:   make(map[*Subscription]struct{}),
-		status: protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
-		lost:   make(chan peer.ID, 1024),
+		live:    NewLiveness(cfg.livenessConfig()),
+		subs:    make(map[*Subscription]struct{}),
+		status:  protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
+		lost:    make(chan peer.ID, 1024),
 	}
 	defer func() {
 		if err != nil {
 			g.Close()
 		}
 	}()
+	if len(cfg.restore) > 0 {
+		dropped := g.replay.Restore(cfg.restore, cfg.clock())
+		g.log.Info("replay window restored", "entries", g.replay.Len(), "dropped_over_capacity", dropped)
+	}
 	g.ps, err = ps.NewGossipSub(ctx, h, g.routerOptions()...)
 	if err != nil {
 		return nil, fmt.Errorf("pubsub: start gossipsub: %w", err)
@@ -121,6 +130,9 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		if err := g.JoinGroup(cp); err != nil {
 			return nil, err
 		}
+	}
+	if err := g.startGreet(); err != nil {
+		return nil, err
 	}
 	g.wg.Add(2)
 	go g.run()
@@ -238,12 +250,17 @@ func (g *Gossip) read(info topicInfo, sub *ps.Subscription, done chan struct{}) 
 		if !ok || m.GetFrom() == g.h.ID() {
 			continue // our own publication
 		}
-		g.deliver(info, m.GetFrom(), v)
+		g.deliver(info, m.GetFrom(), m.ReceivedFrom, v)
 	}
 }
 
-func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
+// deliver hands a validated message to the subscribers, and a heartbeat to the liveness
+// table. relayer is the peer the message came from, its owner in the replay window.
+func (g *Gossip) deliver(info topicInfo, author, relayer peer.ID, v *validated) {
 	it := &Item{Message: v.doc, Author: author}
+	if info.kind != kindHeartbeat && g.cfg.delivered != nil {
+		g.cfg.delivered(protocol.ReplayEntry{ID: v.doc.Envelope.MessageID, Expires: v.doc.Expires(), Owner: relayer.String()})
+	}
 	now := g.cfg.clock()
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
@@ -255,12 +272,13 @@ func (g *Gossip) deliver(info topicInfo, author peer.ID, v *validated) {
 	case kindHeartbeat:
 		it.Kind, it.Heartbeat = KindHeartbeat, v.hb
 		sent, _ := v.doc.Time()
-		tr, _ := g.live.Observe(Heard{AgentID: v.doc.Envelope.Sender.AgentID, PeerID: author, Payload: v.hb,
+		trs, _ := g.live.Observe(Heard{AgentID: v.doc.Envelope.Sender.AgentID, PeerID: author, Payload: v.hb,
 			Interval: v.interval, Sent: sent, MessageID: v.doc.Envelope.MessageID}, now)
 		g.publishLocal(it)
-		if tr != nil {
-			g.emitLocked(*tr)
+		for _, tr := range trs {
+			g.emitLocked(tr)
 		}
+		g.healthChangedLocked("a suspicion was refuted")
 		return
 	}
 	g.publishLocal(it)
@@ -295,7 +313,9 @@ func (g *Gossip) run() {
 		select {
 		case <-g.ctx.Done():
 			return
-		case <-tick:
+		case scheduled := <-tick:
+			// A ticker's value is the time the tick was due, not when it was received.
+			g.ticked(scheduled, time.Now())
 			g.Check()
 		case p := <-g.lost:
 			g.peerLost(p)
@@ -342,15 +362,19 @@ func (g *Gossip) PeerScores() map[peer.ID]float64 {
 	return maps.Clone(g.scores)
 }
 
-// Stats counts the messages the validators refused.
+// Stats counts the messages the validators refused and the rows the liveness table evicted.
 type Stats struct {
 	Rejected uint64 // invalid: the relayer is penalised
 	Ignored  uint64 // dropped without penalty (rate when relayed, expiry at the boundary, ...)
+	Evicted  uint64 // liveness rows evicted because the table was full (WithMaxAgents)
 }
 
-// Stats returns the validator counters.
+// Stats returns the validator and liveness table counters.
 func (g *Gossip) Stats() Stats {
-	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load()}
+	g.stateMu.Lock()
+	evicted := g.live.Evicted()
+	g.stateMu.Unlock()
+	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted}
 }
 
 // Agents returns the liveness table (every agent heard from except this one), by agent id.

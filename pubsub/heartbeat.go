@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	ps "github.com/libp2p/go-libp2p-pubsub"
 )
 
 // beatLoop beats every interval until Leave or Close.
@@ -22,13 +23,92 @@ func (g *Gossip) beatLoop() {
 		select {
 		case <-g.ctx.Done():
 			return
-		case <-t.C:
+		case scheduled := <-t.C:
+			g.ticked(scheduled, time.Now())
 		}
 	}
 }
 
+// startGreet starts greet on the heartbeat topic's peer events.
+func (g *Gossip) startGreet() error {
+	g.topicMu.Lock()
+	th := g.topics[g.heartbeatTopic()]
+	g.topicMu.Unlock()
+	evs, err := th.t.EventHandler()
+	if err != nil {
+		return fmt.Errorf("pubsub: peer events of %s: %w", th.info.name, err)
+	}
+	ctx, cancel := context.WithCancel(g.ctx)
+	g.stopGreet = cancel
+	g.wg.Add(1)
+	go g.greet(ctx, th, evs)
+	return nil
+}
+
+// greet makes a (re)started node heard at once. The beat loop's first beat goes out at start,
+// when usually no peer has joined the heartbeat topic yet, and the next one an interval later,
+// so neighbours would not know the node (or would still see it offline, from its goodbye
+// before a restart) for up to a whole interval. greet beats again as soon as the topic gains a
+// peer, at most once every greetEvery, until a beat of ours has been published while the topic
+// had a peer (the flag heard, set by beat, after which stopGreet ends greet): that peer relays
+// it to the whole mesh.
+func (g *Gossip) greet(ctx context.Context, th *topicHandle, evs *ps.TopicEventHandler) {
+	defer g.wg.Done()
+	defer evs.Cancel()
+	var last time.Time
+	for !g.heard.Load() {
+		ev, err := evs.NextPeerEvent(ctx)
+		if err != nil {
+			return
+		}
+		if ev.Type != ps.PeerJoin || g.heard.Load() {
+			continue
+		}
+		// gossipsub announces the join when the peer's subscription arrives, which may be
+		// before it can send to the peer; a beat published then reaches nobody.
+		if !waitUntil(ctx, time.Until(last.Add(greetEvery)), greetWait, func() bool { return len(th.t.ListPeers()) > 0 }) {
+			continue
+		}
+		last = time.Now()
+		if err := g.beat(ctx, false); err != nil && ctx.Err() == nil {
+			g.log.Warn("heartbeat to the first peers not sent", "err", err)
+		}
+	}
+}
+
+// greetPoll is how often greet asks gossipsub whether it can send to a peer that joined, and
+// greetWait how long it asks: the stream to a new peer is usually up within milliseconds.
+const (
+	greetPoll = 50 * time.Millisecond
+	greetWait = 10 * time.Second
+)
+
+// waitUntil waits first, then polls cond every greetPoll until it holds (true), or until ctx is
+// done or bound has passed since the first poll without it (false).
+func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool) bool {
+	first = max(first, 0)
+	deadline := time.Now().Add(first + bound)
+	t := time.NewTimer(first)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+		if cond() {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
+		t.Reset(greetPoll)
+	}
+}
+
 // beat publishes one heartbeat with the current status. Once Leave has begun, only Leave's
-// own beat (final) goes out.
+// own beat (final) goes out. A failure, unless the node or ctx is closing, is a sign of local
+// trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) error {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
@@ -44,10 +124,7 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	}
 	m := &protocol.Message{}
 	m.Envelope.Recipient = protocol.Recipient{AgentID: protocol.Broadcast, Channel: protocol.ChannelHealth}
-	// A beat older than the suspect timeout says nothing; the clock-drift tolerance is added
-	// so that a receiver whose clock runs ahead still accepts fresh beats.
-	ttl := time.Duration(g.cfg.suspectAfter)*g.cfg.interval + protocol.DefaultMaxClockSkew
-	m.Envelope.TTLSeconds = int64(math.Ceil(ttl.Seconds()))
+	m.Envelope.TTLSeconds = int64(math.Ceil(g.beatTTL().Seconds()))
 	m.Message = protocol.Body{Type: protocol.TypeHeartbeat, Intent: protocol.IntentHealth, Payload: raw}
 	if err := g.b.Seal(m); err != nil {
 		return err
@@ -56,7 +133,24 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	if err != nil {
 		return err
 	}
-	return g.publish(ctx, th, m)
+	reaches := !g.heard.Load() && len(th.t.ListPeers()) > 0
+	if err := g.publish(ctx, th, m); err != nil {
+		if ctx.Err() == nil && g.ctx.Err() == nil {
+			g.publishFailed()
+		}
+		return err
+	}
+	if reaches && g.heard.CompareAndSwap(false, true) {
+		g.stopGreet()
+	}
+	return nil
+}
+
+// beatTTL is the ttl_seconds of our beats: a beat older than the suspect timeout says nothing,
+// and the clock-drift tolerance is added so that a receiver whose clock runs ahead still
+// accepts fresh beats; at most MaxGossipTTL (slow beats times many missed beats).
+func (g *Gossip) beatTTL() time.Duration {
+	return min(time.Duration(g.cfg.suspectAfter)*g.cfg.interval+protocol.DefaultMaxClockSkew, MaxGossipTTL)
 }
 
 // SetStatus sets what the next heartbeats announce: status alive or busy, load in 0..1 and

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"time"
@@ -35,9 +36,12 @@ type AgentState struct {
 	Version     string        // as announced
 	Interval    time.Duration // its heartbeat interval, as announced (or the local default)
 
-	sent   time.Time // timestamp of the beat recorded
-	lastID string    // message id of the beat recorded
-	lost   bool      // the connection to its peer dropped after its last beat
+	sent      time.Time // timestamp of the beat recorded
+	lastID    string    // message id of the beat recorded
+	lost      bool      // the connection to its peer dropped after its last beat
+	suspected time.Time // when this node made it suspect
+
+	older, newer *AgentState // neighbours in the table's order of LastSeen, for eviction
 }
 
 // Transition is a change of an agent's state, delivered to subscribers as a KindTransition
@@ -57,15 +61,31 @@ type LivenessConfig struct {
 	SuspectAfter int           // missed beats before suspect (DefaultSuspectAfter)
 	StuckAfter   time.Duration // silence before stuck (DefaultStuckAfter)
 	ForgetAfter  time.Duration // silence before the row is dropped (DefaultForgetAfter)
+	MaxAgents    int           // rows kept; a new agent then evicts the longest silent (DefaultMaxAgents)
+
+	// MaxHealthScore saturates the local health score (DefaultMaxHealthScore); negative turns
+	// local health off: the suspect timeouts are then never scaled. See Health.
+	MaxHealthScore int
+	// LateTick is how late a tick reported to Ticked may be before it counts as a sign of
+	// local trouble (100 ms).
+	LateTick time.Duration
+	// RefuteGrace is how long after this node suspected an agent a beat may have been sent
+	// and still refute the suspicion (a quarter of Interval, at most 1 s: the checker's tick).
+	RefuteGrace time.Duration
 }
 
-// Liveness is the heartbeat state machine: the liveness table and its transitions. It owns no
-// goroutine and reads no clock: callers pass the time to every method. It is not safe for
-// concurrent use; Gossip guards it with its stateMu.
+// Liveness is the heartbeat state machine: the liveness table, its transitions, and the
+// node's local health (see Health), which scales the suspect timeouts. It owns no goroutine and
+// reads no clock: callers pass the time to every method. It is not safe for concurrent use;
+// Gossip guards it with its stateMu.
 type Liveness struct {
 	cfg    LivenessConfig
 	agents map[string]*AgentState
 	byPeer map[peer.ID]map[string]*AgentState // the same rows by peer, for Disconnected
+	// The rows in order of LastSeen, oldest first: a list through AgentState.older/newer.
+	oldest, newest *AgentState
+	evicted        uint64
+	health         localHealth
 }
 
 // NewLiveness returns an empty table.
@@ -82,7 +102,23 @@ func NewLiveness(cfg LivenessConfig) *Liveness {
 	if cfg.ForgetAfter <= 0 {
 		cfg.ForgetAfter = DefaultForgetAfter
 	}
-	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]map[string]*AgentState)}
+	if cfg.MaxAgents <= 0 {
+		cfg.MaxAgents = DefaultMaxAgents
+	}
+	switch {
+	case cfg.MaxHealthScore == 0:
+		cfg.MaxHealthScore = DefaultMaxHealthScore
+	case cfg.MaxHealthScore < 0:
+		cfg.MaxHealthScore = 0
+	}
+	if cfg.LateTick <= 0 {
+		cfg.LateTick = minLateTick
+	}
+	if cfg.RefuteGrace <= 0 {
+		cfg.RefuteGrace = min(cfg.Interval/4, time.Second)
+	}
+	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]map[string]*AgentState),
+		health: localHealth{max: cfg.MaxHealthScore, lateAfter: cfg.LateTick}}
 }
 
 // Accepts reports whether a heartbeat for agentID signed by pid may update the table. An
@@ -103,11 +139,17 @@ type Heard struct {
 	MessageID string        // envelope.message_id, to order beats sent in the same millisecond
 }
 
-// Observe records a heartbeat received at now. It returns the transition, if the state
-// changed, and false if the heartbeat was refused (see Accepts). A beat sent before the last
-// one recorded (gossip does not preserve order) changes nothing, so that "draining"
-// overtaken by "offline" does not resurrect the agent.
-func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
+// Observe records a heartbeat received at now. It returns the transitions it caused, and false
+// if the heartbeat was refused (see Accepts). A beat sent before the last one recorded (gossip
+// does not preserve order) changes nothing, so that "draining" overtaken by "offline" does not
+// resurrect the agent; a later beat of the same peer moves any state, offline included (an
+// agent that left and started again is alive at its first beat).
+//
+// A beat from an agent not in the table, when the table holds MaxAgents rows, first evicts the
+// row heard from longest ago: its "gone" transition comes first. A beat that ends a suspicion
+// this node raised, sent before the suspicion or within RefuteGrace after it, is a sign that
+// this node, not the agent, was late (see Health).
+func (l *Liveness) Observe(h Heard, now time.Time) (trs []Transition, ok bool) {
 	if !l.Accepts(h.AgentID, h.PeerID) {
 		return nil, false
 	}
@@ -116,6 +158,9 @@ func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
 	}
 	a, known := l.agents[h.AgentID]
 	if !known {
+		if len(l.agents) >= l.cfg.MaxAgents {
+			trs = append(trs, l.evictOldest(now))
+		}
 		a = &AgentState{AgentID: h.AgentID}
 		l.agents[h.AgentID] = a
 	} else if a.PeerID == h.PeerID && older(h, a) {
@@ -126,15 +171,33 @@ func (l *Liveness) Observe(h Heard, now time.Time) (tr *Transition, ok bool) {
 		a.PeerID = h.PeerID
 		l.index(a)
 	}
+	reason := "heartbeat"
+	if a.State == StateSuspect && h.Sent.Before(a.suspected.Add(l.cfg.RefuteGrace)) {
+		l.health.refuted()
+		reason = refutation(h.Sent.Sub(a.suspected))
+	}
 	from, to := a.State, State(h.Payload.Status)
 	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID, a.lost = h.PeerID, to, now, h.Sent, h.MessageID, false
 	a.Load, a.ActiveTasks, a.Version, a.Interval = h.Payload.Load, h.Payload.ActiveTasks, h.Payload.Version, h.Interval
-	if from == to {
-		return nil, true
+	l.touch(a)
+	if from != to {
+		trs = append(trs, Transition{AgentID: h.AgentID, PeerID: h.PeerID, From: from, To: to, At: now, Reason: reason})
 	}
-	return &Transition{AgentID: h.AgentID, PeerID: h.PeerID, From: from, To: to, At: now, Reason: "heartbeat"}, true
+	return trs, true
 }
 
+// refutation is the reason of a transition out of a suspicion refuted by a beat sent d after
+// it (d < 0: before it).
+func refutation(d time.Duration) string {
+	d = d.Round(time.Millisecond)
+	if d < 0 {
+		return "heartbeat sent " + (-d).String() + " before the suspicion: this node was late"
+	}
+	return "heartbeat sent " + d.String() + " after the suspicion, within the refute grace: this node was late"
+}
+
+// older reports whether h was sent before the beat recorded in a: by timestamp (milliseconds),
+// then by message id, which for our builders is a UUIDv7, ordered by its own clock reading.
 func older(h Heard, a *AgentState) bool {
 	if c := h.Sent.Compare(a.sent); c != 0 {
 		return c < 0
@@ -154,6 +217,55 @@ func (l *Liveness) Disconnected(pid peer.ID) {
 			a.lost = true
 		}
 	}
+}
+
+// evictOldest drops the row heard from longest ago, to make room for a new agent.
+func (l *Liveness) evictOldest(now time.Time) Transition {
+	a := l.oldest
+	tr := l.move(a, StateGone, now, fmt.Sprintf("the liveness table is full (%d agents); silent for %s, the longest",
+		l.cfg.MaxAgents, now.Sub(a.LastSeen).Round(time.Second)))
+	l.remove(a)
+	l.evicted++
+	return tr
+}
+
+// remove drops a row from the table, the peer index and the order of LastSeen.
+func (l *Liveness) remove(a *AgentState) {
+	delete(l.agents, a.AgentID)
+	l.unindex(a)
+	l.unlink(a)
+}
+
+// touch moves a row to the newest end of the order of LastSeen. Observe calls it whenever it
+// sets LastSeen to now, and callers pass a now that does not go back, so the list stays
+// sorted by LastSeen.
+func (l *Liveness) touch(a *AgentState) {
+	if l.newest == a {
+		return
+	}
+	l.unlink(a)
+	a.older = l.newest
+	if l.newest != nil {
+		l.newest.newer = a
+	}
+	l.newest = a
+	if l.oldest == nil {
+		l.oldest = a
+	}
+}
+
+func (l *Liveness) unlink(a *AgentState) {
+	if a.older != nil {
+		a.older.newer = a.newer
+	} else if l.oldest == a {
+		l.oldest = a.newer
+	}
+	if a.newer != nil {
+		a.newer.older = a.older
+	} else if l.newest == a {
+		l.newest = a.older
+	}
+	a.older, a.newer = nil, nil
 }
 
 // index and unindex keep byPeer in step with the rows' PeerID.
@@ -179,26 +291,32 @@ func (l *Liveness) unindex(a *AgentState) {
 // one interval for the next beat, and half of one for it to travel.
 func lostAfter(a *AgentState) time.Duration { return a.Interval + a.Interval/2 }
 
-// Tick applies the silence rules at now: suspect after SuspectAfter of the agent's intervals,
-// stuck after StuckAfter, gone after ForgetAfter. Call it at least every fraction of a beat.
-// The transitions come ordered by agent id. Tick visits every row on each call (a node ticks
-// several times a second and knows every agent of the mesh), so it sorts only what changed.
+// Tick applies the silence rules at now: suspect after SuspectAfter of the agent's intervals
+// (or 1.5 intervals after a lost connection), both multiplied by the local health multiplier
+// (see Health); stuck after StuckAfter and gone after ForgetAfter, which are not scaled. Call
+// it at least every fraction of a beat. The transitions come ordered by agent id. Tick visits
+// every row on each call (a node ticks several times a second and knows every agent of the
+// mesh), so it sorts only what changed.
 func (l *Liveness) Tick(now time.Time) []Transition {
 	var out []Transition
-	for id, a := range l.agents {
+	k := time.Duration(l.health.multiplier())
+	why := ""
+	if k > 1 {
+		why = fmt.Sprintf(" (waited %dx: this node's local health score is %d)", k, k-1)
+	}
+	for _, a := range l.agents {
 		silent := now.Sub(a.LastSeen)
 		switch {
 		case silent >= l.cfg.ForgetAfter:
 			out = append(out, l.move(a, StateGone, now, "silent for "+silent.Round(time.Second).String()))
-			delete(l.agents, id)
-			l.unindex(a)
+			l.remove(a)
 		case a.State == StateOffline || a.State == StateStuck:
 		case silent >= l.cfg.StuckAfter:
 			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))
-		case a.State != StateSuspect && silent >= time.Duration(l.cfg.SuspectAfter)*a.Interval:
-			out = append(out, l.move(a, StateSuspect, now, "missed heartbeats"))
-		case a.State != StateSuspect && a.lost && silent >= lostAfter(a):
-			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"))
+		case a.State != StateSuspect && silent >= k*time.Duration(l.cfg.SuspectAfter)*a.Interval:
+			out = append(out, l.move(a, StateSuspect, now, "missed heartbeats"+why))
+		case a.State != StateSuspect && a.lost && silent >= k*lostAfter(a):
+			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"+why))
 		}
 	}
 	slices.SortFunc(out, func(x, y Transition) int { return strings.Compare(x.AgentID, y.AgentID) })
@@ -208,8 +326,26 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) Transition {
 	tr := Transition{AgentID: a.AgentID, PeerID: a.PeerID, From: a.State, To: to, At: now, Reason: reason}
 	a.State, a.lost = to, false
+	if to == StateSuspect {
+		a.suspected = now
+	}
 	return tr
 }
+
+// Ticked records one tick of the caller's periodic timers (the checker's, the beat loop's),
+// scheduled for scheduled and run at actual: a tick later than LateTick raises the local
+// health score, and ticks on time lower it slowly (see Health).
+func (l *Liveness) Ticked(scheduled, actual time.Time) { l.health.tick(scheduled, actual) }
+
+// PublishFailed records that one of this node's own heartbeats could not be published, a
+// sign of local trouble (see Health).
+func (l *Liveness) PublishFailed() { l.health.publishFailed() }
+
+// Health returns the local health.
+func (l *Liveness) Health() Health { return l.health.snapshot() }
+
+// Evicted returns how many rows were evicted because the table was full.
+func (l *Liveness) Evicted() uint64 { return l.evicted }
 
 func beating(s State) bool { return s == StateAlive || s == StateBusy || s == StateDraining }
 
@@ -219,14 +355,21 @@ func (l *Liveness) Agent(id string) (AgentState, bool) {
 	if !ok {
 		return AgentState{}, false
 	}
-	return *a, true
+	return a.copy(), true
+}
+
+// copy returns the row without its links into the table.
+func (a *AgentState) copy() AgentState {
+	c := *a
+	c.older, c.newer = nil, nil
+	return c
 }
 
 // Agents returns every row, ordered by agent id.
 func (l *Liveness) Agents() []AgentState {
 	out := make([]AgentState, 0, len(l.agents))
 	for _, id := range l.sortedIDs() {
-		out = append(out, *l.agents[id])
+		out = append(out, l.agents[id].copy())
 	}
 	return out
 }

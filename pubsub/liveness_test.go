@@ -1,9 +1,12 @@
 package pubsub
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -13,6 +16,18 @@ var t0 = time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
 func beat(agent string, pid peer.ID, status string, sent time.Time) Heard {
 	return Heard{AgentID: agent, PeerID: pid, Payload: protocol.HeartbeatPayload{Status: status, Load: 0.5, ActiveTasks: 2, Version: "v1"},
 		Sent: sent, MessageID: sent.Format(time.RFC3339Nano)}
+}
+
+// one returns the only transition Observe made, nil for none; more than one is a failure
+// the caller sees as a mismatch (eviction is tested on its own).
+func one(trs []Transition, ok bool) (*Transition, bool) {
+	switch len(trs) {
+	case 0:
+		return nil, ok
+	case 1:
+		return &trs[0], ok
+	}
+	return &Transition{Reason: "more than one transition"}, ok
 }
 
 func states(trs []Transition) []State {
@@ -25,14 +40,14 @@ func states(trs []Transition) []State {
 
 func TestLivenessSilence(t *testing.T) {
 	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
-	tr, ok := l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	tr, ok := one(l.Observe(beat("a:b:c", "P", "alive", t0), t0))
 	if !ok || tr == nil || tr.From != "" || tr.To != StateAlive {
 		t.Fatalf("first beat: %+v %v", tr, ok)
 	}
 	// Beats every 30 s keep it alive without transitions.
 	for i := 1; i <= 4; i++ {
 		at := t0.Add(time.Duration(i) * 30 * time.Second)
-		if tr, _ := l.Observe(beat("a:b:c", "P", "alive", at), at); tr != nil {
+		if tr, _ := one(l.Observe(beat("a:b:c", "P", "alive", at), at)); tr != nil {
 			t.Fatalf("steady beat %d made a transition %+v", i, tr)
 		}
 		if trs := l.Tick(at.Add(29 * time.Second)); len(trs) != 0 {
@@ -57,7 +72,7 @@ func TestLivenessSilence(t *testing.T) {
 	}
 	// A beat brings it back.
 	back := last.Add(700 * time.Second)
-	if tr, _ := l.Observe(beat("a:b:c", "P", "busy", back), back); tr == nil || tr.From != StateStuck || tr.To != StateBusy {
+	if tr, _ := one(l.Observe(beat("a:b:c", "P", "busy", back), back)); tr == nil || tr.From != StateStuck || tr.To != StateBusy {
 		t.Fatalf("recovery: %+v", tr)
 	}
 	if _, alive, _ := l.Load("a:b:c"); !alive {
@@ -87,7 +102,7 @@ func TestLivenessAnnouncedInterval(t *testing.T) {
 func TestLivenessDrainOfflineAndOrder(t *testing.T) {
 	l := NewLiveness(LivenessConfig{})
 	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
-	tr, _ := l.Observe(beat("a:b:c", "P", "draining", t0.Add(time.Second)), t0.Add(time.Second))
+	tr, _ := one(l.Observe(beat("a:b:c", "P", "draining", t0.Add(time.Second)), t0.Add(time.Second)))
 	if tr == nil || tr.To != StateDraining {
 		t.Fatalf("draining: %+v", tr)
 	}
@@ -96,11 +111,11 @@ func TestLivenessDrainOfflineAndOrder(t *testing.T) {
 	}
 	// offline sent 1 ms later overtakes a second draining beat sent in between.
 	off := t0.Add(time.Second + 2*time.Millisecond)
-	if tr, _ := l.Observe(beat("a:b:c", "P", "offline", off), off); tr == nil || tr.To != StateOffline {
+	if tr, _ := one(l.Observe(beat("a:b:c", "P", "offline", off), off)); tr == nil || tr.To != StateOffline {
 		t.Fatalf("offline: %+v", tr)
 	}
 	late := beat("a:b:c", "P", "draining", t0.Add(time.Second+time.Millisecond))
-	if tr, ok := l.Observe(late, off.Add(time.Millisecond)); tr != nil || !ok {
+	if tr, ok := one(l.Observe(late, off.Add(time.Millisecond))); tr != nil || !ok {
 		t.Fatalf("an older beat changed the state: %+v", tr)
 	}
 	if a, _ := l.Agent("a:b:c"); a.State != StateOffline {
@@ -170,7 +185,7 @@ func TestLivenessBinding(t *testing.T) {
 	}
 	// Once the agent said offline, a new key may take the id over (key rotation).
 	l.Observe(beat("a:b:c", "P", "offline", t0.Add(2*time.Second)), t0.Add(2*time.Second))
-	if tr, ok := l.Observe(beat("a:b:c", "NEW", "alive", t0.Add(3*time.Second)), t0.Add(3*time.Second)); !ok || tr == nil || tr.PeerID != "NEW" {
+	if tr, ok := one(l.Observe(beat("a:b:c", "NEW", "alive", t0.Add(3*time.Second)), t0.Add(3*time.Second))); !ok || tr == nil || tr.PeerID != "NEW" {
 		t.Fatalf("takeover after offline: %+v %v", tr, ok)
 	}
 }
@@ -199,5 +214,105 @@ func TestLivenessDisconnectFollowsTheAgentsPeer(t *testing.T) {
 	l.Tick(back.Add(DefaultForgetAfter + time.Second))
 	if len(l.agents) != 0 || len(l.byPeer) != 0 {
 		t.Fatalf("after forgetting: %d rows, %d peers indexed", len(l.agents), len(l.byPeer))
+	}
+}
+
+// The table is capped: a beat from an unknown agent, when the table is full, evicts the row
+// heard from longest ago, with a "gone" transition that says why.
+func TestLivenessCapEvictsLongestSilent(t *testing.T) {
+	const cap = 16
+	l := NewLiveness(LivenessConfig{MaxAgents: cap})
+	at := t0
+	for i := range cap {
+		at = at.Add(time.Second)
+		l.Observe(beat(fmt.Sprintf("a:b:agent%d", i), peer.ID(fmt.Sprintf("P%d", i)), "alive", at), at)
+	}
+	at = at.Add(time.Second)
+	l.Observe(beat("a:b:agent0", "P0", "alive", at), at) // agent1 is now the longest silent
+	at = at.Add(time.Second)
+	trs, ok := l.Observe(beat("a:b:newcomer", "NEW", "alive", at), at)
+	if !ok || len(trs) != 2 {
+		t.Fatalf("a newcomer to a full table: %+v", trs)
+	}
+	if gone := trs[0]; gone.AgentID != "a:b:agent1" || gone.To != StateGone || gone.PeerID != "P1" ||
+		!strings.Contains(gone.Reason, "table is full") {
+		t.Fatalf("evicted %+v, want agent1 gone because the table is full", gone)
+	}
+	if trs[1].AgentID != "a:b:newcomer" || trs[1].To != StateAlive {
+		t.Fatalf("the newcomer: %+v", trs[1])
+	}
+	if _, known := l.Agent("a:b:agent1"); known || l.Len() != cap || l.Evicted() != 1 {
+		t.Fatalf("after eviction: agent1 known %v, %d rows, %d evicted", known, l.Len(), l.Evicted())
+	}
+	if _, indexed := l.byPeer["P1"]; indexed || len(l.byPeer) != cap {
+		t.Fatalf("the peer index kept the evicted row: %d peers", len(l.byPeer))
+	}
+	// A known agent never evicts anyone.
+	at = at.Add(time.Second)
+	if trs, _ := l.Observe(beat("a:b:agent2", "P2", "busy", at), at); len(trs) != 1 || l.Evicted() != 1 {
+		t.Fatalf("a known agent's beat: %+v, %d evicted", trs, l.Evicted())
+	}
+}
+
+// An attacker signing beats with thousands of throwaway keys cannot grow the table: it stays
+// at its cap, and an agent that keeps beating more often than the table turns over stays in.
+func TestLivenessCapUnderThrowawayKeys(t *testing.T) {
+	const cap = 16
+	l := NewLiveness(LivenessConfig{MaxAgents: cap})
+	at := t0
+	for i := range 10_000 {
+		at = at.Add(time.Millisecond)
+		if i%(cap/2) == 0 {
+			l.Observe(beat("a:b:honest", "H", "alive", at), at)
+		}
+		l.Observe(beat(fmt.Sprintf("x:y:throwaway%d", i), peer.ID(fmt.Sprintf("T%d", i)), "alive", at), at)
+	}
+	if l.Len() != cap || len(l.byPeer) != cap || l.Evicted() != 10_000+1-cap {
+		t.Fatalf("%d rows, %d peers indexed, %d evicted", l.Len(), len(l.byPeer), l.Evicted())
+	}
+	if a, ok := l.Agent("a:b:honest"); !ok || a.State != StateAlive {
+		t.Fatalf("the honest agent was evicted: %+v", a)
+	}
+	n := 0
+	for a := l.oldest; a != nil; a = a.newer {
+		n++
+	}
+	if n != cap {
+		t.Fatalf("the order of LastSeen holds %d rows, want %d", n, cap)
+	}
+}
+
+// An agent that said goodbye and started again (same agent id, same peer) is alive at the
+// first beat of its new run, even within the same second as its goodbye: timestamps carry
+// milliseconds, and two beats of the same millisecond are ordered by their UUIDv7 message ids,
+// which a later run draws later.
+func TestLivenessRestartAfterGoodbye(t *testing.T) {
+	goodbye := t0.Add(500 * time.Millisecond)
+	run := func(sent time.Time, status string) Heard {
+		h := beat("a:b:c", "P", status, sent)
+		h.MessageID = uuid.Must(uuid.NewV7()).String()
+		return h
+	}
+	for _, c := range []struct {
+		name  string
+		first time.Time
+	}{
+		{"a later second", goodbye.Add(time.Second)},
+		{"the same second", goodbye.Add(time.Millisecond)},
+		{"the same millisecond", goodbye},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := NewLiveness(LivenessConfig{})
+			l.Observe(run(t0, "alive"), t0)
+			late := run(goodbye.Add(-time.Millisecond), "draining") // the old run's, overtaken
+			l.Observe(run(goodbye, "offline"), goodbye)
+			if tr, _ := one(l.Observe(late, goodbye.Add(time.Millisecond))); tr != nil {
+				t.Fatalf("the old run's last draining beat, overtaken by the goodbye: %+v", tr)
+			}
+			tr, ok := one(l.Observe(run(c.first, "alive"), c.first.Add(time.Millisecond)))
+			if !ok || tr == nil || tr.From != StateOffline || tr.To != StateAlive {
+				t.Fatalf("the new run's first beat: %+v %v", tr, ok)
+			}
+		})
 	}
 }

@@ -328,6 +328,11 @@ func TestMeshLiveness(t *testing.T) {
 		m.stop(s)
 		m.waitState(t, s, StateSuspect)
 		t.Logf("node %d suspected at every other node %s after it stopped (goal: 3 intervals = 3s, measured by BenchmarkGossip100)", s, time.Since(start).Round(time.Millisecond))
+		for i, g := range m.nodes {
+			if h := g.Health(); !m.closed[i] && h.Score > 0 {
+				t.Logf("node %d local health: %+v", i, h)
+			}
+		}
 		if a, _ := m.nodes[0].Agent(m.agents[3]); a.State != StateOffline {
 			t.Fatalf("the agent that left is %s, want offline", a.State)
 		}

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"golang.org/x/time/rate"
@@ -53,6 +54,36 @@ const (
 	DefaultScoreInspection = 10 * time.Second
 	// maxGroupTopics bounds the group topics one node joins or publishes to.
 	maxGroupTopics = 256
+	// DefaultMaxAgents bounds the liveness table: a row costs about 650 bytes with its ids and
+	// indexes (measured), so 6.5 MB at the bound; ten times the largest fleet simulated (1,000
+	// nodes). Beyond it a new agent evicts the row heard from longest ago, so that beats signed
+	// with throwaway keys cannot grow memory without bound.
+	DefaultMaxAgents = 10_000
+	// MinMaxAgents and MaxMaxAgents bound WithMaxAgents: fewer than 16 rows would evict the
+	// agents of a small fleet; a million rows is 650 MB.
+	MinMaxAgents = 16
+	MaxMaxAgents = 1_000_000
+	// MaxGossipTTL is the longest ttl_seconds a document on a gossip topic may carry. Gossip is
+	// for what is happening now, and every gossip message's id is kept in the replay window
+	// until it expires; a message that must live longer goes over a direct stream, with
+	// durable delivery. One hour is the builders' default TTL (protocol.DefaultTTL).
+	MaxGossipTTL = time.Hour
+	// DefaultMaxHealthScore saturates the local health score (see Health): the suspect
+	// timeouts of a node in trouble grow to at most 9 times their length (27 beats at the
+	// default 3), close to memberlist's Lifeguard, whose multiplier stops at 8
+	// (AwarenessMaxMultiplier). The stuck timeout is not scaled, so at the default 30 s beat a
+	// score of 6 or more lets an agent go from alive to stuck at 600 s without being suspect.
+	DefaultMaxHealthScore = 8
+	// maxHealthScore bounds WithLocalHealth: a suspicion waits at most 17 times its usual
+	// silence (51 beats at the default 3).
+	maxHealthScore = 16
+	// minLateTick is the least lateness of a tick that counts as local trouble: ticks a few
+	// milliseconds late are routine (GC, scheduling); 100 ms is a tenth of the simulator's 1 s
+	// beat and well under the half-interval grace of the lost-connection rule.
+	minLateTick = 100 * time.Millisecond
+	// greetEvery spaces the extra beats sent when the heartbeat topic gains its first peers
+	// (see greet): at most one a second, however many peers join.
+	greetEvery = time.Second
 )
 
 // Option configures New.
@@ -77,6 +108,10 @@ type config struct {
 	leaveFlush   time.Duration
 	replayCap    int
 	inspectEvery time.Duration
+	maxAgents    int
+	healthMax    int                        // 0: local health off
+	restore      []protocol.ReplayEntry     // WithReplayRestore
+	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
 }
 
 func defaults() config {
@@ -92,6 +127,8 @@ func defaults() config {
 		peerBurst:    DefaultPeerBurst,
 		leaveFlush:   DefaultLeaveFlush,
 		inspectEvery: DefaultScoreInspection,
+		maxAgents:    DefaultMaxAgents,
+		healthMax:    DefaultMaxHealthScore,
 	}
 }
 
@@ -129,6 +166,12 @@ func (c *config) validate() error {
 	if c.inspectEvery < 100*time.Millisecond || c.inspectEvery > time.Hour {
 		return fmt.Errorf("pubsub: score inspection every %s is outside 100ms..1h", c.inspectEvery)
 	}
+	if c.maxAgents < MinMaxAgents || c.maxAgents > MaxMaxAgents {
+		return fmt.Errorf("pubsub: max agents %d is outside %d..%d", c.maxAgents, MinMaxAgents, MaxMaxAgents)
+	}
+	if c.healthMax < 0 || c.healthMax > maxHealthScore {
+		return fmt.Errorf("pubsub: local health max score %d is outside 0..%d", c.healthMax, maxHealthScore)
+	}
 	for _, cp := range c.capabilities {
 		if err := ValidateCapability(cp); err != nil {
 			return err
@@ -143,7 +186,33 @@ func (c *config) checkInterval() time.Duration {
 	if c.checkEvery != 0 {
 		return c.checkEvery
 	}
-	return min(c.interval/4, time.Second)
+	return c.defaultCheckInterval()
+}
+
+func (c *config) defaultCheckInterval() time.Duration { return min(c.interval/4, time.Second) }
+
+// lateTick is how late a tick of the checker or the beat loop may be before it counts as local
+// trouble: a quarter of the check interval, at least minLateTick (100 ms at the simulator's
+// 1 s beat, 250 ms at the default 30 s).
+func (c *config) lateTick() time.Duration {
+	d := c.checkEvery
+	if d <= 0 {
+		d = c.defaultCheckInterval()
+	}
+	return max(d/4, minLateTick)
+}
+
+// livenessConfig is the configuration of the liveness table. A beat sent at most one check
+// interval after this node suspected its agent refutes the suspicion: the checker raises a
+// suspicion up to one tick after it is due.
+func (c *config) livenessConfig() LivenessConfig {
+	lc := LivenessConfig{Interval: c.interval, SuspectAfter: c.suspectAfter, StuckAfter: c.stuckAfter,
+		ForgetAfter: c.forgetAfter, MaxAgents: c.maxAgents, MaxHealthScore: c.healthMax,
+		LateTick: c.lateTick(), RefuteGrace: c.defaultCheckInterval()}
+	if lc.MaxHealthScore == 0 {
+		lc.MaxHealthScore = -1 // off
+	}
+	return lc
 }
 
 // WithTopicPrefix sets the topic prefix (default DefaultTopicPrefix). It must start and end
@@ -249,3 +318,35 @@ func WithLeaveFlush(d time.Duration) Option {
 
 // WithReplayCapacity bounds the replay window (default protocol.DefaultReplayCapacity).
 func WithReplayCapacity(n int) Option { return func(c *config) error { c.replayCap = n; return nil } }
+
+// WithMaxAgents bounds the liveness table (default DefaultMaxAgents, MinMaxAgents to
+// MaxMaxAgents). When a beat from an unknown agent finds the table full, the row heard from
+// longest ago is evicted (a "gone" transition) and counted in Stats.Evicted.
+func WithMaxAgents(n int) Option { return func(c *config) error { c.maxAgents = n; return nil } }
+
+// WithLocalHealth sets the saturation of the local health score (default
+// DefaultMaxHealthScore, 0 to 16; 0 turns local health off, so that the suspect timeouts are
+// never scaled). See Health.
+func WithLocalHealth(maxScore int) Option {
+	return func(c *config) error { c.healthMax = maxScore; return nil }
+}
+
+// WithReplayRestore warms the replay window at New with entries saved from an earlier run
+// (those gathered by WithDeliveredHook, or a ReplayWindow's Snapshot), owners included, so
+// that a message delivered before a restart is refused as a duplicate after it. Expired
+// entries are skipped; beyond the window's capacity, the entries expiring last are dropped
+// (logged). Default none.
+func WithReplayRestore(entries []protocol.ReplayEntry) Option {
+	return func(c *config) error { c.restore = entries; return nil }
+}
+
+// WithDeliveredHook sets a function called for every broadcast and group message that passed
+// validation and is delivered to subscribers (not heartbeats, not this node's own messages),
+// with its message id, its expiry and its owner in the replay window (the peer that relayed
+// it), so that the caller can persist them and restore them with WithReplayRestore after a
+// restart. It is called from the topics' reader goroutines, possibly concurrently, before the
+// subscribers are offered the item; it must not block (the node queues the entries and
+// writes them to its store in batches). Default none.
+func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
+	return func(c *config) error { c.delivered = fn; return nil }
+}

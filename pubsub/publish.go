@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,9 @@ func (g *Gossip) Broadcast(ctx context.Context, ev protocol.EventPayload, opts .
 	opts = append([]protocol.Option{protocol.WithChannel(protocol.ChannelNotification)}, opts...)
 	m, err := g.b.Event(protocol.Broadcast, protocol.IntentNotify, ev, opts...)
 	if err != nil {
+		return nil, err
+	}
+	if err := checkGossipTTL(m); err != nil {
 		return nil, err
 	}
 	th, err := g.topic(topicInfo{name: g.broadcastTopic(), kind: kindBroadcast}, false)
@@ -60,6 +64,9 @@ func (g *Gossip) SendToGroup(ctx context.Context, cp string, intent protocol.Int
 		o(m)
 	}
 	if err := g.b.Seal(m); err != nil {
+		return nil, err
+	}
+	if err := checkGossipTTL(m); err != nil {
 		return nil, err
 	}
 	th, err := g.topic(topicInfo{name: g.GroupTopic(cp), kind: kindGroup, group: cp}, false)
@@ -118,6 +125,16 @@ func (g *Gossip) publish(ctx context.Context, th *topicHandle, m *protocol.Messa
 	}
 	if err := th.t.Publish(ctx, data, opts...); err != nil {
 		return fmt.Errorf("pubsub: publish on %s: %w", th.info.name, err)
+	}
+	return nil
+}
+
+// checkGossipTTL refuses a document whose TTL is longer than gossip carries (MaxGossipTTL), with
+// PAYLOAD_INVALID, before anything is published: every node's validator would reject it.
+func checkGossipTTL(m *protocol.Message) error {
+	if m.Envelope.TTLSeconds > int64(MaxGossipTTL/time.Second) {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "ttl_seconds %d: gossip carries messages for at most %s; send it directly for longer",
+			m.Envelope.TTLSeconds, strings.TrimSuffix(MaxGossipTTL.String(), "0m0s"))
 	}
 	return nil
 }

@@ -98,7 +98,8 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 		return nil, duplicate(doc)
 	}
 	relayed := m.ReceivedFrom != author
-	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes}); err != nil {
+	// MaxTTL: gossip carries messages for at most MaxGossipTTL (a longer TTL is rejected).
+	if err := protocol.Validate(doc, now, len(m.Data), protocol.Limits{MaxMessageBytes: protocol.MaxGossipBytes, MaxTTL: MaxGossipTTL}); err != nil {
 		late := now.Sub(doc.Expires())
 		if protocol.CodeOf(err) == protocol.CodeTimeout && relayed && late < protocol.DefaultMaxClockSkew {
 			return nil, ignore("expired %s ago while relayed: %w", late, err)
@@ -113,6 +114,10 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 		return nil, reject("signature: %w", err)
 	}
 	if info.kind == kindHeartbeat {
+		if id := doc.Envelope.Sender.AgentID; id == g.b.AgentID() && author != g.h.ID() {
+			// Never bound in our own table, or our own validator would refuse our own beats.
+			return nil, ignore("agent %s is this node's own; %s speaks for it", id, g.h.ID())
+		}
 		g.stateMu.Lock()
 		ok := g.live.Accepts(doc.Envelope.Sender.AgentID, author)
 		g.stateMu.Unlock()

@@ -215,6 +215,10 @@ func TestOptionsValidate(t *testing.T) {
 		WithCapabilities([]string{"bad topic"}),
 		WithPeerRate(0, 1),
 		WithScoreInspection(time.Millisecond),
+		WithMaxAgents(MinMaxAgents - 1),
+		WithMaxAgents(MaxMaxAgents + 1),
+		WithLocalHealth(-1),
+		WithLocalHealth(maxHealthScore + 1),
 	} {
 		if g, err := New(h, b, o); err == nil {
 			g.Close()

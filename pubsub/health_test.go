@@ -1,0 +1,255 @@
+package pubsub
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+	"golang.org/x/time/rate"
+)
+
+// lateTicks reports n ticks of a 250 ms timer, each `late` after it was due, from `from`.
+func lateTicks(l *Liveness, from time.Time, n int, late time.Duration) time.Time {
+	for range n {
+		from = from.Add(250 * time.Millisecond)
+		l.Ticked(from, from.Add(late))
+	}
+	return from
+}
+
+// Lifeguard: a tick of the node's own timers that runs late is a sign that the node itself
+// is slow; each raises the score by one, up to the maximum; ticks on time lower it by one per
+// healthDecayTicks in a row.
+func TestLocalHealthScore(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: time.Second, LateTick: 100 * time.Millisecond})
+	if h := l.Health(); h.Score != 0 || h.Multiplier != 1 || h.MaxScore != DefaultMaxHealthScore {
+		t.Fatalf("a new table: %+v", h)
+	}
+	at := lateTicks(l, t0, 3, 100*time.Millisecond) // exactly LateTick is on time
+	if h := l.Health(); h.Score != 0 || h.OnTimeTicks != 3 || h.LateTicks != 0 {
+		t.Fatalf("ticks 100 ms late with a 100 ms threshold: %+v", h)
+	}
+	at = lateTicks(l, at, 2, 101*time.Millisecond)
+	if h := l.Health(); h.Score != 2 || h.Multiplier != 3 || h.LateTicks != 2 || h.WorstLateness != 101*time.Millisecond {
+		t.Fatalf("two late ticks: %+v", h)
+	}
+	at = lateTicks(l, at, healthDecayTicks-1, 0)
+	at = lateTicks(l, at, 1, time.Second) // a late tick starts the count of on-time ticks again
+	at = lateTicks(l, at, healthDecayTicks-1, 0)
+	if h := l.Health(); h.Score != 3 {
+		t.Fatalf("no %d on-time ticks in a row yet: score %d, want 3", healthDecayTicks, h.Score)
+	}
+	at = lateTicks(l, at, 1, 0)
+	if h := l.Health(); h.Score != 2 {
+		t.Fatalf("after %d on-time ticks in a row: score %d, want 2", healthDecayTicks, h.Score)
+	}
+	at = lateTicks(l, at, 20, time.Second)
+	if h := l.Health(); h.Score != DefaultMaxHealthScore || h.Multiplier != DefaultMaxHealthScore+1 || h.WorstLateness != time.Second {
+		t.Fatalf("the score saturates: %+v", h)
+	}
+	at = lateTicks(l, at, healthWindow, 0)
+	if h := l.Health(); h.WorstLateness != time.Second {
+		t.Fatalf("worst lateness %s %d ticks later, want the recent 1s", h.WorstLateness, healthWindow)
+	}
+	lateTicks(l, at, DefaultMaxHealthScore*healthDecayTicks-healthWindow, 0)
+	if h := l.Health(); h.Score != 0 {
+		t.Fatalf("a full score decays in %d on-time ticks: %+v", DefaultMaxHealthScore*healthDecayTicks, h)
+	}
+	if h := l.Health(); h.WorstLateness != 0 {
+		t.Fatalf("worst lateness %s after %d ticks on time, want 0: it covers the last 32 to 64 ticks",
+			h.WorstLateness, DefaultMaxHealthScore*healthDecayTicks)
+	}
+}
+
+func TestLocalHealthOff(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: time.Second, MaxHealthScore: -1})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	lateTicks(l, t0, 10, time.Second)
+	l.PublishFailed()
+	if h := l.Health(); h.Score != 0 || h.MaxScore != 0 || h.LateTicks != 10 || h.PublishFailures != 1 {
+		t.Fatalf("local health off still counts the signs, and only counts them: %+v", h)
+	}
+	if trs := l.Tick(t0.Add(3 * time.Second)); len(trs) != 1 || trs[0].To != StateSuspect {
+		t.Fatalf("3 missed beats with local health off: %+v", trs)
+	}
+}
+
+// The effect: while the score is above zero, the silence after which an agent is suspect is
+// multiplied by score+1. With a high score an agent 3 beats late is not yet suspect; at score
+// 0 it is.
+func TestLocalHealthScalesSuspicion(t *testing.T) {
+	healthy := NewLiveness(LivenessConfig{Interval: time.Second})
+	starved := NewLiveness(LivenessConfig{Interval: time.Second})
+	for _, l := range []*Liveness{healthy, starved} {
+		l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	}
+	lateTicks(starved, t0, 4, 300*time.Millisecond)
+	if h := starved.Health(); h.Score != 4 || h.Multiplier != 5 {
+		t.Fatalf("after 4 late ticks: %+v", h)
+	}
+	threeBeatsLate := t0.Add(3 * time.Second)
+	if trs := healthy.Tick(threeBeatsLate); len(trs) != 1 || trs[0].To != StateSuspect || trs[0].Reason != "missed heartbeats" {
+		t.Fatalf("score 0, 3 beats late: %+v", trs)
+	}
+	if trs := starved.Tick(threeBeatsLate); len(trs) != 0 {
+		t.Fatalf("score 4, 3 beats late: %+v", trs)
+	}
+	if trs := starved.Tick(t0.Add(15*time.Second - time.Millisecond)); len(trs) != 0 {
+		t.Fatalf("score 4, just short of 5 x 3 beats: %+v", trs)
+	}
+	trs := starved.Tick(t0.Add(15 * time.Second))
+	if len(trs) != 1 || trs[0].To != StateSuspect || !strings.Contains(trs[0].Reason, "waited 5x") {
+		t.Fatalf("score 4, 5 x 3 beats late: %+v", trs)
+	}
+}
+
+// The lost-connection rule (1.5 intervals) is scaled too.
+func TestLocalHealthScalesLostConnection(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: time.Second})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	l.Disconnected("P")
+	lateTicks(l, t0, 1, time.Second) // score 1: x2
+	if trs := l.Tick(t0.Add(2999 * time.Millisecond)); len(trs) != 0 {
+		t.Fatalf("before 2 x 1.5 intervals: %+v", trs)
+	}
+	if trs := l.Tick(t0.Add(3 * time.Second)); len(trs) != 1 || !strings.HasPrefix(trs[0].Reason, "connection lost") {
+		t.Fatalf("at 2 x 1.5 intervals: %+v", trs)
+	}
+}
+
+// Stuck and forget keep their absolute times: a node in trouble waits longer to suspect,
+// never longer to declare stuck.
+func TestLocalHealthLeavesStuckAlone(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	lateTicks(l, t0, DefaultMaxHealthScore, time.Second) // x9: suspect only after 810 s
+	if trs := l.Tick(t0.Add(DefaultStuckAfter - time.Second)); len(trs) != 0 {
+		t.Fatalf("before the stuck timeout: %+v", trs)
+	}
+	if trs := l.Tick(t0.Add(DefaultStuckAfter)); len(trs) != 1 || trs[0].From != StateAlive || trs[0].To != StateStuck {
+		t.Fatalf("at the stuck timeout with score 8: %+v", trs)
+	}
+}
+
+// A suspicion is refuted when the agent beats again with a beat sent before this node
+// suspected it, or within RefuteGrace after: this node, not the agent, was late.
+func TestLocalHealthRefutedSuspicion(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: time.Second, RefuteGrace: 250 * time.Millisecond})
+	l.Observe(beat("a:b:refuted", "P", "alive", t0), t0)
+	l.Observe(beat("a:b:late", "Q", "alive", t0), t0)
+	l.Observe(beat("a:b:grace", "R", "alive", t0), t0)
+	suspected := t0.Add(3 * time.Second)
+	if trs := l.Tick(suspected); len(trs) != 3 {
+		t.Fatalf("all three suspect: %+v", trs)
+	}
+	// Sent a second before the suspicion, received just after it.
+	tr, _ := one(l.Observe(beat("a:b:refuted", "P", "alive", suspected.Add(-time.Second)), suspected.Add(time.Millisecond)))
+	if tr == nil || tr.To != StateAlive || !strings.Contains(tr.Reason, "this node was late") {
+		t.Fatalf("refuting beat: %+v", tr)
+	}
+	if h := l.Health(); h.Refuted != 1 || h.Score != 1 {
+		t.Fatalf("after a refuted suspicion: %+v", h)
+	}
+	// Sent within the grace after it: our clocks differ by that much, or we were late.
+	tr, _ = one(l.Observe(beat("a:b:grace", "R", "alive", suspected.Add(249*time.Millisecond)), suspected.Add(300*time.Millisecond)))
+	if tr == nil || tr.To != StateAlive || !strings.Contains(tr.Reason, "249ms after the suspicion, within the refute grace") {
+		t.Fatalf("a beat within the grace: %+v", tr)
+	}
+	if h := l.Health(); h.Refuted != 2 || h.Score != 2 {
+		t.Fatalf("after two refuted suspicions: %+v", h)
+	}
+	// Sent at the end of the grace or later: the agent was late, not us.
+	tr, _ = one(l.Observe(beat("a:b:late", "Q", "alive", suspected.Add(250*time.Millisecond)), suspected.Add(300*time.Millisecond)))
+	if tr == nil || tr.To != StateAlive || tr.Reason != "heartbeat" {
+		t.Fatalf("a late agent's beat: %+v", tr)
+	}
+	if h := l.Health(); h.Refuted != 2 || h.Score != 2 {
+		t.Fatalf("a late agent refuted nothing: %+v", h)
+	}
+}
+
+func TestLocalHealthPublishFailed(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	l.PublishFailed()
+	l.PublishFailed()
+	if h := l.Health(); h.PublishFailures != 2 || h.Score != 2 {
+		t.Fatalf("two failed publications: %+v", h)
+	}
+}
+
+// Gossip feeds the signs through the same paths as its loops: ticked with a tick's due and
+// actual times (the run and beat loops pass the ticker's value and time.Now), the delivery of
+// a refuting heartbeat, a beat that fails to publish. Check scales suspicion by the score.
+func TestGossipLocalHealth(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Now() // near the real clock, which the node's own beats carry
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	// The default 30 s beat, so that the beat loop does not tick during the test.
+	g := oneNode(t, WithClock(clock))
+	if h := g.Health(); h.LateAfter != 250*time.Millisecond || h.MaxScore != DefaultMaxHealthScore {
+		t.Fatalf("health at the default beat: %+v", h)
+	}
+	a := newSigner(t, "test:a:agent", clock)
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	feed := func(m *protocol.Message) {
+		t.Helper()
+		v, err := g.check(hbt, psMsg(t, m, hbt.name, a.id, a.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.deliver(hbt, a.id, a.id, v)
+	}
+	first, _ := a.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(2*time.Minute))
+	feed(first)
+
+	due := clock()
+	for range 4 {
+		due = due.Add(time.Second)
+		g.ticked(due, due.Add(time.Second))
+	}
+	if h := g.Health(); h.Score != 4 || h.LateTicks != 4 || h.WorstLateness != time.Second {
+		t.Fatalf("after 4 ticks 1 s late: %+v", h)
+	}
+	advance(60 * time.Second)
+	refuting, _ := a.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(2*time.Minute))
+	advance(30 * time.Second)
+	g.Check()
+	if st, _ := g.Agent("test:a:agent"); st.State != StateAlive {
+		t.Fatalf("3 beats late with score 4: %s", st.State)
+	}
+	for range 4 * healthDecayTicks {
+		due = due.Add(time.Second)
+		g.ticked(due, due)
+	}
+	g.Check()
+	if st, _ := g.Agent("test:a:agent"); st.State != StateSuspect || g.Health().Score != 0 {
+		t.Fatalf("3 beats late with score 0: %s, %+v", st.State, g.Health())
+	}
+	// The beat sent 30 s before the suspicion arrives now.
+	feed(refuting)
+	if st, _ := g.Agent("test:a:agent"); st.State != StateAlive {
+		t.Fatalf("after the refuting beat: %s", st.State)
+	}
+	if h := g.Health(); h.Refuted != 1 || h.Score != 1 {
+		t.Fatalf("after a refuted suspicion: %+v", h)
+	}
+}
+
+func TestGossipPublishFailureRaisesHealth(t *testing.T) {
+	// Our own rate refuses a second beat (one token, refilled every 1000 s).
+	g := oneNode(t, WithPeerRate(rate.Limit(0.001), 1))
+	waitFor(t, 10*time.Second, "the first beat", func() bool { return g.replay.Len() == 1 })
+	if h := g.Health(); h.PublishFailures != 0 || h.Score != 0 {
+		t.Fatalf("after the first beat: %+v", h)
+	}
+	if err := g.beat(context.Background(), false); err == nil {
+		t.Fatal("a beat over our own rate was published")
+	}
+	if h := g.Health(); h.PublishFailures != 1 || h.Score != 1 {
+		t.Fatalf("after a failed beat: %+v", h)
+	}
+}

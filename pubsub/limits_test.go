@@ -1,0 +1,107 @@
+package pubsub
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Gossip carries messages for at most MaxGossipTTL: a longer ttl_seconds on any gossip topic
+// is rejected (its id would sit in every node's replay window for as long).
+func TestValidatorRejectsLongTTL(t *testing.T) {
+	g := oneNode(t)
+	a := newSigner(t, "test:a:agent", nil)
+	bc := topicInfo{name: g.broadcastTopic(), kind: kindBroadcast}
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	ev := protocol.EventPayload{EventType: "deploy.done"}
+
+	atCap, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev, protocol.WithTTL(MaxGossipTTL))
+	if _, err := g.check(bc, psMsg(t, atCap, bc.name, a.id, a.id)); err != nil {
+		t.Fatalf("a broadcast with a TTL of exactly %s: %v", MaxGossipTTL, err)
+	}
+	over, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev, protocol.WithTTL(MaxGossipTTL+time.Second))
+	if _, err := g.check(bc, psMsg(t, over, bc.name, a.id, a.id)); verdict(err) != "reject" || !strings.Contains(err.Error(), "ttl_seconds 3601") {
+		t.Fatalf("a broadcast with a TTL over %s: %s %v", MaxGossipTTL, verdict(err), err)
+	}
+	hb, _ := a.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(2*time.Hour))
+	if _, err := g.check(hbt, psMsg(t, hb, hbt.name, a.id, a.id)); verdict(err) != "reject" {
+		t.Fatalf("a heartbeat with a 2h TTL: %s %v", verdict(err), err)
+	}
+}
+
+// Broadcast and SendToGroup refuse a TTL over MaxGossipTTL before publishing, and say why.
+func TestPublishRefusesLongTTL(t *testing.T) {
+	g := oneNode(t)
+	ctx := context.Background()
+	_, err := g.Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"}, protocol.WithTTL(2*time.Hour))
+	if protocol.CodeOf(err) != protocol.CodePayloadInvalid || !strings.Contains(err.Error(), "at most 1h; send it directly") {
+		t.Fatalf("Broadcast with a 2h TTL: %v", err)
+	}
+	_, err = g.SendToGroup(ctx, "code.review", protocol.IntentQuery, nil, protocol.WithTTL(MaxGossipTTL+time.Second))
+	if protocol.CodeOf(err) != protocol.CodePayloadInvalid || !strings.Contains(err.Error(), "at most 1h; send it directly") {
+		t.Fatalf("SendToGroup with a TTL over 1h: %v", err)
+	}
+	if _, err := g.Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"}, protocol.WithTTL(MaxGossipTTL)); err != nil {
+		t.Fatalf("Broadcast with a TTL of exactly %s: %v", MaxGossipTTL, err)
+	}
+}
+
+// Our own heartbeat's TTL (suspect-after beats plus the clock skew) is clamped to MaxGossipTTL:
+// 100 beats of 300 s would otherwise be 8h20m.
+func TestHeartbeatTTLClamped(t *testing.T) {
+	g := oneNode(t, WithHeartbeatInterval(MaxHeartbeatInterval), WithSuspectAfter(100),
+		WithStuckAfter(101*MaxHeartbeatInterval), WithForgetAfter(101*MaxHeartbeatInterval))
+	if ttl := g.beatTTL(); ttl != MaxGossipTTL {
+		t.Fatalf("beat TTL %s, want %s", ttl, MaxGossipTTL)
+	}
+	if err := g.beat(context.Background(), false); err != nil {
+		t.Fatalf("our own validator refused our slowest beat: %v", err)
+	}
+	if ttl := oneNode(t).beatTTL(); ttl != 2*time.Minute {
+		t.Fatalf("default beat TTL %s, want 3 x 30 s + 30 s", ttl)
+	}
+}
+
+// A full table evicts through Gossip too, and Stats counts the evictions.
+func TestGossipMaxAgents(t *testing.T) {
+	g := oneNode(t, WithMaxAgents(MinMaxAgents))
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	gone := collect(t, g, Filter{Kinds: []Kind{KindTransition}})
+	for i := range MinMaxAgents + 2 {
+		s := newSigner(t, fmt.Sprintf("test:throwaway%d:agent", i), nil)
+		m, _ := s.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(time.Minute))
+		v, err := g.check(hbt, psMsg(t, m, hbt.name, s.id, s.id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		g.deliver(hbt, s.id, s.id, v)
+	}
+	if n, st := len(g.Agents()), g.Stats(); n != MinMaxAgents || st.Evicted != 2 {
+		t.Fatalf("%d agents, %+v; want %d and 2 evicted", n, st, MinMaxAgents)
+	}
+	waitFor(t, 5*time.Second, "the two gone transitions", func() bool {
+		return gone.count(func(it Item) bool {
+			return it.Transition.To == StateGone && strings.Contains(it.Transition.Reason, "table is full")
+		}) == 2
+	})
+}
+
+// Nobody else's beat may take this node's own agent id into its table: our own validator
+// would then refuse our own beats as "bound to another peer".
+func TestValidatorIgnoresOurAgentIDFromAnotherPeer(t *testing.T) {
+	g := oneNode(t)
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	squatter := newSigner(t, g.b.AgentID(), nil)
+	m, _ := squatter.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(time.Minute))
+	if _, err := g.check(hbt, psMsg(t, m, hbt.name, squatter.id, squatter.id)); verdict(err) != "ignore" ||
+		!strings.Contains(err.Error(), "this node's own") {
+		t.Fatalf("a beat for our agent id from another peer: %s %v", verdict(err), err)
+	}
+	if err := g.beat(context.Background(), false); err != nil {
+		t.Fatalf("our own beat: %v", err)
+	}
+}
