@@ -5,6 +5,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/iacp-node/iacp-node/node"
 )
 
 // metrics is the server's own Prometheus registry (never the global one, so that many nodes
@@ -51,9 +53,47 @@ func newMetrics(s *Server) *metrics {
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iacp_peers", Help: "Connected libp2p peers."},
 			func() float64 { return float64(len(n.Host().Network().Peers())) }),
 	}
+	gauges = append(gauges, safetyGauges(n)...)
 	m.reg.MustRegister(append(gauges, m.sent, m.received, m.errors, m.latency)...)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
+}
+
+// safetyGauges expose node.Safety: what the node's bounds hold and refused (docs/security.md).
+func safetyGauges(n *node.Node) []prometheus.Collector {
+	g := func(name, help string, v func(node.Safety) float64) prometheus.Collector {
+		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return v(n.Safety()) })
+	}
+	return []prometheus.Collector{
+		g("iacp_audit_chain_broken", "1 when the audit log's chain was found broken at start (a new anchored segment was started), else 0.",
+			func(s node.Safety) float64 { return b2f(s.AuditBroken != nil) }),
+		g("iacp_queue_bytes", "Bytes of frames read and not yet served.", func(s node.Safety) float64 { return float64(s.Queue.Bytes) }),
+		g("iacp_queue_peak_peer_bytes", "The most bytes of frames ever queued for one peer.",
+			func(s node.Safety) float64 { return float64(s.Queue.PeakPeerBytes) }),
+		g("iacp_replay_ids", "Message ids in the replay window.", func(s node.Safety) float64 { return float64(s.ReplayIDs) }),
+		g("iacp_replay_evicted", "Replay window ids forgotten early to make room for another peer's.",
+			func(s node.Safety) float64 { return float64(s.ReplayEvicted) }),
+		g("iacp_trust_pins", "Trust-on-first-use pins held.", func(s node.Safety) float64 { return float64(s.Pins) }),
+		g("iacp_directory_agents", "Agents in the directory.", func(s node.Safety) float64 { return float64(s.Agents) }),
+		g("iacp_inbox_bytes", "Bytes held in the in-memory inbox.", func(s node.Safety) float64 { return float64(s.InboxBytes) }),
+		g("iacp_local_health_score", "The node's own timeliness score (0 healthy .. 8): above 0 it suspects others later.",
+			func(s node.Safety) float64 { return float64(s.LocalHealth.Score) }),
+		g("iacp_gossip_rejected", "Gossip messages rejected by the validators (the relayer is penalised).",
+			func(s node.Safety) float64 { return float64(s.Gossip.Rejected) }),
+		g("iacp_liveness_evicted", "Liveness rows evicted because the table was full.",
+			func(s node.Safety) float64 { return float64(s.Gossip.Evicted) }),
+		g("iacp_dht_records", "Records in the DHT record store.", func(s node.Safety) float64 { return float64(s.DHTStore.Entries) }),
+		g("iacp_dht_bytes", "Bytes charged to the DHT record store.", func(s node.Safety) float64 { return float64(s.DHTStore.Bytes) }),
+		g("iacp_dht_evicted", "DHT records evicted (a peer over its quota, or the store full).",
+			func(s node.Safety) float64 { return float64(s.DHTStore.EvictedQuota + s.DHTStore.EvictedFull) }),
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func (m *metrics) serve(w http.ResponseWriter, r *http.Request) { m.handler.ServeHTTP(w, r) }

@@ -9,6 +9,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -33,6 +34,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		Gossip:          s.n.Gossip() != nil,
 		Webhook:         s.cfg.webhook,
 	}
+	doc.Safety = safetyDoc(s.n.Safety())
 	if d := s.n.Discovery(); d != nil {
 		st := d.Status()
 		doc.Discovery = &DiscoveryStatus{
@@ -42,6 +44,20 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	write(w, r, http.StatusOK, doc)
+}
+
+func safetyDoc(sf node.Safety) SafetyDoc {
+	d := SafetyDoc{
+		QueueBytes: sf.Queue.Bytes, QueuePeakBytes: sf.Queue.PeakBytes, QueuePeakPeerBytes: sf.Queue.PeakPeerBytes,
+		ReplayIDs: sf.ReplayIDs, ReplayCapacity: sf.ReplayCapacity, ReplayEvicted: sf.ReplayEvicted,
+		Pins: sf.Pins, Agents: sf.Agents, InboxBytes: sf.InboxBytes, InboxMaxBytes: sf.InboxMaxBytes,
+		LocalHealth: sf.LocalHealth.Score, GossipRejected: sf.Gossip.Rejected, GossipIgnored: sf.Gossip.Ignored,
+		DHTRecords: sf.DHTStore.Entries, DHTBytes: sf.DHTStore.Bytes, DHTEvicted: sf.DHTStore.EvictedQuota + sf.DHTStore.EvictedFull,
+	}
+	if sf.AuditBroken != nil {
+		d.AuditBroken = sf.AuditBroken.Error()
+	}
+	return d
 }
 
 func (s *Server) getAgents(w http.ResponseWriter, r *http.Request) {

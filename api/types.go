@@ -33,6 +33,43 @@ type StatusDoc struct {
 	Webhook         string `json:"webhook,omitempty"`
 	// Discovery is nil when discovery is off.
 	Discovery *DiscoveryStatus `json:"discovery,omitempty"`
+	// Safety is what the node's bounds hold and what they refused or forgot
+	// (docs/security.md).
+	Safety SafetyDoc `json:"safety"`
+}
+
+// SafetyDoc is the safety part of StatusDoc.
+type SafetyDoc struct {
+	// AuditBroken names where the audit log's chain was found broken at start ("" when
+	// intact): the node started a new anchored segment and went on delivering. Run
+	// `iacp-node audit verify`.
+	AuditBroken string `json:"audit_broken,omitempty"`
+	// QueueBytes is what frames read and not yet served hold now; QueuePeakBytes the most
+	// ever, in all and for one peer.
+	QueueBytes         int64 `json:"queue_bytes"`
+	QueuePeakBytes     int64 `json:"queue_peak_bytes"`
+	QueuePeakPeerBytes int64 `json:"queue_peak_peer_bytes"`
+	// ReplayIDs of ReplayCapacity are remembered; ReplayEvicted were forgotten early to make
+	// room for another peer's.
+	ReplayIDs      int    `json:"replay_ids"`
+	ReplayCapacity int    `json:"replay_capacity"`
+	ReplayEvicted  uint64 `json:"replay_evicted"`
+	// Pins and Agents are the trust pins and the agents in the directory.
+	Pins   int `json:"pins"`
+	Agents int `json:"agents"`
+	// InboxBytes of InboxMaxBytes are held for the agent.
+	InboxBytes    int `json:"inbox_bytes"`
+	InboxMaxBytes int `json:"inbox_max_bytes"`
+	// LocalHealth is the node's own timeliness score (0 healthy .. 8); above 0 it waits
+	// LocalHealth+1 times longer before it suspects other agents.
+	LocalHealth int `json:"local_health"`
+	// GossipRejected and GossipIgnored count gossip messages refused by the validators.
+	GossipRejected uint64 `json:"gossip_rejected"`
+	GossipIgnored  uint64 `json:"gossip_ignored"`
+	// DHTRecords and DHTBytes are the DHT record store; DHTEvicted the records evicted.
+	DHTRecords int    `json:"dht_records"`
+	DHTBytes   int64  `json:"dht_bytes"`
+	DHTEvicted uint64 `json:"dht_evicted"`
 }
 
 // DiscoveryStatus is the discovery part of StatusDoc.

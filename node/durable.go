@@ -100,6 +100,7 @@ func (n *Node) openDurable() error {
 func (n *Node) closeDurable() error {
 	var errs []error
 	if n.store != nil {
+		n.flushJournal()
 		errs = append(errs, n.store.Close())
 	}
 	if n.audit != nil {
@@ -133,8 +134,9 @@ func (n *Node) startDurable() {
 		return
 	}
 	n.host.Network().Notify(&network.NotifyBundle{ConnectedF: n.peerConnected})
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.retryLoop()
+	go n.journalLoop()
 	n.redeliverPending()
 }
 

@@ -43,6 +43,16 @@ func (n *Node) startMesh() error {
 			pubsub.WithVersion(c.AgentVersion),
 			pubsub.WithClock(c.Clock),
 			pubsub.WithLogger(n.log.With("subsystem", "gossip")),
+			pubsub.WithMaxAgents(c.MaxAgents),
+		}
+		if n.store != nil {
+			// The gossip window comes back from the store and every delivered id goes to it
+			// (journal.go).
+			seen, err := n.store.GossipSeen(n.now())
+			if err != nil {
+				return fmt.Errorf("gossip: restore its replay window: %w", err)
+			}
+			opts = append(opts, pubsub.WithReplayRestore(seen), pubsub.WithDeliveredHook(n.journal.add))
 		}
 		if n.disc != nil {
 			opts = append(opts, pubsub.WithPeerSource(n.disc))

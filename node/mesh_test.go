@@ -107,3 +107,80 @@ func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
 }
 
 func pubsubEvents() pubsub.Filter { return pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindEvent}} }
+
+// Issue 13: nothing saved the gossip replay window, so after a restart any peer could replay
+// broadcasts still within their TTL. The ids of delivered broadcasts are journaled in the
+// store, and a node started again on the same data directory restores them.
+func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	dirs := []string{t.TempDir(), t.TempDir()}
+	keys := make([]crypto.PrivKey, 2)
+	nodes := make([]*Node, 2)
+	for i := range nodes {
+		keys[i], _, _ = crypto.GenerateEd25519Key(nil)
+		h, err := mn.AddPeer(keys[i], ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 5100+i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		nodes[i], err = New(WithHost(h, keys[i]), WithAgent(fmt.Sprintf("test:journal:agent%d", i), protocol.Manifest{}),
+			WithDataDir(dirs[i]), WithLogger(slog.New(slog.DiscardHandler)), WithHeartbeatInterval(time.Second), WithDiscovery(false))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { nodes[i].Close() })
+	}
+	if err := mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	if err := mn.ConnectAllButSelf(); err != nil {
+		t.Fatal(err)
+	}
+	sub, err := nodes[1].Gossip().Subscribe(pubsubEvents(), 16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var sent *protocol.Message
+	for sent == nil && ctx.Err() == nil {
+		m, err := nodes[0].Gossip().Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case it := <-sub.C():
+			if it.Message.Envelope.MessageID == m.Envelope.MessageID {
+				sent = m
+			}
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	if sent == nil {
+		t.Fatal("the broadcast never arrived")
+	}
+	sub.Cancel()
+	if err := nodes[1].Close(); err != nil {
+		t.Fatal(err)
+	}
+	h, err := mn.AddPeer(keys[1], ma.StringCast("/ip4/127.0.0.1/tcp/5101"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(WithHost(h, keys[1]), WithAgent("test:journal:agent1", protocol.Manifest{}), WithDataDir(dirs[1]),
+		WithLogger(slog.New(slog.DiscardHandler)), WithHeartbeatInterval(time.Second), WithDiscovery(false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	seen, err := again.store.GossipSeen(again.now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range seen {
+		if e.ID == sent.Envelope.MessageID {
+			return
+		}
+	}
+	t.Fatalf("the delivered broadcast %s is not in the restored gossip window (%d ids)", sent.Envelope.MessageID, len(seen))
+}

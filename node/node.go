@@ -53,6 +53,7 @@ type Node struct {
 	budget  *queueBudget
 	large   chan struct{} // the slot of the large frame being served (holdLarge)
 	audits  *refusalAudit
+	journal *gossipJournal
 	policy  policy
 	started time.Time
 	slots   chan struct{} // handler concurrency
@@ -173,6 +174,7 @@ func New(opts ...Option) (_ *Node, err error) {
 		budget:    newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
 		large:     make(chan struct{}, 1),
 		audits:    newRefusalAudit(),
+		journal:   newGossipJournal(),
 		policy:    policy(cfg.Policy),
 		started:   cfg.Clock(),
 		slots:     make(chan struct{}, maxHandlers),

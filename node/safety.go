@@ -2,6 +2,8 @@ package node
 
 import (
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // Safety is what the node's bounds hold and what they refused or forgot, for `status` and
@@ -21,6 +23,18 @@ type Safety struct {
 	// AuditBroken is the break the audit log found at start (nil when its chain was intact):
 	// a new anchored segment was started and delivery went on.
 	AuditBroken *audit.ChainError
+	// LocalHealth is gossip's view of this node's own timeliness (Lifeguard): a score above 0
+	// means it found itself slow and waits longer before it suspects others. Zero without
+	// gossip.
+	LocalHealth pubsub.Health
+	// Gossip counts what gossip's validators refused and the liveness rows evicted.
+	Gossip pubsub.Stats
+	// JournalPending and JournalDropped are the delivered gossip ids waiting to be written to
+	// the store, and those dropped because too many waited.
+	JournalPending int
+	JournalDropped uint64
+	// DHTStore is the DHT's record store (entries, bytes, evictions). Zero without discovery.
+	DHTStore discovery.StoreStats
 }
 
 // Safety returns a snapshot of the node's bounds.
@@ -35,5 +49,12 @@ func (n *Node) Safety() Safety {
 	if n.audit != nil {
 		s.AuditBroken = n.audit.Broken()
 	}
+	if n.gossip != nil {
+		s.LocalHealth, s.Gossip = n.gossip.Health(), n.gossip.Stats()
+	}
+	if n.disc != nil {
+		s.DHTStore = n.disc.StoreStats()
+	}
+	s.JournalPending, s.JournalDropped = n.journal.stats()
 	return s
 }

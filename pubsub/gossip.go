@@ -38,7 +38,7 @@ type Gossip struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	stats   struct{ rejected, ignored atomic.Uint64 }
+	stats   struct{ rejected, ignored, ownRelayed atomic.Uint64 }
 
 	topicMu sync.Mutex
 	topics  map[string]*topicHandle
@@ -159,6 +159,7 @@ func (g *Gossip) routerOptions() []ps.Option {
 		ps.WithValidateQueueSize(1024),
 		ps.WithPeerOutboundQueueSize(256),
 		ps.WithLogger(slog.New(libraryHandler{g.log.Handler()}).With("component", "gossipsub")),
+		ps.WithAppSpecificRpcInspector(g.dropOwnRelayed),
 	}
 	if len(g.cfg.direct) > 0 {
 		opts = append(opts, ps.WithDirectPeers(g.cfg.direct))
@@ -170,6 +171,31 @@ func (g *Gossip) routerOptions() []ps.Option {
 		opts = append(opts, ps.WithDiscovery(g.cfg.disc))
 	}
 	return opts
+}
+
+// dropOwnRelayed takes out of an incoming RPC the messages whose author is this node: copies
+// of what it published before a restart, which its peers still hold and offer (IHAVE) and
+// send when asked (IWANT). gossipsub would count each as an invalid message of the honest
+// peer that relayed it ("self originated message") and, at -100 a message, graylist that
+// peer within a second of the restart; the restarted node then heard nobody for as long as
+// the penalty took to decay. What is left of the RPC is processed as usual. It runs on
+// gossipsub's event loop: it only filters a slice.
+func (g *Gossip) dropOwnRelayed(from peer.ID, rpc *ps.RPC) error {
+	self := g.h.ID()
+	if from == self || len(rpc.Publish) == 0 {
+		return nil
+	}
+	kept := rpc.Publish[:0]
+	for _, m := range rpc.Publish {
+		if peer.ID(m.GetFrom()) != self {
+			kept = append(kept, m)
+		}
+	}
+	if dropped := len(rpc.Publish) - len(kept); dropped > 0 {
+		g.stats.ownRelayed.Add(uint64(dropped))
+	}
+	rpc.Publish = kept
+	return nil
 }
 
 // Close leaves every topic, cancels every subscription, stops gossipsub and waits for every
@@ -367,6 +393,9 @@ type Stats struct {
 	Rejected uint64 // invalid: the relayer is penalised
 	Ignored  uint64 // dropped without penalty (rate when relayed, expiry at the boundary, ...)
 	Evicted  uint64 // liveness rows evicted because the table was full (WithMaxAgents)
+	// OwnRelayed counts copies of this node's own earlier messages that peers relayed back
+	// (after a restart), dropped before gossipsub could blame the relayer.
+	OwnRelayed uint64
 }
 
 // Stats returns the validator and liveness table counters.
@@ -374,7 +403,7 @@ func (g *Gossip) Stats() Stats {
 	g.stateMu.Lock()
 	evicted := g.live.Evicted()
 	g.stateMu.Unlock()
-	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted}
+	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted, OwnRelayed: g.stats.ownRelayed.Load()}
 }
 
 // Agents returns the liveness table (every agent heard from except this one), by agent id.

@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	ps "github.com/libp2p/go-libp2p-pubsub"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 )
 
@@ -96,4 +99,26 @@ func TestGreetOnFirstPeer(t *testing.T) {
 	})
 	// Once a beat went out while a peer was there, the nodes greet no more.
 	waitFor(t, 5*time.Second, "both nodes to stop greeting", func() bool { return a.heard.Load() && b.heard.Load() })
+}
+
+// Issue 13: a node restarted within seconds heard nobody: its peers still held its last
+// beats (draining, offline) and relayed them back when it asked (IWANT), gossipsub counted
+// each as an invalid "self originated" message of the honest relayer, and at -100 a message
+// graylisted it within a second. Such copies are dropped from the RPC before gossipsub sees
+// them; the rest of the RPC is kept.
+func TestOwnMessagesRelayedBackAreDroppedBeforeTheRelayerIsBlamed(t *testing.T) {
+	m := newMesh(t, 2, nil)
+	g := m.nodes[0]
+	self, other := m.hosts[0].ID(), m.hosts[1].ID()
+	rpc := &ps.RPC{}
+	rpc.Publish = []*pb.Message{{From: []byte(self)}, {From: []byte(other)}, {From: []byte(self)}}
+	if err := g.dropOwnRelayed(other, rpc); err != nil {
+		t.Fatal(err)
+	}
+	if len(rpc.Publish) != 1 || peer.ID(rpc.Publish[0].From) != other {
+		t.Fatalf("kept %d messages; want only the other peer's", len(rpc.Publish))
+	}
+	if got := g.Stats().OwnRelayed; got != 2 {
+		t.Fatalf("OwnRelayed = %d, want 2", got)
+	}
 }

@@ -21,5 +21,15 @@ func newStatusCmd() *cobra.Command {
 		} else {
 			fmt.Fprintf(tw, "DISCOVERY\toff\n")
 		}
+		sf := st.Safety
+		fmt.Fprintf(tw, "BOUNDS\treplay %d/%d ids (%d evicted), %d pins, %d agents, inbox %d/%d bytes, DHT store %d records\n",
+			sf.ReplayIDs, sf.ReplayCapacity, sf.ReplayEvicted, sf.Pins, sf.Agents, sf.InboxBytes, sf.InboxMaxBytes, sf.DHTRecords)
+		if sf.LocalHealth > 0 {
+			fmt.Fprintf(tw, "HEALTH\tthis node finds itself slow (score %d): it waits %d times longer before it suspects others\n",
+				sf.LocalHealth, sf.LocalHealth+1)
+		}
+		if sf.AuditBroken != "" {
+			fmt.Fprintf(tw, "AUDIT\tWARNING: the audit log was damaged (%s); a new anchored segment was started. Run `iacp-node audit verify`.\n", sf.AuditBroken)
+		}
 	})
 }
