@@ -198,9 +198,13 @@ func errorf(code protocol.Code, format string, args ...any) error {
 	return protocol.Errorf(code, format, args...)
 }
 
-// maxYAMLGrowth is how much more JSON than YAML a small API document (a broadcast, a query)
-// may expand to through aliases.
-const maxYAMLGrowth = 64 << 10
+// yamlExpansion bounds the JSON a YAML body may become: four times its own size plus 64 KiB,
+// and never more than limit. Without aliases JSON is about as long as the YAML it comes from
+// (quotes and escapes at most double it), so only an alias bomb comes near the bound, and it
+// is refused there, after a few times its own size in memory rather than the body limit.
+func yamlExpansion(body []byte, limit int64) int {
+	return int(min(4*int64(len(body))+64<<10, limit))
+}
 
 // yamlError turns a YAML conversion error into the answer: 413 for a document that is, or
 // expands to, too much; 400 PAYLOAD_INVALID otherwise.
@@ -222,7 +226,7 @@ func decodeInto(r *http.Request, body []byte, v any) error {
 		return err
 	}
 	if f == protocol.YAML {
-		if body, err = protocol.YAMLToJSONLimit(body, len(body)+maxYAMLGrowth); err != nil {
+		if body, err = protocol.YAMLToJSONLimit(body, yamlExpansion(body, 1<<30)); err != nil {
 			return yamlError(err)
 		}
 	}

@@ -79,7 +79,7 @@ func (s *Server) decodeMessage(r *http.Request, body []byte) (*protocol.Message,
 		return nil, err
 	}
 	if f == protocol.YAML {
-		m, err := protocol.DecodeYAMLLimit(body, int(s.cfg.maxBody))
+		m, err := protocol.DecodeYAMLLimit(body, yamlExpansion(body, s.cfg.maxBody))
 		if err != nil && errors.Is(err, protocol.ErrDocumentTooLarge) {
 			return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: err}
 		}

@@ -55,6 +55,7 @@ type proc struct {
 	p2pPort int
 	apiPort int
 	boot    string
+	beat    string // --heartbeat-interval; 1s unless a test says otherwise
 	cmd     *exec.Cmd
 	log     *lockedBuffer
 	token   string
@@ -92,7 +93,7 @@ func freePort(t *testing.T) int {
 func newProc(t *testing.T, name, agentID string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, dir: filepath.Join(t.TempDir(), name), p2pPort: freePort(t), apiPort: freePort(t),
-		client: &http.Client{Timeout: 30 * time.Second}}
+		beat: "1s", client: &http.Client{Timeout: 30 * time.Second}}
 	out, err := exec.Command(binary, "init", "--data-dir", p.dir, "--agent-id", agentID).CombinedOutput()
 	if err != nil {
 		t.Fatalf("init %s: %v\n%s", name, err, out)
@@ -121,7 +122,7 @@ func (p *proc) addr() string { return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.p2p
 func (p *proc) start() {
 	p.t.Helper()
 	args := []string{"run", "--data-dir", p.dir, "--listen", p.addr(), "--api", fmt.Sprintf("127.0.0.1:%d", p.apiPort),
-		"--nat=false", "--heartbeat-interval", "1s", "--log-level", "warn"}
+		"--nat=false", "--heartbeat-interval", p.beat, "--log-level", "warn"}
 	if p.boot != "" {
 		args = append(args, "--bootstrap", p.boot)
 	}
