@@ -223,4 +223,3 @@ func TestOverload_ExcusesFalseSuspicionsOnlyWhenTheSimulatorIsOverloaded(t *test
 		t.Fatalf("the report does not say the simulator was overloaded:\n%s", out.String())
 	}
 }
-
