@@ -95,6 +95,22 @@ func measureOverload(res *StepResult, lagP99, lagMax time.Duration) {
 	res.Metrics["overloaded"] = over
 }
 
+// measureLocalHealth adds local_health_max and local_health_mean: the Lifeguard score of the
+// running nodes (0 healthy .. 8) at the end of the step, how slow the nodes found themselves.
+func (r *run) measureLocalHealth(res *StepResult) {
+	up := r.c.up()
+	sum, top := 0, 0
+	for _, i := range up {
+		if nd := r.c.node(i); nd != nil {
+			sc := nd.Safety().LocalHealth.Score
+			sum += sc
+			top = max(top, sc)
+		}
+	}
+	res.Metrics["local_health_max"] = float64(top)
+	res.Metrics["local_health_mean"] = round3(float64(sum) / float64(max(1, len(up))))
+}
+
 // overloadNote says why a step counts as overloaded, with its figures.
 func overloadNote(res *StepResult) string {
 	return fmt.Sprintf("the simulator itself was overloaded: its timers fired %.0f ms late (p99; worst %.0f ms), CPU %.2f of %d cores",

@@ -135,6 +135,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
 	lagP99, lagMax := r.lag.take()
 	measureOverload(&res, lagP99, lagMax)
+	r.measureLocalHealth(&res)
 	r.memory(&res)
 	if len(res.Errors) == 0 {
 		res.Errors = nil
