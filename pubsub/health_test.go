@@ -50,17 +50,18 @@ func TestLocalHealthScore(t *testing.T) {
 	if h := l.Health(); h.Score != DefaultMaxHealthScore || h.Multiplier != DefaultMaxHealthScore+1 || h.WorstLateness != time.Second {
 		t.Fatalf("the score saturates: %+v", h)
 	}
-	at = lateTicks(l, at, healthWindow, 0)
-	if h := l.Health(); h.WorstLateness != time.Second {
-		t.Fatalf("worst lateness %s %d ticks later, want the recent 1s", h.WorstLateness, healthWindow)
+	at = lateTicks(l, at, DefaultMaxHealthScore*healthDecayTicks-1, 0)
+	if h := l.Health(); h.Score != 1 {
+		t.Fatalf("one on-time tick short of %d: %+v", DefaultMaxHealthScore*healthDecayTicks, h)
 	}
-	lateTicks(l, at, DefaultMaxHealthScore*healthDecayTicks-healthWindow, 0)
-	if h := l.Health(); h.Score != 0 {
-		t.Fatalf("a full score decays in %d on-time ticks: %+v", DefaultMaxHealthScore*healthDecayTicks, h)
+	at = lateTicks(l, at, 1, 0)
+	if h := l.Health(); h.Score != 0 || h.WorstLateness != time.Second {
+		t.Fatalf("a full score decays in %d on-time ticks, and the worst lateness is still the recent 1s: %+v",
+			DefaultMaxHealthScore*healthDecayTicks, h)
 	}
+	lateTicks(l, at, 2*healthWindow, 0)
 	if h := l.Health(); h.WorstLateness != 0 {
-		t.Fatalf("worst lateness %s after %d ticks on time, want 0: it covers the last 32 to 64 ticks",
-			h.WorstLateness, DefaultMaxHealthScore*healthDecayTicks)
+		t.Fatalf("worst lateness %s after %d ticks on time, want 0: it covers the last 32 to 64 ticks", h.WorstLateness, 2*healthWindow)
 	}
 }
 
