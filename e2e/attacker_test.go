@@ -166,28 +166,5 @@ func dirSize(t *testing.T, dir string) int64 {
 
 const mib = 1 << 20
 
-// setConfig replaces the value of a top-level key in p's config.yaml.
-func (p *proc) setConfig(key, value string) {
-	p.t.Helper()
-	path := filepath.Join(p.dir, "config.yaml")
-	b, err := os.ReadFile(path)
-	if err != nil {
-		p.t.Fatal(err)
-	}
-	lines := strings.Split(string(b), "\n")
-	found := false
-	for i, l := range lines {
-		if strings.HasPrefix(l, key+":") {
-			lines[i], found = key+": "+value, true
-		}
-	}
-	if !found {
-		p.t.Fatalf("config.yaml has no key %s", key)
-	}
-	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o600); err != nil {
-		p.t.Fatal(err)
-	}
-}
-
 // pid is the running process's id.
 func (p *proc) pid() int { return p.cmd.Process.Pid }

@@ -21,12 +21,11 @@ func TestSecurity_NumbersThatDoNotRoundTripAreRefused(t *testing.T) {
 		t.Run(lit, func(t *testing.T) {
 			m := validRequest(t)
 			m.Message.Payload = json.RawMessage(`{"n":` + lit + `}`)
-			raw, err := protocol.EncodeJSON(m)
-			if err == nil {
+			if _, err := protocol.EncodeJSON(m); err == nil {
 				t.Fatalf("EncodeJSON accepted %s", lit)
 			}
-			raw = []byte(strings.Replace(`{"envelope":{"version":"1.0"},"message":{"payload":{"n":N}}}`, "N", lit, 1))
-			_, err = protocol.DecodeJSON(raw)
+			raw := []byte(strings.Replace(`{"envelope":{"version":"1.0"},"message":{"payload":{"n":N}}}`, "N", lit, 1))
+			_, err := protocol.DecodeJSON(raw)
 			wantCode(t, err, protocol.CodePayloadInvalid)
 			if !strings.Contains(err.Error(), "send it as a string") {
 				t.Fatalf("the refusal does not say what to do: %v", err)

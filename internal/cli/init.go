@@ -69,14 +69,15 @@ Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`
 			if created {
 				verb = "created"
 			}
-			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\nconfig    %s\n", dataDir, pid, verb, agentID, path)
+			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\ncapabilities %s\nconfig    %s\n",
+				dataDir, pid, verb, agentID, capabilityList(cfg.Manifest), path)
 			fmt.Fprintf(out, "start it: iacp-node run --data-dir %s\n", dataDir)
 			return nil
 		},
 	}
 	dataDirFlag(cmd, &dataDir)
 	cmd.Flags().StringVar(&agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
-	cmd.Flags().StringSliceVar(&caps, "capabilities", nil, "capabilities, e.g. tool:terminal,model:llama3,domain:security (env IACP_CAPABILITIES)")
+	cmd.Flags().StringSliceVar(&caps, "capabilities", nil, "capabilities, kind:name, e.g. tool:terminal,model:llama3,domain:security; a bare name is a tool (env IACP_CAPABILITIES)")
 	cmd.Flags().BoolVar(&force, "force", false, "rewrite an existing config.yaml")
 	return cmd
 }

@@ -179,3 +179,25 @@ func TestRun_APIOffLoopbackNeedsAllowRemote(t *testing.T) {
 		t.Fatalf("IACP_API_ALLOW_REMOTE=true did not set --api-allow-remote: %v %v", on, err)
 	}
 }
+
+// Issue 13: `run --capabilities code-review` started and `discover --tool code-review` found
+// nothing for a minute, which read as the bare name being dropped. A bare name is a tool, and
+// init and run say what they understood; an unknown kind is refused with the accepted forms.
+func TestCapabilities_BareNameIsAToolAndIsShown(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "node")
+	out, e, code := runCLI(t, "init", "--data-dir", dir, "--agent-id", "acme:eu1:reviewer", "--capabilities", "code-review,model:llama3")
+	if code != 0 {
+		t.Fatal(e)
+	}
+	if !strings.Contains(out, "capabilities tool:code-review model:llama3") {
+		t.Fatalf("init did not say how it read the capabilities:\n%s", out)
+	}
+	cfg, _, err := loadConfig(filepath.Join(dir, "config.yaml"))
+	if err != nil || len(cfg.Manifest.Tools) != 1 || cfg.Manifest.Tools[0] != "code-review" {
+		t.Fatalf("the bare name is not a tool in the config: %+v %v", cfg.Manifest, err)
+	}
+	_, e, code = runCLI(t, "init", "--data-dir", dir, "--force", "--capabilities", "skill:cooking")
+	if code == 0 || !strings.Contains(e, "tool, model or domain") {
+		t.Fatalf("an unknown kind: code %d, %s", code, e)
+	}
+}

@@ -68,8 +68,9 @@ func loadConfig(path string) (node.Config, bool, error) {
 	return cfg, true, nil
 }
 
-// parseCapabilities reads "tool:terminal,model:llama3,domain:security" (a bare name is a
-// tool) into the manifest.
+// parseCapabilities reads "tool:terminal,model:llama3,domain:security" into the manifest. A
+// bare name is a tool ("code-review" is "tool:code-review"); run and init print what they
+// understood (capabilityList). An unknown kind is refused with the accepted forms.
 func parseCapabilities(list []string, m *protocol.Manifest) error {
 	m.Tools, m.Models, m.Domains = nil, nil, nil
 	for _, item := range list {
@@ -93,6 +94,24 @@ func parseCapabilities(list []string, m *protocol.Manifest) error {
 		}
 	}
 	return nil
+}
+
+// capabilityList says what the manifest advertises, kind by kind ("tool:code-review
+// model:llama3"), so that a bare name given on the command line is seen read as a tool.
+func capabilityList(m protocol.Manifest) string {
+	var out []string
+	for _, c := range []struct {
+		kind  string
+		names []string
+	}{{"tool", m.Tools}, {"model", m.Models}, {"domain", m.Domains}} {
+		for _, n := range c.names {
+			out = append(out, c.kind+":"+n)
+		}
+	}
+	if len(out) == 0 {
+		return "none (advertise some with --capabilities tool:NAME,model:NAME,domain:NAME)"
+	}
+	return strings.Join(out, " ")
 }
 
 // defaultAgentID makes an agent id from the host name and the peer id, for a node started on

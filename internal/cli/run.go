@@ -59,7 +59,7 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	dataDirFlag(cmd, &f.dataDir)
 	fl.StringVar(&f.config, "config", "", "config file (default <data-dir>/config.yaml; env IACP_CONFIG)")
 	fl.StringVar(&f.agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
-	fl.StringSliceVar(&f.caps, "capabilities", nil, "capabilities, e.g. tool:terminal,model:llama3 (env IACP_CAPABILITIES)")
+	fl.StringSliceVar(&f.caps, "capabilities", nil, "capabilities, kind:name, e.g. tool:terminal,model:llama3,domain:security; a bare name is a tool (env IACP_CAPABILITIES)")
 	fl.StringArrayVar(&f.listen, "listen", nil, "libp2p listen multiaddr, repeatable (env IACP_LISTEN)")
 	fl.StringArrayVar(&f.bootstrap, "bootstrap", nil, "bootstrap peer multiaddr with /p2p/, repeatable (env IACP_BOOTSTRAP)")
 	fl.StringVar(&f.apiAddr, "api", defaultAPIAddr, "local API listen address (env IACP_API)")
@@ -133,7 +133,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 		return err
 	}
 	out := cmd.OutOrStdout()
-	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\n", Version, n.AgentID(), n.ID())
+	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}
