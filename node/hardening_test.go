@@ -379,3 +379,44 @@ func TestAudit_DamagedChainStartsANewSegmentAndTheNodeRuns(t *testing.T) {
 		t.Fatalf("the queued message is gone: %v %v", entries, err)
 	}
 }
+
+// A frame that claims to answer the node's own request is not charged to the peer's message
+// rate, but only a few times per request: a peer repeating the claim with signatures that do
+// not verify pays for them like any frame, and ends up over its rate.
+func TestRate_RepeatedClaimsToAnswerARequestAreCharged(t *testing.T) {
+	m := newMesh(t, 2, nil, func(i int, _ *mesh) []Option {
+		if i == 0 {
+			return []Option{WithRateLimit(0.1, 2)}
+		}
+		return nil
+	})
+	a := m.nodes[0]
+	req, _ := a.Builder().Request(agentName(1), protocol.IntentHandoff, nil)
+	if err := a.seal(req); err != nil {
+		t.Fatal(err)
+	}
+	w, err := a.register(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.peer = m.nodes[1].ID()
+	defer a.unregister(req.Envelope.MessageID)
+	c := dialRaw(t, m.nodes[1], a)
+	forged, _ := m.nodes[1].Builder().Response(req, protocol.ResponseAccepted, map[string]any{"ok": true})
+	forged.Message.Payload = []byte(`{"status":"accepted","tampered":true}`) // the signature no longer verifies
+	var rateLimited bool
+	const claims = 12 // replyCredit free, then the burst of 2, then over
+	for i := 0; i < claims && !rateLimited; i++ {
+		c.send(forged)
+		r, err := c.next()
+		if err != nil {
+			break // the stream ended after the answer to the frame over the rate
+		}
+		if e, _ := protocol.ErrorOf(r); e != nil && e.Code == protocol.CodeRateLimited {
+			rateLimited = true
+		}
+	}
+	if !rateLimited {
+		t.Fatalf("%d forged answers to one request and the peer was never over its rate", claims)
+	}
+}

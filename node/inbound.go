@@ -256,9 +256,11 @@ func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID str
 }
 
 // solicited reports whether m is a reply the node is still waiting for from remote: a
-// receipt for a message whose receipt has not come, or the first answer to a request. Such
-// frames answer what the node sent and are not charged to the peer's message rate. It looks
-// at the unverified document; check verifies it afterwards.
+// receipt for a message whose receipt has not come, or an answer to a request that has none
+// yet. Such frames answer what the node sent and are not charged to the peer's message rate,
+// each waiter for at most replyCredit of them: solicited looks at the unverified document
+// (check verifies it afterwards), and a peer repeating a claim, with signatures that fail or
+// not, must not get verifications for free.
 func (n *Node) solicited(m *protocol.Message, remote peer.ID) bool {
 	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
 		return false
@@ -266,13 +268,20 @@ func (n *Node) solicited(m *protocol.Message, remote peer.ID) bool {
 	ids := receiptOf(m)
 	n.waitersMu.Lock()
 	defer n.waitersMu.Unlock()
+	spend := func(w *waiter) bool {
+		if w.credit == 0 {
+			return false
+		}
+		w.credit--
+		return true
+	}
 	for _, id := range ids {
-		if w, ok := n.waiters[id]; ok && w.peer == remote && !closed(w.receipted) {
+		if w, ok := n.waiters[id]; ok && w.peer == remote && !closed(w.receipted) && spend(w) {
 			return true
 		}
 	}
 	w, ok := n.waiters[m.Envelope.CorrelationID]
-	return ok && w.peer == remote && !closed(w.done)
+	return ok && w.peer == remote && !closed(w.done) && spend(w)
 }
 
 func closed(ch chan struct{}) bool {

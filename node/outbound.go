@@ -24,7 +24,16 @@ type waiter struct {
 	done      chan struct{} // closed when reply is set
 	dOnce     sync.Once
 	reply     *protocol.Message
+	// credit is how many more frames claiming to answer this message are not charged to the
+	// peer's message rate (solicited); guarded by Node.waitersMu. A receipt, a reply and a
+	// DUPLICATE after a resend are all a well-behaved peer sends: a peer claiming more, valid
+	// or not, pays for them like any other frame.
+	credit int
 }
+
+// replyCredit is a waiter's initial credit: a receipt, the reply, one resend's DUPLICATE, and
+// one to spare.
+const replyCredit = 4
 
 func (w *waiter) receipt() { w.rOnce.Do(func() { close(w.receipted) }) }
 
@@ -165,7 +174,7 @@ func (n *Node) seal(m *protocol.Message) error {
 
 // register records a waiter for m's receipt and reply.
 func (n *Node) register(m *protocol.Message) (*waiter, error) {
-	w := &waiter{receipted: make(chan struct{}), done: make(chan struct{})}
+	w := &waiter{receipted: make(chan struct{}), done: make(chan struct{}), credit: replyCredit}
 	n.waitersMu.Lock()
 	defer n.waitersMu.Unlock()
 	if _, dup := n.waiters[m.Envelope.MessageID]; dup {
