@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,35 +18,40 @@ func TestDamage_ScribbledStoreIsAClearErrorAndRecovers(t *testing.T) {
 	a := newProc(t, "a", "e2e:lab:alice")
 	a.start()
 	const queued = 300
+	var ids []string
 	for i := 0; i < queued; i++ { // for an agent nobody serves: they stay in the outbox
-		if _, err := a.send("e2e:lab:nobody", 3600, i); err != nil {
+		id, err := a.send("e2e:lab:nobody", 3600, i)
+		if err != nil {
 			t.Fatal(err)
 		}
+		ids = append(ids, id)
 	}
 	a.stop()
+	// Scribble over a page that holds queued messages: the one with the 150th message's record.
 	db := filepath.Join(a.dir, "store", "store.db")
-	st, err := os.Stat(db)
+	raw, err := os.ReadFile(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := os.OpenFile(db, os.O_WRONLY, 0)
-	if err != nil {
-		t.Fatal(err)
+	at := bytes.Index(raw, []byte(`{"id":"`+ids[queued/2]+`"`))
+	if at < 0 {
+		t.Fatal("no record of the 150th message in store.db")
 	}
 	const page = 4096
-	junk := []byte(strings.Repeat("\xde\xad\xbe\xef", page/4))
-	if _, err := f.WriteAt(junk, (st.Size()/page/2)*page); err != nil { // a page in the middle
+	copy(raw[at/page*page:], bytes.Repeat([]byte("\xde\xad\xbe\xef"), page/4))
+	if err := os.WriteFile(db, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	f.Close()
 
-	out, err := exec.Command(binary, "run", "--data-dir", a.dir, "--listen", a.addr(), "--nat=false",
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, binary, "run", "--data-dir", a.dir, "--listen", a.addr(), "--nat=false",
 		"--api", a.url("")[len("http://"):]).CombinedOutput()
 	if err == nil || strings.Contains(string(out), "panic") || !strings.Contains(string(out), "store.db") ||
 		!strings.Contains(string(out), "iacp-node store recover") {
 		t.Fatalf("run on a damaged store: %v\n%s\nwant a clear error naming the file and `iacp-node store recover`, not a panic", err, out)
 	}
-	out, err = exec.Command(binary, "store", "recover", "--data-dir", a.dir).CombinedOutput()
+	out, err = exec.CommandContext(ctx, binary, "store", "recover", "--data-dir", a.dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("store recover: %v\n%s", err, out)
 	}
