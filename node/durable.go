@@ -127,9 +127,10 @@ func (n *Node) record(ev audit.Event, m *protocol.Message, cause error) {
 	}
 }
 
-// startDurable starts the retry loop, re-offers what the agent had not taken before a
-// restart, and retries a recipient's queue at once when it comes back.
-func (n *Node) startDurable() {
+// startDurable starts the retry loop, re-offers pending (what the agent had not taken before
+// a restart, read before the protocol was served: what was accepted since is offered by its
+// own acceptance), and retries a recipient's queue at once when it comes back.
+func (n *Node) startDurable(pending []store.InboxEntry) {
 	if n.store == nil {
 		return
 	}
@@ -137,7 +138,7 @@ func (n *Node) startDurable() {
 	n.wg.Add(2)
 	go n.retryLoop()
 	go n.journalLoop()
-	n.redeliverPending()
+	n.redeliverPending(pending)
 }
 
 // peerConnected runs in the swarm's notification path: it only pokes the retry loop after
@@ -410,13 +411,20 @@ func (n *Node) taken(id string) error {
 	return nil
 }
 
-// redeliverPending offers the agent again what it had not taken before a restart.
-func (n *Node) redeliverPending() {
+// pendingAtStart reads what the agent had not taken before a restart (nil without a store).
+func (n *Node) pendingAtStart() []store.InboxEntry {
+	if n.store == nil {
+		return nil
+	}
 	pending, err := n.store.Pending()
 	if err != nil {
 		n.log.Error("inbox: pending", "err", err.Error())
-		return
 	}
+	return pending
+}
+
+// redeliverPending offers the agent again what it had not taken before a restart.
+func (n *Node) redeliverPending(pending []store.InboxEntry) {
 	unaudited := n.unaudited(pending)
 	for _, e := range pending {
 		m, err := protocol.DecodeJSON(e.Raw)
@@ -431,7 +439,7 @@ func (n *Node) redeliverPending() {
 			}
 		}
 		p, _ := protocol.PeerIDOf(m)
-		if err := n.dispatch(&Request{Msg: m, Peer: p, n: n}); err != nil {
+		if err := n.dispatch(&Request{Msg: m, Peer: p, n: n, size: len(e.Raw)}); err != nil {
 			n.log.Warn("re-offering a message after restart failed; it stays stored", "id", e.MessageID, "err", err.Error())
 		}
 	}

@@ -24,8 +24,9 @@ type Request struct {
 	// Peer is the authenticated remote peer that delivered it.
 	Peer peer.ID
 
-	n  *Node
-	ex *exchange // nil unless Msg is a request that arrived on a stream
+	n    *Node
+	ex   *exchange // nil unless Msg is a request that arrived on a stream
+	size int       // the document's bytes as received, what it holds in the inbox; 0: unknown
 }
 
 // Reply answers the request with a response of the given status (accepted, rejected, pending,
@@ -140,14 +141,14 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 	if h == nil {
 		switch {
 		case n.cfg.Inbox:
-			if err := n.inbox.room(r.Msg, r.Peer); err != nil {
+			// The room is reserved now, so that a message accepted and receipted always gets
+			// into the inbox: a batch cannot pass room checks one by one and then overflow.
+			size, err := n.inbox.reserve(r.Msg, r.Peer, r.size)
+			if err != nil {
 				return nil, nil, err
 			}
-			return func() {
-				if err := n.inbox.add(r.Msg, r.Peer, n.now()); err != nil {
-					n.log.Warn("inbox full after acceptance; the message stays stored and is re-offered at restart", "id", id)
-				}
-			}, func() {}, nil
+			return func() { n.inbox.add(r.Msg, r.Peer, n.now(), size) },
+				func() { n.inbox.unreserve(r.Peer, size) }, nil
 		case r.Msg.Message.Type == protocol.TypeRequest:
 			return nil, nil, protocol.Errorf(protocol.CodeCapabilityMismatch, "agent %s has no handler for intent %s", n.cfg.AgentID, r.Msg.Message.Intent)
 		}

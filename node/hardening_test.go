@@ -420,3 +420,26 @@ func TestRate_RepeatedClaimsToAnswerARequestAreCharged(t *testing.T) {
 		t.Fatalf("%d forged answers to one request and the peer was never over its rate", claims)
 	}
 }
+
+// A message accepted while the node starts is handed over by its acceptance; re-offering what
+// waited before the restart must not hand it over a second time (the protocol is served
+// before the pending inbox is offered again).
+func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithInbox(true)}, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	if err := a.Send(testCtx(t), event(t, a.Builder(), agentName(1))); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 5*time.Second, "the message in the inbox", func() bool { return b.Inbox().Len() == 1 })
+	pending, err := b.store.Pending()
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending %d, %v", len(pending), err)
+	}
+	b.redeliverPending(pending)
+	if n := b.Inbox().Len(); n != 1 {
+		t.Fatalf("the inbox holds the message %d times", n)
+	}
+	if st := b.Safety(); st.InboxBytes != int(len(pending[0].Raw)) {
+		t.Fatalf("the inbox counts %d bytes for one message of %d", st.InboxBytes, len(pending[0].Raw))
+	}
+}

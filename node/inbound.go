@@ -176,7 +176,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte) (ib inbound, pass boo
 		}
 		return ib, false
 	}
-	r := &Request{Msg: m, Peer: in.remote, n: n}
+	r := &Request{Msg: m, Peer: in.remote, n: n, size: len(raw)}
 	ib = inbound{m: m, raw: raw, peer: in.remote}
 	if m.Message.Type == protocol.TypeRequest {
 		// A reply within the receipt window goes back on this stream and is the receipt;

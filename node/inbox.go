@@ -29,7 +29,8 @@ type Delivery struct {
 // every arrival so that any number of waiters can block on it.
 //
 // It holds at most maxBytes in all and perPeer from any one sending peer, so that one peer
-// cannot fill it for every other (a message counts its payload plus messageOverhead).
+// cannot fill it for every other (a message counts its bytes as received, or when unknown its
+// payload plus messageOverhead).
 type Inbox struct {
 	mu       sync.Mutex
 	next     uint64
@@ -54,42 +55,65 @@ func newInbox(maxBytes, perPeer int) *Inbox {
 	return &Inbox{maxBytes: maxBytes, perPeer: perPeer, byPeer: make(map[peer.ID]int), changed: make(chan struct{})}
 }
 
-func sizeOf(m *protocol.Message) int { return len(m.Message.Payload) + messageOverhead }
-
-// room reports whether m, from p, fits: RATE_LIMITED when the inbox is full or p holds its
-// whole share, so that the sender keeps the message and retries rather than the node drop it.
-func (ib *Inbox) room(m *protocol.Message, p peer.ID) error {
-	ib.mu.Lock()
-	defer ib.mu.Unlock()
-	return ib.roomLocked(sizeOf(m), p)
+// sizeOf is what m counts against the inbox: the document's bytes as received when known
+// (a message decoded from a frame holds views of the whole frame), else its payload plus
+// messageOverhead.
+func sizeOf(m *protocol.Message, raw int) int {
+	if raw > 0 {
+		return raw
+	}
+	return len(m.Message.Payload) + messageOverhead
 }
 
-func (ib *Inbox) roomLocked(size int, p peer.ID) error {
+// reserve takes room for m from p (raw is its size as received, 0 when unknown) and returns
+// the bytes reserved, to be given to add or back to unreserve. It refuses with
+// RATE_LIMITED when the inbox is full or p holds its whole share, so that the sender keeps
+// the message and retries rather than the node drop it.
+func (ib *Inbox) reserve(m *protocol.Message, p peer.ID, raw int) (int, error) {
+	size := sizeOf(m, raw)
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
 	if ib.byPeer[p]+size > ib.perPeer {
-		return &protocol.Error{Code: protocol.CodeRateLimited, RetryAfter: 5 * time.Second, Message: fmt.Sprintf(
+		return 0, &protocol.Error{Code: protocol.CodeRateLimited, RetryAfter: 5 * time.Second, Message: fmt.Sprintf(
 			"the agent's inbox holds %d bytes from peer %s, its share of %d; retry once the agent has taken them", ib.byPeer[p], p, ib.perPeer)}
 	}
 	if ib.bytes+size > ib.maxBytes {
-		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "the agent's inbox is full; it has not taken its messages", RetryAfter: 5 * time.Second}
+		return 0, &protocol.Error{Code: protocol.CodeRateLimited, Message: "the agent's inbox is full; it has not taken its messages", RetryAfter: 5 * time.Second}
 	}
-	return nil
+	ib.bytes += size
+	ib.byPeer[p] += size
+	return size, nil
 }
 
-// add queues a message from p; it refuses as room does.
-func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time) error {
-	size := sizeOf(m)
+// unreserve gives back a reservation that was not used.
+func (ib *Inbox) unreserve(p peer.ID, size int) {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	if err := ib.roomLocked(size, p); err != nil {
-		return err
+	ib.releaseLocked(p, size)
+}
+
+func (ib *Inbox) releaseLocked(p peer.ID, size int) {
+	ib.bytes -= size
+	if ib.byPeer[p] -= size; ib.byPeer[p] <= 0 {
+		delete(ib.byPeer, p)
+	}
+}
+
+// add queues m from p on the room reserved for it. A message whose id already waits (offered
+// again) is not queued twice: its reservation is given back.
+func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time, size int) {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	for _, d := range ib.pending {
+		if d.Msg.Envelope.MessageID == m.Envelope.MessageID {
+			ib.releaseLocked(p, size)
+			return
+		}
 	}
 	ib.next++
 	ib.pending = append(ib.pending, Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m, size: size})
-	ib.bytes += size
-	ib.byPeer[p] += size
 	close(ib.changed)
 	ib.changed = make(chan struct{})
-	return nil
 }
 
 // List returns the messages not yet taken with Seq greater than after, oldest first.
@@ -155,10 +179,7 @@ func (ib *Inbox) Ack(messageID string) error {
 				return err
 			}
 		}
-		ib.bytes -= d.size
-		if ib.byPeer[d.Peer] -= d.size; ib.byPeer[d.Peer] <= 0 {
-			delete(ib.byPeer, d.Peer)
-		}
+		ib.releaseLocked(d.Peer, d.size)
 		ib.pending = append(ib.pending[:i], ib.pending[i+1:]...)
 		return nil
 	}

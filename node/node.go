@@ -213,16 +213,18 @@ func New(opts ...Option) (_ *Node, err error) {
 	}
 	// The protocol is served before the mesh starts: the first connection (a bootstrap dial,
 	// or a peer that queued messages while this node was down) may open a stream at once,
-	// and a refused stream would push its sender's retry far into its backoff.
+	// and a refused stream would push its sender's retry far into its backoff. What waits in
+	// the store is read first: a message accepted from then on is handed over by its own
+	// acceptance, and must not be offered a second time as pending.
+	pending := n.pendingAtStart()
 	h.SetStreamHandler(ProtocolID, n.handleStream)
 	if err = n.startMesh(); err != nil {
-		h.RemoveStreamHandler(ProtocolID)
-		cancel()
+		n.abandon()
 		n.closeMesh()
 		n.closeDurable()
 		return nil, err
 	}
-	n.startDurable()
+	n.startDurable(pending)
 	if n.gossip != nil {
 		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition}}, 256)
 		if err != nil {
@@ -281,6 +283,22 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.flush())
 	})
 	return n.closeErr
+}
+
+// abandon undoes a New that failed after the protocol was served: no new streams, the
+// streams in progress ended and waited for, so that the store can be closed under nothing.
+func (n *Node) abandon() {
+	n.gate.Lock()
+	n.closing = true
+	n.gate.Unlock()
+	n.host.RemoveStreamHandler(ProtocolID)
+	n.sessionsMu.Lock()
+	for in := range n.inbound {
+		_ = in.s.Reset()
+	}
+	n.sessionsMu.Unlock()
+	n.cancel()
+	n.inflight.Wait()
 }
 
 // track counts one in-flight exchange, or returns false once Close has begun.

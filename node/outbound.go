@@ -220,7 +220,7 @@ func (n *Node) handOverReply(w *waiter) {
 	if err != nil {
 		return
 	}
-	if _, err := n.offer(&Request{Msg: w.reply, Peer: w.peer, n: n}, raw, nil); err != nil {
+	if _, err := n.offer(&Request{Msg: w.reply, Peer: w.peer, n: n, size: len(raw)}, raw, nil); err != nil {
 		n.log.Warn("reply could not be handed to the agent", "id", w.reply.Envelope.MessageID, "err", err.Error())
 	}
 }
@@ -449,7 +449,7 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 		return true
 	}
 	// A reply nobody waits for any more: the agent gets it like any inbound message.
-	start, cancel, err := n.route(&Request{Msg: m, Peer: s.peer, n: n})
+	start, cancel, err := n.route(&Request{Msg: m, Peer: s.peer, n: n, size: len(f.raw)})
 	if err != nil {
 		n.replay.Remove(m.Envelope.MessageID)
 		n.log.Warn("late reply could not be handed to the agent", "id", m.Envelope.MessageID, "err", err.Error())
