@@ -282,13 +282,19 @@ func (n *Node) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, 
 const largeFrame = 1 << 20
 
 // holdLarge waits for the node's one large-frame slot when a frame of size bytes is large,
-// and returns what gives it back (nothing to give back for a small frame).
-func (n *Node) holdLarge(size int) func() {
+// and returns what gives it back (nothing to give back for a small frame). The slot covers
+// decoding and verifying only, never a write to a peer, so that no peer can hold it for
+// longer than that costs. ok is false when the node closes meanwhile.
+func (n *Node) holdLarge(size int) (release func(), ok bool) {
 	if size < largeFrame {
-		return func() {}
+		return func() {}, true
 	}
-	n.large <- struct{}{}
-	return func() { <-n.large }
+	select {
+	case n.large <- struct{}{}:
+		return func() { <-n.large }, true
+	case <-n.ctx.Done():
+		return func() {}, false
+	}
 }
 
 // errServeStopped is pump's answer when serve gave up on the stream.

@@ -118,21 +118,28 @@ func (in *inStream) serveAll(frames []frame) bool {
 // returns false when the stream must end after it.
 func (in *inStream) serveOne(f frame, batch *[]inbound) bool {
 	n := in.n
-	defer n.holdLarge(len(f.raw))()
+	release, ok := n.holdLarge(len(f.raw))
+	if !ok {
+		return false // closing
+	}
 	m, err := protocol.DecodeJSONShared(f.raw) // the frame is kept as it is: its message holds views of it
 	if err != nil {
+		release()
 		n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
 		n.recordRefusal(f.raw, in.remote, nil, err)
 		return false
 	}
 	if err := in.gate(m, f); err != nil {
+		release()
 		n.log.Info("peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
 		n.recordRefusal(f.raw, in.remote, m, err)
 		in.replyError(m, err)
 		in.closeAfter = true
 		return false
 	}
-	if ib, pass := in.admit(m, f.raw); pass {
+	sig := protocol.Verify(m)
+	release() // the slot covers decoding and verifying, never a write to the peer
+	if ib, pass := in.admit(m, f.raw, sig); pass {
 		*batch = append(*batch, ib)
 	}
 	return true
@@ -154,11 +161,11 @@ func (in *inStream) gate(m *protocol.Message, f frame) error {
 	return n.rate.allow(in.remote, now)
 }
 
-// admit runs the checks and the routing of one message; pass is false when it was refused
-// (and answered) or taken as a reply.
-func (in *inStream) admit(m *protocol.Message, raw []byte) (ib inbound, pass bool) {
+// admit runs the checks and the routing of one message whose signature check gave sig; pass
+// is false when it was refused (and answered) or taken as a reply.
+func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inbound, pass bool) {
 	n := in.n
-	if err := n.check(m, len(raw), in.remote, in.rid); err != nil {
+	if err := n.checkSigned(m, len(raw), in.remote, in.rid, sig); err != nil {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
@@ -230,12 +237,18 @@ const (
 // pin, directory) only once it is accepted or taken as a reply (bind), and a message that
 // fails leaves no state behind. (The peer's rates are charged before, by the stream's gate.)
 func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID string) error {
+	return n.checkSigned(m, size, remote, remoteID, protocol.Verify(m))
+}
+
+// checkSigned is check for a caller that verified the signature itself (with sig its result),
+// so that the costly part can run under the large-frame slot and the rest outside it.
+func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remoteID string, sig error) error {
 	now := n.now()
 	if err := protocol.CheckVersion(m.Envelope.Version); err != nil {
 		return err
 	}
-	if err := protocol.Verify(m); err != nil {
-		return err
+	if sig != nil {
+		return sig
 	}
 	if m.Envelope.Sender.PeerID != remoteID {
 		return protocol.Errorf(protocol.CodeIdentityInvalid, "sender.peer_id %s is not the authenticated remote peer %s", m.Envelope.Sender.PeerID, remote)
@@ -346,7 +359,10 @@ func (in *inStream) write(m *protocol.Message) bool {
 	defer in.wmu.Unlock()
 	_ = in.s.SetWriteDeadline(time.Now().Add(in.n.cfg.FrameTimeout))
 	if err := protocol.WriteFrame(in.s, raw); err != nil {
-		in.n.log.Debug("write on inbound stream failed", "err", err.Error())
+		// A peer that does not read what it is answered gets no more answers, nor is it read:
+		// its next write would wait out the same deadline.
+		in.n.log.Debug("write on inbound stream failed; resetting it", "err", err.Error())
+		_ = in.s.Reset()
 		return false
 	}
 	return true

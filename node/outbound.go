@@ -419,27 +419,36 @@ func (s *session) serveAll(frames []frame) bool {
 // waiter, a late one is routed and added to late. It returns false when the session must end.
 func (s *session) serveOne(f frame, late *[]inbound) bool {
 	n := s.n
-	defer n.holdLarge(len(f.raw))()
+	release, ok := n.holdLarge(len(f.raw))
+	if !ok {
+		return false // closing
+	}
 	m, err := protocol.DecodeJSONShared(f.raw) // the frame is kept as it is: its message holds views of it
 	if err != nil {
+		release()
 		n.recordRefusal(f.raw, s.peer, nil, err)
 		return false
 	}
 	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
+		release()
 		n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodePayloadInvalid, "a %s on a session this node opened, where only replies travel", m.Message.Type))
 		return false
 	}
 	if f.overRate {
+		release()
 		n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodeRateLimited, "peer %s exceeds its byte rate; the session ends", s.pid))
 		return false
 	}
 	if !n.solicited(m, s.peer) {
 		if err := n.rate.allow(s.peer, n.now()); err != nil {
+			release()
 			n.recordRefusal(f.raw, s.peer, m, err)
 			return false
 		}
 	}
-	if err := n.check(m, len(f.raw), s.peer, s.pid); err != nil {
+	sig := protocol.Verify(m)
+	release() // the slot covers decoding and verifying only
+	if err := n.checkSigned(m, len(f.raw), s.peer, s.pid, sig); err != nil {
 		n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
 		n.recordRefusal(f.raw, s.peer, m, err)
 		return true
