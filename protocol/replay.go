@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 )
 
-// DefaultReplayCapacity is the default bound of a ReplayWindow: 524,288 ids, about 58 MiB at
-// the bound (116 bytes per id across the map and the expiry heap, measured); enough for ~145
-// messages per second sustained with one-hour TTLs. A full window refuses only the peer that
+// DefaultReplayCapacity is the default bound of a ReplayWindow: 524,288 ids, about 76 MiB at
+// the bound (153 bytes per id across the map, the expiry heap and its owner's heap, measured);
+// enough for ~145 messages per second sustained with one-hour TTLs. A full window refuses only the peer that
 // holds the most of it (see ReplayWindow), so the bound costs honest peers little.
 const DefaultReplayCapacity = 1 << 19
 
@@ -45,10 +45,13 @@ type replayID struct {
 	owner *replayOwner
 }
 
-// replayOwner counts the live ids charged to one owner.
+// replayOwner counts the live ids charged to one owner and keeps them by expiry, so that the
+// owner's oldest id is found, and one of its ids forgotten, in logarithmic time. Its heap
+// keeps items of ids already forgotten until they reach its top (or a compaction).
 type replayOwner struct {
 	name  string
 	count int
+	heap  expiryHeap
 }
 
 // ReplayEntry is one remembered id, as Snapshot returns it and Restore takes it.
@@ -194,7 +197,12 @@ func (w *ReplayWindow) insert(u uuid.UUID, owner string, exp int64) {
 	}
 	o.count++
 	w.ids[u] = replayID{exp: exp, owner: o}
-	heap.Push(&w.byExpiry, expiryItem{id: u, exp: exp, owner: o})
+	it := expiryItem{id: u, exp: exp, owner: o}
+	heap.Push(&w.byExpiry, it)
+	heap.Push(&o.heap, it)
+	if len(o.heap) > 2*o.count+64 {
+		w.compact(o) // ids purged from the window leave items here: an active owner's heap would grow
+	}
 }
 
 // forget drops a live id from the map and its owner's count; its heap item becomes stale.
@@ -247,30 +255,39 @@ func (w *ReplayWindow) largest() *replayOwner {
 	return best
 }
 
-// oldestOf returns the earliest expiry among o's live ids, scanning the heap in storage
-// order (a full window is rare; o holds the most ids, so one is found early).
+// oldestOf returns the earliest expiry among o's live ids (o holds at least one).
 func (w *ReplayWindow) oldestOf(o *replayOwner) int64 {
-	best := int64(-1)
-	for _, it := range w.byExpiry {
-		if it.owner == o && w.live(it) && (best < 0 || it.exp < best) {
-			best = it.exp
-		}
-	}
-	return best
+	w.dropStale(o)
+	return o.heap[0].exp
 }
 
-// evictOne forgets one live id of o: the first found in the heap's storage order, which
-// favours ids near the top, that is ids that expire soon. o holds the most ids of a full
-// window, so the scan is short.
+// evictOne forgets o's live id that expires first (o holds at least one); its item in the
+// window's heap is left to purge.
 func (w *ReplayWindow) evictOne(o *replayOwner) {
-	for i, it := range w.byExpiry {
-		if it.owner == o && w.live(it) {
-			heap.Remove(&w.byExpiry, i)
-			w.forget(it.id, w.ids[it.id])
-			w.evicted++
-			return
+	w.dropStale(o)
+	it := heap.Pop(&o.heap).(expiryItem)
+	w.forget(it.id, w.ids[it.id])
+	w.evicted++
+}
+
+// dropStale pops the items of forgotten ids off the top of o's heap.
+func (w *ReplayWindow) dropStale(o *replayOwner) {
+	for len(o.heap) > 0 && !w.live(o.heap[0]) {
+		heap.Pop(&o.heap)
+	}
+}
+
+// compact keeps only the items of o's live ids.
+func (w *ReplayWindow) compact(o *replayOwner) {
+	live := o.heap[:0]
+	for _, it := range o.heap {
+		if w.live(it) {
+			live = append(live, it)
 		}
 	}
+	clear(o.heap[len(live):])
+	o.heap = live
+	heap.Init(&o.heap)
 }
 
 type expiryItem struct {

@@ -218,3 +218,34 @@ func TestSecurity_ReplayWindow_SnapshotKeepsOwners(t *testing.T) {
 		t.Fatal("Remove did not uncharge the owner")
 	}
 }
+
+// A full window costs the peer that fills it logarithmic time per message, not a walk of the
+// window under its lock (which stalled every other peer's checks): 100,000 refusals of the
+// largest owner, and as many makes-room for another, fit in the test's time.
+func TestSecurity_ReplayWindow_AFullWindowStaysCheap(t *testing.T) {
+	const capacity = 1 << 16
+	w := protocol.NewReplayWindow(capacity)
+	exp := fixedNow.Add(time.Hour)
+	for i := 0; i < capacity; i++ {
+		if err := w.Add(uuidN(i), "flooder", exp.Add(time.Duration(i)), fixedNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 100_000; i++ {
+		if w.Add(uuidN(capacity+i), "flooder", exp, fixedNow) == nil {
+			t.Fatal("the peer holding the whole window was let in")
+		}
+	}
+	for i := 0; i < capacity/2; i++ {
+		if err := w.Add(uuidN(2*capacity+i), fmt.Sprintf("honest-%d", i%8), exp, fixedNow); err != nil {
+			t.Fatalf("honest %d: %v", i, err)
+		}
+	}
+	if w.OwnerLen("flooder") != capacity/2 || w.Evicted() != capacity/2 {
+		t.Fatalf("flooder holds %d, %d evicted", w.OwnerLen("flooder"), w.Evicted())
+	}
+	// The flooder's earliest ids went first.
+	if !w.Seen(uuidN(capacity-1), fixedNow) || w.Seen(uuidN(0), fixedNow) {
+		t.Fatal("eviction did not take the flooder's earliest-expiring ids")
+	}
+}
