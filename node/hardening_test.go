@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -441,5 +442,56 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 	}
 	if st := b.Safety(); st.InboxBytes != int(len(pending[0].Raw)) {
 		t.Fatalf("the inbox counts %d bytes for one message of %d", st.InboxBytes, len(pending[0].Raw))
+	}
+}
+
+// Review of issue 13: with one table of pins used least recently first, a peer claiming new
+// ids could push out an honest agent's pin and then claim that id. A full table takes from the
+// peer holding the most pins, and a peer may hold maxPinsPerPeer at most.
+func TestTrust_AFloodOfNewIDsCannotPushOutAnotherAgentsPin(t *testing.T) {
+	m := newMesh(t, 3, nil, func(i int, _ *mesh) []Option {
+		return []Option{func(c *Config) error { c.MaxPins = 16; return nil }}
+	})
+	victim, target := m.nodes[0], m.nodes[1]
+	c := dialRaw(t, victim, target)
+	c.send(event(t, victim.Builder(), agentName(1)))
+	if _, err := c.next(); err != nil {
+		t.Fatal(err)
+	}
+	evil := dialRaw(t, m.nodes[2], target)
+	refused := 0
+	for i := 0; i < maxPinsPerPeer+8; i++ {
+		b, _ := protocol.NewBuilder(fmt.Sprintf("test:flood:id%03d", i), m.keys[2], nil)
+		if code, _ := evil.refusal(event(t, b, agentName(1))); code == protocol.CodeIdentityInvalid {
+			refused++
+		}
+	}
+	if p, ok := target.trust.peerOf(agentName(0)); !ok || p != victim.ID() {
+		t.Fatal("the flood of new ids pushed out the victim's pin")
+	}
+	impostor, _ := protocol.NewBuilder(agentName(0), m.keys[2], nil)
+	code, _ := evil.refusal(event(t, impostor, agentName(1)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+	if refused != 0 {
+		t.Fatalf("%d of the flooder's ids refused; the table of 16 should have made room from the flooder's own pins", refused)
+	}
+}
+
+// A peer may be pinned to at most maxPinsPerPeer agent ids: the next new one is refused.
+func TestTrust_APeerMaySpeakForALimitedNumberOfIDs(t *testing.T) {
+	m := newMesh(t, 2, nil, nil)
+	c := dialRaw(t, m.nodes[0], m.nodes[1])
+	for i := 0; i < maxPinsPerPeer; i++ {
+		b, _ := protocol.NewBuilder(fmt.Sprintf("test:many:id%03d", i), m.keys[0], nil)
+		c.send(event(t, b, agentName(1)))
+		if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
+			t.Fatalf("id %d: %v %v", i, r, err)
+		}
+	}
+	b, _ := protocol.NewBuilder("test:many:one-too-many", m.keys[0], nil)
+	code, e := c.refusal(event(t, b, agentName(1)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+	if !strings.Contains(e.Message, "already speaks for") {
+		t.Fatalf("the refusal does not say why: %s", e.Message)
 	}
 }

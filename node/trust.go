@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"sync"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"go.yaml.in/yaml/v3"
 
@@ -20,31 +19,28 @@ import (
 // trustStore decides which peer may speak for which agent id. With an allowlist only the
 // listed pairs may; otherwise the first peer whose message for an agent id the node accepts
 // is pinned to it (trust on first use; check never pins, pin does, after every other rule
-// passed), and the pin is saved in the data directory. The pins are bounded by maxPins:
-// beyond it the pin used least recently is forgotten. Its state is guarded by mu.
+// passed), and the pin is saved in the data directory. The pins are bounded (pinTable): a
+// peer may hold maxPinsPerPeer of them, and a full table takes from the peer holding the
+// most. Its state is guarded by mu; the file is written outside it.
 type trustStore struct {
 	mu        sync.Mutex
 	pinsFile  string // "" keeps pins in memory only
 	dirty     bool   // pins added or forgotten since the last save
-	pins      *lru.Cache[string, peer.ID]
+	pins      *pinTable
 	allowlist map[string]peer.ID // nil: trust on first use
+	saveMu    sync.Mutex         // one save at a time, in order
 }
 
 // DefaultMaxPins bounds the trust-on-first-use pins: 100,000 agents, about 10 MiB and a
-// trust.json of about 9 MB. A mesh larger than that forgets the pins of the agents it heard
-// from least recently; they are pinned again at their next accepted message.
+// trust.json of about 9 MB. Beyond it the peer holding the most pins loses its least
+// recently used one; that agent is pinned again at its next accepted message.
 const DefaultMaxPins = 100_000
 
 func newTrustStore(dataDir, allowlistFile string, maxPins int) (*trustStore, error) {
 	if maxPins <= 0 {
 		maxPins = DefaultMaxPins
 	}
-	t := &trustStore{}
-	pins, err := lru.NewWithEvict(maxPins, func(string, peer.ID) { t.dirty = true })
-	if err != nil {
-		return nil, err
-	}
-	t.pins = pins
+	t := &trustStore{pins: newPinTable(maxPins, maxPinsPerPeer)}
 	if dataDir != "" {
 		t.pinsFile = filepath.Join(dataDir, "trust.json")
 		if err := t.load(); err != nil {
@@ -76,8 +72,12 @@ func (t *trustStore) check(agentID string, p peer.ID) error {
 		}
 		return nil
 	}
-	if want, ok := t.pins.Get(agentID); ok && want != p {
+	want, ok := t.pins.get(agentID)
+	switch {
+	case ok && want != p:
 		return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is pinned to peer %s, not %s", agentID, want, p)
+	case !ok && t.pins.full(p):
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s already speaks for %d agent ids, the most one peer may under trust on first use; it may not claim %s", p, maxPinsPerPeer, agentID)
 	}
 	return nil
 }
@@ -90,26 +90,35 @@ func (t *trustStore) pin(agentID string, p peer.ID) {
 	if t.allowlist != nil {
 		return
 	}
-	if _, ok := t.pins.Get(agentID); ok {
-		return
+	if t.pins.use(agentID, p) {
+		t.dirty = true
 	}
-	t.pins.Add(agentID, p)
-	t.dirty = true
 }
 
 // flush saves the pins if they changed. The node calls it every second and at Close, so that
 // a mesh of hundreds of agents does not rewrite the file once per new agent; a pin lost in a
-// crash is pinned again, to the same peer, at its next message. Nothing else rewrites it.
+// crash is pinned again, to the same peer, at its next message. Nothing else rewrites it. The
+// pins are copied under the lock and written outside it: the inbound path never waits on the
+// disk.
 func (t *trustStore) flush() error {
+	t.saveMu.Lock()
+	defer t.saveMu.Unlock()
 	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.dirty {
+	if !t.dirty || t.pinsFile == "" {
+		t.mu.Unlock()
 		return nil
 	}
-	if err := t.saveLocked(); err != nil {
-		return err
-	}
+	raw := make(map[string]string, t.pins.len())
+	t.pins.each(func(a string, p peer.ID) { raw[a] = p.String() })
 	t.dirty = false
+	t.mu.Unlock()
+	b, _ := json.MarshalIndent(raw, "", "  ")
+	if err := fsutil.WriteFile(t.pinsFile, b, 0o600); err != nil {
+		t.mu.Lock()
+		t.dirty = true // try again at the next flush
+		t.mu.Unlock()
+		return protocol.Errorf(protocol.CodeInternalError, "save trust pins: %w", err)
+	}
 	return nil
 }
 
@@ -117,7 +126,7 @@ func (t *trustStore) flush() error {
 func (t *trustStore) len() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.pins.Len()
+	return t.pins.len()
 }
 
 // peerOf returns the peer pinned or allowlisted for agentID.
@@ -127,7 +136,7 @@ func (t *trustStore) peerOf(agentID string) (peer.ID, bool) {
 	if p, ok := t.allowlist[agentID]; ok {
 		return p, true
 	}
-	return t.pins.Get(agentID)
+	return t.pins.get(agentID)
 }
 
 func (t *trustStore) load() error {
@@ -147,26 +156,9 @@ func (t *trustStore) load() error {
 		if err != nil {
 			return fmt.Errorf("%s: agent %s: %w", t.pinsFile, a, err)
 		}
-		t.pins.Add(a, p)
+		t.pins.use(a, p)
 	}
 	t.dirty = false
-	return nil
-}
-
-func (t *trustStore) saveLocked() error {
-	if t.pinsFile == "" {
-		return nil
-	}
-	raw := make(map[string]string, t.pins.Len())
-	for _, a := range t.pins.Keys() {
-		if p, ok := t.pins.Peek(a); ok {
-			raw[a] = p.String()
-		}
-	}
-	b, _ := json.MarshalIndent(raw, "", "  ")
-	if err := fsutil.WriteFile(t.pinsFile, b, 0o600); err != nil {
-		return protocol.Errorf(protocol.CodeInternalError, "save trust pins: %w", err)
-	}
 	return nil
 }
 
