@@ -321,9 +321,13 @@ func TestAudit_RefusalsCarryNoPayloadAndAreRateLimitedPerPeer(t *testing.T) {
 	if len(entries) == 0 || len(entries) > refusalAuditBurst+1 {
 		t.Fatalf("%d refusal entries for %d refusals in an instant; at most %d may be written", len(entries), refused, refusalAuditBurst+1)
 	}
+	info, _ := protocol.Lookup(protocol.CodeIdentityInvalid)
 	for _, e := range entries {
 		if len(e.Payload) != 0 || e.Peer != m.nodes[0].ID().String() || e.Size == 0 || len(e.SHA256) != 64 || e.From != "" {
 			t.Fatalf("refusal entry %+v: want no payload nor document field, the peer, the size and the hash", e)
+		}
+		if e.Reason != info.Description { // an error's own text can quote the document
+			t.Fatalf("refusal reason %q: want the code's description %q", e.Reason, info.Description)
 		}
 	}
 	// The next refusal after the budget refills carries the count of those not written.

@@ -13,23 +13,32 @@ import (
 )
 
 // Refused input is audited as what the node knows for sure: the authenticated peer it came
-// from, its size and hash, the code and the reason; never its payload, and no field copied
-// from a document that failed a check (the message id only when it is a UUID). And a peer
-// cannot turn refusals into a disk filler: each peer may add refusalAuditBurst entries at
-// once and one per refusalAuditEvery after; the refusals not written are counted and the
-// count goes into the peer's next entry (Entry.Suppressed).
+// from, its size and hash, the code, and the code's description as the reason; never its
+// payload, and no text of a document that failed a check (the reason of an error can quote
+// the document, so it goes to the node's log only; the message id is kept when it is a
+// UUID). And refusals cannot fill the disk: each peer may add refusalAuditBurst entries at
+// once and one per refusalAuditEvery after, the node refusalAuditNodeBurst at once and
+// refusalAuditNodeRate a second in all; refusals not written are counted, a peer's in its
+// next entry (Entry.Suppressed), all of them in Safety().RefusalsNotAudited.
 const (
 	refusalAuditEvery = time.Second
 	refusalAuditBurst = 10
-	// refusalAuditPeers bounds the peers whose refusal counters are kept; past it the idle
-	// ones are dropped (their suppressed counts are lost, their next refusal is written).
+	// refusalAuditNodeRate and refusalAuditNodeBurst bound the refusal entries of all peers
+	// together: many cheap peer ids, each within its own budget, write at most this.
+	refusalAuditNodeRate  = 50
+	refusalAuditNodeBurst = 200
+	// refusalAuditPeers bounds the peers whose refusal budgets are kept; past it the idle ones
+	// are dropped, and a new peer's refusals are not written until room frees.
 	refusalAuditPeers = 4096
 )
 
-// refusalAudit is the per-peer budget of refusal entries. Its map is guarded by mu.
+// refusalAudit is the budget of refusal entries, per peer and node-wide. Its state is
+// guarded by mu.
 type refusalAudit struct {
-	mu    sync.Mutex
-	peers map[peer.ID]*refusalBudget
+	mu         sync.Mutex
+	node       *rate.Limiter
+	peers      map[peer.ID]*refusalBudget
+	notWritten uint64
 }
 
 type refusalBudget struct {
@@ -39,11 +48,11 @@ type refusalBudget struct {
 }
 
 func newRefusalAudit() *refusalAudit {
-	return &refusalAudit{peers: make(map[peer.ID]*refusalBudget)}
+	return &refusalAudit{node: rate.NewLimiter(refusalAuditNodeRate, refusalAuditNodeBurst), peers: make(map[peer.ID]*refusalBudget)}
 }
 
-// admit reports whether a refusal of p at now may be written, and if so how many were
-// suppressed before it.
+// admit reports whether a refusal of p at now may be written, and if so how many of p's were
+// not written before it.
 func (a *refusalAudit) admit(p peer.ID, now time.Time) (ok bool, suppressed int) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -52,28 +61,36 @@ func (a *refusalAudit) admit(p peer.ID, now time.Time) (ok bool, suppressed int)
 		if len(a.peers) >= refusalAuditPeers {
 			a.sweepLocked(now)
 		}
+		if len(a.peers) >= refusalAuditPeers {
+			a.notWritten++
+			return false, 0
+		}
 		b = &refusalBudget{lim: rate.NewLimiter(rate.Every(refusalAuditEvery), refusalAuditBurst)}
 		a.peers[p] = b
 	}
 	b.last = now
-	if !b.lim.AllowN(now, 1) {
+	if !b.lim.AllowN(now, 1) || !a.node.AllowN(now, 1) {
 		b.suppressed++
+		a.notWritten++
 		return false, 0
 	}
 	suppressed, b.suppressed = b.suppressed, 0
 	return true, suppressed
 }
 
-// sweepLocked drops the budgets of peers quiet for a minute, or all when none is.
+// sweepLocked drops the budgets of peers quiet for a minute.
 func (a *refusalAudit) sweepLocked(now time.Time) {
 	for p, b := range a.peers {
 		if now.Sub(b.last) > time.Minute {
 			delete(a.peers, p)
 		}
 	}
-	if len(a.peers) >= refusalAuditPeers {
-		clear(a.peers)
-	}
+}
+
+func (a *refusalAudit) unwritten() uint64 {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.notWritten
 }
 
 // recordRefusal audits the refusal of a frame from remote: raw as received, m when it decoded
@@ -86,7 +103,13 @@ func (n *Node) recordRefusal(raw []byte, remote peer.ID, m *protocol.Message, ca
 	if !ok {
 		return
 	}
-	e := audit.Refusal(raw, remote.String(), protocol.CodeOf(cause), cause.Error())
+	code := protocol.CodeOf(cause)
+	reason := "not a document"
+	if m != nil {
+		info, _ := protocol.Lookup(code)
+		reason = info.Description
+	}
+	e := audit.Refusal(raw, remote.String(), code, reason)
 	e.Suppressed = suppressed
 	if m != nil {
 		if _, err := uuid.Parse(m.Envelope.MessageID); err == nil && len(m.Envelope.MessageID) == 36 {

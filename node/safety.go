@@ -29,6 +29,9 @@ type Safety struct {
 	LocalHealth pubsub.Health
 	// Gossip counts what gossip's validators refused and the liveness rows evicted.
 	Gossip pubsub.Stats
+	// RefusalsNotAudited counts refusals left out of the audit log by its per-peer and
+	// node-wide budgets (the rest of each peer's is counted in its next entry).
+	RefusalsNotAudited uint64
 	// JournalPending and JournalDropped are the delivered gossip ids waiting to be written to
 	// the store, and those dropped because too many waited.
 	JournalPending int
@@ -56,5 +59,6 @@ func (n *Node) Safety() Safety {
 		s.DHTStore = n.disc.StoreStats()
 	}
 	s.JournalPending, s.JournalDropped = n.journal.stats()
+	s.RefusalsNotAudited = n.audits.unwritten()
 	return s
 }
