@@ -79,10 +79,12 @@ func (h *localHealth) publishFailed() {
 }
 
 // refuted records that an agent we suspected beat again with a beat sent before the
-// suspicion (or within the refute grace after it): we, not it, were late.
+// suspicion (or within the refute grace after it). It is counted, and it does not raise the
+// score: the beat's timestamp is the agent's to choose, so an agent (or many throwaway ones)
+// could back-date beats to keep every node's score high and every crash detected late. The
+// score moves on local signs only, which no peer controls.
 func (h *localHealth) refuted() {
 	h.counts.Refuted++
-	h.raise()
 }
 
 func (h *localHealth) raise() {

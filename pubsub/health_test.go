@@ -151,15 +151,15 @@ func TestLocalHealthRefutedSuspicion(t *testing.T) {
 	if tr == nil || tr.To != StateAlive || !strings.Contains(tr.Reason, "this node was late") {
 		t.Fatalf("refuting beat: %+v", tr)
 	}
-	if h := l.Health(); h.Refuted != 1 || h.Score != 1 {
-		t.Fatalf("after a refuted suspicion: %+v", h)
+	if h := l.Health(); h.Refuted != 1 || h.Score != 0 {
+		t.Fatalf("after a refuted suspicion: %+v (counted; the score moves on local signs only)", h)
 	}
 	// Sent within the grace after it: our clocks differ by that much, or we were late.
 	tr, _ = one(l.Observe(beat("a:b:grace", "R", "alive", suspected.Add(249*time.Millisecond)), suspected.Add(300*time.Millisecond)))
 	if tr == nil || tr.To != StateAlive || !strings.Contains(tr.Reason, "249ms after the suspicion, within the refute grace") {
 		t.Fatalf("a beat within the grace: %+v", tr)
 	}
-	if h := l.Health(); h.Refuted != 2 || h.Score != 2 {
+	if h := l.Health(); h.Refuted != 2 || h.Score != 0 {
 		t.Fatalf("after two refuted suspicions: %+v", h)
 	}
 	// Sent at the end of the grace or later: the agent was late, not us.
@@ -167,7 +167,7 @@ func TestLocalHealthRefutedSuspicion(t *testing.T) {
 	if tr == nil || tr.To != StateAlive || tr.Reason != "heartbeat" {
 		t.Fatalf("a late agent's beat: %+v", tr)
 	}
-	if h := l.Health(); h.Refuted != 2 || h.Score != 2 {
+	if h := l.Health(); h.Refuted != 2 || h.Score != 0 {
 		t.Fatalf("a late agent refuted nothing: %+v", h)
 	}
 }
@@ -235,8 +235,8 @@ func TestGossipLocalHealth(t *testing.T) {
 	if st, _ := g.Agent("test:a:agent"); st.State != StateAlive {
 		t.Fatalf("after the refuting beat: %s", st.State)
 	}
-	if h := g.Health(); h.Refuted != 1 || h.Score != 1 {
-		t.Fatalf("after a refuted suspicion: %+v", h)
+	if h := g.Health(); h.Refuted != 1 || h.Score != 0 {
+		t.Fatalf("after a refuted suspicion: %+v (counted, not a sign: its timestamp is the agent's)", h)
 	}
 }
 
