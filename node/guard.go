@@ -43,8 +43,8 @@ func (r *rateLimiter) of(p peer.ID) *peerBuckets {
 	return b
 }
 
-// allow takes a message token for p at now, or returns RATE_LIMITED with the wait until one
-// is free; the peer is then penalised for that wait.
+// allow takes a message token for p at now, or returns RATE_LIMITED; the peer is then
+// penalised until its bucket would be full again (refill), which retry_after says.
 func (r *rateLimiter) allow(p peer.ID, now time.Time) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -52,15 +52,16 @@ func (r *rateLimiter) allow(p peer.ID, now time.Time) error {
 	res := b.msgs.ReserveN(now, 1)
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
+		d = max(d, refill(r.burst, r.limit))
 		b.penalty = now.Add(d)
 		return &protocol.Error{Code: protocol.CodeRateLimited, Message: "peer " + p.String() + " exceeds its message rate", RetryAfter: d}
 	}
 	return nil
 }
 
-// allowBytes takes n byte tokens for p at now. Over the rate, the peer is penalised until
-// its bucket would hold n again, and allowBytes returns false. A frame larger than the burst
-// counts as the burst.
+// allowBytes takes n byte tokens for p at now. Over the rate, the peer is penalised until its
+// bucket would be full again (refill), and allowBytes returns false. A frame larger than the
+// burst counts as the burst.
 func (r *rateLimiter) allowBytes(p peer.ID, now time.Time, n int) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -69,10 +70,17 @@ func (r *rateLimiter) allowBytes(p peer.ID, now time.Time, n int) bool {
 	res := b.bytes.ReserveN(now, n)
 	if d := res.DelayFrom(now); d > 0 {
 		res.CancelAt(now)
-		b.penalty = now.Add(d)
+		b.penalty = now.Add(max(d, refill(r.byteBurst, r.byteLimit)))
 		return false
 	}
 	return true
+}
+
+// refill is how long an emptied bucket of burst tokens takes to fill again at rate: the
+// penalty of a peer that went over it, so that its next burst finds a full bucket rather
+// than one token.
+func refill(burst int, rate rate.Limit) time.Duration {
+	return time.Duration(float64(burst) / float64(rate) * float64(time.Second))
 }
 
 // retryAfter is how long p's penalty still runs at now.

@@ -219,8 +219,7 @@ func (c *yamlConv) node(n *yaml.Node, depth int) error {
 			if i > 0 {
 				buf.WriteByte(',')
 			}
-			b, _ := json.Marshal(k.Value)
-			buf.Write(b)
+			buf.Write(appendCanonString(buf.AvailableBuffer(), k.Value))
 			buf.WriteByte(':')
 			if err := c.full(); err != nil {
 				return err
@@ -261,33 +260,39 @@ func yamlScalarToJSON(buf *bytes.Buffer, n *yaml.Node) error {
 			return err
 		}
 		buf.WriteString(strconv.FormatBool(b))
-	case "!!int":
+	case "!!int", "!!float":
+		// A number written as JSON writes it is kept as written, so that JSON's rule holds
+		// for it too (DecodeJSON refuses a literal that is not exactly its double); YAML's
+		// own forms (0x1F, 1_000, .5, +1) are converted.
+		if isJSONNumber(n.Value) {
+			buf.WriteString(n.Value)
+			return nil
+		}
 		var v any
 		if err := n.Decode(&v); err != nil {
 			return err
 		}
 		b, err := json.Marshal(v)
 		if err != nil {
-			return fmt.Errorf("line %d: %w", n.Line, err)
-		}
-		buf.Write(b)
-	case "!!float":
-		var f float64
-		if err := n.Decode(&f); err != nil {
-			return err
-		}
-		b, err := json.Marshal(f)
-		if err != nil {
 			return fmt.Errorf("line %d: %s is not a JSON number", n.Line, n.Value)
 		}
 		buf.Write(b)
 	case "!!str", "!!binary", "!!timestamp":
-		b, _ := json.Marshal(n.Value)
-		buf.Write(b)
+		buf.Write(appendCanonString(buf.AvailableBuffer(), n.Value)) // no HTML escapes: < stays <
 	default:
 		return fmt.Errorf("line %d: unsupported YAML tag %s", n.Line, n.ShortTag())
 	}
 	return nil
+}
+
+// isJSONNumber reports whether s is a number literal as JSON writes one (RFC 8259).
+func isJSONNumber(s string) bool {
+	sc := scanner{data: []byte(s)}
+	if c := sc.peek(); c != '-' && (c < '0' || c > '9') {
+		return false
+	}
+	_, err := sc.number()
+	return err == nil && sc.i == len(s)
 }
 
 // JSONToYAML converts one JSON value to block-style YAML, keeping member order and the exact

@@ -312,3 +312,27 @@ func TestCodec_DecodeJSONSharedHoldsViewsOfItsInput(t *testing.T) {
 		t.Fatalf("a malformed document: %v", err)
 	}
 }
+
+// YAML numbers are held to JSON's rule (a literal that is not exactly its double is refused),
+// YAML's own number forms are converted, and strings are not HTML-escaped (which could make a
+// document six times longer than its YAML).
+func TestCodec_YAML_NumbersAndStrings(t *testing.T) {
+	for yml, want := range map[string]string{
+		"n: 0x1F":      `{"n":31}`,
+		"n: 1_000":     `{"n":1000}`,
+		"n: .5":        `{"n":0.5}`,
+		"n: 1.50":      `{"n":1.50}`,
+		"s: '<a&b>'":   `{"s":"<a&b>"}`,
+		"'<k>': 1":     `{"<k>":1}`,
+		"n: 12345e-2":  `{"n":12345e-2}`,
+		"s: \"x\\ty\"": `{"s":"x\ty"}`,
+	} {
+		got, err := protocol.YAMLToJSON([]byte(yml))
+		if err != nil || string(got) != want {
+			t.Errorf("%s: got %s (%v), want %s", yml, got, err, want)
+		}
+	}
+	doc := "envelope: {version: '1.0'}\nmessage:\n  payload: {budget_cents: 9007199254740993}\n"
+	_, err := protocol.DecodeYAML([]byte(doc))
+	wantCode(t, err, protocol.CodePayloadInvalid)
+}
