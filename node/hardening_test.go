@@ -499,3 +499,13 @@ func TestTrust_APeerMaySpeakForALimitedNumberOfIDs(t *testing.T) {
 		t.Fatalf("the refusal does not say why: %s", e.Message)
 	}
 }
+
+// default_ttl is the ttl_seconds of the messages the node builds (it was validated, written
+// by init, and read by nothing).
+func TestConfig_DefaultTTLIsWhatTheNodeBuilds(t *testing.T) {
+	m := newMesh(t, 1, []Option{func(c *Config) error { c.DefaultTTL = 2 * time.Hour; return nil }}, nil)
+	ev, err := m.nodes[0].Builder().Event(agentName(0), protocol.IntentNotify, protocol.EventPayload{EventType: "x"})
+	if err != nil || ev.Envelope.TTLSeconds != 7200 {
+		t.Fatalf("ttl_seconds %d (%v), want 7200", ev.Envelope.TTLSeconds, err)
+	}
+}

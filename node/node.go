@@ -134,6 +134,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	b = b.WithDefaultTTL(cfg.DefaultTTL)
 	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile, cfg.MaxPins)
 	if err != nil {
 		return nil, err

@@ -29,6 +29,19 @@ type Builder struct {
 	ttl     time.Duration
 }
 
+// WithDefaultTTL returns a copy of b that writes d as ttl_seconds when the caller sets none
+// (d is rounded up to whole seconds; the zero or a negative d keeps b's).
+func (b *Builder) WithDefaultTTL(d time.Duration) *Builder {
+	c := *b
+	if d > 0 {
+		c.ttl = d
+	}
+	return &c
+}
+
+// DefaultTTL returns the ttl the builder writes when the caller sets none.
+func (b *Builder) DefaultTTL() time.Duration { return b.ttl }
+
 // NewBuilder returns a builder that signs as agentID with key (Ed25519) and reads time from
 // now (time.Now when nil).
 func NewBuilder(agentID string, key crypto.PrivKey, now func() time.Time) (*Builder, error) {

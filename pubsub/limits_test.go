@@ -105,3 +105,18 @@ func TestValidatorIgnoresOurAgentIDFromAnotherPeer(t *testing.T) {
 		t.Fatalf("our own beat: %v", err)
 	}
 }
+
+// A node whose direct messages live longer than gossip carries (default_ttl 2h) still
+// broadcasts: a gossip message without a TTL of its own gets the builder's, at most
+// MaxGossipTTL.
+func TestPublishClampsTheBuildersDefaultTTL(t *testing.T) {
+	g := oneNode(t)
+	g.b = g.b.WithDefaultTTL(2 * time.Hour)
+	m, err := g.Broadcast(context.Background(), protocol.EventPayload{EventType: "deploy.done"})
+	if err != nil {
+		t.Fatalf("a broadcast from a builder with a 2h default TTL: %v", err)
+	}
+	if m.Envelope.TTLSeconds != int64(MaxGossipTTL/time.Second) {
+		t.Fatalf("ttl_seconds %d, want %d", m.Envelope.TTLSeconds, int64(MaxGossipTTL/time.Second))
+	}
+}

@@ -18,7 +18,7 @@ import (
 // local validator runs first, so an invalid event (no event_type, too large, over our own
 // rate) is refused here with the reason.
 func (g *Gossip) Broadcast(ctx context.Context, ev protocol.EventPayload, opts ...protocol.Option) (*protocol.Message, error) {
-	opts = append([]protocol.Option{protocol.WithChannel(protocol.ChannelNotification)}, opts...)
+	opts = append([]protocol.Option{protocol.WithChannel(protocol.ChannelNotification), g.defaultTTL()}, opts...)
 	m, err := g.b.Event(protocol.Broadcast, protocol.IntentNotify, ev, opts...)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (g *Gossip) SendToGroup(ctx context.Context, cp string, intent protocol.Int
 	m.Envelope.Recipient = protocol.Recipient{AgentID: protocol.Broadcast, Channel: protocol.ChannelCoordination,
 		Extra: protocol.Extra{groupField: group}}
 	m.Message = protocol.Body{Type: typ, Intent: intent, Payload: raw}
-	for _, o := range opts {
+	for _, o := range append([]protocol.Option{g.defaultTTL()}, opts...) {
 		o(m)
 	}
 	if err := g.b.Seal(m); err != nil {
@@ -127,6 +127,12 @@ func (g *Gossip) publish(ctx context.Context, th *topicHandle, m *protocol.Messa
 		return fmt.Errorf("pubsub: publish on %s: %w", th.info.name, err)
 	}
 	return nil
+}
+
+// defaultTTL is the TTL of a gossip message whose caller gives none: the builder's default,
+// at most MaxGossipTTL (a node may build direct messages that live longer).
+func (g *Gossip) defaultTTL() protocol.Option {
+	return protocol.WithTTL(min(g.b.DefaultTTL(), MaxGossipTTL))
 }
 
 // checkGossipTTL refuses a document whose TTL is longer than gossip carries (MaxGossipTTL), with
