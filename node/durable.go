@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -34,6 +35,10 @@ type outbox struct {
 	mu       sync.Mutex
 	inFlight map[string]bool
 	wake     chan struct{}
+	// back holds peers that just connected, for the retry loop (peerConnected); backOver is
+	// set when it was full.
+	back     chan peer.ID
+	backOver atomic.Bool
 }
 
 func (o *outbox) claim(id string) bool {
@@ -63,7 +68,7 @@ func (o *outbox) poke() {
 // from the store's seen ids, so that exactly-once holds across restarts.
 func (n *Node) openDurable() error {
 	c := &n.cfg
-	n.out = &outbox{inFlight: make(map[string]bool), wake: make(chan struct{}, 1)}
+	n.out = &outbox{inFlight: make(map[string]bool), wake: make(chan struct{}, 1), back: make(chan peer.ID, 256)}
 	if c.Durable {
 		opts := append([]store.Option{store.WithClock(c.Clock), store.WithLogger(n.log.With("subsystem", "store")),
 			store.WithMaxSenderInboxBytes(c.InboxSenderBytes)}, c.StoreOptions...)
@@ -141,18 +146,43 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	n.redeliverPending(pending)
 }
 
-// peerConnected runs in the swarm's notification path: it only pokes the retry loop after
-// marking the peer's agents due; it takes no node lock that the swarm could be waiting on.
-// It looks only at the recipients that have messages queued (usually none), not at every
-// agent the node knows: connections come and go all the time in a large mesh.
+// peerConnected runs in the swarm's notification path: it only queues the peer for the retry
+// loop, which makes that peer's agents due (a store write, with its fsync: never inside the
+// swarm's notification, which would hold up the connection it announces). When the queue is
+// full the loop looks at every recipient with queued messages instead.
 func (n *Node) peerConnected(_ network.Network, c network.Conn) {
-	p := c.RemotePeer()
+	select {
+	case n.out.back <- c.RemotePeer():
+	default:
+		n.out.backOver.Store(true)
+	}
+	n.out.poke()
+}
+
+// retryReturned makes due at once the queued messages of the agents the peers that just
+// connected serve, looking only at the recipients that have messages queued (usually none),
+// not at every agent the node knows: connections come and go all the time in a large mesh.
+func (n *Node) retryReturned() {
+	back := map[peer.ID]bool{}
+	for len(back) < cap(n.out.back) {
+		select {
+		case p := <-n.out.back:
+			back[p] = true
+			continue
+		default:
+		}
+		break
+	}
+	all := n.out.backOver.Swap(false)
+	if len(back) == 0 && !all {
+		return
+	}
 	for agentID := range n.store.Usage().ByRecipient {
-		if q, ok := n.peerOf(agentID); !ok || q != p {
+		if q, ok := n.peerOf(agentID); !ok || (!all && !back[q]) {
 			continue
 		}
-		if k, err := n.store.RetryNow(agentID, n.now()); err == nil && k > 0 {
-			n.out.poke()
+		if _, err := n.store.RetryNow(agentID, n.now()); err != nil && n.ctx.Err() == nil {
+			n.log.Warn("outbox: retry now", "to", agentID, "err", err.Error())
 		}
 	}
 }
@@ -205,6 +235,7 @@ func (n *Node) retryLoop() {
 		case <-tick.C:
 		case <-n.out.wake:
 		}
+		n.retryReturned()
 		now := n.now()
 		expired, err := n.store.Expired(now)
 		if err != nil && n.ctx.Err() == nil {

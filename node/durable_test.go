@@ -121,6 +121,10 @@ func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	if b.Inbox().Len() != 1 {
+		es, _ := a.OutboxEntries()
+		for _, e := range es {
+			t.Logf("outbox: %+v", e)
+		}
 		t.Fatalf("inbox holds %d, want the message", b.Inbox().Len())
 	}
 	b.Close() // the agent never took it

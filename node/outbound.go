@@ -82,19 +82,22 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	return nil
 }
 
-// sendDurable stores m, then makes the first delivery attempt within FrameTimeout.
+// sendDurable claims and stores m, then makes the first delivery attempt within FrameTimeout.
 func (n *Node) sendDurable(ctx context.Context, m *protocol.Message) error {
 	raw, err := protocol.EncodeJSON(m)
 	if err != nil {
 		return err
 	}
+	// The message is claimed before it is stored, so that the retry loop, which delivers what
+	// is due, leaves this first attempt to Send: Send then returns after the receipt.
+	if !n.out.claim(m.Envelope.MessageID) {
+		return protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent", m.Envelope.MessageID)
+	}
 	if err := n.store.Put(m, raw); err != nil {
+		n.out.release(m.Envelope.MessageID)
 		return err
 	}
 	n.record(audit.EventSent, m, nil)
-	if !n.out.claim(m.Envelope.MessageID) {
-		return nil // already being delivered by the retry loop
-	}
 	actx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
 	err = n.attempt(actx, m, raw, false)
 	cancel()
