@@ -230,8 +230,8 @@ func (r *frameReader) release(size int64) {
 // pump reads the frames of s on a goroutine it owns and hands them to serve in batches of at
 // most maxBatch, in order; after each batch it calls idle when no further frame is already
 // waiting. When serve returns false the stream is abandoned: pump closes its read side,
-// stops the reader and returns errServeStopped; closing or resetting s is the caller's. Otherwise it returns when reading
-// ends, with the reason (io.EOF for a clean end).
+// stops the reader and returns errServeStopped; closing or resetting s is the caller's.
+// Otherwise it returns when reading ends, with the reason (io.EOF for a clean end).
 func (n *Node) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, idle func()) error {
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
