@@ -61,6 +61,7 @@ type Gossip struct {
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64
 
+	ownBeat  atomic.Pointer[ownBeat] // the last beat published, until it comes back (ownReturned)
 	lost     chan peer.ID
 	lostOver atomic.Bool
 	notifiee *network.NotifyBundle
@@ -273,6 +274,9 @@ func (g *Gossip) read(info topicInfo, sub *ps.Subscription, done chan struct{}) 
 			return
 		}
 		v, ok := m.ValidatorData.(*validated)
+		if ok && m.GetFrom() == g.h.ID() {
+			g.ownReturned(v.doc.Envelope.MessageID)
+		}
 		if !ok || m.GetFrom() == g.h.ID() {
 			continue // our own publication
 		}
@@ -308,6 +312,26 @@ func (g *Gossip) deliver(info topicInfo, author, relayer peer.ID, v *validated) 
 		return
 	}
 	g.publishLocal(it)
+}
+
+// ownBeat is this node's last heartbeat on its way through its own gossipsub: published at
+// at, handed back to its own subscription (as every local publication is) some time later.
+type ownBeat struct {
+	id string
+	at time.Time
+}
+
+// ownReturned times the way of this node's own last beat through its gossipsub, from publish
+// to its own subscription: validation, the event loop's queue, the subscription's channel.
+// Every beat from a peer waits in the same queue, so when it is long, the node hears everyone
+// late, whatever its timers say; it counts as a tick of the node's own (see localHealth). It
+// is a local sign: no peer can make it fire.
+func (g *Gossip) ownReturned(id string) {
+	b := g.ownBeat.Load()
+	if b == nil || b.id != id || !g.ownBeat.CompareAndSwap(b, nil) {
+		return
+	}
+	g.ticked(b.at, time.Now())
 }
 
 // emitLocked logs a transition and offers it to subscribers; the caller holds stateMu.

@@ -254,3 +254,24 @@ func TestGossipPublishFailureRaisesHealth(t *testing.T) {
 		t.Fatalf("after a failed beat: %+v", h)
 	}
 }
+
+// The way of the node's own beat through its own gossipsub (publish to its own subscription)
+// is a tick of its own: when that queue is seconds long the node hears everyone late, even
+// with its timers on time. No peer can make this sign fire.
+func TestGossipOwnBeatComingBackLateRaisesHealth(t *testing.T) {
+	g := oneNode(t)
+	before := g.Health()
+	g.ownBeat.Store(&ownBeat{id: "01a2088c-0df4-7dd4-9a29-9df64e71d5a9", at: time.Now().Add(-2 * time.Second)})
+	g.ownReturned("someone-else's id")
+	if g.Health().LateTicks != before.LateTicks {
+		t.Fatal("a beat that is not our last one was timed")
+	}
+	g.ownReturned("01a2088c-0df4-7dd4-9a29-9df64e71d5a9")
+	if h := g.Health(); h.LateTicks != before.LateTicks+1 || h.Score != before.Score+1 {
+		t.Fatalf("our beat came back 2 s late: %+v", h)
+	}
+	g.ownReturned("01a2088c-0df4-7dd4-9a29-9df64e71d5a9") // counted once
+	if h := g.Health(); h.LateTicks != before.LateTicks+1 {
+		t.Fatalf("one beat counted twice: %+v", h)
+	}
+}

@@ -133,6 +133,7 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	if err != nil {
 		return err
 	}
+	g.ownBeat.Store(&ownBeat{id: m.Envelope.MessageID, at: time.Now()})
 	reaches := !g.heard.Load() && len(th.t.ListPeers()) > 0
 	if err := g.publish(ctx, th, m); err != nil {
 		if ctx.Err() == nil && g.ctx.Err() == nil {
