@@ -331,7 +331,7 @@ func (g *Gossip) ownReturned(id string) {
 	if b == nil || b.id != id || !g.ownBeat.CompareAndSwap(b, nil) {
 		return
 	}
-	g.ticked(b.at, time.Now())
+	g.ticked("our own heartbeat's way back to us", b.at, time.Now())
 }
 
 // emitLocked logs a transition and offers it to subscribers; the caller holds stateMu.
@@ -365,7 +365,7 @@ func (g *Gossip) run() {
 			return
 		case scheduled := <-tick:
 			// A ticker's value is the time the tick was due, not when it was received.
-			g.ticked(scheduled, time.Now())
+			g.ticked("a tick of the liveness checker", scheduled, time.Now())
 			g.Check()
 		case p := <-g.lost:
 			g.peerLost(p)

@@ -110,16 +110,16 @@ func (g *Gossip) Health() Health {
 	return g.live.Health()
 }
 
-// ticked records one tick of the checker or the beat loop, due at scheduled and run at
-// actual. The loops pass the ticker's value (the time the tick was due) and time.Now(); tests
-// call it with the times they choose.
-func (g *Gossip) ticked(scheduled, actual time.Time) {
+// ticked records one tick (what, for the log) due at scheduled and run at actual: of the
+// checker or the beat loop (the ticker's value and time.Now()), or our own beat's way back to
+// us (the time it was published and the time it came back). Tests pass the times they choose.
+func (g *Gossip) ticked(what string, scheduled, actual time.Time) {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
 	before := g.live.health.score
 	g.live.Ticked(scheduled, actual)
 	if g.live.health.score > before {
-		g.healthChangedLocked("a timer tick ran " + actual.Sub(scheduled).Round(time.Millisecond).String() + " late")
+		g.healthChangedLocked(what + " ran " + actual.Sub(scheduled).Round(time.Millisecond).String() + " late")
 	} else {
 		g.healthChangedLocked("timer ticks on time")
 	}

@@ -210,7 +210,7 @@ func TestGossipLocalHealth(t *testing.T) {
 	due := clock()
 	for range 4 {
 		due = due.Add(time.Second)
-		g.ticked(due, due.Add(time.Second))
+		g.ticked("a test tick", due, due.Add(time.Second))
 	}
 	if h := g.Health(); h.Score != 4 || h.LateTicks != 4 || h.WorstLateness != time.Second {
 		t.Fatalf("after 4 ticks 1 s late: %+v", h)
@@ -224,7 +224,7 @@ func TestGossipLocalHealth(t *testing.T) {
 	}
 	for range 4 * healthDecayTicks {
 		due = due.Add(time.Second)
-		g.ticked(due, due)
+		g.ticked("a test tick", due, due)
 	}
 	g.Check()
 	if st, _ := g.Agent("test:a:agent"); st.State != StateSuspect || g.Health().Score != 0 {

@@ -24,7 +24,7 @@ func (g *Gossip) beatLoop() {
 		case <-g.ctx.Done():
 			return
 		case scheduled := <-t.C:
-			g.ticked(scheduled, time.Now())
+			g.ticked("a tick of the beat loop", scheduled, time.Now())
 		}
 	}
 }
