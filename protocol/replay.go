@@ -37,7 +37,12 @@ type ReplayWindow struct {
 	ids      map[uuid.UUID]replayID
 	byExpiry expiryHeap // every id, live or not, earliest expiry first; stale items are skipped
 	owners   map[string]*replayOwner
-	evicted  uint64
+	// byCount indexes the owners by how many ids they hold, and top is the largest count, so
+	// that a full window finds its largest owner in constant time however many owners (peer
+	// identities, which cost an attacker nothing) it holds. Counts move by one at a time.
+	byCount map[int]map[*replayOwner]struct{}
+	top     int
+	evicted uint64
 }
 
 type replayID struct {
@@ -69,7 +74,12 @@ func NewReplayWindow(capacity int) *ReplayWindow {
 	if capacity <= 0 {
 		capacity = DefaultReplayCapacity
 	}
-	return &ReplayWindow{capacity: capacity, ids: make(map[uuid.UUID]replayID), owners: make(map[string]*replayOwner)}
+	return &ReplayWindow{
+		capacity: capacity,
+		ids:      make(map[uuid.UUID]replayID),
+		owners:   make(map[string]*replayOwner),
+		byCount:  make(map[int]map[*replayOwner]struct{}),
+	}
 }
 
 // Add records id until expires, charged to owner. It returns ErrDuplicate (wrapped in an
@@ -195,7 +205,7 @@ func (w *ReplayWindow) insert(u uuid.UUID, owner string, exp int64) {
 		o = &replayOwner{name: owner}
 		w.owners[owner] = o
 	}
-	o.count++
+	w.recount(o, +1)
 	w.ids[u] = replayID{exp: exp, owner: o}
 	it := expiryItem{id: u, exp: exp, owner: o}
 	heap.Push(&w.byExpiry, it)
@@ -208,9 +218,32 @@ func (w *ReplayWindow) insert(u uuid.UUID, owner string, exp int64) {
 // forget drops a live id from the map and its owner's count; its heap item becomes stale.
 func (w *ReplayWindow) forget(u uuid.UUID, e replayID) {
 	delete(w.ids, u)
-	if e.owner.count--; e.owner.count == 0 {
+	if w.recount(e.owner, -1); e.owner.count == 0 {
 		delete(w.owners, e.owner.name)
 	}
+}
+
+// recount moves o's count by delta (+1 or -1) and keeps byCount and top in step.
+func (w *ReplayWindow) recount(o *replayOwner, delta int) {
+	if set := w.byCount[o.count]; set != nil {
+		if delete(set, o); len(set) == 0 {
+			delete(w.byCount, o.count)
+			if o.count == w.top && delta < 0 {
+				w.top--
+			}
+		}
+	}
+	o.count += delta
+	if o.count == 0 {
+		return
+	}
+	set := w.byCount[o.count]
+	if set == nil {
+		set = make(map[*replayOwner]struct{})
+		w.byCount[o.count] = set
+	}
+	set[o] = struct{}{}
+	w.top = max(w.top, o.count)
 }
 
 // live reports whether a heap item still stands for its id (not removed, evicted or
@@ -243,16 +276,13 @@ func (w *ReplayWindow) purge(now int64) {
 	}
 }
 
-// largest returns the owner charged with the most ids (of equals, the first by name); the
-// caller holds mu and the window is not empty. It visits every owner, which only happens while the window is full.
+// largest returns an owner charged with the most ids (any of equals); the caller holds mu
+// and the window is not empty.
 func (w *ReplayWindow) largest() *replayOwner {
-	var best *replayOwner
-	for _, o := range w.owners {
-		if best == nil || o.count > best.count || o.count == best.count && o.name < best.name {
-			best = o
-		}
+	for o := range w.byCount[w.top] {
+		return o
 	}
-	return best
+	panic("protocol: replay window has ids but no owner holds any")
 }
 
 // oldestOf returns the earliest expiry among o's live ids (o holds at least one).

@@ -249,3 +249,37 @@ func TestSecurity_ReplayWindow_AFullWindowStaysCheap(t *testing.T) {
 		t.Fatal("eviction did not take the flooder's earliest-expiring ids")
 	}
 }
+
+// Peer identities cost an attacker nothing, so a full window may be held by as many owners as
+// it has ids: finding the largest of them is still constant time. 100,000 newcomers each make
+// room in a window held by 65,536 owners of one id each (a walk of the owners per message
+// would take minutes here), and the window never holds more than its capacity.
+func TestSecurity_ReplayWindow_ManyOwnersStayCheap(t *testing.T) {
+	const capacity = 1 << 16
+	w := protocol.NewReplayWindow(capacity)
+	exp := fixedNow.Add(time.Hour)
+	for i := 0; i < capacity; i++ {
+		if err := w.Add(uuidN(i), fmt.Sprintf("sybil-%d", i), exp, fixedNow); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 100_000; i++ {
+		if err := w.Add(uuidN(capacity+i), fmt.Sprintf("newcomer-%d", i), exp, fixedNow); err != nil {
+			t.Fatalf("newcomer %d: %v", i, err)
+		}
+	}
+	if w.Len() != capacity || w.Evicted() != 100_000 {
+		t.Fatalf("len %d, evicted %d", w.Len(), w.Evicted())
+	}
+	// Now a peer with two ids is the largest: its third is refused, and the window makes
+	// room for someone else at its expense.
+	_ = w.Add(uuidN(1_000_000), "pair", exp, fixedNow)
+	_ = w.Add(uuidN(1_000_001), "pair", exp, fixedNow)
+	wantCode(t, w.Add(uuidN(1_000_002), "pair", exp, fixedNow), protocol.CodeRateLimited)
+	if err := w.Add(uuidN(1_000_003), "single", exp, fixedNow); err != nil {
+		t.Fatal(err)
+	}
+	if w.OwnerLen("pair") != 1 {
+		t.Fatalf("the largest owner holds %d ids after making room, want 1", w.OwnerLen("pair"))
+	}
+}
