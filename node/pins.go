@@ -13,7 +13,7 @@ import (
 const maxPinsPerPeer = 64
 
 // pinTable holds the trust-on-first-use pins: agent id to the peer first accepted for it.
-// Each peer holds at most perPeer pins; when the table holds max, the peer holding the most
+// Each peer holds at most perPeer pins; when the table holds max, a peer holding the most
 // pins loses the one it used least recently, so that a flood of new ids spread over many
 // peers costs those peers their own pins first. It is not safe for concurrent use: the
 // trustStore guards it.
@@ -21,18 +21,25 @@ type pinTable struct {
 	max, perPeer int
 	pins         map[string]*pinEntry
 	peers        map[peer.ID]*list.List // each peer's pins, most recently used first
-	clock        uint64                 // counts uses, to order the pins of equal peers
+	// byCount[n] holds the peers with n pins (1..perPeer), so that a full table finds a
+	// peer holding the most in at most perPeer steps, however many peers (identities cost
+	// nothing) hold pins.
+	byCount []map[peer.ID]struct{}
 }
 
 type pinEntry struct {
 	agent string
 	peer  peer.ID
-	used  uint64
 	elem  *list.Element
 }
 
 func newPinTable(max, perPeer int) *pinTable {
-	return &pinTable{max: max, perPeer: perPeer, pins: make(map[string]*pinEntry), peers: make(map[peer.ID]*list.List)}
+	t := &pinTable{max: max, perPeer: perPeer, pins: make(map[string]*pinEntry), peers: make(map[peer.ID]*list.List)}
+	t.byCount = make([]map[peer.ID]struct{}, perPeer+1)
+	for i := range t.byCount {
+		t.byCount[i] = make(map[peer.ID]struct{})
+	}
+	return t
 }
 
 // get returns the peer agent is pinned to, without counting it as a use.
@@ -53,10 +60,8 @@ func (t *pinTable) full(p peer.ID) bool {
 // use counts a use of agent's pin (an accepted message), or pins it to p when it has none
 // and p may hold one more. It reports whether the table changed (a pin added or evicted).
 func (t *pinTable) use(agent string, p peer.ID) (changed bool) {
-	t.clock++
 	if e, ok := t.pins[agent]; ok {
 		if e.peer == p {
-			e.used = t.clock
 			t.peers[p].MoveToFront(e.elem)
 		}
 		return false
@@ -72,29 +77,34 @@ func (t *pinTable) use(agent string, p peer.ID) (changed bool) {
 		l = list.New()
 		t.peers[p] = l
 	}
-	e := &pinEntry{agent: agent, peer: p, used: t.clock}
+	e := &pinEntry{agent: agent, peer: p}
 	e.elem = l.PushFront(e)
 	t.pins[agent] = e
+	t.recount(p, l.Len()-1, l.Len())
 	return true
 }
 
-// evict forgets the least recently used pin of the peer holding the most (of equals, the one
-// whose least recent pin is oldest). It visits every peer, only when the table is full.
+// evict forgets the least recently used pin of a peer holding the most.
 func (t *pinTable) evict() {
-	var victim *list.List
-	for _, l := range t.peers {
-		if victim == nil || l.Len() > victim.Len() ||
-			l.Len() == victim.Len() && l.Back().Value.(*pinEntry).used < victim.Back().Value.(*pinEntry).used {
-			victim = l
+	for n := t.perPeer; n > 0; n-- {
+		for p := range t.byCount[n] {
+			l := t.peers[p]
+			e := l.Remove(l.Back()).(*pinEntry)
+			delete(t.pins, e.agent)
+			t.recount(p, n, l.Len())
+			if l.Len() == 0 {
+				delete(t.peers, p)
+			}
+			return
 		}
 	}
-	if victim == nil {
-		return
-	}
-	e := victim.Remove(victim.Back()).(*pinEntry)
-	delete(t.pins, e.agent)
-	if victim.Len() == 0 {
-		delete(t.peers, e.peer)
+}
+
+// recount moves p in byCount from holding was pins to holding now.
+func (t *pinTable) recount(p peer.ID, was, now int) {
+	delete(t.byCount[was], p)
+	if now > 0 {
+		t.byCount[now][p] = struct{}{}
 	}
 }
 
