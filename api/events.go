@@ -78,9 +78,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	var after uint64
 	if f.wants(KindMessage) {
 		changed = ib.Changed()
-		if ds := ib.List(0); len(ds) > 0 {
-			after = ds[len(ds)-1].Seq // notices are for arrivals from now on
-		}
+		after = ib.LastSeq() // notices are for arrivals from now on
 	}
 	// The stream outlives any request deadline: it reads nothing (no read deadline), and it
 	// bounds each of its writes by the ping timeout.

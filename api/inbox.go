@@ -43,7 +43,7 @@ func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ib := s.n.Inbox()
-	ds := ib.List(after)
+	ds := ib.Page(after, limit)
 	if len(ds) == 0 && waiting {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		ds, _ = ib.Wait(ctx, after) // an empty list when the wait ends

@@ -1,8 +1,10 @@
 package node
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -19,7 +21,8 @@ type Delivery struct {
 	Peer     peer.ID           `json:"peer"`
 	Msg      *protocol.Message `json:"message"`
 
-	size int // what it counts against the inbox's bounds
+	size  int  // what it counts against the inbox's bounds
+	taken bool // acknowledged; the inbox drops it from pending later (Inbox.compactLocked)
 }
 
 // Inbox holds inbound messages that no Go handler takes (the agent uses the local API, or
@@ -31,10 +34,18 @@ type Delivery struct {
 // It holds at most maxBytes in all and perPeer from any one sending peer, so that one peer
 // cannot fill it for every other (a message counts its bytes as received, or when unknown its
 // payload plus messageOverhead).
+//
+// Every operation a peer's message or the agent's acknowledgement causes is constant or
+// logarithmic in the messages waiting: an inbox filled with a million small messages by many
+// peers costs no more per message than an empty one.
 type Inbox struct {
-	mu       sync.Mutex
-	next     uint64
-	pending  []Delivery // in Seq order
+	mu   sync.Mutex
+	next uint64
+	// pending is in Seq order; acknowledged entries stay (taken) until compactLocked, so that
+	// an acknowledgement does not move the rest. byID holds the Seq of each waiting message.
+	pending  []Delivery
+	taken    int
+	byID     map[string]uint64
 	bytes    int
 	maxBytes int
 	perPeer  int
@@ -52,7 +63,8 @@ const DefaultInboxBytes = 256 << 20
 const messageOverhead = 1024
 
 func newInbox(maxBytes, perPeer int) *Inbox {
-	return &Inbox{maxBytes: maxBytes, perPeer: perPeer, byPeer: make(map[peer.ID]int), changed: make(chan struct{})}
+	return &Inbox{maxBytes: maxBytes, perPeer: perPeer, byPeer: make(map[peer.ID]int), byID: make(map[string]uint64),
+		changed: make(chan struct{})}
 }
 
 // sizeOf is what m counts against the inbox: the document's bytes as received when known
@@ -104,29 +116,54 @@ func (ib *Inbox) releaseLocked(p peer.ID, size int) {
 func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time, size int) {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	for _, d := range ib.pending {
-		if d.Msg.Envelope.MessageID == m.Envelope.MessageID {
-			ib.releaseLocked(p, size)
-			return
-		}
+	if _, waiting := ib.byID[m.Envelope.MessageID]; waiting {
+		ib.releaseLocked(p, size)
+		return
 	}
 	ib.next++
 	ib.pending = append(ib.pending, Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m, size: size})
+	ib.byID[m.Envelope.MessageID] = ib.next
 	close(ib.changed)
 	ib.changed = make(chan struct{})
 }
 
 // List returns the messages not yet taken with Seq greater than after, oldest first.
-func (ib *Inbox) List(after uint64) []Delivery {
+func (ib *Inbox) List(after uint64) []Delivery { return ib.Page(after, 0) }
+
+// Page returns at most limit (all when limit <= 0) of the messages not yet taken with Seq
+// greater than after, oldest first.
+func (ib *Inbox) Page(after uint64, limit int) []Delivery {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	out := make([]Delivery, 0, len(ib.pending))
-	for _, d := range ib.pending {
-		if d.Seq > after {
+	i := ib.indexLocked(after + 1)
+	n := len(ib.pending) - i - ib.taken // at least the waiting ones among pending[i:]
+	if limit > 0 {
+		n = min(n, limit)
+	}
+	out := make([]Delivery, 0, max(n, 0))
+	for _, d := range ib.pending[i:] {
+		if limit > 0 && len(out) == limit {
+			break
+		}
+		if !d.taken {
 			out = append(out, d)
 		}
 	}
 	return out
+}
+
+// indexLocked returns the index in pending of the first entry with Seq at least seq.
+func (ib *Inbox) indexLocked(seq uint64) int {
+	i, _ := slices.BinarySearchFunc(ib.pending, seq, func(d Delivery, seq uint64) int { return cmp.Compare(d.Seq, seq) })
+	return i
+}
+
+// LastSeq returns the Seq of the latest arrival (0 before the first): a reader that wants
+// only what arrives from now on lists after it.
+func (ib *Inbox) LastSeq() uint64 {
+	ib.mu.Lock()
+	defer ib.mu.Unlock()
+	return ib.next
 }
 
 // usage returns the bytes the inbox holds and its bound.
@@ -140,7 +177,7 @@ func (ib *Inbox) usage() (bytes, max int) {
 func (ib *Inbox) Len() int {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	return len(ib.pending)
+	return len(ib.byID)
 }
 
 // Changed returns a channel that is closed at the next arrival.
@@ -170,18 +207,39 @@ func (ib *Inbox) Wait(ctx context.Context, after uint64) ([]Delivery, error) {
 func (ib *Inbox) Ack(messageID string) error {
 	ib.mu.Lock()
 	defer ib.mu.Unlock()
-	for i, d := range ib.pending {
-		if d.Msg.Envelope.MessageID != messageID {
-			continue
-		}
-		if ib.onAck != nil {
-			if err := ib.onAck(messageID); err != nil {
-				return err
-			}
-		}
-		ib.releaseLocked(d.Peer, d.size)
-		ib.pending = append(ib.pending[:i], ib.pending[i+1:]...)
-		return nil
+	seq, ok := ib.byID[messageID]
+	if !ok {
+		return fmt.Errorf("message %s is not in the inbox (already taken, or never received)", messageID)
 	}
-	return fmt.Errorf("message %s is not in the inbox (already taken, or never received)", messageID)
+	if ib.onAck != nil {
+		if err := ib.onAck(messageID); err != nil {
+			return err
+		}
+	}
+	d := &ib.pending[ib.indexLocked(seq)]
+	ib.releaseLocked(d.Peer, d.size)
+	delete(ib.byID, messageID)
+	d.taken, d.Msg = true, nil
+	ib.taken++
+	ib.compactLocked()
+	return nil
+}
+
+// compactLocked drops taken entries from pending: those in front at once (the agent takes
+// its messages mostly in order), all of them when they are half of it. Each entry is moved
+// at most once per halving, so an acknowledgement costs constant time on average.
+func (ib *Inbox) compactLocked() {
+	front := 0
+	for front < len(ib.pending) && ib.pending[front].taken {
+		front++
+	}
+	if front > 0 {
+		clear(ib.pending[:front]) // what the array still holds must not keep anything alive
+		ib.pending, ib.taken = ib.pending[front:], ib.taken-front
+	}
+	if ib.taken > 64 && ib.taken*2 > len(ib.pending) {
+		kept := slices.DeleteFunc(ib.pending, func(d Delivery) bool { return d.taken })
+		ib.pending = slices.Clip(kept)
+		ib.taken = 0
+	}
 }

@@ -2,8 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -45,5 +49,86 @@ func TestInbox_RequestWaitsUntilAgentAnswers(t *testing.T) {
 	}
 	if err := b.Inbox().Ack(req.Envelope.MessageID); err == nil {
 		t.Fatal("a second Ack of the same message must say it is gone")
+	}
+}
+
+// inboxMsg is a message with id n, for tests of the inbox's bookkeeping.
+func inboxMsg(n int) *protocol.Message {
+	m := &protocol.Message{}
+	m.Envelope.MessageID = fmt.Sprintf("msg-%07d", n)
+	return m
+}
+
+// The inbox lists what waits in arrival order, pages it, takes a message offered twice once,
+// and forgets what the agent acknowledged, in any order.
+func TestInbox_ListsPagesAndAcknowledges(t *testing.T) {
+	ib := newInbox(1<<20, 1<<20)
+	now := time.Now()
+	for i := 1; i <= 5; i++ {
+		size, err := ib.reserve(inboxMsg(i), "p", 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ib.add(inboxMsg(i), "p", now, size)
+	}
+	size, _ := ib.reserve(inboxMsg(3), "p", 100)
+	ib.add(inboxMsg(3), "p", now, size) // offered again: not queued twice, its room given back
+	if ib.Len() != 5 || ib.bytes != 500 || ib.LastSeq() != 5 {
+		t.Fatalf("len %d, bytes %d, last seq %d; want 5, 500, 5", ib.Len(), ib.bytes, ib.LastSeq())
+	}
+	if page := ib.Page(1, 2); len(page) != 2 || page[0].Seq != 2 || page[1].Seq != 3 {
+		t.Fatalf("page after 1, limit 2: %+v", page)
+	}
+	for _, id := range []string{"msg-0000003", "msg-0000001"} {
+		if err := ib.Ack(id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := ib.Ack("msg-0000003"); err == nil {
+		t.Fatal("a message was acknowledged twice")
+	}
+	var seqs []uint64
+	for _, d := range ib.List(0) {
+		seqs = append(seqs, d.Seq)
+	}
+	if !slices.Equal(seqs, []uint64{2, 4, 5}) || ib.bytes != 300 || ib.Len() != 3 {
+		t.Fatalf("after two acknowledgements: seqs %v, bytes %d, len %d", seqs, ib.bytes, ib.Len())
+	}
+	if page := ib.Page(2, 1); len(page) != 1 || page[0].Seq != 4 {
+		t.Fatalf("page after 2, limit 1, skipping a taken one: %+v", page)
+	}
+}
+
+// Many peers, each within its share, can fill the inbox with many small messages: adding,
+// paging and acknowledging stay cheap however many wait (each walked the whole inbox; at this
+// size that took minutes), in arrival order or out of it.
+func TestInbox_AFullInboxStaysCheap(t *testing.T) {
+	const count = 200_000
+	ib := newInbox(count*100, count*100)
+	now := time.Now()
+	for i := 0; i < count; i++ {
+		size, err := ib.reserve(inboxMsg(i), peer.ID(fmt.Sprint(i%1000)), 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ib.add(inboxMsg(i), peer.ID(fmt.Sprint(i%1000)), now, size)
+	}
+	for i := 0; i < count; i++ {
+		if page := ib.Page(uint64(i), 10); len(page) == 0 {
+			t.Fatalf("page after %d is empty", i)
+		}
+	}
+	for i := count - 1; i >= count/2; i-- { // the newest half, newest first
+		if err := ib.Ack(fmt.Sprintf("msg-%07d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < count/2; i++ { // then the rest, in order
+		if err := ib.Ack(fmt.Sprintf("msg-%07d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ib.Len() != 0 || ib.bytes != 0 || len(ib.pending) != 0 || len(ib.byPeer) != 0 {
+		t.Fatalf("drained inbox holds len %d, bytes %d, %d entries, %d peers", ib.Len(), ib.bytes, len(ib.pending), len(ib.byPeer))
 	}
 }
