@@ -61,7 +61,8 @@ type Gossip struct {
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64
 
-	ownBeat  atomic.Pointer[ownBeat] // the last beat published, until it comes back (ownReturned)
+	ownBeat  atomic.Pointer[ownBeat] // the last beat published, until it comes back (queuedelay.go)
+	probes   *queueProbes            // peers' beats being timed through our queues (queuedelay.go)
 	lost     chan peer.ID
 	lostOver atomic.Bool
 	notifiee *network.NotifyBundle
@@ -106,6 +107,7 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		subs:    make(map[*Subscription]struct{}),
 		status:  protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
 		lost:    make(chan peer.ID, 1024),
+		probes:  newQueueProbes(cfg.interval / 4),
 	}
 	defer func() {
 		if err != nil {
@@ -160,7 +162,7 @@ func (g *Gossip) routerOptions() []ps.Option {
 		ps.WithValidateQueueSize(1024),
 		ps.WithPeerOutboundQueueSize(256),
 		ps.WithLogger(slog.New(libraryHandler{g.log.Handler()}).With("component", "gossipsub")),
-		ps.WithAppSpecificRpcInspector(g.dropOwnRelayed),
+		ps.WithAppSpecificRpcInspector(g.inspect),
 	}
 	if len(g.cfg.direct) > 0 {
 		opts = append(opts, ps.WithDirectPeers(g.cfg.direct))
@@ -172,6 +174,17 @@ func (g *Gossip) routerOptions() []ps.Option {
 		opts = append(opts, ps.WithDiscovery(g.cfg.disc))
 	}
 	return opts
+}
+
+// inspect sees every incoming RPC before gossipsub handles it, on its event loop: it drops
+// our own messages relayed back to us, then samples a beat to time it through our queues
+// (queuedelay.go). It never refuses an RPC.
+func (g *Gossip) inspect(from peer.ID, rpc *ps.RPC) error {
+	_ = g.dropOwnRelayed(from, rpc)
+	if from != g.h.ID() {
+		g.probeRPC(rpc.Publish)
+	}
+	return nil
 }
 
 // dropOwnRelayed takes out of an incoming RPC the messages whose author is this node: copies
@@ -280,6 +293,9 @@ func (g *Gossip) read(info topicInfo, sub *ps.Subscription, done chan struct{}) 
 		if !ok || m.GetFrom() == g.h.ID() {
 			continue // our own publication
 		}
+		if info.kind == kindHeartbeat {
+			g.probeArrived(m.ID)
+		}
 		g.deliver(info, m.GetFrom(), m.ReceivedFrom, v)
 	}
 }
@@ -312,26 +328,6 @@ func (g *Gossip) deliver(info topicInfo, author, relayer peer.ID, v *validated) 
 		return
 	}
 	g.publishLocal(it)
-}
-
-// ownBeat is this node's last heartbeat on its way through its own gossipsub: published at
-// at, handed back to its own subscription (as every local publication is) some time later.
-type ownBeat struct {
-	id string
-	at time.Time
-}
-
-// ownReturned times the way of this node's own last beat through its gossipsub, from publish
-// to its own subscription: validation, the event loop's queue, the subscription's channel.
-// Every beat from a peer waits in the same queue, so when it is long, the node hears everyone
-// late, whatever its timers say; it counts as a tick of the node's own (see localHealth). It
-// is a local sign: no peer can make it fire.
-func (g *Gossip) ownReturned(id string) {
-	b := g.ownBeat.Load()
-	if b == nil || b.id != id || !g.ownBeat.CompareAndSwap(b, nil) {
-		return
-	}
-	g.ticked("our own heartbeat's way back to us", b.at, time.Now())
 }
 
 // emitLocked logs a transition and offers it to subscribers; the caller holds stateMu.

@@ -7,10 +7,10 @@ import (
 )
 
 // Health is this node's view of its own timeliness: Lifeguard's Local Health Multiplier
-// (hashicorp/memberlist's "awareness"). A node whose own timers run late, or whose own beats
-// cannot be published, or whose suspicions are refuted by beats sent before them, hears its
-// peers late too, and would suspect them for its own slowness. Each such sign raises Score by
-// one, up to MaxScore; ticks on time lower it slowly. While Score is above zero, the silence
+// (hashicorp/memberlist's "awareness"). A node whose own timers run late, whose beats spend
+// long in its own gossip queues, or whose own beats cannot be published, hears its peers late
+// too, and would suspect them for its own slowness. Each such sign raises Score by one, up to
+// MaxScore; ticks on time lower it slowly. While Score is above zero, the silence
 // after which an agent becomes suspect is multiplied by Multiplier (Score+1); the stuck and
 // forget timeouts are not, so that a slow node still concludes within StuckAfter.
 type Health struct {
@@ -23,6 +23,7 @@ type Health struct {
 	LateTicks       uint64 // ticks of the checker or the beat loop later than LateAfter
 	OnTimeTicks     uint64 // ticks within LateAfter
 	PublishFailures uint64 // own heartbeats that could not be published
+	SlowQueues      uint64 // heartbeats (a peer's or our own) that spent longer than LateAfter in this node's gossip queues
 	Refuted         uint64 // suspicions withdrawn by a beat sent before them, or within the refute grace after
 }
 
@@ -78,6 +79,17 @@ func (h *localHealth) publishFailed() {
 	h.raise()
 }
 
+// queued records that a heartbeat spent d in this node's own gossip queues (between
+// arriving, or being published, and reaching our subscription). Longer than lateAfter is a
+// sign of trouble; shorter is not counted either way, so that the decay keeps the pace of
+// the timers' ticks.
+func (h *localHealth) queued(d time.Duration) {
+	if d > h.lateAfter {
+		h.counts.SlowQueues++
+		h.raise()
+	}
+}
+
 // refuted records that an agent we suspected beat again with a beat sent before the
 // suspicion (or within the refute grace after it). It is counted, and it does not raise the
 // score: the beat's timestamp is the agent's to choose, so an agent (or many throwaway ones)
@@ -110,9 +122,9 @@ func (g *Gossip) Health() Health {
 	return g.live.Health()
 }
 
-// ticked records one tick (what, for the log) due at scheduled and run at actual: of the
-// checker or the beat loop (the ticker's value and time.Now()), or our own beat's way back to
-// us (the time it was published and the time it came back). Tests pass the times they choose.
+// ticked records one tick (what, for the log) of the checker or the beat loop, due at
+// scheduled (the ticker's value) and run at actual (time.Now()). Tests pass the times they
+// choose.
 func (g *Gossip) ticked(what string, scheduled, actual time.Time) {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
@@ -123,6 +135,14 @@ func (g *Gossip) ticked(what string, scheduled, actual time.Time) {
 	} else {
 		g.healthChangedLocked("timer ticks on time")
 	}
+}
+
+// queued records that a heartbeat spent d in this node's gossip queues (what, for the log).
+func (g *Gossip) queued(what string, d time.Duration) {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	g.live.Queued(d)
+	g.healthChangedLocked(what + " took " + d.Round(time.Millisecond).String())
 }
 
 // publishFailed records that one of our own beats could not be published.

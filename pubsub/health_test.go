@@ -2,13 +2,16 @@ package pubsub
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/iacp-node/iacp-node/protocol"
+	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"golang.org/x/time/rate"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // lateTicks reports n ticks of a 250 ms timer, each `late` after it was due, from `from`.
@@ -256,22 +259,91 @@ func TestGossipPublishFailureRaisesHealth(t *testing.T) {
 }
 
 // The way of the node's own beat through its own gossipsub (publish to its own subscription)
-// is a tick of its own: when that queue is seconds long the node hears everyone late, even
-// with its timers on time. No peer can make this sign fire.
+// is a sign of local health: when that queue is seconds long the node hears everyone late,
+// even with its timers on time. No peer can make this sign fire.
 func TestGossipOwnBeatComingBackLateRaisesHealth(t *testing.T) {
 	g := oneNode(t)
 	before := g.Health()
 	g.ownBeat.Store(&ownBeat{id: "01a2088c-0df4-7dd4-9a29-9df64e71d5a9", at: time.Now().Add(-2 * time.Second)})
 	g.ownReturned("someone-else's id")
-	if g.Health().LateTicks != before.LateTicks {
+	if g.Health().SlowQueues != before.SlowQueues {
 		t.Fatal("a beat that is not our last one was timed")
 	}
 	g.ownReturned("01a2088c-0df4-7dd4-9a29-9df64e71d5a9")
-	if h := g.Health(); h.LateTicks != before.LateTicks+1 || h.Score != before.Score+1 {
+	if h := g.Health(); h.SlowQueues != before.SlowQueues+1 || h.Score != before.Score+1 {
 		t.Fatalf("our beat came back 2 s late: %+v", h)
 	}
 	g.ownReturned("01a2088c-0df4-7dd4-9a29-9df64e71d5a9") // counted once
-	if h := g.Health(); h.LateTicks != before.LateTicks+1 {
+	if h := g.Health(); h.SlowQueues != before.SlowQueues+1 {
 		t.Fatalf("one beat counted twice: %+v", h)
+	}
+	// On time, it is no sign either way: the timers' ticks set the pace of the decay.
+	score := g.Health().Score
+	g.ownBeat.Store(&ownBeat{id: "01a2088c-0df4-7dd4-9a29-9df64e71d5aa", at: time.Now()})
+	g.ownReturned("01a2088c-0df4-7dd4-9a29-9df64e71d5aa")
+	if h := g.Health(); h.Score != score || h.OnTimeTicks != before.OnTimeTicks {
+		t.Fatalf("a beat back on time moved the score: %+v", h)
+	}
+}
+
+// Peers' beats are sampled as their RPC reaches gossipsub and timed to our subscription: a
+// beat that waited longer than the lateness threshold in our queues raises the score.
+func TestGossipPeersBeatsAreTimedThroughOurQueues(t *testing.T) {
+	m := newMesh(t, 2, nil)
+	g := m.nodes[0]
+	timed := func() uint64 {
+		g.probes.mu.Lock()
+		defer g.probes.mu.Unlock()
+		return g.probes.timed
+	}
+	waitFor(t, 15*time.Second, "a peer's beat timed through our queues", func() bool { return timed() >= 2 })
+
+	before := g.Health()
+	g.probes.mu.Lock()
+	g.probes.at["a sampled beat"] = time.Now().Add(-3 * time.Second)
+	g.probes.mu.Unlock()
+	g.probeArrived("a sampled beat")
+	if h := g.Health(); h.SlowQueues != before.SlowQueues+1 || h.Score < 1 {
+		t.Fatalf("a beat 3 s in our queues: %+v", h)
+	}
+	g.probeArrived("a sampled beat") // timed once
+	if h := g.Health(); h.SlowQueues != before.SlowQueues+1 {
+		t.Fatalf("one beat timed twice: %+v", h)
+	}
+}
+
+// The sample is bounded: one per period, at most maxQueueProbes waiting, the stale ones (most
+// are copies gossip had already delivered) dropped to make room.
+func TestQueueProbesAreBounded(t *testing.T) {
+	const every = 100 * time.Millisecond
+	q := newQueueProbes(every)
+	t0 := time.Now()
+	beat := func(i int) *pb.Message {
+		topic := "beats"
+		return &pb.Message{Topic: &topic, From: []byte("author"), Data: []byte(fmt.Sprint(i))}
+	}
+	q.sample(beat(0), t0)
+	q.sample(beat(1), t0.Add(every/2)) // within the period: not sampled
+	if len(q.at) != 1 {
+		t.Fatalf("%d samples within one period, want 1", len(q.at))
+	}
+	for i := 1; i < maxQueueProbes; i++ {
+		q.sample(beat(i), t0.Add(time.Duration(i)*every))
+	}
+	full := t0.Add(maxQueueProbes * every)
+	q.sample(beat(1000), full)
+	if _, ok := q.at[msgID(beat(1000))]; ok || len(q.at) != maxQueueProbes {
+		t.Fatalf("a sample was taken past the bound: %d held", len(q.at))
+	}
+	later := t0.Add(queueProbeStale + 3*every) // the first three samples are stale
+	q.sample(beat(1001), later)
+	if _, ok := q.at[msgID(beat(1001))]; !ok || len(q.at) != maxQueueProbes-2 {
+		t.Fatalf("stale samples did not make room: %d held", len(q.at))
+	}
+	if d, ok := q.arrived(msgID(beat(1001)), later.Add(time.Second)); !ok || d != time.Second {
+		t.Fatalf("arrived: %v %v", d, ok)
+	}
+	if _, ok := q.arrived(msgID(beat(1001)), later.Add(time.Second)); ok {
+		t.Fatal("one sample timed twice")
 	}
 }

@@ -147,8 +147,9 @@ type Heard struct {
 //
 // A beat from an agent not in the table, when the table holds MaxAgents rows, first evicts the
 // row heard from longest ago: its "gone" transition comes first. A beat that ends a suspicion
-// this node raised, sent before the suspicion or within RefuteGrace after it, is a sign that
-// this node, not the agent, was late (see Health).
+// this node raised, sent before the suspicion or within RefuteGrace after it, refutes it: the
+// transition says so and Health counts it, without raising the score (the beat's timestamp is
+// its signer's to choose).
 func (l *Liveness) Observe(h Heard, now time.Time) (trs []Transition, ok bool) {
 	if !l.Accepts(h.AgentID, h.PeerID) {
 		return nil, false
@@ -336,6 +337,10 @@ func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) T
 // scheduled for scheduled and run at actual: a tick later than LateTick raises the local
 // health score, and ticks on time lower it slowly (see Health).
 func (l *Liveness) Ticked(scheduled, actual time.Time) { l.health.tick(scheduled, actual) }
+
+// Queued records that a heartbeat spent d in this node's own gossip queues, a sign of local
+// trouble when longer than LateTick (see Health).
+func (l *Liveness) Queued(d time.Duration) { l.health.queued(d) }
 
 // PublishFailed records that one of this node's own heartbeats could not be published, a
 // sign of local trouble (see Health).
