@@ -231,17 +231,13 @@ const (
 	exReceipted        // pending receipt sent; the answer goes out of band
 )
 
-// check runs every inbound rule in order, and returns the first failure as an *protocol.Error.
-// The order puts the cheap rules first, and the replay window last so that a refused message
-// does not burn its id. It learns nothing: a message that passes is bound to its peer (trust
-// pin, directory) only once it is accepted or taken as a reply (bind), and a message that
-// fails leaves no state behind. (The peer's rates are charged before, by the stream's gate.)
-func (n *Node) check(m *protocol.Message, size int, remote peer.ID, remoteID string) error {
-	return n.checkSigned(m, size, remote, remoteID, protocol.Verify(m))
-}
-
-// checkSigned is check for a caller that verified the signature itself (with sig its result),
-// so that the costly part can run under the large-frame slot and the rest outside it.
+// checkSigned runs every inbound rule in order, and returns the first failure as an
+// *protocol.Error. The caller verified the signature itself, with sig its result, so that
+// the costly part runs under the large-frame slot and the rest outside it. The order puts the
+// cheap rules first, and the replay window last so that a refused message does not burn its
+// id. It learns nothing: a message that passes is bound to its peer (trust pin, directory)
+// only once it is accepted or taken as a reply (bind), and a message that fails leaves no
+// state behind. (The peer's rates are charged before, by the stream's gate.)
 func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remoteID string, sig error) error {
 	now := n.now()
 	if err := protocol.CheckVersion(m.Envelope.Version); err != nil {
