@@ -43,7 +43,7 @@ func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ib := s.n.Inbox()
-	ds := ib.Page(after, limit)
+	ds := ib.Page(after, limit+1) // one more than the page, to tell whether more wait
 	if len(ds) == 0 && waiting {
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		ds, _ = ib.Wait(ctx, after) // an empty list when the wait ends
