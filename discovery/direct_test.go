@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -21,6 +22,12 @@ func TestDirectFetchServesPublished(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.start(t)
+	// Every routing table holds the other two before anything is published: a record
+	// published from a table that then doubles goes stale and is republished (maybeStale),
+	// which would race the comparisons below.
+	for i, d := range m.ds {
+		waitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
+	}
 	if _, err := m.ds[0].fetchDirect(ctx, m.hosts[1].ID()); !errors.Is(err, errNoDirectRecord) {
 		t.Fatalf("before Publish: %v, want %v", err, errNoDirectRecord)
 	}
