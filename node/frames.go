@@ -297,6 +297,26 @@ func (n *Node) holdLarge(size int) (release func(), ok bool) {
 	}
 }
 
+// openFrame decodes a frame from remote, holding the large-frame slot when it is large. ok is
+// false when the node is closing or the frame is not a document (audited as a refusal): the
+// stream must end, and the slot is free. Otherwise the caller gives the slot back (release)
+// once it has verified the signature. The message holds views of the frame, which is kept as
+// it is.
+func (n *Node) openFrame(f frame, remote peer.ID) (m *protocol.Message, release func(), ok bool) {
+	release, ok = n.holdLarge(len(f.raw))
+	if !ok {
+		return nil, nil, false // closing
+	}
+	m, err := protocol.DecodeJSONShared(f.raw)
+	if err != nil {
+		release()
+		n.log.Debug("a frame that is not a document; ending the stream", "remote", remote.ShortString(), "err", err.Error())
+		n.recordRefusal(f.raw, remote, nil, err)
+		return nil, nil, false
+	}
+	return m, release, true
+}
+
 // errServeStopped is pump's answer when serve gave up on the stream.
 var errServeStopped = errors.New("serving stopped")
 

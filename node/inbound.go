@@ -118,15 +118,8 @@ func (in *inStream) serveAll(frames []frame) bool {
 // returns false when the stream must end after it.
 func (in *inStream) serveOne(f frame, batch *[]inbound) bool {
 	n := in.n
-	release, ok := n.holdLarge(len(f.raw))
+	m, release, ok := n.openFrame(f, in.remote)
 	if !ok {
-		return false // closing
-	}
-	m, err := protocol.DecodeJSONShared(f.raw) // the frame is kept as it is: its message holds views of it
-	if err != nil {
-		release()
-		n.log.Debug("garbage on inbound stream; resetting", "remote", in.remote.ShortString(), "err", err.Error())
-		n.recordRefusal(f.raw, in.remote, nil, err)
 		return false
 	}
 	if err := in.gate(m, f); err != nil {

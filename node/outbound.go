@@ -422,14 +422,8 @@ func (s *session) serveAll(frames []frame) bool {
 // waiter, a late one is routed and added to late. It returns false when the session must end.
 func (s *session) serveOne(f frame, late *[]inbound) bool {
 	n := s.n
-	release, ok := n.holdLarge(len(f.raw))
+	m, release, ok := n.openFrame(f, s.peer)
 	if !ok {
-		return false // closing
-	}
-	m, err := protocol.DecodeJSONShared(f.raw) // the frame is kept as it is: its message holds views of it
-	if err != nil {
-		release()
-		n.recordRefusal(f.raw, s.peer, nil, err)
 		return false
 	}
 	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {

@@ -190,23 +190,6 @@ func TestInbound_GarbageResetsStream(t *testing.T) {
 	c.expectReset()
 }
 
-// The per-peer token bucket answers RATE_LIMITED with retry_after.
-func TestInbound_RateLimitIsRateLimitedWithRetryAfter(t *testing.T) {
-	m := newMesh(t, 2, []Option{WithRateLimit(0.5, 2)}, nil)
-	c := dialRaw(t, m.nodes[0], m.nodes[1])
-	for i := 0; i < 2; i++ {
-		c.send(event(t, m.nodes[0].Builder(), agentName(1)))
-		if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {
-			t.Fatalf("message %d within the burst: %v %v", i, r, err)
-		}
-	}
-	code, e := c.refusal(event(t, m.nodes[0].Builder(), agentName(1)))
-	expectCode(t, code, protocol.CodeRateLimited)
-	if e.RetryAfter <= 0 {
-		t.Fatal("RATE_LIMITED without retry_after")
-	}
-}
-
 // The intent policy answers PERMISSION_DENIED.
 func TestInbound_PolicyIsPermissionDenied(t *testing.T) {
 	m := newMesh(t, 2, []Option{WithPolicy(PolicyRule{Agents: "test:mesh:*", Intents: []protocol.Intent{protocol.IntentQuery}})}, nil)
