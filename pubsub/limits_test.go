@@ -110,8 +110,7 @@ func TestValidatorIgnoresOurAgentIDFromAnotherPeer(t *testing.T) {
 // broadcasts: a gossip message without a TTL of its own gets the builder's, at most
 // MaxGossipTTL.
 func TestPublishClampsTheBuildersDefaultTTL(t *testing.T) {
-	g := oneNode(t)
-	g.b = g.b.WithDefaultTTL(2 * time.Hour)
+	g := oneNodeBuilt(t, func(b *protocol.Builder) *protocol.Builder { return b.WithDefaultTTL(2 * time.Hour) })
 	m, err := g.Broadcast(context.Background(), protocol.EventPayload{EventType: "deploy.done"})
 	if err != nil {
 		t.Fatalf("a broadcast from a builder with a 2h default TTL: %v", err)

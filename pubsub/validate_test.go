@@ -19,6 +19,13 @@ import (
 // oneNode is a Gossip alone on a mocknet, to drive its validator directly.
 func oneNode(t testing.TB, opts ...Option) *Gossip {
 	t.Helper()
+	return oneNodeBuilt(t, func(b *protocol.Builder) *protocol.Builder { return b }, opts...)
+}
+
+// oneNodeBuilt is oneNode with its builder adjusted before the node starts,
+// so nothing running reads the builder while a test changes it.
+func oneNodeBuilt(t testing.TB, adjust func(*protocol.Builder) *protocol.Builder, opts ...Option) *Gossip {
+	t.Helper()
 	mn := mocknet.New()
 	t.Cleanup(func() { mn.Close() })
 	h, sk := addHost(t, mn, 0)
@@ -26,7 +33,7 @@ func oneNode(t testing.TB, opts ...Option) *Gossip {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, err := New(h, b, append([]Option{WithCheckInterval(-1)}, opts...)...)
+	g, err := New(h, adjust(b), append([]Option{WithCheckInterval(-1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
