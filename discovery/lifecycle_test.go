@@ -170,7 +170,7 @@ func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
 	m := newMesh(t, 1, 0)
 	d := m.ds[0]
-	d.local = &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 3}
+	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 3})
 	if d.maybeStale(5) || d.needsPublish() {
 		t.Fatal("stale before the table doubled")
 	}
@@ -180,10 +180,17 @@ func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
 	if d.maybeStale(12) {
 		t.Fatal("marked stale twice")
 	}
-	d.local = &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: staleBelow}
+	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: staleBelow})
 	if d.maybeStale(10 * staleBelow) {
 		t.Fatal("a record placed from a full bucket went stale")
 	}
+}
+
+// setLocal replaces the record a running node publishes, under the lock its health loop takes.
+func setLocal(d *Discovery, l *localAgent) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.local = l
 }
 
 // A joined node dials its bootstrap peers again only while its routing table is small: in a

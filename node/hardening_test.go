@@ -404,7 +404,9 @@ func TestRate_RepeatedClaimsToAnswerARequestAreCharged(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	a.waitersMu.Lock()
 	w.peer = m.nodes[1].ID()
+	a.waitersMu.Unlock()
 	defer a.unregister(req.Envelope.MessageID)
 	c := dialRaw(t, m.nodes[1], a)
 	forged, _ := m.nodes[1].Builder().Response(req, protocol.ResponseAccepted, map[string]any{"ok": true})
