@@ -265,6 +265,22 @@ func (c *Client) Peers(ctx context.Context) (PeersDoc, error) {
 	return d, c.do(ctx, http.MethodGet, "/v1/peers", nil, "", &d)
 }
 
+// Trust returns who may speak for which agent id on the node, and the recent conflicts.
+func (c *Client) Trust(ctx context.Context) (TrustDoc, error) {
+	var d TrustDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/trust", nil, "", &d)
+}
+
+// ForgetTrust forgets the pin of agentID, or every pin of peerID when agentID is "".
+func (c *Client) ForgetTrust(ctx context.Context, agentID, peerID string) (ForgetResult, error) {
+	var d ForgetResult
+	body, err := json.Marshal(ForgetRequest{AgentID: agentID, PeerID: peerID})
+	if err != nil {
+		return d, err
+	}
+	return d, c.do(ctx, http.MethodPost, "/v1/trust/forget", body, mediaJSON, &d)
+}
+
 // Outbox returns the durable outbox.
 func (c *Client) Outbox(ctx context.Context) (OutboxDoc, error) {
 	var d OutboxDoc

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
@@ -31,9 +32,9 @@ func filterFromParams(r *http.Request) (EventFilter, error) {
 	f := EventFilter{Kinds: list(v, "kinds"), AgentID: v.Get("agent"), Group: v.Get("group")}
 	for _, k := range f.Kinds {
 		switch k {
-		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage:
+		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust:
 		default:
-			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition or message", k)
+			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message or trust.conflict", k)
 		}
 	}
 	return f, nil
@@ -44,7 +45,7 @@ func (f EventFilter) wants(kind string) bool {
 }
 
 // events is a Server-Sent Events stream of gossip events, group messages, heartbeats,
-// liveness transitions and inbound-message notices, filtered by ?kinds=, ?agent= and ?group=.
+// liveness transitions, inbound-message notices and trust conflicts, filtered by ?kinds=, ?agent= and ?group=.
 // Each SSE event is named by its kind and carries an EventItem as JSON.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	f, err := filterFromParams(r)
@@ -79,6 +80,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if f.wants(KindMessage) {
 		changed = ib.Changed()
 		after = ib.LastSeq() // notices are for arrivals from now on
+	}
+	var trustChanged <-chan struct{}
+	var trustAfter uint64
+	if f.wants(KindTrust) {
+		_, trustAfter, trustChanged = s.n.TrustConflicts(^uint64(0)) // conflicts from now on
 	}
 	// The stream outlives any request deadline: it reads nothing (no read deadline), and it
 	// bounds each of its writes by the ping timeout.
@@ -130,6 +136,18 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			}
 			if !emit(gossipItem(it)) {
 				return
+			}
+		case <-trustChanged:
+			var cs []node.TrustConflict
+			cs, _, trustChanged = s.n.TrustConflicts(trustAfter)
+			for _, c := range cs {
+				trustAfter = c.Seq
+				if f.AgentID != "" && c.AgentID != f.AgentID {
+					continue
+				}
+				if !emit(EventItem{Kind: KindTrust, At: c.At, AgentID: c.AgentID, PeerID: c.Claimant.String(), Conflict: &c}) {
+					return
+				}
 			}
 		case <-changed:
 			changed = ib.Changed()

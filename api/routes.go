@@ -39,6 +39,8 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/outbox", Auth: true, handler: s.getOutbox},
 		{Method: "GET", Path: "/v1/inbox", Auth: true, handler: s.getInbox},
 		{Method: "POST", Path: "/v1/inbox/{message_id}/ack", Auth: true, handler: s.ackInbox},
+		{Method: "GET", Path: "/v1/trust", Auth: true, handler: s.getTrust},
+		{Method: "POST", Path: "/v1/trust/forget", Auth: true, handler: s.forgetTrust},
 		{Method: "GET", Path: "/v1/events", Auth: true, Stream: true, handler: s.events},
 		{Method: "GET", Path: "/metrics", Auth: false, handler: s.metrics.serve},
 		{Method: "GET", Path: "/healthz", Auth: false, handler: s.healthz},

@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -181,11 +182,12 @@ type AckResult struct {
 
 // Event kinds on the event stream (GET /v1/events?kinds=...).
 const (
-	KindEvent      = "event"      // a broadcast event from gossip
-	KindGroup      = "group"      // a message to one of our capability groups
-	KindHeartbeat  = "heartbeat"  // a heartbeat from gossip
-	KindTransition = "transition" // a liveness transition of an agent
-	KindMessage    = "message"    // an inbound message arrived in the inbox
+	KindEvent      = "event"          // a broadcast event from gossip
+	KindGroup      = "group"          // a message to one of our capability groups
+	KindHeartbeat  = "heartbeat"      // a heartbeat from gossip
+	KindTransition = "transition"     // a liveness transition of an agent
+	KindMessage    = "message"        // an inbound message arrived in the inbox
+	KindTrust      = "trust.conflict" // a claim on an agent id bound to another peer
 )
 
 // EventItem is one Server-Sent Event's data.
@@ -201,6 +203,31 @@ type EventItem struct {
 	Heartbeat  *protocol.HeartbeatPayload `json:"heartbeat,omitempty"`
 	Transition *TransitionDoc             `json:"transition,omitempty"`
 	Inbound    *InboundNotice             `json:"inbound,omitempty"`
+	// Conflict is the claim of a trust item (event name trust.conflict in docs/trust.md).
+	Conflict *node.TrustConflict `json:"conflict,omitempty"`
+}
+
+// TrustDoc is GET /v1/trust: who may speak for which agent id on this node.
+type TrustDoc struct {
+	// Mode is "open" (trust on first use) or "allowlist".
+	Mode string `json:"mode"`
+	// Pins are the bindings, sorted by agent id.
+	Pins []node.Pin `json:"pins"`
+	// Conflicts are the last claims that contradicted a binding (at most 256), oldest first;
+	// ConflictsTotal counts all of them.
+	Conflicts      []node.TrustConflict `json:"conflicts"`
+	ConflictsTotal uint64               `json:"conflicts_total"`
+}
+
+// ForgetRequest is POST /v1/trust/forget: the pin of one agent id, or every pin of a peer.
+type ForgetRequest struct {
+	AgentID string `json:"agent_id,omitempty"`
+	PeerID  string `json:"peer_id,omitempty"`
+}
+
+// ForgetResult says how many pins went.
+type ForgetResult struct {
+	Forgotten int `json:"forgotten"`
 }
 
 // TransitionDoc is a liveness transition.

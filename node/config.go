@@ -87,6 +87,11 @@ type Config struct {
 	// MaxPins bounds the trust-on-first-use pins (trust.json); beyond it the pin used least
 	// recently is forgotten. Default 100,000.
 	MaxPins int `yaml:"max_pins"`
+	// PinExpiry forgets a trust-on-first-use pin that no accepted message used for this long,
+	// so that an agent gone for good (or one that moved to a new key) can be pinned again.
+	// 0 keeps pins until they are forgotten by hand (`iacp-node trust forget`). Default 30
+	// days.
+	PinExpiry time.Duration `yaml:"pin_expiry"`
 	// InboxSenderBytes is each sending peer's share of the inbox (in memory and on disk):
 	// one peer cannot fill it for everyone. Default 32 MiB, of DefaultInboxBytes (256 MiB).
 	InboxSenderBytes int64 `yaml:"inbox_sender_bytes"`
@@ -196,6 +201,7 @@ func DefaultConfig() Config {
 		QueueTotalBytes:    256 << 20,
 		MaxAgents:          10_000,
 		MaxPins:            DefaultMaxPins,
+		PinExpiry:          30 * 24 * time.Hour,
 		InboxSenderBytes:   32 << 20,
 		KeepAlive:          15 * time.Second,
 		ReconnectMin:       time.Second,
@@ -239,6 +245,7 @@ func (c *Config) validate() error {
 			"queue_stream_bytes/queue_peer_bytes/queue_total_bytes: 64 KiB <= stream <= peer <= total"},
 		{c.MaxAgents >= 16 && c.MaxAgents <= 10_000_000, "max_agents: 16 to 10,000,000"},
 		{c.MaxPins >= 16 && c.MaxPins <= 10_000_000, "max_pins: 16 to 10,000,000"},
+		{c.PinExpiry == 0 || c.PinExpiry >= time.Hour, "pin_expiry: 0 (keep) or at least 1h"},
 		{c.InboxSenderBytes >= int64(c.MaxMessageBytes) && c.InboxSenderBytes <= DefaultInboxBytes,
 			"inbox_sender_bytes: at least max_message_bytes and at most 256 MiB"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},

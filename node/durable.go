@@ -190,10 +190,11 @@ func (n *Node) retryReturned() {
 // peerOf returns the peer the directory binds agentID to.
 func (n *Node) peerOf(agentID string) (peer.ID, bool) { return n.directory.Peek(agentID) }
 
-// watchReturns learns, from gossip's liveness transitions, which peer serves which agent (a
-// verified heartbeat says where the agent is, unless its id is pinned to another peer; it
-// never pins: only a direct message the node accepted does), and retries an agent's queue at
-// once when it comes back alive or busy.
+// watchReturns retries an agent's queue at once when gossip's liveness says it came back
+// alive or busy. Gossip alone binds nothing: a heartbeat refreshes where an agent is only
+// when its id is already bound to the peer that signed it (a direct message the node
+// accepted pinned it, or the allowlist names it), and a heartbeat of a peer other than the
+// bound one is recorded as a trust conflict and otherwise ignored.
 func (n *Node) watchReturns(sub *pubsub.Subscription) {
 	defer n.wg.Done()
 	defer sub.Cancel()
@@ -205,19 +206,25 @@ func (n *Node) watchReturns(sub *pubsub.Subscription) {
 			if !ok {
 				return
 			}
-			tr := it.Transition
-			if to := tr.To; to != pubsub.StateAlive && to != pubsub.StateBusy {
-				continue
-			}
-			if tr.AgentID == n.cfg.AgentID || n.trust.check(tr.AgentID, tr.PeerID) != nil {
-				continue
-			}
-			n.learn(tr.AgentID, tr.PeerID)
-			if n.store != nil {
-				if k, err := n.store.RetryNow(tr.AgentID, n.now()); err == nil && k > 0 {
-					n.out.poke()
-				}
-			}
+			n.returned(it.Transition)
+		}
+	}
+}
+
+// returned handles one liveness transition for watchReturns.
+func (n *Node) returned(tr pubsub.Transition) {
+	if to := tr.To; to != pubsub.StateAlive && to != pubsub.StateBusy {
+		return
+	}
+	if tr.AgentID == n.cfg.AgentID || n.trust.check(tr.AgentID, tr.PeerID, claimHeartbeat) != nil {
+		return
+	}
+	if n.trust.pinnedTo(tr.AgentID, tr.PeerID) {
+		n.learn(tr.AgentID, tr.PeerID) // gossip refreshes a binding, never makes one
+	}
+	if n.store != nil {
+		if k, err := n.store.RetryNow(tr.AgentID, n.now()); err == nil && k > 0 {
+			n.out.poke()
 		}
 	}
 }

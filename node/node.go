@@ -135,7 +135,7 @@ func New(opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	b = b.WithDefaultTTL(cfg.DefaultTTL)
-	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile, cfg.MaxPins)
+	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile, cfg.MaxPins, cfg.Clock)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package node
 
 import (
 	"container/list"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -30,7 +31,9 @@ type pinTable struct {
 type pinEntry struct {
 	agent string
 	peer  peer.ID
-	elem  *list.Element
+	// pinned is when the pin was taken, used when an accepted message last counted as its use.
+	pinned, used time.Time
+	elem         *list.Element
 }
 
 func newPinTable(max, perPeer int) *pinTable {
@@ -57,12 +60,14 @@ func (t *pinTable) full(p peer.ID) bool {
 	return l != nil && l.Len() >= t.perPeer
 }
 
-// use counts a use of agent's pin (an accepted message), or pins it to p when it has none
-// and p may hold one more. It reports whether the table changed (a pin added or evicted).
-func (t *pinTable) use(agent string, p peer.ID) (changed bool) {
+// use counts a use of agent's pin at now (an accepted message), or pins it to p when it has
+// none and p may hold one more. It reports whether the table changed (a pin added or
+// evicted).
+func (t *pinTable) use(agent string, p peer.ID, now time.Time) (changed bool) {
 	if e, ok := t.pins[agent]; ok {
 		if e.peer == p {
 			t.peers[p].MoveToFront(e.elem)
+			e.used = now
 		}
 		return false
 	}
@@ -77,7 +82,7 @@ func (t *pinTable) use(agent string, p peer.ID) (changed bool) {
 		l = list.New()
 		t.peers[p] = l
 	}
-	e := &pinEntry{agent: agent, peer: p}
+	e := &pinEntry{agent: agent, peer: p, pinned: now, used: now}
 	e.elem = l.PushFront(e)
 	t.pins[agent] = e
 	t.recount(p, l.Len()-1, l.Len())
@@ -88,16 +93,56 @@ func (t *pinTable) use(agent string, p peer.ID) (changed bool) {
 func (t *pinTable) evict() {
 	for n := t.perPeer; n > 0; n-- {
 		for p := range t.byCount[n] {
-			l := t.peers[p]
-			e := l.Remove(l.Back()).(*pinEntry)
-			delete(t.pins, e.agent)
-			t.recount(p, n, l.Len())
-			if l.Len() == 0 {
-				delete(t.peers, p)
-			}
+			t.remove(t.peers[p].Back().Value.(*pinEntry))
 			return
 		}
 	}
+}
+
+// remove forgets one pin.
+func (t *pinTable) remove(e *pinEntry) {
+	l := t.peers[e.peer]
+	l.Remove(e.elem)
+	delete(t.pins, e.agent)
+	t.recount(e.peer, l.Len()+1, l.Len())
+	if l.Len() == 0 {
+		delete(t.peers, e.peer)
+	}
+}
+
+// forget removes agent's pin, and reports whether it had one.
+func (t *pinTable) forget(agent string) bool {
+	e, ok := t.pins[agent]
+	if ok {
+		t.remove(e)
+	}
+	return ok
+}
+
+// forgetPeer removes every pin held by p, and returns how many.
+func (t *pinTable) forgetPeer(p peer.ID) int {
+	l := t.peers[p]
+	if l == nil {
+		return 0
+	}
+	n := l.Len()
+	for l.Len() > 0 {
+		t.remove(l.Front().Value.(*pinEntry))
+	}
+	return n
+}
+
+// expire removes the pins last used before cutoff, and returns how many. Each peer's list is
+// ordered by use, so it looks at the expired pins and one more per peer.
+func (t *pinTable) expire(cutoff time.Time) int {
+	n := 0
+	for _, l := range t.peers {
+		for l.Len() > 0 && l.Back().Value.(*pinEntry).used.Before(cutoff) {
+			t.remove(l.Back().Value.(*pinEntry))
+			n++
+		}
+	}
+	return n
 }
 
 // recount moves p in byCount from holding was pins to holding now.
@@ -111,8 +156,8 @@ func (t *pinTable) recount(p peer.ID, was, now int) {
 func (t *pinTable) len() int { return len(t.pins) }
 
 // each calls fn for every pin.
-func (t *pinTable) each(fn func(agent string, p peer.ID)) {
-	for a, e := range t.pins {
-		fn(a, e.peer)
+func (t *pinTable) each(fn func(e *pinEntry)) {
+	for _, e := range t.pins {
+		fn(e)
 	}
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -11,12 +12,12 @@ import (
 func TestPins_AFullTableTakesFromThePeerHoldingTheMost(t *testing.T) {
 	pt := newPinTable(4, 8)
 	heavy, light := peer.ID("heavy"), peer.ID("light")
-	pt.use("a", heavy)
-	pt.use("b", heavy)
-	pt.use("c", heavy)
-	pt.use("x", light)
-	pt.use("a", heavy) // a is now heavy's most recent; b its least
-	if !pt.use("y", light) {
+	pt.use("a", heavy, t0)
+	pt.use("b", heavy, t0)
+	pt.use("c", heavy, t0)
+	pt.use("x", light, t0)
+	pt.use("a", heavy, t0) // a is now heavy's most recent; b its least
+	if !pt.use("y", light, t0) {
 		t.Fatal("a new pin was not added to a full table")
 	}
 	if _, ok := pt.get("b"); ok {
@@ -36,14 +37,48 @@ func TestPins_ManyPeersStayCheap(t *testing.T) {
 	const size = 100_000
 	pt := newPinTable(size, maxPinsPerPeer)
 	for i := 0; i < size; i++ {
-		pt.use(fmt.Sprintf("agent-%d", i), peer.ID(fmt.Sprintf("sybil-%d", i)))
+		pt.use(fmt.Sprintf("agent-%d", i), peer.ID(fmt.Sprintf("sybil-%d", i)), t0)
 	}
 	for i := 0; i < size; i++ {
-		if !pt.use(fmt.Sprintf("newcomer-%d", i), peer.ID(fmt.Sprintf("newcomer-%d", i))) {
+		if !pt.use(fmt.Sprintf("newcomer-%d", i), peer.ID(fmt.Sprintf("newcomer-%d", i)), t0) {
 			t.Fatalf("newcomer %d was not pinned", i)
 		}
 	}
 	if pt.len() != size || len(pt.peers) != size {
 		t.Fatalf("%d pins of %d peers, want %d of %d", pt.len(), len(pt.peers), size, size)
+	}
+}
+
+var t0 = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// Pins no accepted message used for a while expire, whichever peer holds them; a pin used
+// since stays, and forgetting one or all of a peer's pins leaves the others.
+func TestPins_ExpireAndForget(t *testing.T) {
+	pt := newPinTable(100, 8)
+	a, b := peer.ID("a"), peer.ID("b")
+	pt.use("old-a", a, t0)
+	pt.use("kept-a", a, t0)
+	pt.use("old-b", b, t0)
+	pt.use("kept-a", a, t0.Add(time.Hour)) // used again later
+	pt.use("new-b", b, t0.Add(2*time.Hour))
+	if n := pt.expire(t0.Add(time.Minute)); n != 2 {
+		t.Fatalf("expired %d pins, want old-a and old-b", n)
+	}
+	for agent, want := range map[string]bool{"old-a": false, "old-b": false, "kept-a": true, "new-b": true} {
+		if _, ok := pt.get(agent); ok != want {
+			t.Fatalf("pin %s held=%v after expiry, want %v", agent, ok, want)
+		}
+	}
+	pt.use("other-b", b, t0.Add(3*time.Hour))
+	if !pt.forget("kept-a") || pt.forget("kept-a") {
+		t.Fatal("forget did not report the pin it removed exactly once")
+	}
+	if n := pt.forgetPeer(b); n != 2 || pt.len() != 0 || len(pt.peers) != 0 {
+		t.Fatalf("forgetPeer removed %d, left %d pins of %d peers", n, pt.len(), len(pt.peers))
+	}
+	for n := range pt.byCount {
+		if len(pt.byCount[n]) != 0 {
+			t.Fatalf("byCount[%d] still holds %v", n, pt.byCount[n])
+		}
 	}
 }

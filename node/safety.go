@@ -18,6 +18,8 @@ type Safety struct {
 	// Pins and MaxPins are the trust-on-first-use pins; Agents and MaxAgents the directory.
 	Pins, MaxPins     int
 	Agents, MaxAgents int
+	// TrustConflicts counts the claims on agent ids bound to other peers (TrustConflict).
+	TrustConflicts uint64
 	// InboxBytes is what the in-memory inbox holds, of InboxMaxBytes.
 	InboxBytes, InboxMaxBytes int
 	// AuditBroken is the break the audit log found at start (nil when its chain was intact):
@@ -48,6 +50,7 @@ func (n *Node) Safety() Safety {
 		Pins: n.trust.len(), MaxPins: n.cfg.MaxPins,
 		Agents: n.directory.Len(), MaxAgents: n.cfg.MaxAgents,
 	}
+	_, s.TrustConflicts, _ = n.trust.conflictsAfter(^uint64(0))
 	s.InboxBytes, s.InboxMaxBytes = n.inbox.usage()
 	if n.audit != nil {
 		s.AuditBroken = n.audit.Broken()

@@ -142,6 +142,17 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 			t.Fatalf("%v: exit %d, %s %s", args, code, out, errOut)
 		}
 	}
+	// Agent 1's node pinned agent 0 at its first accepted message; the operator lists and
+	// forgets the pin.
+	if code, out, errOut := runIn(t, "", "trust", "list", "--data-dir", d1); code != 0 || !strings.Contains(out, "mode: open") || !strings.Contains(out, "test:cli:agent0") {
+		t.Fatalf("trust list: exit %d, %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runIn(t, "", "trust", "forget", "test:cli:agent0", "--data-dir", d1, "-o", "json"); code != 0 || !strings.Contains(out, `"forgotten": 1`) {
+		t.Fatalf("trust forget: exit %d, %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runIn(t, "", "trust", "forget", "--data-dir", d1); code == 0 || !strings.Contains(errOut, "name an agent id or --peer") {
+		t.Fatalf("trust forget without a name: exit %d, %s", code, errOut)
+	}
 	if code, _, errOut := runIn(t, "", "discover", "--data-dir", d0, "--tool", "x"); code == 0 || !strings.Contains(errOut, "discovery is off") {
 		t.Fatalf("discover with discovery off: exit %d, %s", code, errOut)
 	}

@@ -16,7 +16,7 @@ func newTailCmd() *cobra.Command {
 	var cf clientFlags
 	var f api.EventFilter
 	cmd := &cobra.Command{
-		Use:   "tail [--kinds event,group,heartbeat,transition,message] [--agent A] [--group G] [-o json]",
+		Use:   "tail [--kinds event,group,heartbeat,transition,message,trust.conflict] [--agent A] [--group G] [-o json]",
 		Short: "Follow the node's event stream: broadcasts, heartbeats, liveness, inbound messages",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -1,0 +1,49 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// getTrust lists who may speak for which agent id, and the claims that contradicted it.
+func (s *Server) getTrust(w http.ResponseWriter, r *http.Request) {
+	conflicts, total, _ := s.n.TrustConflicts(0)
+	if conflicts == nil {
+		conflicts = []node.TrustConflict{}
+	}
+	write(w, r, http.StatusOK, TrustDoc{Mode: s.n.TrustMode(), Pins: s.n.TrustPins(), Conflicts: conflicts, ConflictsTotal: total})
+}
+
+// forgetTrust forgets the pin of one agent id, or every pin of one peer.
+func (s *Server) forgetTrust(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var req ForgetRequest
+	if err := decodeInto(r, body, &req); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var p peer.ID
+	switch {
+	case (req.AgentID == "") == (req.PeerID == ""):
+		err = errorf(protocol.CodePayloadInvalid, "name one of agent_id (forget its pin) or peer_id (forget every pin of that peer)")
+	case req.AgentID != "":
+		err = protocol.ValidateAgentID(req.AgentID)
+	default:
+		if p, err = peer.Decode(req.PeerID); err != nil {
+			err = errorf(protocol.CodePayloadInvalid, "peer_id %q: %v", req.PeerID, err)
+		}
+	}
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	write(w, r, http.StatusOK, ForgetResult{Forgotten: s.n.ForgetTrust(req.AgentID, p)})
+}
