@@ -147,3 +147,13 @@ func wantCode(t testing.TB, err error, code protocol.Code) {
 		t.Fatalf("error %v: want a protocol error with code %s", err, code)
 	}
 }
+
+// mustJSON marshals v.
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
