@@ -1,0 +1,273 @@
+package authority
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/internal/fsutil"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// InviteBook bounds and defaults.
+const (
+	// DefaultInviteTTL is an invitation's lifetime when Create is given 0.
+	DefaultInviteTTL = 24 * time.Hour
+	// MaxInviteTTL is the longest lifetime Create grants.
+	MaxInviteTTL = 30 * 24 * time.Hour
+	// MaxInvites bounds the invitations a book holds (outstanding, and used until they
+	// expire), and so the size of its file (about 300 bytes each).
+	MaxInvites = 10_000
+	// maxBookBytes bounds the book file read by OpenInviteBook.
+	maxBookBytes = 16 << 20
+	// inviteIDPrefix is how many characters of an invitation id List shows.
+	inviteIDPrefix = 12
+)
+
+// InviteBook is the authority's record of the invitations it issued, in a JSON file of mode
+// 0600 rewritten atomically on every change. It holds each secret (see the package doc for
+// why), so the file is as secret as the authority key. One process owns a book; mu
+// serialises its methods.
+type InviteBook struct {
+	path string
+	now  func() time.Time
+
+	mu      sync.Mutex
+	entries map[string]*bookEntry // by id
+}
+
+// bookFile is the file's content.
+type bookFile struct {
+	Version int         `json:"version"`
+	Invites []bookEntry `json:"invites"`
+}
+
+// bookEntry is one invitation.
+type bookEntry struct {
+	ID      string    `json:"id"`
+	Secret  string    `json:"secret"`
+	AgentID string    `json:"agent_id,omitempty"`
+	Created time.Time `json:"created"`
+	Expires time.Time `json:"expires"`
+	UsedAt  time.Time `json:"used_at,omitzero"`
+	UsedBy  peer.ID   `json:"used_by,omitempty"`
+}
+
+// InviteInfo describes one invitation for people (iacp-node invite --list).
+type InviteInfo struct {
+	// IDPrefix is the start of the invitation id (InviteID of its secret).
+	IDPrefix string
+	// AgentID is the agent id it is bound to, "" if any.
+	AgentID string
+	// Created and Expires bound its life.
+	Created, Expires time.Time
+	// Used says whether it was redeemed, when, and by which peer (unknown for Redeem).
+	Used   bool
+	UsedAt time.Time
+	UsedBy peer.ID
+}
+
+// OpenInviteBook opens the book at path; a missing file is an empty book, created at the first
+// Create. now is the clock (time.Now when nil). It refuses a file others can read and a file
+// whose entries do not match their ids.
+func OpenInviteBook(path string, now func() time.Time) (*InviteBook, error) {
+	if now == nil {
+		now = time.Now
+	}
+	b := &InviteBook{path: path, now: now, entries: map[string]*bookEntry{}}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return b, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("invitation book: %w", err)
+	}
+	defer f.Close()
+	if err := fsutil.CheckPrivate(path); err != nil {
+		return nil, fmt.Errorf("invitation book: %w", err)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxBookBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("invitation book: %w", err)
+	}
+	if len(data) > maxBookBytes {
+		return nil, fmt.Errorf("invitation book %s is larger than %d bytes", path, maxBookBytes)
+	}
+	var file bookFile
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, fmt.Errorf("invitation book %s is damaged: %w", path, err)
+	}
+	if file.Version != 1 {
+		return nil, fmt.Errorf("invitation book %s has version %d; this node reads version 1", path, file.Version)
+	}
+	for i := range file.Invites {
+		e := &file.Invites[i]
+		secret, err := b64.DecodeString(e.Secret)
+		if err != nil || len(secret) != InviteSecretSize || InviteID(secret) != e.ID || b.entries[e.ID] != nil {
+			return nil, fmt.Errorf("invitation book %s is damaged: entry %d has a bad secret or id", path, i)
+		}
+		b.entries[e.ID] = e
+	}
+	return b, nil
+}
+
+// Create records a new invitation, bound to agentID unless it is "", valid for ttl
+// (DefaultInviteTTL when 0, at most MaxInviteTTL), and returns its secret once it is on disk.
+func (b *InviteBook) Create(agentID string, ttl time.Duration) (secret []byte, expires time.Time, err error) {
+	if agentID != "" {
+		if err := protocol.ValidateAgentID(agentID); err != nil {
+			return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
+		}
+	}
+	if ttl, err = checkTTL("ttl", ttl, DefaultInviteTTL, MaxInviteTTL); err != nil {
+		return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
+	}
+	secret = make([]byte, InviteSecretSize)
+	if _, err := rand.Read(secret); err != nil {
+		return nil, time.Time{}, err
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now().UTC().Truncate(time.Second)
+	next := b.pruned(now)
+	if len(next) >= MaxInvites {
+		return nil, time.Time{}, fmt.Errorf("invitation: %w: %d held, until some expire", ErrInviteBookFull, len(next))
+	}
+	e := &bookEntry{ID: InviteID(secret), Secret: b64.EncodeToString(secret), AgentID: agentID, Created: now, Expires: now.Add(ttl)}
+	next[e.ID] = e
+	if err := b.commit(next); err != nil {
+		return nil, time.Time{}, err
+	}
+	return secret, e.Expires, nil
+}
+
+// Redeem redeems the invitation with secret for agentID: see RedeemProof, which joiners use.
+func (b *InviteBook) Redeem(secret []byte, agentID string) error {
+	return b.redeem(InviteID(secret), "", agentID, func(e *bookEntry) bool {
+		want, err := b64.DecodeString(e.Secret)
+		return err == nil && subtle.ConstantTimeCompare(want, secret) == 1
+	})
+}
+
+// RedeemProof redeems the invitation named inviteID (InviteID of its secret) for agent agentID
+// on peer p, given the joiner's proof (Proof of the secret, p and agentID). It refuses an
+// unknown invitation or a proof that does not match (IDENTITY_INVALID: ErrInviteUnknown,
+// ErrInviteProof), then a used or expired one, or one bound to another agent
+// (PERMISSION_DENIED: ErrInviteUsed, ErrInviteExpired, ErrInviteAgent). On success the
+// invitation is marked used on disk before RedeemProof returns nil; it never succeeds twice.
+func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agentID string) error {
+	return b.redeem(inviteID, p, agentID, func(e *bookEntry) bool {
+		secret, err := b64.DecodeString(e.Secret)
+		return err == nil && hmac.Equal(Proof(secret, p, agentID), proof)
+	})
+}
+
+// redeem is Redeem and RedeemProof: look up id, check the holder with match, then the state.
+func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bookEntry) bool) error {
+	if err := protocol.ValidateAgentID(agentID); err != nil {
+		return err
+	}
+	short := id
+	if len(short) > inviteIDPrefix {
+		short = short[:inviteIDPrefix]
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	e := b.entries[id]
+	switch {
+	case e == nil:
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %q: %w (never issued, or expired)", short, ErrInviteUnknown)
+	case !match(e):
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %s: %w", short, ErrInviteProof)
+	case !e.UsedAt.IsZero():
+		return protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteUsed, fmtTime(e.UsedAt))
+	case !now.Before(e.Expires):
+		return protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteExpired, fmtTime(e.Expires))
+	case e.AgentID != "" && e.AgentID != agentID:
+		return protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w (not %s)", short, ErrInviteAgent, agentID)
+	}
+	next := b.pruned(now)
+	used := *e
+	used.UsedAt, used.UsedBy = now.UTC(), p
+	next[id] = &used
+	if err := b.commit(next); err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "invitation %s: %w", short, err)
+	}
+	return nil
+}
+
+// pruned returns a copy of the entries without those that expired by now. Used entries stay
+// until they expire, so that a second redemption is told "already used".
+func (b *InviteBook) pruned(now time.Time) map[string]*bookEntry {
+	next := make(map[string]*bookEntry, len(b.entries)+1)
+	for id, e := range b.entries {
+		if now.Before(e.Expires) {
+			next[id] = e
+		}
+	}
+	return next
+}
+
+// commit writes entries to the file and, once that succeeded, makes them the book's.
+func (b *InviteBook) commit(entries map[string]*bookEntry) error {
+	file := bookFile{Version: 1, Invites: make([]bookEntry, 0, len(entries))}
+	for _, e := range entries {
+		file.Invites = append(file.Invites, *e)
+	}
+	slices.SortFunc(file.Invites, func(x, y bookEntry) int {
+		if c := x.Expires.Compare(y.Expires); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+	data, err := json.MarshalIndent(file, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(b.path), 0o700); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFile(b.path, data, 0o600); err != nil {
+		return fmt.Errorf("invitation book: %w", err)
+	}
+	b.entries = entries
+	return nil
+}
+
+// List returns the invitations that have not expired, soonest expiry first.
+func (b *InviteBook) List() []InviteInfo {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	now := b.now()
+	out := make([]InviteInfo, 0, len(b.entries))
+	for _, e := range b.entries {
+		if !now.Before(e.Expires) {
+			continue
+		}
+		out = append(out, InviteInfo{
+			IDPrefix: e.ID[:inviteIDPrefix], AgentID: e.AgentID, Created: e.Created, Expires: e.Expires,
+			Used: !e.UsedAt.IsZero(), UsedAt: e.UsedAt, UsedBy: e.UsedBy,
+		})
+	}
+	slices.SortFunc(out, func(x, y InviteInfo) int {
+		if c := x.Expires.Compare(y.Expires); c != 0 {
+			return c
+		}
+		return strings.Compare(x.IDPrefix, y.IDPrefix)
+	})
+	return out
+}
