@@ -97,14 +97,17 @@ func (v Validator) check(key string, value []byte) (Record, error) {
 //   - r and b are signed by the same peer, or the validator has a CertCheck (every value left
 //     carries a certificate binding its agent to its signer): r.Seq > b.Seq, so the first of
 //     equals stays;
-//   - otherwise (open mode, two peers claim one agent and neither can prove it): r is signed
-//     by Self, or b is not and r comes later.
+//   - otherwise (open mode, two peers claim one agent and neither can prove it): a live record
+//     beats a Left one; between two live or two Left records, r wins if it is signed by Self,
+//     or if b is not and r comes later.
 //
 // kad-dht calls Select with two values: [incoming, stored] when a store (a PUT_VALUE, or the
 // local PutValue) decides whether to replace what it holds, so in open mode a stored record is
-// replaced only by its own signer's newer one, never by another peer's; and [best so far, next
-// answer] when GetValue collects answers, so conflicting claims of two peers resolve to the
-// later answer. See docs/discovery.md, "Who may replace a record".
+// replaced only by its own signer's newer one, never by another peer's (but for a live record
+// over a Left one); and [best so far, next answer] when GetValue collects answers, so a
+// tombstone of another peer never hides a live record, and two peers' live claims resolve to
+// the local node's own, else to the later answer. See docs/discovery.md, "Who may replace a
+// record".
 func (v Validator) Select(key string, values [][]byte) (int, error) {
 	best := -1
 	var b Record
@@ -126,8 +129,11 @@ func (v Validator) Select(key string, values [][]byte) (int, error) {
 // replaces reports whether r, a valid value later in Select's list than b, the best so far,
 // takes b's place.
 func (v Validator) replaces(r, b Record) bool {
-	if r.PeerID == b.PeerID || v.CertCheck != nil {
+	switch {
+	case r.PeerID == b.PeerID || v.CertCheck != nil:
 		return r.Seq > b.Seq
+	case r.Left != b.Left:
+		return !r.Left
 	}
 	return r.PeerID == v.Self || b.PeerID != v.Self
 }
