@@ -98,9 +98,10 @@ func readFrame(r io.Reader, max int) ([]byte, error) {
 
 // fetchDirect asks peer id for its current agent record over the direct record protocol and
 // returns it only if the Validator accepts it under PeerKey(id): well formed, signed by the key
-// of the peer it names, that peer is id (the one dialled), not expired and not immortal.
+// of the peer it names, that peer is id (the one dialled), not expired, not immortal, its seq
+// not in the future and, with WithCertCheck, its certificate binding the agent to id.
 func (d *Discovery) fetchDirect(ctx context.Context, id peer.ID) (Record, error) {
-	v := Validator{Namespace: PeerNamespace, Now: d.cfg.now}
+	v := d.validator(PeerNamespace)
 	if id == d.h.ID() {
 		val := d.servedRecord()
 		if val == nil {

@@ -124,8 +124,8 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		dht.Mode(mode),
 		dht.ProtocolPrefix(protocol.ID(cfg.prefix)),
 		dht.Validator(record.NamespacedValidator{
-			AgentNamespace: Validator{Namespace: AgentNamespace, Now: cfg.now},
-			PeerNamespace:  Validator{Namespace: PeerNamespace, Now: cfg.now},
+			AgentNamespace: d.validator(AgentNamespace),
+			PeerNamespace:  d.validator(PeerNamespace),
 		}),
 		// A record lives at most MaxRecordLifetime; stores need not keep it longer.
 		dht.MaxRecordAge(MaxRecordLifetime),
@@ -140,6 +140,12 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(d.recordProtocol(), d.handleRecordStream)
 	return d, nil
+}
+
+// validator is the record validator of namespace ns: the configured clock and certificate
+// check, the local peer as Self.
+func (d *Discovery) validator(ns string) Validator {
+	return Validator{Namespace: ns, Now: d.cfg.now, CertCheck: d.cfg.certCheck, Self: d.h.ID()}
 }
 
 // Start begins the bootstrap loop (and mDNS when enabled) and the republish loop. It returns at

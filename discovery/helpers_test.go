@@ -44,6 +44,12 @@ func addHost(tb testing.TB, mn mocknet.Mocknet, i int) (host.Host, crypto.PrivKe
 
 func newMesh(tb testing.TB, n, nBoot int, opts ...Option) *mesh {
 	tb.Helper()
+	return newMeshWith(tb, n, nBoot, nil, opts...)
+}
+
+// newMeshWith is newMesh with node i also given perNode(i, its peer id), when perNode is set.
+func newMeshWith(tb testing.TB, n, nBoot int, perNode func(i int, id peer.ID) []Option, opts ...Option) *mesh {
+	tb.Helper()
 	m := &mesh{mn: mocknet.New()}
 	tb.Cleanup(func() { m.close() })
 	for i := range n {
@@ -58,6 +64,9 @@ func newMesh(tb testing.TB, n, nBoot int, opts ...Option) *mesh {
 	}
 	for i, h := range m.hosts {
 		o := append([]Option{WithLogger(quiet), WithBootstrapPeers(m.boot), WithBackoff(5*time.Millisecond, 50*time.Millisecond)}, opts...)
+		if perNode != nil {
+			o = append(o, perNode(i, h.ID())...)
+		}
 		d, err := New(h, m.keys[i], o...)
 		if err != nil {
 			tb.Fatal(err)

@@ -85,6 +85,8 @@ type config struct {
 	maxStoredBytes int64
 	maxStoredPeer  int
 	dhtOpts        []dht.Option
+	certCheck      func(cert, agentID string, p peer.ID) error
+	cert           func() string
 }
 
 func defaults() config {
@@ -260,6 +262,25 @@ func WithMaxStoredBytes(n int64) Option {
 // quota.
 func WithMaxStoredPerPeer(n int) Option {
 	return func(c *config) error { c.maxStoredPeer = n; return nil }
+}
+
+// WithCertCheck puts the mesh in authority mode: check verifies an agent certificate and returns
+// nil only if cert is valid and binds agentID to peer p. Every record the DHT stores or a
+// lookup accepts (agent and peer records, Left records included, and direct fetches) must then
+// carry a certificate check accepts, and among such records the highest seq wins whichever
+// peer signed it (see docs/discovery.md, "Who may replace a record"). The local node's records
+// need one too: see WithCertificate. Default nil: open mode, no certificate is required and one
+// present is ignored.
+func WithCertCheck(check func(cert, agentID string, p peer.ID) error) Option {
+	return func(c *config) error { c.certCheck = check; return nil }
+}
+
+// WithCertificate sets where the local node's records get their certificate: cert is called at
+// each publish and Leave, and what it returns (at most MaxCertBytes; "" for none) goes into the
+// signed record's Cert, so a renewed certificate goes out with the next republish. Default:
+// records carry no certificate, which a node with WithCertCheck refuses.
+func WithCertificate(cert func() string) Option {
+	return func(c *config) error { c.cert = cert; return nil }
 }
 
 // WithDHTOptions passes extra options to dht.New, after this package's own (mode, prefix,

@@ -111,7 +111,8 @@ func (d *Discovery) publishLocal(ctx context.Context) error {
 	return nil
 }
 
-// newRecord returns an unsigned record for the local peer with a fresh seq and expiry.
+// newRecord returns an unsigned record for the local peer with a fresh seq and expiry, and the
+// node's current certificate (WithCertificate).
 func (d *Discovery) newRecord(agentID string, left bool) Record {
 	now := d.cfg.now()
 	d.mu.Lock()
@@ -124,6 +125,9 @@ func (d *Discovery) newRecord(agentID string, left bool) Record {
 	}
 	d.mu.Unlock()
 	rec := Record{AgentID: agentID, PeerID: d.h.ID(), Seq: seq, Expires: now.Add(d.cfg.recordTTL), Left: left}
+	if d.cfg.cert != nil {
+		rec.Cert = d.cfg.cert()
+	}
 	if !left {
 		rec.Addrs = publicAddrs(d.h.Addrs())
 	}

@@ -28,8 +28,13 @@ const MaxRecordAddrs = 32
 // further than this (plus ClockSkew) in the future is refused, so no record is immortal.
 const MaxRecordLifetime = 24 * time.Hour
 
+// MaxCertBytes bounds a record's certificate (8 KiB): SignRecord and DecodeRecord refuse a
+// longer one.
+const MaxCertBytes = 8 << 10
+
 // ClockSkew is the drift tolerated between the publisher's clock and the validator's (the
-// specification's 30 s).
+// specification's 30 s). The validator also refuses a record whose Seq lies more than this in
+// the future of its clock.
 const ClockSkew = 30 * time.Second
 
 // signaturePrefix is prepended to the canonical record body before signing, so that a record
@@ -55,6 +60,11 @@ type Record struct {
 	Expires time.Time
 	// Left says the agent left the mesh (a clean shutdown): the record is a tombstone.
 	Left bool
+	// Cert is the agent certificate that binds AgentID to PeerID (a compact JWS issued by the
+	// mesh's authority; its format is defined elsewhere and opaque here), at most MaxCertBytes;
+	// empty when the node has none. It is signed with the rest of the record. A Validator with
+	// a CertCheck requires it; one without ignores it.
+	Cert string
 }
 
 // AddrInfo returns the peer id and addresses, ready for host.Connect.
@@ -72,6 +82,7 @@ type recordBody struct {
 	Seq      uint64             `json:"seq,string"`
 	Expires  int64              `json:"expires_unix_ms"`
 	Left     bool               `json:"left,omitempty"`
+	Cert     string             `json:"cert,omitempty"`
 }
 
 // signedRecord is the value stored in the DHT: the canonical body and its signature.
@@ -100,9 +111,13 @@ func SignRecord(r Record, key crypto.PrivKey) ([]byte, error) {
 	if id != r.PeerID {
 		return nil, fmt.Errorf("sign agent record: key belongs to %s but the record names %s; sign with the host's own key", id, r.PeerID)
 	}
+	if len(r.Cert) > MaxCertBytes {
+		return nil, fmt.Errorf("sign agent record: the certificate is %d bytes; at most %d are allowed", len(r.Cert), MaxCertBytes)
+	}
 	body := recordBody{
 		V: RecordVersion, AgentID: r.AgentID, PeerID: r.PeerID.String(),
 		Addrs: make([]string, 0, len(r.Addrs)), Seq: r.Seq, Expires: r.Expires.UnixMilli(), Left: r.Left,
+		Cert: r.Cert,
 	}
 	for _, a := range r.Addrs {
 		body.Addrs = append(body.Addrs, a.String())
@@ -134,8 +149,8 @@ func SignRecord(r Record, key crypto.PrivKey) ([]byte, error) {
 }
 
 // DecodeRecord parses and verifies a signed record: size, syntax, version, agent id, peer id
-// (Ed25519), addresses, manifest agent id and signature. It does not check the expiry, which
-// depends on the clock (see Validator).
+// (Ed25519), addresses, manifest agent id, certificate size and signature. It does not check
+// the expiry or the seq, which depend on the clock, nor the certificate (see Validator).
 func DecodeRecord(value []byte) (Record, error) {
 	if len(value) > MaxRecordBytes {
 		return Record{}, fmt.Errorf("agent record is %d bytes; at most %d are allowed", len(value), MaxRecordBytes)
@@ -169,7 +184,10 @@ func DecodeRecord(value []byte) (Record, error) {
 	if len(body.Addrs) > MaxRecordAddrs {
 		return Record{}, fmt.Errorf("agent record carries %d addresses; at most %d are allowed", len(body.Addrs), MaxRecordAddrs)
 	}
-	r := Record{AgentID: body.AgentID, PeerID: id, Seq: body.Seq, Expires: time.UnixMilli(body.Expires), Left: body.Left}
+	if len(body.Cert) > MaxCertBytes {
+		return Record{}, fmt.Errorf("agent record: the certificate is %d bytes; at most %d are allowed", len(body.Cert), MaxCertBytes)
+	}
+	r := Record{AgentID: body.AgentID, PeerID: id, Seq: body.Seq, Expires: time.UnixMilli(body.Expires), Left: body.Left, Cert: body.Cert}
 	for _, s := range body.Addrs {
 		a, err := ma.NewMultiaddr(s)
 		if err != nil {

@@ -45,6 +45,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	clock := newFakeClock()
 	sk, id := testKey(t)
 	r := testRecord(id, 1_777_000_000_123_456_789, clock.Now().Add(time.Hour))
+	r.Cert = "header.payload.signature"
 	got, err := DecodeRecord(mustSign(t, r, sk))
 	if err != nil {
 		t.Fatal(err)
@@ -52,7 +53,7 @@ func TestRecordRoundTrip(t *testing.T) {
 	if got.Seq != r.Seq {
 		t.Fatalf("seq %d came back as %d: a seq above 2^53 must survive JSON", r.Seq, got.Seq)
 	}
-	if got.AgentID != r.AgentID || got.PeerID != id || !got.Expires.Equal(r.Expires) || got.Left ||
+	if got.AgentID != r.AgentID || got.PeerID != id || !got.Expires.Equal(r.Expires) || got.Left || got.Cert != r.Cert ||
 		len(got.Addrs) != 1 || !got.Addrs[0].Equal(r.Addrs[0]) || got.Manifest.Deployment != "cloud" {
 		t.Fatalf("round trip changed the record: %+v", got)
 	}
@@ -90,6 +91,15 @@ func TestValidatorRefuses(t *testing.T) {
 	if _, err := SignRecord(big, sk); err == nil {
 		t.Fatal("SignRecord accepted an oversized record")
 	}
+	bigCert := good
+	bigCert.Cert = strings.Repeat("c", MaxCertBytes+1)
+	if _, err := SignRecord(bigCert, sk); err == nil {
+		t.Fatal("SignRecord accepted an oversized certificate")
+	}
+	bigCert.Cert = strings.Repeat("c", MaxCertBytes)
+	if err := v.Validate(key, mustSign(t, bigCert, sk)); err != nil {
+		t.Fatalf("a certificate of MaxCertBytes was refused: %v", err)
+	}
 	oversized := append([]byte(`{"pad":"`+strings.Repeat("x", MaxRecordBytes)+`",`), mustSign(t, good, sk)[1:]...)
 	wrongAgent := good
 	wrongAgent.AgentID, wrongAgent.Manifest.AgentID = agentID(2), agentID(2)
@@ -100,24 +110,25 @@ func TestValidatorRefuses(t *testing.T) {
 		key string
 		val []byte
 	}{
-		"forged (wrong key)":          {key, forged},
-		"expired":                     {key, expired},
-		"expiry too far ahead":        {key, immortal},
-		"oversized":                   {key, oversized},
-		"not JSON":                    {key, []byte("{not json")},
-		"empty":                       {key, nil},
-		"no signature":                {key, []byte(`{"record":{"v":1}}`)},
-		"other version":               {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"v":1`, `"v":2`, 1))},
-		"tampered manifest":           {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"cloud"`, `"on-prem"`, 1))},
-		"tampered then no manifest":   {key, noManifest},
-		"filed under another agent":   {key, mustSign(t, wrongAgent, sk)},
-		"outside the namespace":       {"/iacp-other/" + agentID(1), mustSign(t, good, sk)},
-		"bad signature encoding":      {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"sig":"`, `"sig":"!`, 1))},
-		"bad address":                 {key, []byte(strings.Replace(string(mustSign(t, good, sk)), "/ip4/127.0.0.1/tcp/4001", "/nope", 1))},
-		"bad agent id":                {key, []byte(strings.Replace(string(mustSign(t, good, sk)), agentID(1), "bad", 2))},
-		"peer id that embeds no key":  {key, []byte(strings.Replace(string(mustSign(t, good, sk)), id.String(), "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N", 1))},
-		"seq not a string":            {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"seq":"10"`, `"seq":10`, 1))},
-		"record member not an object": {key, []byte(`{"record":"x","sig":"AA=="}`)},
+		"forged (wrong key)":              {key, forged},
+		"expired":                         {key, expired},
+		"expiry too far ahead":            {key, immortal},
+		"oversized":                       {key, oversized},
+		"not JSON":                        {key, []byte("{not json")},
+		"empty":                           {key, nil},
+		"no signature":                    {key, []byte(`{"record":{"v":1}}`)},
+		"other version":                   {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"v":1`, `"v":2`, 1))},
+		"tampered manifest":               {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"cloud"`, `"on-prem"`, 1))},
+		"tampered then no manifest":       {key, noManifest},
+		"filed under another agent":       {key, mustSign(t, wrongAgent, sk)},
+		"outside the namespace":           {"/iacp-other/" + agentID(1), mustSign(t, good, sk)},
+		"bad signature encoding":          {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"sig":"`, `"sig":"!`, 1))},
+		"bad address":                     {key, []byte(strings.Replace(string(mustSign(t, good, sk)), "/ip4/127.0.0.1/tcp/4001", "/nope", 1))},
+		"bad agent id":                    {key, []byte(strings.Replace(string(mustSign(t, good, sk)), agentID(1), "bad", 2))},
+		"peer id that embeds no key":      {key, []byte(strings.Replace(string(mustSign(t, good, sk)), id.String(), "QmYyQSo1c1Ym7orWxLYvCrM2EmxFTANf8wXmmE7DWjhx5N", 1))},
+		"seq not a string":                {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"seq":"10"`, `"seq":10`, 1))},
+		"record member not an object":     {key, []byte(`{"record":"x","sig":"AA=="}`)},
+		"certificate added after signing": {key, []byte(strings.Replace(string(mustSign(t, good, sk)), `"agent_id"`, `"cert":"x","agent_id"`, 1))},
 	}
 	for name, c := range cases {
 		if err := v.Validate(c.key, c.val); err == nil {
@@ -167,7 +178,14 @@ func FuzzDecodeRecord(f *testing.F) {
 	id, _ := peer.IDFromPrivateKey(sk)
 	good, _ := SignRecord(testRecord(id, 1, time.Unix(1_800_000_000, 0)), sk)
 	f.Add(good)
+	certified := testRecord(id, 2, time.Unix(1_800_000_000, 0))
+	certified.Cert = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJ0ZXN0In0.c2ln"
+	withCert, _ := SignRecord(certified, sk)
+	f.Add(withCert)
+	left, _ := SignRecord(Record{AgentID: agentID(1), PeerID: id, Seq: 3, Expires: time.Unix(1_800_000_000, 0), Left: true, Cert: "c"}, sk)
+	f.Add(left)
 	f.Add([]byte(`{"record":{},"sig":""}`))
+	f.Add([]byte(`{"record":{"v":1,"cert":""},"sig":"AA=="}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, err := DecodeRecord(b)
 		if err != nil {
@@ -175,6 +193,9 @@ func FuzzDecodeRecord(f *testing.F) {
 		}
 		if r.PeerID == "" || r.AgentID == "" {
 			t.Fatalf("decoded a record without identity: %+v", r)
+		}
+		if len(r.Cert) > MaxCertBytes {
+			t.Fatalf("decoded a certificate of %d bytes", len(r.Cert))
 		}
 	})
 }
