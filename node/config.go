@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -97,6 +98,20 @@ type Config struct {
 	InboxSenderBytes int64 `yaml:"inbox_sender_bytes"`
 	// Policy says which agent ids may use which intents; empty allows everything.
 	Policy []PolicyRule `yaml:"policy"`
+	// Trust chooses who may speak for an agent id. "authority": only a peer holding an agent
+	// certificate for the id, signed by the mesh authority named by Authority (docs/trust.md).
+	// "open": trust on first use, for labs; the node warns at start. Default: "authority"
+	// when Authority is set or the data directory holds the authority's key, else "open".
+	// `iacp-node init` founds a mesh (creates an authority) unless told otherwise.
+	Trust string `yaml:"trust"`
+	// Authority is the mesh authority's id: its Ed25519 public key, written as a peer id.
+	Authority string `yaml:"authority"`
+	// Certificate is this node's agent certificate (a compact JWS). Default: the file
+	// <data dir>/agent.cert, which `iacp-node init --join` writes.
+	Certificate string `yaml:"-"`
+	// MeshAuthority, when set, makes this node the mesh authority: it issues its own
+	// certificate when it has none. Default: the key <data dir>/authority.key, if present.
+	MeshAuthority *authority.Authority `yaml:"-"`
 	// AllowlistFile, when set, names a YAML or JSON map of agent id to peer id: only those
 	// pairs may speak (a closed mesh). Without it, trust on first use pins each agent id to
 	// the first peer id that speaks for it.
@@ -246,6 +261,7 @@ func (c *Config) validate() error {
 		{c.MaxAgents >= 16 && c.MaxAgents <= 10_000_000, "max_agents: 16 to 10,000,000"},
 		{c.MaxPins >= 16 && c.MaxPins <= 10_000_000, "max_pins: 16 to 10,000,000"},
 		{c.PinExpiry == 0 || c.PinExpiry >= time.Hour, "pin_expiry: 0 (keep) or at least 1h"},
+		{c.Trust == "" || c.Trust == TrustAuthority || c.Trust == TrustOpen, "trust: authority or open"},
 		{c.InboxSenderBytes >= int64(c.MaxMessageBytes) && c.InboxSenderBytes <= DefaultInboxBytes,
 			"inbox_sender_bytes: at least max_message_bytes and at most 256 MiB"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
@@ -307,6 +323,27 @@ func WithHost(h host.Host, k crypto.PrivKey) Option {
 		return nil
 	}
 }
+
+// WithAuthority runs the node in authority mode under the mesh authority meshID, with the
+// agent certificate cert ("" reads <data dir>/agent.cert).
+func WithAuthority(meshID, cert string) Option {
+	return func(c *Config) error {
+		c.Trust, c.Authority, c.Certificate = TrustAuthority, meshID, cert
+		return nil
+	}
+}
+
+// WithMeshAuthority makes the node the mesh authority a: authority mode under a's id, issuing
+// its own certificate when it has none.
+func WithMeshAuthority(a *authority.Authority) Option {
+	return func(c *Config) error {
+		c.Trust, c.Authority, c.MeshAuthority = TrustAuthority, a.ID(), a
+		return nil
+	}
+}
+
+// WithTrust sets the trust mode: TrustAuthority or TrustOpen.
+func WithTrust(mode string) Option { return func(c *Config) error { c.Trust = mode; return nil } }
 
 // WithClock sets the time source.
 func WithClock(now func() time.Time) Option {

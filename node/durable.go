@@ -216,10 +216,18 @@ func (n *Node) returned(tr pubsub.Transition) {
 	if to := tr.To; to != pubsub.StateAlive && to != pubsub.StateBusy {
 		return
 	}
-	if tr.AgentID == n.cfg.AgentID || n.trust.check(tr.AgentID, tr.PeerID, claimHeartbeat) != nil {
+	if tr.AgentID == n.cfg.AgentID {
 		return
 	}
-	if n.trust.pinnedTo(tr.AgentID, tr.PeerID) {
+	if n.certs != nil {
+		// Gossip took the heartbeat only with a verified certificate for its author.
+		if n.certs.check(tr.AgentID, tr.PeerID) != nil {
+			return
+		}
+		n.learn(tr.AgentID, tr.PeerID)
+	} else if n.trust.check(tr.AgentID, tr.PeerID, claimHeartbeat) != nil {
+		return
+	} else if n.trust.pinnedTo(tr.AgentID, tr.PeerID) {
 		n.learn(tr.AgentID, tr.PeerID) // gossip refreshes a binding, never makes one
 	}
 	if n.store != nil {

@@ -39,6 +39,7 @@ func newMesh(t testing.TB, n int, opts []Option, perNode func(i int, m *mesh) []
 		if err != nil {
 			t.Fatal(err)
 		}
+		m.keys = append(m.keys, sk) // perNode may use node i's key
 		all := append([]Option{
 			WithHost(h, sk),
 			WithAgent(agentName(i), protocol.Manifest{Tools: []string{"terminal"}}),
@@ -56,7 +57,6 @@ func newMesh(t testing.TB, n int, opts []Option, perNode func(i int, m *mesh) []
 		}
 		t.Cleanup(func() { nd.Close() })
 		m.nodes = append(m.nodes, nd)
-		m.keys = append(m.keys, sk)
 	}
 	if err := m.mn.LinkAll(); err != nil {
 		t.Fatal(err)

@@ -245,7 +245,7 @@ func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remote
 	if err := protocol.Validate(m, now, size, n.limits); err != nil {
 		return err
 	}
-	if err := n.trust.check(m.Envelope.Sender.AgentID, remote, claimMessage); err != nil {
+	if err := n.checkClaim(n.ctx, m.Envelope.Sender.AgentID, remote, claimMessage); err != nil {
 		return err
 	}
 	if !protocol.MatchAgent(m.Envelope.Recipient.AgentID, n.cfg.AgentID) {

@@ -49,6 +49,7 @@ type Node struct {
 	limits  protocol.Limits
 	replay  *protocol.ReplayWindow
 	trust   *trustStore
+	certs   *certBook // authority mode's verified certificates; nil in open mode
 	rate    *rateLimiter
 	budget  *queueBudget
 	large   chan struct{} // the slot of the large frame being served (holdLarge)
@@ -207,6 +208,14 @@ func New(opts ...Option) (_ *Node, err error) {
 		n.needed[ai.ID] = &backoff{}
 		n.bootstrap = append(n.bootstrap, ai)
 	}
+	if err = n.setupTrust(); err != nil {
+		cancel()
+		if n.certs != nil {
+			h.RemoveStreamHandler(CertProtocolID)
+			n.certs.close()
+		}
+		return nil, err
+	}
 	if err = n.openDurable(); err != nil {
 		cancel()
 		n.closeDurable()
@@ -253,6 +262,7 @@ func (n *Node) Close() error {
 		n.leaveMesh(leaveCtx)
 		cancelLeave()
 		n.host.RemoveStreamHandler(ProtocolID)
+		n.host.RemoveStreamHandler(CertProtocolID)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
 		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
 		n.sessionsMu.Lock()
@@ -281,6 +291,9 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
 		n.wg.Wait()
+		if n.certs != nil {
+			n.certs.close()
+		}
 		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.flush())
 	})
 	return n.closeErr
@@ -440,7 +453,9 @@ func (n *Node) learn(agentID string, p peer.ID) {
 // (trust on first use) and learns where the agent is. Only messages that passed every check
 // and were accepted, or taken as the reply a waiter expected, are bound.
 func (n *Node) bind(agentID string, p peer.ID) {
-	n.trust.pin(agentID, p)
+	if n.certs == nil {
+		n.trust.pin(agentID, p) // in authority mode the certificate is the binding
+	}
 	n.learn(agentID, p)
 }
 

@@ -241,6 +241,13 @@ func (n *Node) deliverRaw(ctx context.Context, m *protocol.Message, raw []byte, 
 	if err != nil {
 		return err
 	}
+	if n.certs != nil && p != n.host.ID() {
+		// Nothing meant for an agent goes to a peer the authority did not certify for it.
+		if err := n.certs.verify(ctx, m.Envelope.Recipient.AgentID, p, ""); err != nil {
+			n.directory.Remove(m.Envelope.Recipient.AgentID)
+			return err
+		}
+	}
 	n.waitersMu.Lock()
 	w.peer = p
 	n.waitersMu.Unlock()

@@ -356,15 +356,21 @@ func readAllowlist(path string) (map[string]peer.ID, error) {
 
 // Trust modes, as TrustMode reports them.
 const (
+	// TrustAuthority lets only peers holding an agent certificate of the mesh authority
+	// speak for an agent id.
+	TrustAuthority = "authority"
 	// TrustOpen pins each agent id to the first peer whose message for it the node accepts.
 	TrustOpen = "open"
 	// TrustAllowlist lets only the allowlist file's pairs speak.
 	TrustAllowlist = "allowlist"
 )
 
-// TrustMode says how this node decides who may speak for an agent id: TrustOpen or
-// TrustAllowlist.
+// TrustMode says how this node decides who may speak for an agent id: TrustAuthority,
+// TrustOpen or TrustAllowlist.
 func (n *Node) TrustMode() string {
+	if n.certs != nil {
+		return TrustAuthority
+	}
 	if n.trust.allowlist != nil {
 		return TrustAllowlist
 	}

@@ -90,6 +90,7 @@ const (
 type Option func(*config) error
 
 type config struct {
+	authorCheck  func(agentID string, author, via peer.ID) bool
 	prefix       string
 	capabilities []string
 	interval     time.Duration
@@ -349,4 +350,15 @@ func WithReplayRestore(entries []protocol.ReplayEntry) Option {
 // writes them to its store in batches). Default none.
 func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
 	return func(c *config) error { c.delivered = fn; return nil }
+}
+
+// WithAuthorCheck makes every gossip message pass check before it is taken or relayed: a
+// message whose sender agent id check does not bind to its author (whose IACP signature was
+// verified) is ignored, neither delivered nor forwarded, and its relayer is not penalised.
+// via is the peer that relayed it. check runs in the validator and must not block: the node
+// answers from its cache of verified agent certificates and fetches a missing one in the
+// background (authority mode). Default none: any author may speak for any agent id, within
+// the liveness table's first-come rule.
+func WithAuthorCheck(check func(agentID string, author, via peer.ID) bool) Option {
+	return func(c *config) error { c.authorCheck = check; return nil }
 }

@@ -113,6 +113,9 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 	if err := protocol.Verify(doc); err != nil {
 		return nil, reject("signature: %w", err)
 	}
+	if check := g.cfg.authorCheck; check != nil && !check(doc.Envelope.Sender.AgentID, author, m.ReceivedFrom) {
+		return nil, ignore("no verified certificate binds agent %s to %s (yet)", doc.Envelope.Sender.AgentID, author)
+	}
 	if info.kind == kindHeartbeat {
 		if id := doc.Envelope.Sender.AgentID; id == g.b.AgentID() && author != g.h.ID() {
 			// Never bound in our own table, or our own validator would refuse our own beats.

@@ -1,0 +1,203 @@
+package node
+
+import (
+	"errors"
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+// certifiedMesh starts n nodes under one mesh authority, which node 0 holds. Node i is
+// certified for agentName(i), except the nodes listed in open: they run in open mode with no
+// certificate, as an attacker's node would.
+func certifiedMesh(t *testing.T, n int, open ...int) (*mesh, *authority.Authority) {
+	t.Helper()
+	a, err := authority.Generate()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := newMesh(t, n, nil, func(i int, m *mesh) []Option {
+		for _, o := range open {
+			if o == i {
+				return []Option{WithTrust(TrustOpen)}
+			}
+		}
+		if i == 0 {
+			return []Option{WithMeshAuthority(a)}
+		}
+		id, _ := peer.IDFromPrivateKey(m.keys[i])
+		c, err := a.Issue(authority.CertRequest{AgentID: agentName(i), Peer: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return []Option{WithAuthority(a.ID(), c.Raw)}
+	})
+	return m, a
+}
+
+func codeOf(t *testing.T, err error) protocol.Code {
+	t.Helper()
+	var pe *protocol.Error
+	if !errors.As(err, &pe) {
+		t.Fatalf("error %v carries no IACP code", err)
+	}
+	return pe.Code
+}
+
+// Issue 14, attack 1: one signed message claiming bob, sent before bob ever spoke, pinned bob
+// to the attacker. Under a mesh authority the claim is refused (mallory holds no certificate
+// for bob), nothing is bound, the real bob is never refused, and alice's messages for bob
+// reach bob.
+func TestTrustAuthority_AClaimWithoutACertificateIsRefused(t *testing.T) {
+	m, _ := certifiedMesh(t, 3, 2)
+	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
+	if alice.TrustMode() != TrustAuthority || mallory.TrustMode() != TrustOpen {
+		t.Fatalf("modes %s and %s", alice.TrustMode(), mallory.TrustMode())
+	}
+	posing, _ := protocol.NewBuilder(agentName(1), m.keys[2], nil)
+	c := dialRaw(t, mallory, alice)
+	code, perr := c.refusal(event(t, posing, agentName(0)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+	if !strings.Contains(perr.Message, "certificate") {
+		t.Fatalf("the refusal does not say what failed: %q", perr.Message)
+	}
+	// Not even for its own id: a node without a certificate can send nothing anyone acts on.
+	code, _ = c.refusal(event(t, mallory.Builder(), agentName(0)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+	if _, ok := alice.directory.Peek(agentName(1)); ok {
+		if p, _ := alice.directory.Peek(agentName(1)); p == mallory.ID() {
+			t.Fatal("a refused claim taught alice's directory that mallory is bob")
+		}
+	}
+	if err := bob.Send(testCtx(t), event(t, bob.Builder(), agentName(0))); err != nil {
+		t.Fatalf("the real bob was refused: %v", err)
+	}
+	if err := alice.Send(testCtx(t), event(t, alice.Builder(), agentName(1))); err != nil {
+		t.Fatalf("alice to bob: %v", err)
+	}
+}
+
+// A certificate binds one agent id to one peer: bob's certificate does not let its holder
+// speak as alice, and a certificate copied to another peer does not verify (cnf).
+func TestTrustAuthority_ACertificateBindsOneAgentToOnePeer(t *testing.T) {
+	m, a := certifiedMesh(t, 3)
+	alice, bob, carol := m.nodes[0], m.nodes[1], m.nodes[2]
+	posing, _ := protocol.NewBuilder(agentName(2), m.keys[1], nil) // bob's key, carol's id
+	code, perr := dialRaw(t, bob, alice).refusal(event(t, posing, agentName(0)))
+	expectCode(t, code, protocol.CodeIdentityInvalid)
+	if !strings.Contains(perr.Message, "certified for agent "+agentName(1)) {
+		t.Fatalf("refusal %q does not name the certified agent", perr.Message)
+	}
+	bobs := bob.certs.own.Load().Raw
+	if _, err := alice.certs.v.Certificate(bobs, carol.ID(), agentName(1)); err == nil {
+		t.Fatal("bob's certificate verified for carol's peer")
+	}
+	// The authority moves nobody silently: a certificate for bob issued to carol's peer is
+	// a different certificate, and bob's own keeps working.
+	if _, err := a.Issue(authority.CertRequest{AgentID: agentName(1), Peer: carol.ID()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.Send(testCtx(t), event(t, bob.Builder(), agentName(0))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// Issue 14, attack 2: a forged heartbeat claiming carol pinned carol to the attacker on every
+// node that heard it. Under a mesh authority gossip takes a message only when its author
+// holds a verified certificate for its sender id; an author without one is asked for it in
+// the background and taught nothing meanwhile.
+func TestTrustAuthority_HeartbeatsNeedTheAuthorsCertificate(t *testing.T) {
+	m, _ := certifiedMesh(t, 3, 2)
+	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
+	carol := "test:mesh:carol"
+	if alice.certs.verifyLater(carol, mallory.ID(), mallory.ID()) {
+		t.Fatal("gossip would take mallory's heartbeat for carol")
+	}
+	alice.certs.wg.Wait() // the background fetch ends: mallory serves no certificate
+	if err := alice.certs.check(carol, mallory.ID()); err == nil || errors.Is(err, errNoCert) {
+		t.Fatalf("after the fetch, mallory's claim gives %v, want a refusal", err)
+	}
+	alice.returned(pubsub.Transition{AgentID: carol, PeerID: mallory.ID(), To: pubsub.StateAlive})
+	if _, ok := alice.directory.Peek(carol); ok {
+		t.Fatal("a heartbeat without a certificate taught the directory where carol is")
+	}
+	// bob's heartbeat, relayed by carol... here by bob himself: its certificate is fetched
+	// once, then taken at once.
+	deadline := time.Now().Add(10 * time.Second)
+	for !alice.certs.verifyLater(agentName(1), bob.ID(), bob.ID()) {
+		if time.Now().After(deadline) {
+			t.Fatal("bob's certificate was never fetched")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// A node refuses to start in authority mode without its certificate, or with a certificate
+// for another agent or peer, and says what to do.
+func TestTrustAuthority_NoStartWithoutAValidCertificate(t *testing.T) {
+	a, _ := authority.Generate()
+	other, _ := authority.Generate()
+	for name, c := range map[string]struct {
+		cert func(self peer.ID) string
+		want string
+	}{
+		"none":          {func(peer.ID) string { return "" }, "init --join"},
+		"another agent": {func(p peer.ID) string { return issue(t, a, "test:x:someone", p) }, "issued to"},
+		"another mesh":  {func(p peer.ID) string { return issue(t, other, agentName(0), p) }, "mesh authority"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := tryMesh(t, func(p peer.ID) []Option { return []Option{WithAuthority(a.ID(), c.cert(p))} })
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("New: %v, want an error saying %q", err, c.want)
+			}
+		})
+	}
+}
+
+func issue(t *testing.T, a *authority.Authority, agent string, p peer.ID) string {
+	t.Helper()
+	c, err := a.Issue(authority.CertRequest{AgentID: agent, Peer: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.Raw
+}
+
+// tryMesh builds one node on its own in-memory network with opts(its peer id), and returns
+// New's answer.
+func tryMesh(t *testing.T, opts func(self peer.ID) []Option) (*Node, error) {
+	t.Helper()
+	mn := mocknet.New()
+	t.Cleanup(func() { mn.Close() })
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mn.AddPeer(sk, ma.StringCast("/ip4/127.0.0.1/tcp/4999"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := append([]Option{
+		WithHost(h, sk),
+		WithAgent(agentName(0), protocol.Manifest{Tools: []string{"terminal"}}),
+		WithDataDir(t.TempDir()),
+		WithLogger(slog.New(slog.DiscardHandler)),
+		WithDiscovery(false),
+		WithGossip(false),
+	}, opts(h.ID())...)
+	nd, err := New(all...)
+	if err == nil {
+		t.Cleanup(func() { nd.Close() })
+	}
+	return nd, err
+}

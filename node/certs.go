@@ -1,0 +1,330 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	lru "github.com/hashicorp/golang-lru/v2"
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/internal/fsutil"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// CertProtocolID is the protocol on which a node hands out agent certificates: its own, and
+// any other it verified. A node that relayed a heartbeat verified its author's certificate
+// before it did, so the receiver can ask the relayer for it even when it has no connection to
+// the author. The answer also carries the newest revocation list when the asker's is older.
+const CertProtocolID = "/iacp/cert/1.0.0"
+
+// The certificate protocol's bounds.
+const (
+	certTimeout    = 5 * time.Second  // one exchange, dial included
+	maxCertRequest = 512              // a request is a peer id and a number
+	certFetchers   = 8                // fetches at once, node-wide
+	certRetryAfter = 30 * time.Second // a peer whose certificate failed is not asked again sooner
+	maxCertAnswer  = authority.MaxCertBytes + authority.MaxCRLBytes + 256
+)
+
+type certRequest struct {
+	// Peer is whose certificate is asked for; "" means the answering node's own.
+	Peer string `json:"peer,omitempty"`
+	// CRLSeq is the asker's revocation-list seq: a newer list comes with the answer.
+	CRLSeq uint64 `json:"crl_seq"`
+}
+
+type certAnswer struct {
+	Cert string `json:"cert,omitempty"`
+	CRL  string `json:"crl,omitempty"`
+}
+
+// errNoCert says the book holds no certificate for a peer yet.
+var errNoCert = errors.New("no verified certificate yet")
+
+// certBook is the authority mode's memory: the certificates it verified, per peer, and the
+// revocation list. A certificate is verified once (signature, expiry, agent id, the peer's key
+// as its confirmation claim) and kept until it expires or is revoked; a peer whose
+// certificate failed is remembered for certRetryAfter, so that nobody makes the node verify
+// or fetch the same bad certificate in a loop. Both caches are bounded (max_agents).
+type certBook struct {
+	v       *authority.Verifier
+	self    peer.ID
+	h       host.Host
+	log     *slog.Logger
+	now     func() time.Time
+	crlFile string // where the newest revocation list is kept; "" keeps it in memory
+
+	own atomic.Pointer[authority.Certificate]
+
+	mu       sync.Mutex
+	byPeer   *lru.Cache[peer.ID, *authority.Certificate]
+	failed   *lru.Cache[peer.ID, failure]
+	inflight map[peer.ID]chan struct{}
+	slots    chan struct{}
+	revoked  func() // called after a newer revocation list was applied
+
+	ctx        context.Context
+	wg         sync.WaitGroup // background fetches
+	background atomic.Int32   // background fetches started and not done
+}
+
+type failure struct {
+	at  time.Time
+	err error
+}
+
+func newCertBook(ctx context.Context, v *authority.Verifier, h host.Host, size int, crlFile string, now func() time.Time, log *slog.Logger) (*certBook, error) {
+	byPeer, err := lru.New[peer.ID, *authority.Certificate](size)
+	if err != nil {
+		return nil, err
+	}
+	failed, err := lru.New[peer.ID, failure](size)
+	if err != nil {
+		return nil, err
+	}
+	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, byPeer: byPeer, failed: failed,
+		inflight: make(map[peer.ID]chan struct{}), slots: make(chan struct{}, certFetchers), ctx: ctx}
+	if crlFile != "" {
+		raw, err := os.ReadFile(crlFile)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			return nil, fmt.Errorf("revocation list: %w", err)
+		default:
+			if _, err := v.ApplyRevocations(string(raw)); err != nil {
+				return nil, fmt.Errorf("revocation list %s: %w (remove it to fetch the list again from the mesh)", crlFile, err)
+			}
+		}
+	}
+	return b, nil
+}
+
+// setOwn verifies and installs this node's own certificate for agentID.
+func (b *certBook) setOwn(raw, agentID string) (*authority.Certificate, error) {
+	c, err := b.v.Certificate(raw, b.self, agentID)
+	if err != nil {
+		return nil, err
+	}
+	b.own.Store(c)
+	b.byPeer.Add(b.self, c)
+	return c, nil
+}
+
+// check reports whether a certificate the book holds binds agentID to p: nil, an error
+// saying why not, or errNoCert when it holds none (nor a recent failure) for p.
+func (b *certBook) check(agentID string, p peer.ID) error {
+	if c, ok := b.byPeer.Get(p); ok {
+		switch {
+		case b.v.Revoked(c.ID):
+			return protocol.Errorf(protocol.CodeIdentityInvalid, "the certificate of agent %s on peer %s (%s) was revoked by the mesh authority", c.AgentID, p, c.ID)
+		case !c.Expires.After(b.now()):
+			b.byPeer.Remove(p) // fetch the renewed one
+			return errNoCert
+		case c.AgentID != agentID:
+			return protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s is certified for agent %s, not %s", p, c.AgentID, agentID)
+		}
+		return nil
+	}
+	if f, ok := b.failed.Get(p); ok && b.now().Sub(f.at) < certRetryAfter {
+		return f.err
+	}
+	return errNoCert
+}
+
+// verify returns nil when p holds a valid certificate for agentID, fetching it from via (p
+// itself when via is "") if the book has none. It waits at most certTimeout.
+func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) error {
+	err := b.check(agentID, p)
+	if !errors.Is(err, errNoCert) {
+		return err
+	}
+	if via == "" {
+		via = p
+	}
+	ctx, cancel := context.WithTimeout(ctx, certTimeout)
+	defer cancel()
+	if err := b.fetch(ctx, p, via); err != nil {
+		return err
+	}
+	return b.check(agentID, p)
+}
+
+// verifyLater reports whether the book already holds a valid certificate binding agentID to
+// p. When it holds none, it asks via for it in the background (when a fetch slot is free),
+// so that the next message of p is taken: gossip validators must not wait on the network.
+func (b *certBook) verifyLater(agentID string, p, via peer.ID) bool {
+	err := b.check(agentID, p)
+	if !errors.Is(err, errNoCert) {
+		return err == nil
+	}
+	b.mu.Lock()
+	_, busy := b.inflight[p]
+	b.mu.Unlock()
+	if busy || b.ctx.Err() != nil {
+		return false
+	}
+	if b.background.Add(1) > 2*certFetchers {
+		b.background.Add(-1)
+		return false // enough fetches wait already: the next heartbeat asks again
+	}
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		defer b.background.Add(-1)
+		ctx, cancel := context.WithTimeout(b.ctx, certTimeout)
+		defer cancel()
+		if err := b.fetch(ctx, p, via); err != nil {
+			b.log.Debug("certificate fetch", "peer", p, "via", via, "err", err.Error())
+		}
+	}()
+	return false
+}
+
+// fetch asks via for p's certificate, verifies it and keeps it. One fetch per peer runs at a
+// time; a second caller waits for the first.
+func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
+	b.mu.Lock()
+	if ch, ok := b.inflight[p]; ok {
+		b.mu.Unlock()
+		select {
+		case <-ch:
+			return nil // the caller checks the book again
+		case <-ctx.Done():
+			return protocol.Errorf(protocol.CodeIdentityInvalid, "certificate of peer %s: %v", p, ctx.Err())
+		}
+	}
+	ch := make(chan struct{})
+	b.inflight[p] = ch
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		delete(b.inflight, p)
+		b.mu.Unlock()
+		close(ch)
+	}()
+	select {
+	case b.slots <- struct{}{}:
+		defer func() { <-b.slots }()
+	case <-ctx.Done():
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "certificate of peer %s: %v", p, ctx.Err())
+	}
+	ans, err := b.ask(ctx, p, via)
+	if err == nil && ans.CRL != "" {
+		b.applyRevocations(ans.CRL)
+	}
+	if err == nil {
+		var c *authority.Certificate
+		if c, err = b.v.Certificate(ans.Cert, p, ""); err == nil {
+			b.byPeer.Add(p, c)
+			b.failed.Remove(p)
+			return nil
+		}
+	}
+	if via == p || ans.Cert != "" { // a relayer that has no copy is no verdict on p
+		err = protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s has no valid certificate from mesh authority %s: %v", p, b.v.MeshID(), err)
+		b.failed.Add(p, failure{at: b.now(), err: err})
+	}
+	return err
+}
+
+// ask runs one exchange of the certificate protocol with via.
+func (b *certBook) ask(ctx context.Context, p, via peer.ID) (certAnswer, error) {
+	var ans certAnswer
+	s, err := b.h.NewStream(network.WithAllowLimitedConn(ctx, "iacp-cert"), via, CertProtocolID)
+	if err != nil {
+		return ans, err
+	}
+	defer s.Close()
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	req := certRequest{CRLSeq: b.v.RevocationSeq()}
+	if p != via {
+		req.Peer = p.String()
+	}
+	raw, _ := json.Marshal(req)
+	if err := protocol.WriteFrame(s, raw); err != nil {
+		s.Reset()
+		return ans, err
+	}
+	_ = s.CloseWrite()
+	body, err := protocol.ReadFrame(s, maxCertAnswer)
+	if err != nil {
+		s.Reset()
+		return ans, err
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return ans, fmt.Errorf("certificate answer: %w", err)
+	}
+	return ans, nil
+}
+
+// serve answers one certificate request.
+func (b *certBook) serve(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(certTimeout))
+	body, err := protocol.ReadFrame(s, maxCertRequest)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	var req certRequest
+	if json.Unmarshal(body, &req) != nil {
+		s.Reset()
+		return
+	}
+	var ans certAnswer
+	want := b.self
+	if req.Peer != "" {
+		if want, err = peer.Decode(req.Peer); err != nil {
+			s.Reset()
+			return
+		}
+	}
+	if c, ok := b.byPeer.Peek(want); ok {
+		ans.Cert = c.Raw
+	}
+	if req.CRLSeq < b.v.RevocationSeq() {
+		ans.CRL = b.v.CurrentRevocations()
+	}
+	raw, _ := json.Marshal(ans)
+	if protocol.WriteFrame(s, raw) != nil {
+		s.Reset()
+	}
+}
+
+// applyRevocations applies a revocation list if it is newer than the one held, and keeps it.
+// It reports whether the list changed.
+func (b *certBook) applyRevocations(raw string) bool {
+	changed, err := b.v.ApplyRevocations(raw)
+	if err != nil {
+		b.log.Warn("revocation list refused", "err", err.Error())
+		return false
+	}
+	if !changed {
+		return false
+	}
+	b.log.Info("revocation list applied", "seq", b.v.RevocationSeq())
+	if b.crlFile != "" {
+		if err := fsutil.WriteFile(b.crlFile, []byte(raw), 0o600); err != nil {
+			b.log.Error("saving the revocation list", "err", err.Error())
+		}
+	}
+	if b.revoked != nil {
+		b.revoked()
+	}
+	return true
+}
+
+// close waits for the background fetches; the node's context stops them.
+func (b *certBook) close() { b.wg.Wait() }
