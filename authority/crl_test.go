@@ -3,6 +3,7 @@ package authority
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -124,5 +125,32 @@ func TestRevocationList_DropsLongExpiredEntriesAndRefusesBadInput(t *testing.T) 
 	}
 	if _, err := f.auth.RevocationList(2, many); err == nil || !strings.Contains(err.Error(), "MaxRevoked") {
 		t.Fatal("more than MaxRevoked accepted")
+	}
+}
+
+func TestVerifier_ConcurrentUse(t *testing.T) {
+	f := newFixture(t)
+	c := f.issue(t)
+	lists := make([]string, 8)
+	for i := range lists {
+		var err error
+		if lists[i], err = f.auth.RevocationList(uint64(i+1), []Revoked{{ID: fmt.Sprint(i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	for i := range lists {
+		wg.Go(func() {
+			if _, err := f.verifier.ApplyRevocations(lists[i]); err != nil {
+				t.Error(err)
+			}
+			if _, err := f.verifier.Certificate(c.Raw, f.agent, agentID); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if f.verifier.RevocationSeq() != uint64(len(lists)) || f.verifier.CurrentRevocations() != lists[len(lists)-1] {
+		t.Fatalf("seq %d after applying all lists in any order", f.verifier.RevocationSeq())
 	}
 }
