@@ -96,7 +96,7 @@ func (n *Node) setupTrust() error {
 		return certs.verifyLater(agentID, author, via)
 	}))
 	n.host.SetStreamHandler(CertProtocolID, certs.serve)
-	return nil
+	return n.startJoin()
 }
 
 // ownCertificate returns the node's certificate: the configured one, the data directory's,

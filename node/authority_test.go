@@ -2,12 +2,14 @@ package node
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -200,4 +202,61 @@ func tryMesh(t *testing.T, opts func(self peer.ID) []Option) (*Node, error) {
 		t.Cleanup(func() { nd.Close() })
 	}
 	return nd, err
+}
+
+// Joining by invitation: the authority's node issues a one-time invitation; a new node proves
+// it holds the secret (for its own peer id and agent id) and gets a certificate that every
+// node of the mesh accepts. The invitation works once, only for its agent, and a proof made
+// for one peer is worth nothing to another.
+func TestTrustAuthority_JoinByInvitation(t *testing.T) {
+	m, a := certifiedMesh(t, 2)
+	alice := m.nodes[0]
+	newcomer := "test:mesh:newcomer"
+	if _, _, err := m.nodes[1].Invite("", 0); err == nil {
+		t.Fatal("a node that is not the authority issued an invitation")
+	}
+	token, _, err := alice.Invite(newcomer, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := authority.DecodeInvite(token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if inv.Authority != a.ID() || len(inv.Addrs) == 0 {
+		t.Fatalf("invitation %+v", inv)
+	}
+	port := 4100
+	joiner := func() host.Host {
+		sk, _, err := crypto.GenerateEd25519Key(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		port++
+		h, err := m.mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.mn.LinkAll(); err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	h := joiner()
+	if _, err := Join(testCtx(t), h, inv, "test:mesh:someone-else", nil); err == nil {
+		t.Fatal("an invitation bound to one agent let another join")
+	}
+	cert, err := Join(testCtx(t), h, inv, newcomer, []string{"tool:terminal"})
+	if err != nil {
+		t.Fatalf("join: %v", err)
+	}
+	if cert.AgentID != newcomer || cert.Peer != h.ID() {
+		t.Fatalf("certificate for %s on %s", cert.AgentID, cert.Peer)
+	}
+	if _, err := alice.certs.v.Certificate(cert.Raw, h.ID(), newcomer); err != nil {
+		t.Fatalf("the mesh does not accept the joined certificate: %v", err)
+	}
+	if _, err := Join(testCtx(t), joiner(), inv, newcomer, nil); err == nil || !strings.Contains(err.Error(), "refused") {
+		t.Fatalf("a used invitation let a second peer join: %v", err)
+	}
 }

@@ -18,6 +18,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -50,6 +51,7 @@ type Node struct {
 	replay  *protocol.ReplayWindow
 	trust   *trustStore
 	certs   *certBook // authority mode's verified certificates; nil in open mode
+	invites *authority.InviteBook // the mesh authority's node only
 	rate    *rateLimiter
 	budget  *queueBudget
 	large   chan struct{} // the slot of the large frame being served (holdLarge)
@@ -212,6 +214,7 @@ func New(opts ...Option) (_ *Node, err error) {
 		cancel()
 		if n.certs != nil {
 			h.RemoveStreamHandler(CertProtocolID)
+			h.RemoveStreamHandler(JoinProtocolID)
 			n.certs.close()
 		}
 		return nil, err
@@ -263,6 +266,7 @@ func (n *Node) Close() error {
 		cancelLeave()
 		n.host.RemoveStreamHandler(ProtocolID)
 		n.host.RemoveStreamHandler(CertProtocolID)
+		n.host.RemoveStreamHandler(JoinProtocolID)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
 		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
 		n.sessionsMu.Lock()

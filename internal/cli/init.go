@@ -185,8 +185,16 @@ inbox_sender_bytes: {{.InboxSenderBytes}}
 #     - agents: "ops:*:*"
 #       intents: [handoff, query]
 policy: []
-# A YAML map of agent id to peer id: only those may speak (a closed mesh). Empty: trust on
-# first use, pinned in trust.json.
+# Unused trust-on-first-use pins are forgotten after pin_expiry (0: kept until forgotten with
+# iacp-node trust forget).
+pin_expiry: {{.PinExpiry}}
+# Who may speak for an agent id (docs/trust.md). authority: only a peer holding an agent
+# certificate of the mesh authority named below (its id; the certificate is agent.cert in the
+# data dir). open: trust on first use, for labs. Empty: authority when authority is set or the
+# data dir holds authority.key, else open (with a warning).
+trust: "{{.Trust}}"
+authority: "{{.Authority}}"
+# A YAML map of agent id to peer id: only those may speak (a closed mesh), in either mode.
 allowlist_file: "{{.AllowlistFile}}"
 
 # Durable delivery: every message is on disk before it is sent or receipted (<data dir>/store),

@@ -1,0 +1,211 @@
+package node
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// JoinProtocolID is the protocol on which the mesh authority's node turns an invitation into
+// an agent certificate. The joiner proves it holds the invitation's secret with an HMAC over
+// its own peer id and agent id (authority.Proof), so a proof seen on the wire is worth
+// nothing to another peer; the secret itself never travels.
+const JoinProtocolID = "/iacp/join/1.0.0"
+
+// InvitesFile holds the authority's outstanding invitations (authority.InviteBook).
+const InvitesFile = "invites.json"
+
+const (
+	joinTimeout    = 10 * time.Second
+	maxJoinRequest = 4 << 10
+	maxJoinAnswer  = authority.MaxCertBytes + 1<<10
+)
+
+type joinRequest struct {
+	InviteID     string   `json:"invite_id"`
+	Proof        string   `json:"proof"`
+	AgentID      string   `json:"agent_id"`
+	Capabilities []string `json:"capabilities,omitempty"`
+}
+
+type joinAnswer struct {
+	Cert  string `json:"cert,omitempty"`
+	Error string `json:"error,omitempty"`
+	Code  string `json:"code,omitempty"`
+}
+
+// startJoin serves JoinProtocolID on the authority's node.
+func (n *Node) startJoin() error {
+	if n.cfg.MeshAuthority == nil {
+		return nil
+	}
+	path := ""
+	if n.cfg.DataDir != "" {
+		path = filepath.Join(n.cfg.DataDir, InvitesFile)
+	}
+	if path == "" {
+		return nil // invitations need somewhere to be remembered
+	}
+	book, err := authority.OpenInviteBook(path, n.cfg.Clock)
+	if err != nil {
+		return fmt.Errorf("invitations: %w", err)
+	}
+	n.invites = book
+	n.host.SetStreamHandler(JoinProtocolID, n.serveJoin)
+	return nil
+}
+
+// Invite creates a one-time invitation to this mesh, bound to agentID when it is not "", that
+// expires after ttl (0: authority.DefaultInviteTTL). It returns the token that
+// `iacp-node init --join` takes. Only the mesh authority's node can invite.
+func (n *Node) Invite(agentID string, ttl time.Duration) (token string, expires time.Time, err error) {
+	if n.invites == nil {
+		return "", time.Time{}, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): invite from the node that founded the mesh", AuthorityKeyFile)
+	}
+	if agentID != "" {
+		if err := protocol.ValidateAgentID(agentID); err != nil {
+			return "", time.Time{}, err
+		}
+	}
+	secret, expires, err := n.invites.Create(agentID, ttl)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	var addrs []string
+	for _, a := range n.Addrs() {
+		addrs = append(addrs, a.String())
+	}
+	if len(addrs) > authority.MaxInviteAddrs {
+		addrs = addrs[:authority.MaxInviteAddrs]
+	}
+	inv := authority.Invite{Addrs: addrs, Authority: n.cfg.MeshAuthority.ID(), AuthorityKey: n.cfg.MeshAuthority.PublicKey(),
+		Secret: secret, AgentID: agentID, Expires: expires}
+	return inv.Encode(), expires, nil
+}
+
+// serveJoin redeems one invitation. Everything the joiner sends is checked before anything is
+// written: the proof (for this peer and agent id), then the one-time use.
+func (n *Node) serveJoin(s network.Stream) {
+	defer s.Close()
+	_ = s.SetDeadline(time.Now().Add(joinTimeout))
+	remote := s.Conn().RemotePeer()
+	answer := func(a joinAnswer) {
+		raw, _ := json.Marshal(a)
+		if protocol.WriteFrame(s, raw) != nil {
+			s.Reset()
+		}
+	}
+	fail := func(err error) {
+		n.log.Warn("join refused", "peer", remote, "err", err.Error())
+		answer(joinAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))})
+	}
+	if err := n.rate.allow(remote, n.now()); err != nil {
+		fail(err)
+		return
+	}
+	body, err := protocol.ReadFrame(s, maxJoinRequest)
+	if err != nil {
+		s.Reset()
+		return
+	}
+	var req joinRequest
+	if err := json.Unmarshal(body, &req); err != nil {
+		fail(protocol.Errorf(protocol.CodePayloadInvalid, "join request: %v", err))
+		return
+	}
+	proof, err := base64.RawURLEncoding.DecodeString(req.Proof)
+	if err != nil {
+		fail(protocol.Errorf(protocol.CodePayloadInvalid, "join request: proof: %v", err))
+		return
+	}
+	if err := protocol.ValidateAgentID(req.AgentID); err != nil {
+		fail(err)
+		return
+	}
+	if err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID); err != nil {
+		fail(err)
+		return
+	}
+	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities})
+	if err != nil {
+		fail(err)
+		return
+	}
+	n.log.Info("join: certificate issued", "agent", req.AgentID, "peer", remote, "certificate", cert.ID, "expires", cert.Expires)
+	answer(joinAnswer{Cert: cert.Raw})
+}
+
+// Join redeems the invitation inv for agentID with the mesh authority's node, from host h
+// (whose key is the joining node's identity), and returns the agent certificate, verified.
+// It dials the invitation's addresses in order until one answers.
+func Join(ctx context.Context, h host.Host, inv authority.Invite, agentID string, capabilities []string) (*authority.Certificate, error) {
+	if inv.AgentID != "" && inv.AgentID != agentID {
+		return nil, fmt.Errorf("the invitation is for agent %s, not %s", inv.AgentID, agentID)
+	}
+	req := joinRequest{InviteID: authority.InviteID(inv.Secret), AgentID: agentID, Capabilities: capabilities,
+		Proof: base64.RawURLEncoding.EncodeToString(authority.Proof(inv.Secret, h.ID(), agentID))}
+	raw, _ := json.Marshal(req)
+	var errs []error
+	for _, s := range inv.Addrs {
+		a, err := ma.NewMultiaddr(s)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s, err))
+			continue
+		}
+		ai, err := peer.AddrInfoFromP2pAddr(a)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s, err))
+			continue
+		}
+		ans, err := joinOnce(ctx, h, *ai, raw)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", s, err))
+			continue
+		}
+		if ans.Error != "" {
+			return nil, &protocol.Error{Code: protocol.Code(ans.Code), Message: "the mesh authority refused to join: " + ans.Error}
+		}
+		v := authority.NewVerifier(inv.AuthorityKey)
+		return v.Certificate(ans.Cert, h.ID(), agentID)
+	}
+	return nil, fmt.Errorf("no address of the invitation answered: %w", errors.Join(errs...))
+}
+
+func joinOnce(ctx context.Context, h host.Host, ai peer.AddrInfo, req []byte) (joinAnswer, error) {
+	var ans joinAnswer
+	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
+	defer cancel()
+	if err := h.Connect(ctx, ai); err != nil {
+		return ans, err
+	}
+	s, err := h.NewStream(ctx, ai.ID, JoinProtocolID)
+	if err != nil {
+		return ans, err
+	}
+	defer s.Close()
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	if err := protocol.WriteFrame(s, req); err != nil {
+		s.Reset()
+		return ans, err
+	}
+	_ = s.CloseWrite()
+	body, err := protocol.ReadFrame(s, maxJoinAnswer)
+	if err != nil {
+		s.Reset()
+		return ans, err
+	}
+	return ans, json.Unmarshal(body, &ans)
+}
