@@ -50,7 +50,7 @@ type Node struct {
 	limits  protocol.Limits
 	replay  *protocol.ReplayWindow
 	trust   *trustStore
-	certs   *certBook // authority mode's verified certificates; nil in open mode
+	certs   *certBook             // authority mode's verified certificates; nil in open mode
 	invites *authority.InviteBook // the mesh authority's node only
 	rate    *rateLimiter
 	budget  *queueBudget
