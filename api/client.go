@@ -281,6 +281,21 @@ func (c *Client) ForgetTrust(ctx context.Context, agentID, peerID string) (Forge
 	return d, c.do(ctx, http.MethodPost, "/v1/trust/forget", body, mediaJSON, &d)
 }
 
+// Invite asks the mesh authority's node for a one-time invitation, bound to agentID when it
+// is not "", valid for ttl (0: the node's default).
+func (c *Client) Invite(ctx context.Context, agentID string, ttl time.Duration) (InviteDoc, error) {
+	var d InviteDoc
+	req := InviteRequest{AgentID: agentID}
+	if ttl > 0 {
+		req.TTL = ttl.String()
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return d, err
+	}
+	return d, c.do(ctx, http.MethodPost, "/v1/trust/invites", body, mediaJSON, &d)
+}
+
 // Outbox returns the durable outbox.
 func (c *Client) Outbox(ctx context.Context) (OutboxDoc, error) {
 	var d OutboxDoc

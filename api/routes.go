@@ -41,6 +41,7 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/v1/inbox/{message_id}/ack", Auth: true, handler: s.ackInbox},
 		{Method: "GET", Path: "/v1/trust", Auth: true, handler: s.getTrust},
 		{Method: "POST", Path: "/v1/trust/forget", Auth: true, handler: s.forgetTrust},
+		{Method: "POST", Path: "/v1/trust/invites", Auth: true, handler: s.invite},
 		{Method: "GET", Path: "/v1/events", Auth: true, Stream: true, handler: s.events},
 		{Method: "GET", Path: "/metrics", Auth: false, handler: s.metrics.serve},
 		{Method: "GET", Path: "/healthz", Auth: false, handler: s.healthz},

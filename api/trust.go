@@ -2,6 +2,7 @@ package api
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -46,4 +47,31 @@ func (s *Server) forgetTrust(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	write(w, r, http.StatusOK, ForgetResult{Forgotten: s.n.ForgetTrust(req.AgentID, p)})
+}
+
+// invite issues a one-time invitation to the mesh (the mesh authority's node only).
+func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var req InviteRequest
+	if err := decodeInto(r, body, &req); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var ttl time.Duration
+	if req.TTL != "" {
+		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
+			s.fail(w, r, errorf(protocol.CodePayloadInvalid, "ttl %q: want a positive duration such as 24h", req.TTL), "")
+			return
+		}
+	}
+	token, expires, err := s.n.Invite(req.AgentID, ttl)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	write(w, r, http.StatusOK, InviteDoc{Token: token, AgentID: req.AgentID, Expires: expires.UTC()})
 }

@@ -225,6 +225,20 @@ type ForgetRequest struct {
 	PeerID  string `json:"peer_id,omitempty"`
 }
 
+// InviteRequest is POST /v1/trust/invites: a one-time invitation, bound to AgentID when set,
+// valid for TTL (a Go duration; default 24h, at most 720h).
+type InviteRequest struct {
+	AgentID string `json:"agent_id,omitempty"`
+	TTL     string `json:"ttl,omitempty"`
+}
+
+// InviteDoc is the invitation: the token `iacp-node init --join` takes.
+type InviteDoc struct {
+	Token   string    `json:"token"`
+	AgentID string    `json:"agent_id,omitempty"`
+	Expires time.Time `json:"expires"`
+}
+
 // ForgetResult says how many pins went.
 type ForgetResult struct {
 	Forgotten int `json:"forgotten"`

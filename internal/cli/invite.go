@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"fmt"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/api"
+)
+
+func init() { register(newInviteCmd) }
+
+func newInviteCmd() *cobra.Command {
+	var cf clientFlags
+	var agentID string
+	var ttl time.Duration
+	cmd := &cobra.Command{
+		Use:   "invite [--agent ID] [--ttl 24h]",
+		Short: "Invite an agent into the mesh (on the node that holds the mesh authority)",
+		Long: `invite asks the running node that founded the mesh (iacp-node init --found) for a one-time
+invitation and prints it. The token carries the node's addresses, the mesh authority's id and
+a secret; give it to the new agent's operator, who runs
+
+  iacp-node init --join TOKEN
+
+The new node proves it holds the secret, for its own peer id and agent id, and receives its
+agent certificate. An invitation works once, until it expires (--ttl, default 24h, at most
+720h), and with --agent only for that agent id. Treat it like a password until it is used.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cf.withClient(func(c *api.Client) error {
+				doc, err := c.Invite(cmd.Context(), agentID, ttl)
+				if err != nil {
+					return err
+				}
+				return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) {
+					fmt.Fprintf(tw, "%s\n\nexpires %s; on the new agent's machine run:\n  iacp-node init --join %s\n",
+						doc.Token, doc.Expires.Format(time.RFC3339), doc.Token)
+				})
+			})
+		},
+	}
+	cmd.Flags().StringVar(&agentID, "agent", "", "bind the invitation to this agent id")
+	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the invitation is valid (default 24h)")
+	addClientFlags(cmd, &cf)
+	return cmd
+}
