@@ -9,7 +9,7 @@ import (
 
 func TestCacheExpiryAndSeq(t *testing.T) {
 	clock := newFakeClock()
-	c := newCache(clock.Now, time.Minute, 100)
+	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	_, id := testKey(t)
 	r5 := testRecord(id, 5, clock.Now().Add(time.Hour))
 	c.put(r5)
@@ -43,7 +43,7 @@ func TestCacheExpiryAndSeq(t *testing.T) {
 
 func TestCacheRecordExpiryBoundsEntry(t *testing.T) {
 	clock := newFakeClock()
-	c := newCache(clock.Now, time.Minute, 100)
+	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	_, id := testKey(t)
 	c.put(testRecord(id, 1, clock.Now().Add(10*time.Second)))
 	clock.Advance(10 * time.Second)
@@ -54,7 +54,7 @@ func TestCacheRecordExpiryBoundsEntry(t *testing.T) {
 
 func TestCacheLeftEvictsAndTombstones(t *testing.T) {
 	clock := newFakeClock()
-	c := newCache(clock.Now, time.Minute, 100)
+	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	_, id := testKey(t)
 	c.put(testRecord(id, 5, clock.Now().Add(time.Hour)))
 	left := testRecord(id, 6, clock.Now().Add(time.Hour))
@@ -79,7 +79,7 @@ func TestCacheLeftEvictsAndTombstones(t *testing.T) {
 
 func TestCacheDisabledAndBounded(t *testing.T) {
 	clock := newFakeClock()
-	off := newCache(clock.Now, 0, 100)
+	off := newCache(clock.Now, 0, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	_, id := testKey(t)
 	off.put(testRecord(id, 1, clock.Now().Add(time.Hour)))
 	off.putProviders(capability{KindTool, "web"}, []peer.ID{id})
@@ -89,7 +89,7 @@ func TestCacheDisabledAndBounded(t *testing.T) {
 	if _, ok := off.providersOf(capability{KindTool, "web"}); ok {
 		t.Fatal("a zero-TTL cache cached providers")
 	}
-	small := newCache(clock.Now, time.Minute, 3)
+	small := newCache(clock.Now, time.Minute, 3, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	for i := range 10 {
 		_, id := testKey(t)
 		r := testRecord(id, 1, clock.Now().Add(time.Hour))
@@ -107,7 +107,7 @@ func TestCacheDisabledAndBounded(t *testing.T) {
 
 func TestCacheProviders(t *testing.T) {
 	clock := newFakeClock()
-	c := newCache(clock.Now, time.Minute, 100)
+	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	_, id := testKey(t)
 	web := capability{KindTool, "web"}
 	c.putProviders(web, nil)
