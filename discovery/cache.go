@@ -7,19 +7,33 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// cache is the directory cache: agent records by agent id (and peer id) and provider sets by
-// capability, each kept until min(found + ttl, record expiry). A record with a higher seq
-// replaces the cached one; a lower one is ignored; a Left record evicts the agent and stays as a
-// tombstone, so a stale copy seen later cannot bring the agent back. All state is guarded by mu.
-// A zero ttl disables caching.
+// cache is the directory cache: agent records by agent id (what Resolve answers) and by the
+// peer that signed them (what a capability lookup answers for a provider), and provider sets by
+// capability, each kept until min(found + ttl, record expiry). All state is guarded by mu. A
+// zero ttl disables caching.
+//
+// A live cached record is replaced only by one the validator's owner rule prefers (rule.replaces,
+// the comparison Select makes when a store decides whether an incoming value replaces the one
+// it holds; see docs/discovery.md, "Who may replace a record"). So by peer, and by agent when
+// the signer is the same or in authority mode, the higher seq wins and a lower one is ignored
+// (a Left record stays as a tombstone: a stale copy seen later cannot bring the agent back); in
+// open mode another peer's record never takes an agent's entry, but for a live record over a
+// tombstone, or the local peer's own record. Once an entry expires, any record may fill it.
+//
+// A record learned under a peer key (recordOfPeer: a direct fetch or PeerKey lookup) proves only
+// what its signer claims. In open mode it is cached by agent id only over a live entry of the
+// same signer: it never fills an agent's entry nor takes another peer's, so a provider claiming
+// bob's agent id does not change where bob resolves. In authority mode its certificate binds the
+// agent to the signer, and it is an agent record like any other.
 type cache struct {
 	now  func() time.Time
 	ttl  time.Duration
 	size int
+	rule Validator // its replaces decides which of two records stays
 
 	mu        sync.Mutex
 	agents    map[string]cacheEntry
-	peers     map[peer.ID]string
+	peers     map[peer.ID]cacheEntry
 	providers map[capability]providerEntry
 }
 
@@ -33,10 +47,12 @@ type providerEntry struct {
 	until time.Time
 }
 
-func newCache(now func() time.Time, ttl time.Duration, size int) *cache {
+// newCache returns a cache of at most size agents (and as many peers) whose entries live ttl at
+// most; rule is the record validator, whose owner rule decides replacements.
+func newCache(now func() time.Time, ttl time.Duration, size int, rule Validator) *cache {
 	return &cache{
-		now: now, ttl: ttl, size: size,
-		agents: map[string]cacheEntry{}, peers: map[peer.ID]string{}, providers: map[capability]providerEntry{},
+		now: now, ttl: ttl, size: size, rule: rule,
+		agents: map[string]cacheEntry{}, peers: map[peer.ID]cacheEntry{}, providers: map[capability]providerEntry{},
 	}
 }
 
@@ -45,86 +61,109 @@ func newCache(now func() time.Time, ttl time.Duration, size int) *cache {
 func (c *cache) lookup(agentID string) (rec Record, found bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e, ok := c.agents[agentID]
+	return liveEntry(c.agents, agentID, c.now())
+}
+
+// lookupPeer returns the live cached record signed by peer id, the record of its agent that
+// the peer last claimed.
+func (c *cache) lookupPeer(id peer.ID) (Record, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return liveEntry(c.peers, id, c.now())
+}
+
+// liveEntry returns m[k] unless it expired; an expired entry is dropped.
+func liveEntry[K comparable](m map[K]cacheEntry, k K, now time.Time) (Record, bool) {
+	e, ok := m[k]
 	if !ok {
 		return Record{}, false
 	}
-	if !c.now().Before(e.until) {
-		c.dropLocked(agentID)
+	if !now.Before(e.until) {
+		delete(m, k)
 		return Record{}, false
 	}
 	return e.rec, true
 }
 
-// lookupPeer is lookup by peer id.
-func (c *cache) lookupPeer(id peer.ID) (Record, bool) {
-	c.mu.Lock()
-	agentID, ok := c.peers[id]
-	c.mu.Unlock()
-	if !ok {
-		return Record{}, false
-	}
-	r, ok := c.lookup(agentID)
-	if ok && r.PeerID != id {
-		return Record{}, false
-	}
-	return r, ok
-}
-
-// put stores what a lookup found. It returns the record now current for the agent: rec, or the
-// cached one when that has a higher seq.
+// put stores a record found under its agent's key (Resolve) or published by this node. It
+// returns the record now current for the agent: rec, or the cached one when the owner rule
+// keeps that.
 func (c *cache) put(rec Record) Record {
 	if c.ttl <= 0 {
 		return rec
 	}
-	now := c.now()
+	now, until := c.window(rec)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.agents[rec.AgentID]; ok && now.Before(e.until) && e.rec.Seq > rec.Seq {
-		return e.rec
+	admit(c.peers, rec.PeerID, rec, until, now, c.rule, c.size)
+	return admit(c.agents, rec.AgentID, rec, until, now, c.rule, c.size)
+}
+
+// putPeer stores a record learned under its signer's peer key (recordOfPeer). It returns the
+// record now current for the peer: rec, or the cached one of the peer when that has a higher
+// seq. By agent id it stores rec only in authority mode or over a live entry of the same
+// signer (see cache).
+func (c *cache) putPeer(rec Record) Record {
+	if c.ttl <= 0 {
+		return rec
 	}
-	until := now.Add(c.ttl)
+	now, until := c.window(rec)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cur := admit(c.peers, rec.PeerID, rec, until, now, c.rule, c.size)
+	if held, ok := liveEntry(c.agents, rec.AgentID, now); c.rule.CertCheck != nil || ok && held.PeerID == rec.PeerID {
+		admit(c.agents, rec.AgentID, rec, until, now, c.rule, c.size)
+	}
+	return cur
+}
+
+// window returns the time now and when an entry of rec found now expires: min(now + ttl,
+// rec.Expires).
+func (c *cache) window(rec Record) (now, until time.Time) {
+	now = c.now()
+	until = now.Add(c.ttl)
 	if rec.Expires.Before(until) {
 		until = rec.Expires
 	}
+	return now, until
+}
+
+// admit stores rec under k in m until until, unless the live entry there stays by the owner
+// rule: rule.replaces(cached, rec), which is Select([rec, cached]) keeping the cached record,
+// as a store does. It returns the record now current under k. Room is made in a full map.
+func admit[K comparable](m map[K]cacheEntry, k K, rec Record, until, now time.Time, rule Validator, size int) Record {
+	e, ok := m[k]
+	if ok && now.Before(e.until) && rule.replaces(e.rec, rec) {
+		return e.rec
+	}
 	if !now.Before(until) {
-		c.dropLocked(rec.AgentID)
+		delete(m, k)
 		return rec
 	}
-	if _, ok := c.agents[rec.AgentID]; !ok && len(c.agents) >= c.size {
-		c.makeRoomLocked(now)
+	if !ok && len(m) >= size {
+		makeRoom(m, now, size)
 	}
-	c.dropLocked(rec.AgentID)
-	c.agents[rec.AgentID] = cacheEntry{rec: rec, until: until}
-	c.peers[rec.PeerID] = rec.AgentID
+	m[k] = cacheEntry{rec: rec, until: until}
 	return rec
 }
 
-func (c *cache) dropLocked(agentID string) {
-	if e, ok := c.agents[agentID]; ok {
-		if c.peers[e.rec.PeerID] == agentID {
-			delete(c.peers, e.rec.PeerID)
-		}
-		delete(c.agents, agentID)
-	}
-}
-
-// makeRoomLocked drops expired entries and, if the cache is still full, the entry that expires
+// makeRoom drops the expired entries of m and, if it is still full, the entry that expires
 // first.
-func (c *cache) makeRoomLocked(now time.Time) {
-	var victim string
+func makeRoom[K comparable](m map[K]cacheEntry, now time.Time, size int) {
+	var victim K
 	var first time.Time
-	for id, e := range c.agents {
+	found := false
+	for k, e := range m {
 		if !now.Before(e.until) {
-			c.dropLocked(id)
+			delete(m, k)
 			continue
 		}
-		if victim == "" || e.until.Before(first) {
-			victim, first = id, e.until
+		if !found || e.until.Before(first) {
+			victim, first, found = k, e.until, true
 		}
 	}
-	if len(c.agents) >= c.size && victim != "" {
-		c.dropLocked(victim)
+	if len(m) >= size && found {
+		delete(m, victim)
 	}
 }
 

@@ -101,12 +101,12 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		h: h, key: key, cfg: cfg, load: cfg.load,
 		log:    cfg.logger.With("component", "discovery", "peer", h.ID().String()),
 		recs:   newBoundedStore(h.ID(), cfg.now, cfg.maxStored, cfg.maxStoredBytes, cfg.maxStoredPeer),
-		cache:  newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize),
 		kick:   make(chan struct{}, 1),
 		groups: map[string]groupPeers{},
 		pubSem: make(chan struct{}, 1),
 		rand:   cfg.rand,
 	}
+	d.cache = newCache(cfg.now, cfg.cacheTTL, cfg.cacheSize, d.validator(AgentNamespace)) // the owner rule decides
 	if d.rand == nil {
 		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}

@@ -76,7 +76,7 @@ func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool)
 	if d.cfg.directTimeout > 0 {
 		r, err := d.fetchDirect(ctx, id)
 		if err == nil {
-			return d.cache.put(r), true
+			return d.cache.putPeer(r), true
 		}
 		d.log.Debug("direct record fetch failed; asking the DHT", "remote", id.String(), "err", err)
 	}
@@ -85,7 +85,7 @@ func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool)
 		d.log.Debug("provider has no usable agent record", "remote", id.String(), "err", err)
 		return Record{}, false
 	}
-	return d.cache.put(r), true
+	return d.cache.putPeer(r), true
 }
 
 // providers returns the peers that provide a capability (cache first), calling found for each

@@ -444,3 +444,72 @@ func TestCertificateModeMesh(t *testing.T) {
 		}
 	}
 }
+
+// The directory cache follows the owner rule: an attacker that provides a capability and, under
+// its own peer key, publishes a record claiming bob's agent id is found by FindByCapability (open
+// mode cannot tell it from bob), but where bob resolves does not change, on a node that had
+// bob cached and on one that had not.
+func TestPeerKeyClaimDoesNotMoveCachedAgent(t *testing.T) {
+	const n = 6
+	m := newMesh(t, n, 1) // the cache on, with its default TTL
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.start(t)
+	m.publishAll(t, ctx)
+	bob := agentID(2)
+	genuine, err := m.ds[0].Resolve(ctx, bob) // node 0 caches bob; node 1 has not looked him up
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	h, sk := addHost(t, m.mn, 99)
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	evil, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/iacp"),
+		dht.Validator(record.NamespacedValidator{AgentNamespace: acceptAll{}, PeerNamespace: acceptAll{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer evil.Close()
+	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
+	if err := <-evil.RefreshRoutingTable(); err != nil {
+		t.Logf("attacker refresh: %v", err)
+	}
+	now := time.Now()
+	claim := recordOf(t, sk, bob, uint64(now.UnixNano()), now, false, "") // newer than bob's
+	if err := evil.PutValue(ctx, PeerKey(h.ID()), claim); err != nil {
+		t.Fatalf("the attacker's peer-key record was not stored: %v", err)
+	}
+	terminal, err := CapabilityCID(KindTool, "terminal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := evil.Provide(ctx, terminal, true); err != nil {
+		t.Fatalf("the attacker could not provide: %v", err)
+	}
+
+	for _, i := range []int{0, 1} {
+		recs, err := m.ds[i].FindByCapability(ctx, KindTool, "terminal")
+		if err != nil {
+			t.Fatalf("node %d: %v", i, err)
+		}
+		seen := false
+		for _, r := range recs {
+			seen = seen || r.PeerID == h.ID()
+		}
+		if !seen {
+			t.Fatalf("node %d: FindByCapability did not fetch the attacker's record; the test proves nothing", i)
+		}
+		r, err := m.ds[i].Resolve(ctx, bob)
+		if err != nil {
+			t.Fatalf("node %d: bob: %v", i, err)
+		}
+		if r.PeerID != genuine.PeerID || r.Seq != genuine.Seq {
+			t.Fatalf("node %d resolved bob to peer %s seq %d; want the genuine %s seq %d", i, r.PeerID, r.Seq, genuine.PeerID, genuine.Seq)
+		}
+	}
+}

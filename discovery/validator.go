@@ -127,7 +127,8 @@ func (v Validator) Select(key string, values [][]byte) (int, error) {
 }
 
 // replaces reports whether r, a valid value later in Select's list than b, the best so far,
-// takes b's place.
+// takes b's place. The directory cache decides with it too (admit): a cached record stays
+// against an incoming one when replaces(cached, incoming), as a store keeps what it holds.
 func (v Validator) replaces(r, b Record) bool {
 	switch {
 	case r.PeerID == b.PeerID || v.CertCheck != nil:
