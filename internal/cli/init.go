@@ -1,14 +1,21 @@
 package cli
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"text/template"
+	"time"
 
+	"github.com/libp2p/go-libp2p"
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/node"
@@ -20,7 +27,8 @@ func init() { register(newInitCmd) }
 func newInitCmd() *cobra.Command {
 	var dataDir, agentID string
 	var caps []string
-	var force bool
+	var force, found bool
+	var joinToken string
 	cmd := &cobra.Command{
 		Use:   "init",
 		Short: "Create a data directory: identity key, config with every default, API token",
@@ -28,7 +36,17 @@ func newInitCmd() *cobra.Command {
 config.yaml with every setting written out at its default and commented, and the local API's
 bearer token (mode 0600). It never overwrites a key; --force rewrites the config.
 
-Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`,
+Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.
+
+Trust (docs/trust.md):
+  --found        found a mesh: create the mesh authority's key (authority.key, mode 0600) in the
+                 data directory. The node certifies itself at its first start, and invites
+                 others with iacp-node invite.
+  --join TOKEN   join a mesh: prove the invitation's secret to the authority's node (which must
+                 be running), save the agent certificate (agent.cert), and write the mesh's
+                 authority and bootstrap addresses into the config. An invitation bound to an
+                 agent id sets --agent-id.
+Without either, the node runs in open mode (trust on first use), for labs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
@@ -42,6 +60,18 @@ Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`
 				return err
 			}
 			pid := identity.PeerID(key).String()
+			var inv authority.Invite
+			if joinToken != "" {
+				if found {
+					return errors.New("--found and --join: a node either founds a mesh or joins one")
+				}
+				if inv, err = authority.DecodeInvite(strings.TrimSpace(joinToken)); err != nil {
+					return fmt.Errorf("--join: %w", err)
+				}
+				if agentID == "" {
+					agentID = inv.AgentID
+				}
+			}
 			if agentID == "" {
 				agentID = defaultAgentID(pid)
 			}
@@ -58,6 +88,26 @@ Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`
 			if _, err := os.Stat(path); err == nil && !force {
 				return fmt.Errorf("%s exists; use --force to rewrite it", path)
 			}
+			trustLine := "open (trust on first use; for labs)"
+			switch {
+			case found:
+				a, err := foundMesh(dataDir)
+				if err != nil {
+					return err
+				}
+				cfg.Trust, cfg.Authority = node.TrustAuthority, a.ID()
+				trustLine = "authority " + a.ID() + " (founded here: invite others with iacp-node invite)"
+			case joinToken != "":
+				cert, err := joinMesh(cmd.Context(), key, inv, agentID, caps)
+				if err != nil {
+					return err
+				}
+				if err := fsutil.WriteFile(filepath.Join(dataDir, node.CertFile), []byte(cert.Raw+"\n"), 0o600); err != nil {
+					return err
+				}
+				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, inv.Authority, inv.Addrs
+				trustLine = fmt.Sprintf("authority %s (joined: certificate %s, expires %s)", inv.Authority, cert.ID, cert.Expires.Format(time.RFC3339))
+			}
 			if err := writeConfig(path, cfg); err != nil {
 				return err
 			}
@@ -69,8 +119,8 @@ Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`
 			if created {
 				verb = "created"
 			}
-			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\ncapabilities %s\nconfig    %s\n",
-				dataDir, pid, verb, agentID, capabilityList(cfg.Manifest), path)
+			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\ncapabilities %s\ntrust     %s\nconfig    %s\n",
+				dataDir, pid, verb, agentID, capabilityList(cfg.Manifest), trustLine, path)
 			fmt.Fprintf(out, "start it: iacp-node run --data-dir %s\n", dataDir)
 			return nil
 		},
@@ -79,6 +129,8 @@ Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.`
 	cmd.Flags().StringVar(&agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
 	cmd.Flags().StringSliceVar(&caps, "capabilities", nil, "capabilities, kind:name, e.g. tool:terminal,model:llama3,domain:security; a bare name is a tool (env IACP_CAPABILITIES)")
 	cmd.Flags().BoolVar(&force, "force", false, "rewrite an existing config.yaml")
+	cmd.Flags().BoolVar(&found, "found", false, "found a mesh: create the mesh authority's key in the data directory")
+	cmd.Flags().StringVar(&joinToken, "join", "", "join a mesh with an invitation from iacp-node invite")
 	return cmd
 }
 
@@ -225,4 +277,38 @@ func quoteAll(s []string) []string {
 		out[i] = fmt.Sprintf("%q", x)
 	}
 	return out
+}
+
+// foundMesh creates the mesh authority's key in dataDir, or reuses the one there.
+func foundMesh(dataDir string) (*authority.Authority, error) {
+	path := filepath.Join(dataDir, node.AuthorityKeyFile)
+	if a, err := authority.Load(path); err == nil {
+		return a, nil
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("mesh authority: %w", err)
+	}
+	a, err := authority.Generate()
+	if err != nil {
+		return nil, err
+	}
+	if err := a.Save(path); err != nil {
+		return nil, fmt.Errorf("mesh authority: %w", err)
+	}
+	return a, nil
+}
+
+// joinMesh redeems inv with the authority's node from a short-lived host with the node's key.
+func joinMesh(ctx context.Context, key crypto.PrivKey, inv authority.Invite, agentID string, caps []string) (*authority.Certificate, error) {
+	h, err := libp2p.New(libp2p.Identity(key), libp2p.NoListenAddrs)
+	if err != nil {
+		return nil, fmt.Errorf("join: %w", err)
+	}
+	defer h.Close()
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cert, err := node.Join(ctx, h, inv, agentID, caps)
+	if err != nil {
+		return nil, fmt.Errorf("join the mesh %s: %w", inv.Authority, err)
+	}
+	return cert, nil
 }
