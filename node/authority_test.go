@@ -47,15 +47,6 @@ func certifiedMesh(t *testing.T, n int, open ...int) (*mesh, *authority.Authorit
 	return m, a
 }
 
-func codeOf(t *testing.T, err error) protocol.Code {
-	t.Helper()
-	var pe *protocol.Error
-	if !errors.As(err, &pe) {
-		t.Fatalf("error %v carries no IACP code", err)
-	}
-	return pe.Code
-}
-
 // Issue 14, attack 1: one signed message claiming bob, sent before bob ever spoke, pinned bob
 // to the attacker. Under a mesh authority the claim is refused (mallory holds no certificate
 // for bob), nothing is bound, the real bob is never refused, and alice's messages for bob
