@@ -22,6 +22,14 @@ func TestRestart_SeenAliveAndGetsQueuedMessageWithinOneInterval(t *testing.T) {
 	b.beat, b.boot = restartBeat.String(), a.peerAddr()
 	b.start()
 	waitAgentState(t, a, "e2e:lab:bob", "alive", 30*time.Second)
+	// A and B have spoken: B's receipt binds B to its peer at A (issue 14: gossip refreshes a
+	// binding, never makes one).
+	first, err := a.send("e2e:lab:bob", 600, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	takeUntil(b, 10*time.Second, got, func() bool { return got[first] > 0 })
 	b.stop()
 	waitAgentState(t, a, "e2e:lab:bob", "offline", 10*time.Second)
 	id, err := a.send("e2e:lab:bob", 600, 1)
