@@ -416,9 +416,6 @@ func valueKeyOf(key string) string {
 // the heap an entry really takes (each from its own owner, the worst case) and checks that the
 // estimate covers it, so that WithMaxStoredBytes bounds memory.
 func TestStoreEntryOverheadCoversMemory(t *testing.T) {
-	if testing.Short() {
-		t.Skip("allocates 30 MB")
-	}
 	_, self := testKey(t)
 	const n = 40_000
 	keys := make([]ds.Key, n)
