@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	dht "github.com/libp2p/go-libp2p-kad-dht"
+	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -208,4 +210,29 @@ func (m *mesh) linkTo(tb testing.TB, id peer.ID, skip ...peer.ID) {
 			}
 		}
 	}
+}
+
+// addAttacker joins a hostile DHT server to the mesh: it stores whatever it is given (its
+// validator accepts everything), so tests can plant forged records and see what honest nodes
+// make of them. It returns the server, its host and its key; the server closes with the test.
+func (m *mesh) addAttacker(t *testing.T, ctx context.Context) (*dht.IpfsDHT, host.Host, crypto.PrivKey) {
+	t.Helper()
+	h, sk := addHost(t, m.mn, 99)
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	evil, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/iacp"),
+		dht.Validator(record.NamespacedValidator{AgentNamespace: acceptAll{}, PeerNamespace: acceptAll{}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { evil.Close() })
+	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
+	if err := <-evil.RefreshRoutingTable(); err != nil {
+		t.Logf("attacker refresh: %v", err)
+	}
+	return evil, h, sk
 }

@@ -259,23 +259,7 @@ func TestForgedRecordNotServed(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, sk := addHost(t, m.mn, 99)
-	if err := m.mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	evil, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/iacp"),
-		dht.Validator(record.NamespacedValidator{AgentNamespace: acceptAll{}, PeerNamespace: acceptAll{}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer evil.Close()
-	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
-	if err := <-evil.RefreshRoutingTable(); err != nil {
-		t.Logf("attacker refresh: %v", err)
-	}
+	evil, h, sk := m.addAttacker(t, ctx)
 
 	forged := genuine
 	forged.PeerID = h.ID()

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p-kad-dht/records"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -338,23 +337,7 @@ func TestOwnerRecordSurvivesForgeriesInMesh(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, sk := addHost(t, m.mn, 99)
-	if err := m.mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	evil, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/iacp"),
-		dht.Validator(record.NamespacedValidator{AgentNamespace: acceptAll{}, PeerNamespace: acceptAll{}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer evil.Close()
-	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
-	if err := <-evil.RefreshRoutingTable(); err != nil {
-		t.Logf("attacker refresh: %v", err)
-	}
+	evil, _, sk := m.addAttacker(t, ctx)
 
 	now := time.Now()
 	maxSeq := recordOf(t, sk, bob, math.MaxUint64, now, false, "")
@@ -462,23 +445,7 @@ func TestPeerKeyClaimDoesNotMoveCachedAgent(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	h, sk := addHost(t, m.mn, 99)
-	if err := m.mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	evil, err := dht.New(h, dht.Mode(dht.ModeServer), dht.ProtocolPrefix("/iacp"),
-		dht.Validator(record.NamespacedValidator{AgentNamespace: acceptAll{}, PeerNamespace: acceptAll{}}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer evil.Close()
-	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
-		t.Fatal(err)
-	}
-	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
-	if err := <-evil.RefreshRoutingTable(); err != nil {
-		t.Logf("attacker refresh: %v", err)
-	}
+	evil, h, sk := m.addAttacker(t, ctx)
 	now := time.Now()
 	claim := recordOf(t, sk, bob, uint64(now.UnixNano()), now, false, "") // newer than bob's
 	if err := evil.PutValue(ctx, PeerKey(h.ID()), claim); err != nil {
