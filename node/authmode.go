@@ -72,7 +72,8 @@ func (n *Node) setupTrust() error {
 	if c.DataDir != "" {
 		crlFile = filepath.Join(c.DataDir, RevocationsFile)
 	}
-	certs, err := newCertBook(n.ctx, v, n.host, c.MaxAgents, crlFile, c.Clock, n.log.With("subsystem", "trust"))
+	allow := func(p peer.ID) error { return n.rate.allow(p, n.now()) }
+	certs, err := newCertBook(n.ctx, v, n.host, c.MaxAgents, crlFile, allow, c.Clock, n.log.With("subsystem", "trust"))
 	if err != nil {
 		return err
 	}
@@ -87,10 +88,7 @@ func (n *Node) setupTrust() error {
 	}
 	n.log.Info("trust: authority", "mesh", c.Authority, "certificate", own.ID, "expires", own.Expires)
 	c.DiscoveryOptions = append(c.DiscoveryOptions,
-		discovery.WithCertCheck(func(cert, agentID string, p peer.ID) error {
-			_, err := v.Certificate(cert, p, agentID)
-			return err
-		}),
+		discovery.WithCertCheck(certs.checkRaw),
 		discovery.WithCertificate(func() string { return certs.own.Load().Raw }))
 	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(agentID string, author, via peer.ID) bool {
 		return certs.verifyLater(agentID, author, via)

@@ -3,7 +3,6 @@ package node
 import (
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -24,11 +23,17 @@ import (
 // certificate, as an attacker's node would.
 func certifiedMesh(t *testing.T, n int, open ...int) (*mesh, *authority.Authority) {
 	t.Helper()
+	return certifiedMeshWith(t, n, nil, open...)
+}
+
+// certifiedMeshWith is certifiedMesh with opts for every node.
+func certifiedMeshWith(t *testing.T, n int, opts []Option, open ...int) (*mesh, *authority.Authority) {
+	t.Helper()
 	a, err := authority.Generate()
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMesh(t, n, nil, func(i int, m *mesh) []Option {
+	m := newMesh(t, n, opts, func(i int, m *mesh) []Option {
 		for _, o := range open {
 			if o == i {
 				return []Option{WithTrust(TrustOpen)}
@@ -149,7 +154,12 @@ func TestTrustAuthority_NoStartWithoutAValidCertificate(t *testing.T) {
 		"another mesh":  {func(p peer.ID) string { return issue(t, other, agentName(0), p) }, "mesh authority"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := tryMesh(t, func(p peer.ID) []Option { return []Option{WithAuthority(a.ID(), c.cert(p))} })
+			mn := mocknet.New()
+			t.Cleanup(func() { mn.Close() })
+			_, _, err := addNode(t, mn, 4999, agentName(0), func(sk crypto.PrivKey) []Option {
+				p, _ := peer.IDFromPrivateKey(sk)
+				return []Option{WithAuthority(a.ID(), c.cert(p))}
+			})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("New: %v, want an error saying %q", err, c.want)
 			}
@@ -164,35 +174,6 @@ func issue(t *testing.T, a *authority.Authority, agent string, p peer.ID) string
 		t.Fatal(err)
 	}
 	return c.Raw
-}
-
-// tryMesh builds one node on its own in-memory network with opts(its peer id), and returns
-// New's answer.
-func tryMesh(t *testing.T, opts func(self peer.ID) []Option) (*Node, error) {
-	t.Helper()
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
-	sk, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := mn.AddPeer(sk, ma.StringCast("/ip4/127.0.0.1/tcp/4999"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	all := append([]Option{
-		WithHost(h, sk),
-		WithAgent(agentName(0), protocol.Manifest{Tools: []string{"terminal"}}),
-		WithDataDir(t.TempDir()),
-		WithLogger(slog.New(slog.DiscardHandler)),
-		WithDiscovery(false),
-		WithGossip(false),
-	}, opts(h.ID())...)
-	nd, err := New(all...)
-	if err == nil {
-		t.Cleanup(func() { nd.Close() })
-	}
-	return nd, err
 }
 
 // Joining by invitation: the authority's node issues a one-time invitation; a new node proves
@@ -249,5 +230,22 @@ func TestTrustAuthority_JoinByInvitation(t *testing.T) {
 	}
 	if _, err := Join(testCtx(t), joiner(), inv, newcomer, nil); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("a used invitation let a second peer join: %v", err)
+	}
+}
+
+// The certificate protocol answers anyone, so each request is charged to the asking peer's
+// message rate: a peer over its rate gets its stream reset, not another answer (or another
+// copy of the revocation list).
+func TestTrustAuthority_CertificateRequestsAreCharged(t *testing.T) {
+	m, _ := certifiedMeshWith(t, 2, []Option{WithRateLimit(1, 1)})
+	ask := func() error {
+		_, err := m.nodes[1].certs.ask(testCtx(t), m.nodes[0].ID(), m.nodes[0].ID())
+		return err
+	}
+	if err := ask(); err != nil {
+		t.Fatalf("the first request: %v", err)
+	}
+	if err := ask(); err == nil {
+		t.Fatal("a peer over its rate got a second answer")
 	}
 }

@@ -72,7 +72,9 @@ type certBook struct {
 	failed   *lru.Cache[peer.ID, failure]
 	inflight map[peer.ID]chan struct{}
 	slots    chan struct{}
-	revoked  func() // called after a newer revocation list was applied
+	// allow charges one certificate request to the asking peer (the node's message rate), so
+	// that nobody makes the node answer, or send its revocation list, without bound.
+	allow func(p peer.ID) error
 
 	ctx        context.Context
 	wg         sync.WaitGroup // background fetches
@@ -84,7 +86,7 @@ type failure struct {
 	err error
 }
 
-func newCertBook(ctx context.Context, v *authority.Verifier, h host.Host, size int, crlFile string, now func() time.Time, log *slog.Logger) (*certBook, error) {
+func newCertBook(ctx context.Context, v *authority.Verifier, h host.Host, size int, crlFile string, allow func(peer.ID) error, now func() time.Time, log *slog.Logger) (*certBook, error) {
 	byPeer, err := lru.New[peer.ID, *authority.Certificate](size)
 	if err != nil {
 		return nil, err
@@ -93,7 +95,7 @@ func newCertBook(ctx context.Context, v *authority.Verifier, h host.Host, size i
 	if err != nil {
 		return nil, err
 	}
-	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, byPeer: byPeer, failed: failed,
+	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, allow: allow, byPeer: byPeer, failed: failed,
 		inflight: make(map[peer.ID]chan struct{}), slots: make(chan struct{}, certFetchers), ctx: ctx}
 	if crlFile != "" {
 		raw, err := os.ReadFile(crlFile)
@@ -119,6 +121,23 @@ func (b *certBook) setOwn(raw, agentID string) (*authority.Certificate, error) {
 	b.own.Store(c)
 	b.byPeer.Add(b.self, c)
 	return c, nil
+}
+
+// checkRaw verifies the certificate raw for agentID on p, as a DHT record carries it. A record
+// is validated each time a store or a lookup compares it, so the certificate the book already
+// verified for p is not verified again; a new one is verified and kept.
+func (b *certBook) checkRaw(raw, agentID string, p peer.ID) error {
+	if c, ok := b.byPeer.Peek(p); ok && c.Raw == raw {
+		if err := b.check(agentID, p); !errors.Is(err, errNoCert) {
+			return err
+		}
+	}
+	c, err := b.v.Certificate(raw, p, agentID)
+	if err != nil {
+		return err
+	}
+	b.byPeer.Add(p, c)
+	return nil
 }
 
 // check reports whether a certificate the book holds binds agentID to p: nil, an error
@@ -272,6 +291,10 @@ func (b *certBook) ask(ctx context.Context, p, via peer.ID) (certAnswer, error) 
 // serve answers one certificate request.
 func (b *certBook) serve(s network.Stream) {
 	defer s.Close()
+	if b.allow(s.Conn().RemotePeer()) != nil {
+		s.Reset()
+		return
+	}
 	_ = s.SetDeadline(time.Now().Add(certTimeout))
 	body, err := protocol.ReadFrame(s, maxCertRequest)
 	if err != nil {
@@ -319,9 +342,6 @@ func (b *certBook) applyRevocations(raw string) bool {
 		if err := fsutil.WriteFile(b.crlFile, []byte(raw), 0o600); err != nil {
 			b.log.Error("saving the revocation list", "err", err.Error())
 		}
-	}
-	if b.revoked != nil {
-		b.revoked()
 	}
 	return true
 }

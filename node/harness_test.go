@@ -31,31 +31,16 @@ func newMesh(t testing.TB, n int, opts []Option, perNode func(i int, m *mesh) []
 	m := &mesh{mn: mocknet.New()}
 	t.Cleanup(func() { m.mn.Close() })
 	for i := 0; i < n; i++ {
-		sk, _, err := crypto.GenerateEd25519Key(nil)
+		nd, _, err := addNode(t, m.mn, 4000+i, agentName(i), func(sk crypto.PrivKey) []Option {
+			m.keys = append(m.keys, sk) // perNode may use node i's key
+			if perNode == nil {
+				return opts
+			}
+			return append(append([]Option(nil), opts...), perNode(i, m)...)
+		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		h, err := m.mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 4000+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.keys = append(m.keys, sk) // perNode may use node i's key
-		all := append([]Option{
-			WithHost(h, sk),
-			WithAgent(agentName(i), protocol.Manifest{Tools: []string{"terminal"}}),
-			WithDataDir(t.TempDir()),
-			WithLogger(slog.New(slog.DiscardHandler)),
-			WithDiscovery(false),
-			WithGossip(false),
-		}, opts...)
-		if perNode != nil {
-			all = append(all, perNode(i, m)...)
-		}
-		nd, err := New(all...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { nd.Close() })
 		m.nodes = append(m.nodes, nd)
 	}
 	if err := m.mn.LinkAll(); err != nil {
@@ -72,6 +57,33 @@ func newMesh(t testing.TB, n int, opts []Option, perNode func(i int, m *mesh) []
 		}
 	}
 	return m
+}
+
+// addNode starts one node serving agent on mn at the given port, with the test defaults (no
+// discovery, no gossip, a temporary data directory) and then opts(its key). It returns New's
+// answer; a node that started is closed with the test.
+func addNode(t testing.TB, mn mocknet.Mocknet, port int, agent string, opts func(sk crypto.PrivKey) []Option) (*Node, crypto.PrivKey, error) {
+	t.Helper()
+	sk, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nd, err := New(append([]Option{
+		WithHost(h, sk),
+		WithAgent(agent, protocol.Manifest{Tools: []string{"terminal"}}),
+		WithDataDir(t.TempDir()),
+		WithLogger(slog.New(slog.DiscardHandler)),
+		WithDiscovery(false),
+		WithGossip(false),
+	}, opts(sk)...)...)
+	if err == nil {
+		t.Cleanup(func() { nd.Close() })
+	}
+	return nd, sk, err
 }
 
 func peerOf(k crypto.PrivKey) string {
