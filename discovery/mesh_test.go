@@ -281,7 +281,7 @@ func TestForgedRecordNotServed(t *testing.T) {
 		if err != nil {
 			t.Fatalf("node %d: %v", i, err)
 		}
-		if r.PeerID != genuine.PeerID || r.Seq != genuine.Seq {
+		if r.PeerID != genuine.PeerID || r.Seq < genuine.Seq {
 			t.Fatalf("node %d was served a forged record: seq %d", i, r.Seq)
 		}
 		if _, err := m.ds[i].Resolve(ctx, agentID(3)); err != nil {
