@@ -18,7 +18,7 @@ var actions map[string]action
 
 func init() {
 	actions = map[string]action{
-		"join":      {parseJoin, runJoin, []string{"nodes_up", "join_ms"}},
+		"join":      {parseJoin, runJoin, []string{"nodes_up", "join_ms", "joined_by_invitation"}},
 		"converge":  {parseConverge, runConverge, []string{"converged", "converge_ms", "dht_ready_ms", "records_ready_ms", "gossip_ready_ms", "liveness_ready_ms"}},
 		"discover":  {parseDiscover, runDiscover, []string{"lookup_success", "lookup_p50_ms", "lookup_p99_ms"}},
 		"load":      {parseLoad, runLoad, []string{"requests", "request_success", "request_p50_ms", "request_p99_ms"}},

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,12 +10,16 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -33,6 +38,11 @@ type simNode struct {
 	caps     []CapabilityWeight
 	delay    Range
 	seed     uint64 // for the node's discovery backoff jitter
+
+	// cert is the agent certificate it received when it joined by invitation (authority
+	// mode, every node but 0, which holds the authority and certifies itself); kept across
+	// restarts, as a deployed node keeps agent.cert.
+	cert string
 
 	listen   string     // loopback: the address it listened on first, kept across restarts
 	nd       *node.Node // nil when down; guarded by cluster.mu
@@ -55,6 +65,12 @@ type cluster struct {
 	start time.Time
 	slots []*simNode
 	ids   map[string]int // agent id -> slot
+	// auth is the mesh authority (authority mode; nil when open), held by node 0, and
+	// authKey its key, from which the trust step makes copies with another clock.
+	auth    *authority.Authority
+	authKey crypto.PrivKey
+	// invited counts the nodes that joined by invitation (atomic: joins run in parallel).
+	invited atomic.Int64
 
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
@@ -92,6 +108,19 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 		sn.manifest = manifestOf(sn)
 		c.slots = append(c.slots, sn)
 		c.ids[sn.agentID] = i
+	}
+	if sc.Trust == node.TrustAuthority {
+		// From a source of its own, so that the slots' keys and the script's draws are
+		// those of open mode for the same seed.
+		sk, _, err := crypto.GenerateEd25519Key(seededReader{rand.New(rand.NewPCG(sc.Seed, 0xa0707))})
+		if err == nil {
+			c.auth, err = authority.New(sk)
+		}
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("mesh authority: %w", err)
+		}
+		c.authKey = sk
 	}
 	return c, nil
 }
@@ -194,6 +223,14 @@ func (c *cluster) options(sn *simNode) []node.Option {
 	if n.RetryMin > 0 {
 		extra = append(extra, node.WithRetry(n.RetryMin.D(), n.RetryMax.D()))
 	}
+	switch {
+	case c.auth == nil:
+		extra = append(extra, node.WithTrust(node.TrustOpen))
+	case sn.idx == 0:
+		extra = append(extra, node.WithMeshAuthority(c.auth))
+	default:
+		extra = append(extra, node.WithAuthority(c.auth.ID(), sn.cert))
+	}
 	return append([]node.Option{
 		node.WithAgent(sn.agentID, sn.manifest),
 		node.WithDataDir(sn.dir),
@@ -217,7 +254,13 @@ func (c *cluster) startNode(i int) (err error) {
 	if err := os.MkdirAll(sn.dir, 0o700); err != nil {
 		return err
 	}
-	opts := c.options(sn)
+	var inv *authority.Invite
+	if c.auth != nil && i != 0 && sn.cert == "" {
+		if inv, err = c.invite(sn); err != nil {
+			return err
+		}
+	}
+	var opts []node.Option
 	if c.net != nil {
 		h, err := c.net.addPeer(i, sn.key)
 		if err != nil {
@@ -240,15 +283,25 @@ func (c *cluster) startNode(i int) (err error) {
 		if err := c.linkToAll(i); err != nil {
 			return err
 		}
-		opts = append(opts, node.WithHost(sh, sn.key))
+		if inv != nil {
+			if err := c.join(sn, sh, *inv); err != nil {
+				return err
+			}
+		}
+		opts = append(c.options(sn), node.WithHost(sh, sn.key))
 	} else {
+		if inv != nil {
+			if err := c.joinLoopback(sn, *inv); err != nil {
+				return err
+			}
+		}
 		// A restarted node listens where it did before, as a deployed node with a configured
 		// port does; the first start takes a port the kernel picks.
 		listen := sn.listen
 		if listen == "" {
 			listen = "/ip4/127.0.0.1/tcp/0"
 		}
-		opts = append(opts, node.WithKey(sn.key), node.WithListen(listen), node.WithNAT(false))
+		opts = append(c.options(sn), node.WithKey(sn.key), node.WithListen(listen), node.WithNAT(false))
 	}
 	nd, err := node.New(opts...)
 	if err != nil {
@@ -279,6 +332,60 @@ func (c *cluster) startNode(i int) (err error) {
 	return nil
 }
 
+// joinTimeout bounds one join by invitation, dial included.
+const joinTimeout = 30 * time.Second
+
+// invite asks node 0, the mesh authority's node, for a one-time invitation bound to sn's
+// agent id, as `iacp-node invite --agent` does.
+func (c *cluster) invite(sn *simNode) (*authority.Invite, error) {
+	authNode := c.node(0)
+	if authNode == nil {
+		return nil, fmt.Errorf("node %d joins by invitation from node 0, the mesh authority's node, which is not running: start node 0 first (or use trust: open)", sn.idx)
+	}
+	token, _, err := authNode.Invite(sn.agentID, time.Hour)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: invitation: %w", sn.idx, err)
+	}
+	inv, err := authority.DecodeInvite(token)
+	if err != nil {
+		return nil, fmt.Errorf("node %d: invitation: %w", sn.idx, err)
+	}
+	return &inv, nil
+}
+
+// join redeems inv for sn over h, the host the node will run on (node.Join, the exchange of
+// `iacp-node init --join`), and keeps the certificate.
+func (c *cluster) join(sn *simNode, h host.Host, inv authority.Invite) error {
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
+	defer cancel()
+	cert, err := node.Join(ctx, h, inv, sn.agentID, certCapabilities(sn.manifest))
+	if err != nil {
+		return fmt.Errorf("node %d: join by invitation: %w", sn.idx, err)
+	}
+	sn.cert = cert.Raw
+	c.invited.Add(1)
+	return nil
+}
+
+// joinLoopback joins from a short-lived host with the node's key on 127.0.0.1, as
+// `iacp-node init --join` does before the node ever runs.
+func (c *cluster) joinLoopback(sn *simNode, inv authority.Invite) error {
+	h, err := libp2p.New(libp2p.Identity(sn.key), libp2p.NoListenAddrs)
+	if err != nil {
+		return fmt.Errorf("node %d: join by invitation: %w", sn.idx, err)
+	}
+	defer h.Close()
+	return c.join(sn, h, inv)
+}
+
+// certCapabilities lists a manifest's capabilities as node 0 certifies its own: the names of
+// its tools, models and domains.
+func certCapabilities(m protocol.Manifest) []string {
+	out := append([]string(nil), m.Tools...)
+	out = append(out, m.Models...)
+	return append(out, m.Domains...)
+}
+
 // linkToAll links slot i to every slot on its side that has a host on the mocknet (running
 // or starting: nodes start in parallel, and each links to those present when it arrives).
 func (c *cluster) linkToAll(i int) error {
@@ -286,7 +393,7 @@ func (c *cluster) linkToAll(i int) error {
 	side := append([]int(nil), c.side...)
 	c.mu.RUnlock()
 	for _, j := range c.net.present() {
-		if j != i && side[j] == side[i] {
+		if j != i && j < len(side) && side[j] == side[i] { // j beyond the slots: an intruder
 			if err := c.net.link(i, j, c.slots[i].pid, c.slots[j].pid); err != nil {
 				return err
 			}

@@ -37,13 +37,15 @@ type StepResult struct {
 
 // Report is the result of one run.
 type Report struct {
-	Scenario    string    `json:"scenario"`
-	Description string    `json:"description,omitempty"`
-	Nodes       int       `json:"nodes"`
-	Seed        uint64    `json:"seed"`
-	Transport   string    `json:"transport"`
-	Started     time.Time `json:"started"`
-	DurationMS  float64   `json:"duration_ms"`
+	Scenario    string `json:"scenario"`
+	Description string `json:"description,omitempty"`
+	Nodes       int    `json:"nodes"`
+	Seed        uint64 `json:"seed"`
+	Transport   string `json:"transport"`
+	// Trust is the nodes' trust mode: authority or open.
+	Trust      string    `json:"trust"`
+	Started    time.Time `json:"started"`
+	DurationMS float64   `json:"duration_ms"`
 	// Passed is true when every step ran and every expectation held.
 	Passed bool         `json:"passed"`
 	Steps  []StepResult `json:"steps"`

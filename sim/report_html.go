@@ -116,7 +116,7 @@ table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;paddin
 </style></head><body>
 <h1>{{.R.Scenario}}: {{if .R.Passed}}<span class="ok">passed</span>{{else}}<span class="fail">failed</span>{{end}}</h1>
 <p>{{.R.Description}}</p>
-<p>{{.R.Nodes}} nodes on {{.R.Transport}}, seed {{.R.Seed}}, {{printf "%.1f" .R.DurationMS}} ms in all;
+<p>{{.R.Nodes}} nodes on {{.R.Transport}}, trust {{.R.Trust}}, seed {{.R.Seed}}, {{printf "%.1f" .R.DurationMS}} ms in all;
 peak heap in use {{printf "%.2f" .R.PeakHeapPerNodeMiB}} MiB per node; {{.R.DroppedItems}} gossip items dropped by the observers.</p>
 <table><tr><th>#</th><th>step</th><th>result</th><th>ms</th><th>metrics</th><th>expectations</th><th>errors</th></tr>
 {{range .R.Steps}}<tr><td>{{.Index}}</td><td>{{.Name}}</td>

@@ -24,7 +24,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "scenario %s: %d nodes, %s, seed %d, %.1f s: %s\n\n", r.Scenario, r.Nodes, r.Transport, r.Seed, r.DurationMS/1000, verdict)
+	fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s: %s\n\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, verdict)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "#\tstep\tresult\ttime\tmeasured\theap/node\tcpu")
 	for _, s := range r.Steps {

@@ -84,7 +84,7 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 		return nil, err
 	}
 	r := &run{c: c, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
-		Transport: sc.Network.Transport, Started: c.start, Passed: true}}
+		Transport: sc.Network.Transport, Trust: sc.Trust, Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("closing the nodes: %w", cerr)
@@ -92,7 +92,7 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	}()
 	r.lag = startLagMonitor()
 	defer r.lag.stop()
-	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Seed)
+	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, trust %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Trust, sc.Seed)
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
 		res := r.step(ctx, i, st)

@@ -124,12 +124,13 @@ steps:
 }
 
 // Links with latency, per-link jitter and a bandwidth cap; every load pattern; and the three
-// report formats.
+// report formats. The nodes run in open mode (trust on first use), which the report says.
 func TestRun_NetworkPatternsAndReports(t *testing.T) {
 	rep := runScenario(t, `
 name: reports
 nodes: 4
 seed: 13
+trust: open
 network: {latency: 4ms, jitter: 2ms, bandwidth: 5000000}
 agents: {handler_delay: {min: 5ms, max: 10ms}}
 steps:
@@ -162,7 +163,10 @@ steps:
 	}
 	var txt bytes.Buffer
 	_ = rep.WriteText(&txt)
-	for _, want := range []string{"PASSED", "burst", "poisson", "heap/node"} {
+	if _, ok := rep.Steps[0].Metrics["joined_by_invitation"]; ok || rep.Trust != "open" {
+		t.Fatalf("an open mesh: trust %q, join metrics %v", rep.Trust, rep.Steps[0].Metrics)
+	}
+	for _, want := range []string{"PASSED", "burst", "poisson", "heap/node", "trust open"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Fatalf("table lacks %q:\n%s", want, txt.String())
 		}

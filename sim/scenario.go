@@ -24,6 +24,11 @@ type Scenario struct {
 	Nodes int `yaml:"nodes"`
 	// Seed seeds every random choice of the script. Default 1.
 	Seed uint64 `yaml:"seed"`
+	// Trust is the nodes' trust mode: "authority" (default) or "open". Under authority node
+	// 0 holds the mesh authority and every other node joins by invitation, as
+	// `iacp-node init --join` does (docs/sim.md, "Trust"); open runs every node in trust on
+	// first use.
+	Trust string `yaml:"trust"`
 	// Network is the medium between the nodes.
 	Network NetworkSpec `yaml:"network"`
 	// Node tunes every node.
@@ -209,6 +214,9 @@ func (sc *Scenario) defaults() {
 	if sc.Network.Transport == "" {
 		sc.Network.Transport = TransportMocknet
 	}
+	if sc.Trust == "" {
+		sc.Trust = node.TrustAuthority
+	}
 	n := &sc.Node
 	if n.Heartbeat == 0 {
 		n.Heartbeat = Duration(time.Second)
@@ -261,6 +269,8 @@ func (sc *Scenario) Validate() error {
 	switch {
 	case sc.Nodes < 2 || sc.Nodes > MaxNodes:
 		return fmt.Errorf("nodes: %d is outside 2..%d", sc.Nodes, MaxNodes)
+	case sc.Trust != node.TrustAuthority && sc.Trust != node.TrustOpen:
+		return fmt.Errorf("trust: %q is neither %q nor %q", sc.Trust, node.TrustAuthority, node.TrustOpen)
 	case sc.Network.Transport != TransportMocknet && sc.Network.Transport != TransportLoopback:
 		return fmt.Errorf("network.transport: %q is neither %q nor %q", sc.Network.Transport, TransportMocknet, TransportLoopback)
 	case sc.Network.Transport == TransportLoopback && (sc.Network.Latency > 0 || sc.Network.Jitter > 0 || sc.Network.Bandwidth > 0):

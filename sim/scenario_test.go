@@ -29,6 +29,7 @@ func TestParse_RefusesBadScenarios(t *testing.T) {
 		{"steps: [{kill: {mode: vanish}}]", `mode "vanish"`},
 		{"steps: [{sleep: {duration: soon}}]", "is not a duration"},
 		{"agents: {per_agent: {min: 2, max: 9}}\nsteps: [{join: {}}]", "agents.per_agent"},
+		{"trust: lax\nsteps: [{join: {}}]", `trust: "lax"`},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
@@ -43,7 +44,7 @@ func TestParse_DefaultsAndLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Nodes != 10 || sc.Seed != 1 || sc.Network.Transport != TransportMocknet || sc.Node.Heartbeat.D() != time.Second {
+	if sc.Nodes != 10 || sc.Seed != 1 || sc.Network.Transport != TransportMocknet || sc.Node.Heartbeat.D() != time.Second || sc.Trust != "authority" {
 		t.Fatalf("defaults not filled: %+v", sc)
 	}
 	if sc.Steps[1].Name != "warm" || sc.Steps[1].Action != "load" || sc.Steps[0].Name != "join" {

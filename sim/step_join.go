@@ -40,7 +40,7 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 	if jp.Count > 0 {
 		todo = todo[:min(jp.Count, len(todo))]
 	}
-	t0 := time.Now()
+	t0, invited := time.Now(), c.invited.Load()
 	c.joinStart = t0
 	var errs []error
 	var mu sync.Mutex
@@ -71,6 +71,9 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 	wg.Wait()
 	res.Metrics["join_ms"] = ms(time.Since(t0))
 	res.Metrics["started"] = float64(len(todo))
+	if c.auth != nil {
+		res.Metrics["joined_by_invitation"] = float64(c.invited.Load() - invited)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return err
 	}
