@@ -30,6 +30,7 @@ func init() {
 		"heal":      {parseHeal, runHeal, []string{"converged", "heal_ms"}},
 		"churn":     {parseChurn, runChurn, []string{"kills", "restarts", "request_success", "request_p99_ms"}},
 		"offline":   {parseOffline, runOffline, []string{"offline_sent", "offline_delivered", "lost"}},
+		"intruder":  {parseIntruder, runIntruder, []string{"intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio"}},
 		"sleep":     {parseSleep, runSleep, nil},
 	}
 }

@@ -3,14 +3,13 @@ package sim
 import (
 	"context"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// offlinePrefix marks the events of the offline step, whose deliveries are counted.
+// offlinePrefix marks the events of the offline step.
 const offlinePrefix = "sim.offline."
 
 // drawCapabilities draws between PerAgent.Min and PerAgent.Max distinct capabilities,
@@ -60,9 +59,12 @@ type workPayload struct {
 }
 
 // installAgent registers the synthetic agent's handlers: handoff requests are answered
-// "accepted" after the requested delay; notify events are counted as delivered.
+// "accepted" after the requested delay; notify events are counted as delivered. Every message
+// a handler takes is counted too when a step registered its id (recorder.expectDelivery):
+// what an agent acted on.
 func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
 	nd.Handle(protocol.IntentHandoff, func(ctx context.Context, r *node.Request) error {
+		rec.deliver(r.Msg.Envelope.MessageID)
 		var p workPayload
 		if err := protocol.DecodePayload(r.Msg, &p); err != nil {
 			return r.Fail(err)
@@ -79,10 +81,7 @@ func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
 		return r.Reply(protocol.ResponseAccepted, map[string]any{"agent": sn.agentID})
 	})
 	nd.Handle(protocol.IntentNotify, func(_ context.Context, r *node.Request) error {
-		var ev protocol.EventPayload
-		if protocol.DecodePayload(r.Msg, &ev) == nil && strings.HasPrefix(ev.EventType, offlinePrefix) {
-			rec.deliver(r.Msg.Envelope.MessageID)
-		}
+		rec.deliver(r.Msg.Envelope.MessageID) // the offline and intruder steps' events
 		return nil
 	})
 }

@@ -102,6 +102,31 @@ steps:
 	}
 }
 
+// Issue 14: a mesh of 5 nodes joined by invitation (scenarios/trust.yaml). A node without a
+// certificate, one claiming another agent's id, and one whose certificate expired get nothing
+// they send acted on: every direct send is refused with IDENTITY_INVALID naming the rule that
+// failed, no broadcast of theirs reaches an agent, no node binds their agent id to them, and a
+// certified node that sends the same is heard.
+func TestRun_Trust(t *testing.T) {
+	rep := runScenario(t, "trust")
+	if rep.Trust != "authority" || rep.Steps[0].Metrics["joined_by_invitation"] != 4 {
+		t.Fatalf("not a mesh joined by invitation: trust %q, join %v", rep.Trust, rep.Steps[0].Metrics)
+	}
+	intruders := 0
+	for _, s := range rep.Steps {
+		if s.Action != "intruder" {
+			continue
+		}
+		intruders++
+		if s.Metrics["intruder_sent"] == 0 || s.Metrics["acted_on"] != 0 || len(s.Errors) != 1 || s.Errors["IDENTITY_INVALID"] != int(s.Metrics["intruder_sent"]) {
+			t.Fatalf("step %s: %v, errors %v", s.Name, s.Metrics, s.Errors)
+		}
+	}
+	if intruders != 3 {
+		t.Fatalf("%d intruder steps, want 3 (no certificate, impostor, expired)", intruders)
+	}
+}
+
 // Real TCP sockets on 127.0.0.1: the same node code over the kernel's loopback.
 func TestRun_Loopback(t *testing.T) {
 	runScenario(t, `

@@ -30,6 +30,9 @@ func TestParse_RefusesBadScenarios(t *testing.T) {
 		{"steps: [{sleep: {duration: soon}}]", "is not a duration"},
 		{"agents: {per_agent: {min: 2, max: 9}}\nsteps: [{join: {}}]", "agents.per_agent"},
 		{"trust: lax\nsteps: [{join: {}}]", `trust: "lax"`},
+		{"trust: open\nsteps: [{intruder: {}}]", "intruder: needs trust: authority"},
+		{"steps: [{intruder: {certificate: forged}}]", `certificate "forged"`},
+		{"steps: [{intruder: {as: 10}}]", "as 10 is outside"},
 	}
 	for _, c := range cases {
 		_, err := Parse([]byte(c.yaml))
