@@ -14,7 +14,7 @@ var summaryMetrics = []string{
 	"request_success", "request_p50_ms", "request_p99_ms", "delivery_ratio",
 	"broadcast_p50_ms", "broadcast_p99_ms", "broadcast_max_ms", "group_p50_ms", "group_p99_ms",
 	"detected_ratio", "detection_p50_ms", "detection_max_ms", "rejoin_p50_ms", "false_suspicions",
-	"offline_delivered", "lost",
+	"offline_delivered", "lost", "intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio",
 }
 
 // WriteText writes the summary table: one row per step with its main metrics, memory and CPU,
@@ -68,6 +68,16 @@ func (r *Report) WriteText(w io.Writer) error {
 			}
 			sort.Strings(codes)
 			fmt.Fprintf(w, "step %d %s: errors by code: %s\n", s.Index, s.Name, strings.Join(codes, " "))
+		}
+		var rules []string
+		for k, v := range s.Metrics {
+			if rule, ok := strings.CutPrefix(k, "rule_"); ok {
+				rules = append(rules, fmt.Sprintf("%s %.0f%%", rule, 100*v))
+			}
+		}
+		if len(rules) > 0 {
+			sort.Strings(rules)
+			fmt.Fprintf(w, "step %d %s: refusals by the rule they name: %s\n", s.Index, s.Name, strings.Join(rules, ", "))
 		}
 		if s.Error != "" {
 			fmt.Fprintf(w, "step %d %s: could not run: %s\n", s.Index, s.Name, s.Error)

@@ -125,6 +125,13 @@ func TestRun_Trust(t *testing.T) {
 	if intruders != 3 {
 		t.Fatalf("%d intruder steps, want 3 (no certificate, impostor, expired)", intruders)
 	}
+	var txt bytes.Buffer
+	_ = rep.WriteText(&txt)
+	for _, want := range []string{"refusals by the rule they name: no_certificate 100%", "refusals by the rule they name: expired 100%"} {
+		if !strings.Contains(txt.String(), want) {
+			t.Fatalf("the table does not say %q:\n%s", want, txt.String())
+		}
+	}
 }
 
 // Real TCP sockets on 127.0.0.1: the same node code over the kernel's loopback.
