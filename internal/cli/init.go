@@ -50,9 +50,9 @@ Trust (docs/trust.md): by default init founds a mesh. Choose at most one of:
                    bound to an agent id sets --agent-id.
   --open           a lab node: trust: open (trust on first use). Any peer may claim an agent
                    id nobody claimed before; the node warns at every start.
-With --force and no trust flag, a node that joined a mesh stays in it (its authority and
-bootstrap addresses are kept), a founder keeps its authority.key, and any other node founds
-a mesh as a new one does.`,
+With --force and no trust flag, a node that joined a mesh stays in it (its authority,
+bootstrap addresses and, without --agent-id, the agent id its certificate names are kept), a
+founder keeps its authority.key, and any other node founds a mesh as a new one does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
