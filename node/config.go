@@ -373,6 +373,23 @@ func WithMeshAuthority(a *authority.Authority) Option {
 	}
 }
 
+// WithAuthorityNode names the mesh authority's node, which renews certificates and issues
+// tokens (see Config.AuthorityNode).
+func WithAuthorityNode(p peer.ID) Option {
+	return func(c *Config) error { c.AuthorityNode = p.String(); return nil }
+}
+
+// WithIntentPolicy sets the capabilities each intent requires (see Config.IntentPolicy).
+func WithIntentPolicy(p map[string][]string) Option {
+	return func(c *Config) error { c.IntentPolicy = p; return nil }
+}
+
+// WithTokenIssuers trusts A2ACP token issuers besides the mesh authority (see
+// Config.TokenIssuers).
+func WithTokenIssuers(ids ...string) Option {
+	return func(c *Config) error { c.TokenIssuers = ids; return nil }
+}
+
 // WithTrust sets the trust mode: TrustAuthority or TrustOpen.
 func WithTrust(mode string) Option { return func(c *Config) error { c.Trust = mode; return nil } }
 
