@@ -25,13 +25,16 @@ const RevocationsEvent = "iacp.trust.revocations"
 // one small exchange per interval, whatever the size of the mesh.
 const revocationSyncEvery = time.Minute
 
+// IssuedCertificate is a certificate the mesh authority issued, as its registry keeps it.
+type IssuedCertificate = authority.Issued
+
 // Revoke revokes the certificates that target names, an agent id (all of its certificates)
 // or a certificate id, and broadcasts the new revocation list, which this node applies at
 // once. From then on no node that holds the list believes the revoked certificates: their
 // messages, heartbeats and DHT records are refused with IDENTITY_INVALID. Only the mesh
 // authority's node can revoke. It returns the certificates revoked; a failed broadcast is
 // reported with them (peers still catch up within a minute).
-func (n *Node) Revoke(ctx context.Context, target string) ([]authority.Issued, error) {
+func (n *Node) Revoke(ctx context.Context, target string) ([]IssuedCertificate, error) {
 	if n.registry == nil {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): revoke on the node that founded the mesh", AuthorityKeyFile)
 	}
@@ -56,7 +59,7 @@ func (n *Node) Revoke(ctx context.Context, target string) ([]authority.Issued, e
 
 // Certificates returns the unexpired certificates the mesh authority issued, revoked or not;
 // only the mesh authority's node has them.
-func (n *Node) Certificates() ([]authority.Issued, error) {
+func (n *Node) Certificates() ([]IssuedCertificate, error) {
 	if n.registry == nil {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority: list certificates on the node that founded the mesh")
 	}
