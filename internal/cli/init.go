@@ -106,6 +106,7 @@ Without either, the node runs in open mode (trust on first use), for labs.`,
 					return err
 				}
 				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, inv.Authority, inv.Addrs
+				cfg.AuthorityNode = authorityNodeOf(inv)
 				trustLine = fmt.Sprintf("authority %s (joined: certificate %s, expires %s)", inv.Authority, cert.ID, cert.Expires.Format(time.RFC3339))
 			}
 			if err := writeConfig(path, cfg); err != nil {
@@ -246,6 +247,15 @@ pin_expiry: {{.PinExpiry}}
 # data dir holds authority.key, else open (with a warning).
 trust: "{{.Trust}}"
 authority: "{{.Authority}}"
+# The peer id of the mesh authority's node, which renews this node's certificate when a third
+# of its life is left and issues A2ACP tokens (POST /auth/token). Empty: the bootstrap peers.
+authority_node: "{{.AuthorityNode}}"
+# Authorization (docs/trust.md): the capabilities each intent requires of a request or event's
+# sender, granted by its certificate's permissions (iacp-node invite --grant) or by an A2ACP
+# token in security.auth_token. Example: intent_policy: {handoff: [tasks:write]}
+intent_policy: {}
+# A2ACP token issuers trusted besides the mesh authority: Ed25519 keys written as peer ids.
+token_issuers: []
 # A YAML map of agent id to peer id: only those may speak (a closed mesh), in either mode.
 allowlist_file: "{{.AllowlistFile}}"
 
@@ -295,6 +305,17 @@ func foundMesh(dataDir string) (*authority.Authority, error) {
 		return nil, fmt.Errorf("mesh authority: %w", err)
 	}
 	return a, nil
+}
+
+// authorityNodeOf returns the peer id of the invitation's first address: the authority's
+// node, which issued it.
+func authorityNodeOf(inv authority.Invite) string {
+	for _, s := range inv.Addrs {
+		if ai, err := node.ParseBootstrap(s); err == nil {
+			return ai.ID.String()
+		}
+	}
+	return ""
 }
 
 // joinMesh redeems inv with the authority's node from a short-lived host with the node's key.
