@@ -30,3 +30,30 @@ func TestSecurity_RoundTripsAndRefusesMalformed(t *testing.T) {
 		t.Errorf("%d permissions: %v; want PAYLOAD_INVALID", MaxPermissions+1, err)
 	}
 }
+
+// FuzzSecurity: any security member decodes to a Security or a PAYLOAD_INVALID error, never a
+// panic, and what decodes is within MaxPermissions and sets back to an equal member.
+func FuzzSecurity(f *testing.F) {
+	for _, s := range []string{`{"auth_token":"a.b.c","permissions":["deploy"]}`, `null`, `{}`, `[]`, `{"permissions":[1]}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		m := Message{Extra: Extra{"security": raw}}
+		s, err := m.Security()
+		if err != nil {
+			if CodeOf(err) != CodePayloadInvalid {
+				t.Fatalf("error %v is not PAYLOAD_INVALID", err)
+			}
+			return
+		}
+		if len(s.Permissions) > MaxPermissions {
+			t.Fatalf("%d permissions decoded", len(s.Permissions))
+		}
+		var again Message
+		WithSecurity(s)(&again)
+		back, err := again.Security()
+		if err != nil || back.AuthToken != s.AuthToken || len(back.Permissions) != len(s.Permissions) {
+			t.Fatalf("set back: %+v %v, want %+v", back, err, s)
+		}
+	})
+}
