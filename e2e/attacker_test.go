@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	bin "encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -20,6 +21,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -52,6 +55,48 @@ func newAttacker(t *testing.T, agentID string) *attacker {
 		t.Fatal(err)
 	}
 	return &attacker{t: t, h: h, key: key, b: b}
+}
+
+// join makes the attacker a certified agent of founder's mesh, a hostile insider: it redeems
+// an invitation for its agent id with its own key (node.Join, as init --join does) and serves
+// the certificate on /iacp/cert/1.0.0 as a node does, so that the mesh takes its messages as
+// its agent's. A test that must show what a certified peer can still do uses it; a peer
+// without a certificate gets nothing it sends acted on (docs/trust.md).
+func (a *attacker) join(founder *proc) {
+	a.t.Helper()
+	inv, err := authority.DecodeInvite(founder.invite(a.b.AgentID()))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cert, err := node.Join(ctx, a.h, inv, a.b.AgentID(), nil)
+	if err != nil {
+		a.t.Fatalf("the attacker's join: %v", err)
+	}
+	// The certificate protocol (node/certs.go): a request {"peer": "<id>"} (empty: the
+	// answering node's own), an answer {"cert": "<compact JWS>"}, or {} for a peer whose
+	// certificate it holds no copy of.
+	own, _ := json.Marshal(map[string]string{"cert": cert.Raw})
+	a.h.SetStreamHandler(node.CertProtocolID, func(s network.Stream) {
+		defer s.Close()
+		_ = s.SetDeadline(time.Now().Add(10 * time.Second))
+		body, err := protocol.ReadFrame(s, 4<<10)
+		var req struct {
+			Peer string `json:"peer"`
+		}
+		if err != nil || json.Unmarshal(body, &req) != nil {
+			s.Reset()
+			return
+		}
+		answer := own
+		if req.Peer != "" && req.Peer != a.h.ID().String() {
+			answer = []byte("{}")
+		}
+		if protocol.WriteFrame(s, answer) != nil {
+			s.Reset()
+		}
+	})
 }
 
 // connect dials p and returns its peer id.

@@ -16,7 +16,7 @@ func pair(t *testing.T) (a, b *proc) {
 	t.Helper()
 	b = newProc(t, "b", "e2e:lab:bob")
 	b.start()
-	a = newProc(t, "a", "e2e:lab:alice")
+	a = joinProc(t, "a", "e2e:lab:alice", b)
 	a.boot = b.peerAddr()
 	a.start()
 	id, err := a.send("e2e:lab:bob", 600, -1)

@@ -89,12 +89,29 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// newProc initialises a data directory with fast retries and 1 s heartbeats.
-func newProc(t *testing.T, name, agentID string) *proc {
+// newProc initialises a data directory with fast retries and 1 s heartbeats. A plain init
+// founds a mesh, as an operator's first node does: the node holds the mesh authority's key
+// and certifies itself at its first start; others join it with joinProc. initArgs go to
+// init: "--open" makes a lab node for a test about open mode.
+func newProc(t *testing.T, name, agentID string, initArgs ...string) *proc {
+	t.Helper()
+	return initProc(t, name, append([]string{"--agent-id", agentID}, initArgs...))
+}
+
+// joinProc initialises a data directory that joins founder's mesh the secure way: the
+// founder's node (which must be running) issues an invitation for agentID through its API
+// (iacp-node invite), and init --join redeems it. The config then names the mesh's authority
+// and the founder's address as its bootstrap peer.
+func joinProc(t *testing.T, name, agentID string, founder *proc) *proc {
+	t.Helper()
+	return initProc(t, name, []string{"--join", founder.invite(agentID)})
+}
+
+func initProc(t *testing.T, name string, initArgs []string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, dir: filepath.Join(t.TempDir(), name), p2pPort: freePort(t), apiPort: freePort(t),
 		beat: "1s", client: &http.Client{Timeout: 30 * time.Second}}
-	out, err := exec.Command(binary, "init", "--data-dir", p.dir, "--agent-id", agentID).CombinedOutput()
+	out, err := exec.Command(binary, append([]string{"init", "--data-dir", p.dir}, initArgs...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("init %s: %v\n%s", name, err, out)
 	}
@@ -114,6 +131,21 @@ func newProc(t *testing.T, name, agentID string) *proc {
 		}
 	})
 	return p
+}
+
+// invite asks the running node (the mesh's founder) for a one-time invitation bound to
+// agentID, as its operator would with iacp-node invite, and returns the token.
+func (p *proc) invite(agentID string) string {
+	p.t.Helper()
+	out, err := exec.Command(binary, "invite", "--data-dir", p.dir, "--api", fmt.Sprintf("127.0.0.1:%d", p.apiPort),
+		"--agent", agentID, "-o", "json").Output()
+	var doc struct {
+		Token string `json:"token"`
+	}
+	if err != nil || json.Unmarshal(out, &doc) != nil || doc.Token == "" {
+		p.t.Fatalf("invite %s on %s: %v\n%s", agentID, p.name, err, out)
+	}
+	return doc.Token
 }
 
 func (p *proc) addr() string { return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.p2pPort) }

@@ -108,14 +108,16 @@ func TestHostile_RefusedInputBarelyGrowsTheAuditLog(t *testing.T) {
 
 // One sender fills the shared inbox: a peer floods valid, signed 64 KiB events that the agent
 // never takes; it is refused once it holds its share (32 MiB of the 256 MiB inbox), and
-// another sender is still accepted and delivered.
+// another sender is still accepted and delivered. The flooding peer is a certified member of
+// the mesh (one without a certificate gets every message refused, none into the inbox).
 func TestHostile_AnotherSenderIsAcceptedWhileOneFloods(t *testing.T) {
 	a := newProc(t, "a", "e2e:lab:alice")
 	a.start()
-	b := newProc(t, "b", "e2e:lab:bob")
+	b := joinProc(t, "b", "e2e:lab:bob", a)
 	b.boot = a.peerAddr()
 	b.start()
 	evil := newAttacker(t, "e2e:lab:mallory")
+	evil.join(a)
 	target := evil.connect(a)
 	refused := map[protocol.Code]int{}
 	var mu sync.Mutex

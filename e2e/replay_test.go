@@ -111,11 +111,11 @@ func (e *events) waitEvent(typ string, d time.Duration) *protocol.Message {
 // Issue 13: nothing saved gossip's replay window, so after a restart any peer could replay a
 // broadcast still within its TTL and the agent got it again. A node that restarts restores
 // the ids of the broadcasts it delivered: a relayer replaying one reaches no agent, while a
-// new broadcast sent the same way still does.
+// new broadcast sent the same way (by the relayer, a certified member of the mesh) still does.
 func TestHostile_BroadcastReplayedAfterRestartReachesNoAgent(t *testing.T) {
 	a := newProc(t, "a", "e2e:lab:alice")
 	a.start()
-	b := newProc(t, "b", "e2e:lab:bob")
+	b := joinProc(t, "b", "e2e:lab:bob", a)
 	b.boot = a.peerAddr()
 	b.start()
 	ev := listen(t, b)
@@ -133,15 +133,33 @@ func TestHostile_BroadcastReplayedAfterRestartReachesNoAgent(t *testing.T) {
 	b.stop()
 	b.start()
 	ev = listen(t, b)
+	// bob takes alice's broadcasts again (it holds her certificate once more), so that only
+	// its restored replay window can stop the replay below.
+	var again *protocol.Message
+	for i := 0; i < 40 && again == nil; i++ {
+		if code, body, err := a.do("POST", "/v1/broadcast", map[string]any{"event_type": "alice.again"}); err != nil || code != 202 {
+			t.Fatalf("broadcast: %d %s %v", code, body, err)
+		}
+		again = ev.waitEvent("alice.again", 500*time.Millisecond)
+	}
+	if again == nil {
+		t.Fatal("after its restart bob's agent never got a new broadcast of alice's, so the replay below would prove nothing")
+	}
+	// The replaying relayer is a certified member of the mesh, so that its own new broadcast
+	// (the control) is one bob's agent takes.
 	evil := newAttacker(t, "e2e:lab:mallory")
+	evil.join(a)
 	evil.speakGossip()
 	target := evil.connect(b)
-	fresh, err := evil.b.Event(protocol.Broadcast, protocol.IntentNotify, protocol.EventPayload{EventType: "fresh"}, protocol.WithChannel(protocol.ChannelNotification))
-	if err != nil {
-		t.Fatal(err)
-	}
 	var control *protocol.Message
-	for i := 0; i < 20 && control == nil; i++ { // gossipsub takes the attacker in once it has talked to it
+	// gossipsub takes the attacker in once it has talked to it, and bob takes the attacker's
+	// broadcasts once it has fetched its certificate (in the background, after the first): a
+	// new broadcast each time, since one ignored may not come again.
+	for i := 0; i < 20 && control == nil; i++ {
+		fresh, err := evil.b.Event(protocol.Broadcast, protocol.IntentNotify, protocol.EventPayload{EventType: "fresh"}, protocol.WithChannel(protocol.ChannelNotification))
+		if err != nil {
+			t.Fatal(err)
+		}
 		evil.inject(target, evil.h.ID(), mustEncode(t, fresh))
 		control = ev.waitEvent("fresh", 500*time.Millisecond)
 	}

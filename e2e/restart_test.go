@@ -18,7 +18,7 @@ func TestRestart_SeenAliveAndGetsQueuedMessageWithinOneInterval(t *testing.T) {
 	a := newProc(t, "a", "e2e:lab:alice")
 	a.beat = restartBeat.String()
 	a.start()
-	b := newProc(t, "b", "e2e:lab:bob")
+	b := joinProc(t, "b", "e2e:lab:bob", a)
 	b.beat, b.boot = restartBeat.String(), a.peerAddr()
 	b.start()
 	waitAgentState(t, a, "e2e:lab:bob", "alive", 30*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/authority"
@@ -27,30 +28,56 @@ func init() { register(newInitCmd) }
 func newInitCmd() *cobra.Command {
 	var dataDir, agentID string
 	var caps []string
-	var force, found bool
+	var force, found, open bool
 	var joinToken string
 	cmd := &cobra.Command{
-		Use:   "init",
-		Short: "Create a data directory: identity key, config with every default, API token",
+		Use:   "init [--found | --join TOKEN | --open]",
+		Short: "Create a data directory: identity key, config with every default, API token; found or join a mesh",
 		Long: `init creates the data directory (mode 0700) with an Ed25519 identity key (mode 0600), a
 config.yaml with every setting written out at its default and commented, and the local API's
 bearer token (mode 0600). It never overwrites a key; --force rewrites the config.
 
 Without --agent-id the agent id is local:<hostname>:agent-<end of the peer id>.
 
-Trust (docs/trust.md):
-  --found        found a mesh: create the mesh authority's key (authority.key, mode 0600) in the
-                 data directory. The node certifies itself at its first start, and invites
-                 others with iacp-node invite.
-  --join TOKEN   join a mesh: prove the invitation's secret to the authority's node (which must
-                 be running), save the agent certificate (agent.cert), and write the mesh's
-                 authority and bootstrap addresses into the config. An invitation bound to an
-                 agent id sets --agent-id.
-Without either, the node runs in open mode (trust on first use), for labs.`,
+Trust (docs/trust.md): by default init founds a mesh. Choose at most one of:
+  (none), --found  found a mesh: create the mesh authority's key (authority.key, mode 0600)
+                   in the data directory; the config gets trust: authority and the mesh id.
+                   The node certifies itself at its first start and invites others with
+                   iacp-node invite. Keep authority.key as secret as the identity key.
+  --join TOKEN     join a mesh: prove the invitation's secret to the authority's node (which
+                   must be running), save the agent certificate (agent.cert), and write the
+                   mesh's authority and bootstrap addresses into the config. An invitation
+                   bound to an agent id sets --agent-id.
+  --open           a lab node: trust: open (trust on first use). Any peer may claim an agent
+                   id nobody claimed before; the node warns at every start.
+With --force and no trust flag, a node that joined a mesh stays in it (its authority and
+bootstrap addresses are kept), a founder keeps its authority.key, and any other node founds
+a mesh as a new one does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
+			}
+			if err := trustFlagsConflict(found, open, joinToken != ""); err != nil {
+				return err
+			}
+			var inv authority.Invite
+			if joinToken != "" {
+				var err error
+				if inv, err = authority.DecodeInvite(strings.TrimSpace(joinToken)); err != nil {
+					return fmt.Errorf("--join: %w (pass the whole token that iacp-node invite printed)", err)
+				}
+				if agentID == "" {
+					agentID = inv.AgentID
+				}
+			}
+			path := filepath.Join(dataDir, ConfigFile)
+			old, exists, err := loadConfig(path)
+			if exists && !force {
+				return fmt.Errorf("%s exists; use --force to rewrite it", path)
+			}
+			if err != nil && !force {
+				return fmt.Errorf("%w; use --force to rewrite it", err)
 			}
 			if err := os.MkdirAll(dataDir, 0o700); err != nil {
 				return err
@@ -60,17 +87,9 @@ Without either, the node runs in open mode (trust on first use), for labs.`,
 				return err
 			}
 			pid := identity.PeerID(key).String()
-			var inv authority.Invite
-			if joinToken != "" {
-				if found {
-					return errors.New("--found and --join: a node either founds a mesh or joins one")
-				}
-				if inv, err = authority.DecodeInvite(strings.TrimSpace(joinToken)); err != nil {
-					return fmt.Errorf("--join: %w", err)
-				}
-				if agentID == "" {
-					agentID = inv.AgentID
-				}
+			keep := !found && !open && joinToken == "" && exists && joined(dataDir, old)
+			if keep && agentID == "" {
+				agentID = old.AgentID // the certificate names it
 			}
 			if agentID == "" {
 				agentID = defaultAgentID(pid)
@@ -84,20 +103,16 @@ Without either, the node runs in open mode (trust on first use), for labs.`,
 			if err := parseCapabilities(caps, &cfg.Manifest); err != nil {
 				return err
 			}
-			path := filepath.Join(dataDir, ConfigFile)
-			if _, err := os.Stat(path); err == nil && !force {
-				return fmt.Errorf("%s exists; use --force to rewrite it", path)
-			}
-			trustLine := "open (trust on first use; for labs)"
+			var trustLine string
+			founder := false
 			switch {
-			case found:
-				a, err := foundMesh(dataDir)
-				if err != nil {
-					return err
-				}
-				cfg.Trust, cfg.Authority = node.TrustAuthority, a.ID()
-				trustLine = "authority " + a.ID() + " (founded here: invite others with iacp-node invite)"
+			case open:
+				cfg.Trust = node.TrustOpen
+				trustLine = "open (trust on first use, for labs: any peer may claim an agent id nobody claimed before)"
 			case joinToken != "":
+				if _, err := os.Stat(filepath.Join(dataDir, node.AuthorityKeyFile)); err == nil {
+					return fmt.Errorf("%s holds %s: this node founded a mesh and cannot join another; use another --data-dir", dataDir, node.AuthorityKeyFile)
+				}
 				cert, err := joinMesh(cmd.Context(), key, inv, agentID, caps)
 				if err != nil {
 					return err
@@ -108,6 +123,19 @@ Without either, the node runs in open mode (trust on first use), for labs.`,
 				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, inv.Authority, inv.Addrs
 				cfg.AuthorityNode = authorityNodeOf(inv)
 				trustLine = fmt.Sprintf("authority %s (joined: certificate %s, expires %s)", inv.Authority, cert.ID, cert.Expires.Format(time.RFC3339))
+			case keep:
+				if err := checkCertificate(dataDir, old.Authority, identity.PeerID(key), agentID); err != nil {
+					return err
+				}
+				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, old.Authority, old.Bootstrap
+				trustLine = "authority " + old.Authority + " (kept: this node joined that mesh; its certificate is " + node.CertFile + ")"
+			default:
+				a, err := foundMesh(dataDir, identity.PeerID(key), agentID)
+				if err != nil {
+					return err
+				}
+				cfg.Trust, cfg.Authority, founder = node.TrustAuthority, a.ID(), true
+				trustLine = "authority " + a.ID() + " (founded here: the node certifies itself at its first start)"
 			}
 			if err := writeConfig(path, cfg); err != nil {
 				return err
@@ -123,6 +151,9 @@ Without either, the node runs in open mode (trust on first use), for labs.`,
 			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\ncapabilities %s\ntrust     %s\nconfig    %s\n",
 				dataDir, pid, verb, agentID, capabilityList(cfg.Manifest), trustLine, path)
 			fmt.Fprintf(out, "start it: iacp-node run --data-dir %s\n", dataDir)
+			if founder {
+				fmt.Fprintf(out, "then invite each other agent: iacp-node invite --data-dir %s [--agent ID]\n", dataDir)
+			}
 			return nil
 		},
 	}
@@ -130,9 +161,63 @@ Without either, the node runs in open mode (trust on first use), for labs.`,
 	cmd.Flags().StringVar(&agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
 	cmd.Flags().StringSliceVar(&caps, "capabilities", nil, "capabilities, kind:name, e.g. tool:terminal,model:llama3,domain:security; a bare name is a tool (env IACP_CAPABILITIES)")
 	cmd.Flags().BoolVar(&force, "force", false, "rewrite an existing config.yaml")
-	cmd.Flags().BoolVar(&found, "found", false, "found a mesh: create the mesh authority's key in the data directory")
+	cmd.Flags().BoolVar(&found, "found", false, "found a mesh (the default): create the mesh authority's key in the data directory")
 	cmd.Flags().StringVar(&joinToken, "join", "", "join a mesh with an invitation from iacp-node invite")
+	cmd.Flags().BoolVar(&open, "open", false, "run open (trust on first use), for labs: no mesh authority")
 	return cmd
+}
+
+// trustFlagsConflict refuses more than one of --found, --open and --join.
+func trustFlagsConflict(found, open, join bool) error {
+	var set []string
+	for _, f := range []struct {
+		on   bool
+		name string
+	}{{found, "--found"}, {join, "--join"}, {open, "--open"}} {
+		if f.on {
+			set = append(set, f.name)
+		}
+	}
+	if len(set) < 2 {
+		return nil
+	}
+	return fmt.Errorf("%s: choose one: found a mesh (the default, or --found), join one (--join TOKEN), or run open for a lab (--open)",
+		strings.Join(set, " and "))
+}
+
+// checkCertificate verifies the certificate in dataDir for agentID on self under the mesh
+// meshID, saying what to do when it does not hold.
+func checkCertificate(dataDir, meshID string, self peer.ID, agentID string) error {
+	file := filepath.Join(dataDir, node.CertFile)
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("agent certificate: %w", err)
+	}
+	id, err := peer.Decode(meshID)
+	if err != nil {
+		return fmt.Errorf("authority %q in the config: not a mesh id: %w", meshID, err)
+	}
+	pub, err := id.ExtractPublicKey()
+	if err != nil {
+		return fmt.Errorf("authority %q in the config: %w", meshID, err)
+	}
+	if _, err := authority.NewVerifier(pub).Certificate(strings.TrimSpace(string(raw)), self, agentID); err != nil {
+		return fmt.Errorf("%s: %w (keep the agent id the certificate names, or join again with an invitation for the new one)", file, err)
+	}
+	return nil
+}
+
+// joined reports whether the data directory belongs to a mesh it joined: its config names an
+// authority, it holds that mesh's certificate and not the authority's key.
+func joined(dataDir string, c node.Config) bool {
+	if c.Authority == "" || c.Trust == node.TrustOpen {
+		return false
+	}
+	if _, err := os.Stat(filepath.Join(dataDir, node.AuthorityKeyFile)); err == nil {
+		return false
+	}
+	_, err := os.Stat(filepath.Join(dataDir, node.CertFile))
+	return err == nil
 }
 
 // initHooks are extra steps of init registered by other files (the API token).
@@ -289,16 +374,36 @@ func quoteAll(s []string) []string {
 	return out
 }
 
-// foundMesh creates the mesh authority's key in dataDir, or reuses the one there.
-func foundMesh(dataDir string) (*authority.Authority, error) {
+// foundMesh creates the mesh authority's key in dataDir, or reuses the one there. A
+// certificate in dataDir that the authority did not issue to this peer and agent (one of a
+// mesh the node joined, or for the agent id it had) is not kept: with a new key, init refuses,
+// since founding would leave that mesh; with the founder's own key, the certificate goes and
+// the node certifies itself again at its next start.
+func foundMesh(dataDir string, self peer.ID, agentID string) (*authority.Authority, error) {
 	path := filepath.Join(dataDir, node.AuthorityKeyFile)
-	if a, err := authority.Load(path); err == nil {
-		return a, nil
-	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("mesh authority: %w", err)
+	certFile := filepath.Join(dataDir, node.CertFile)
+	raw, certErr := os.ReadFile(certFile)
+	if certErr != nil && !errors.Is(certErr, fs.ErrNotExist) {
+		return nil, fmt.Errorf("agent certificate: %w", certErr)
 	}
-	a, err := authority.Generate()
-	if err != nil {
+	a, err := authority.Load(path)
+	switch {
+	case err == nil:
+		if certErr == nil {
+			v := authority.NewVerifier(a.PublicKey())
+			if _, err := v.Certificate(strings.TrimSpace(string(raw)), self, agentID); err != nil {
+				if err := os.Remove(certFile); err != nil {
+					return nil, fmt.Errorf("agent certificate: %w", err)
+				}
+			}
+		}
+		return a, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("mesh authority: %w", err)
+	case certErr == nil:
+		return nil, fmt.Errorf("%s holds the certificate of a mesh this node joined: init --force without a trust flag keeps that mesh; to found a new mesh instead, remove %s first", dataDir, certFile)
+	}
+	if a, err = authority.Generate(); err != nil {
 		return nil, err
 	}
 	if err := a.Save(path); err != nil {

@@ -20,7 +20,7 @@ func newInviteCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "invite [--agent ID] [--ttl 24h] [--grant PERMISSION]...",
 		Short: "Invite an agent into the mesh (on the node that holds the mesh authority)",
-		Long: `invite asks the running node that founded the mesh (iacp-node init --found) for a one-time
+		Long: `invite asks the running node that founded the mesh (iacp-node init) for a one-time
 invitation and prints it. The token carries the node's addresses, the mesh authority's id and
 a secret; give it to the new agent's operator, who runs
 

@@ -13,6 +13,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -148,6 +149,12 @@ func TestInit_ConfigShowsEverySettingAtItsDefault(t *testing.T) {
 	}
 	want := node.DefaultConfig()
 	want.AgentID = "acme:eu1:planner"
+	// init founds a mesh by default: the only settings not at their default say so.
+	a, err := authority.Load(filepath.Join(dir, node.AuthorityKeyFile))
+	if err != nil {
+		t.Fatalf("init founded no mesh: %v", err)
+	}
+	want.Trust, want.Authority = node.TrustAuthority, a.ID()
 	got.DataDir, want.DataDir = "", ""
 	g, _ := yaml.Marshal(got) // empty and nil lists are the same setting
 	w, _ := yaml.Marshal(want)

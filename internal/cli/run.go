@@ -134,6 +134,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
+	fmt.Fprintf(out, "trust     %s\n", trustSummary(n))
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}
@@ -149,6 +150,21 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 		err = cerr
 	}
 	return err
+}
+
+// trustSummary is run's line about who may speak for an agent id on this node.
+func trustSummary(n *node.Node) string {
+	c := n.Config()
+	switch n.TrustMode() {
+	case node.TrustAuthority:
+		if c.MeshAuthority != nil {
+			return "authority " + c.Authority + " (this node holds the mesh authority: invite agents with iacp-node invite)"
+		}
+		return "authority " + c.Authority
+	case node.TrustAllowlist:
+		return "allowlist " + c.AllowlistFile
+	}
+	return "open (trust on first use, for labs; docs/trust.md)"
 }
 
 func splitAll(vals []string) []string {
