@@ -52,7 +52,7 @@ func (n *Node) authorize(m *protocol.Message, remote peer.ID) error {
 	}
 	v := n.tokens
 	if v == nil {
-		return protocol.Errorf(protocol.CodePermissionDenied, "A2ACP token rule %d (%s): this node trusts no token issuer (set authority, or token_issuers)", int(authority.RuleIssuer), authority.RuleIssuer)
+		return protocol.Errorf(authority.RuleIssuer.Code(), "A2ACP token rule %d (%s): this node trusts no token issuer (set authority, or token_issuers)", int(authority.RuleIssuer), authority.RuleIssuer)
 	}
 	tok, err := v.Token(sec.AuthToken, n.cfg.AgentID, missing)
 	if err != nil {
