@@ -282,10 +282,10 @@ func (c *Client) ForgetTrust(ctx context.Context, agentID, peerID string) (Forge
 }
 
 // Invite asks the mesh authority's node for a one-time invitation, bound to agentID when it
-// is not "", valid for ttl (0: the node's default).
-func (c *Client) Invite(ctx context.Context, agentID string, ttl time.Duration) (InviteDoc, error) {
+// is not "", valid for ttl (0: the node's default), whose certificate grants grants.
+func (c *Client) Invite(ctx context.Context, agentID string, ttl time.Duration, grants ...string) (InviteDoc, error) {
 	var d InviteDoc
-	req := InviteRequest{AgentID: agentID}
+	req := InviteRequest{AgentID: agentID, Grants: grants}
 	if ttl > 0 {
 		req.TTL = ttl.String()
 	}
@@ -294,6 +294,33 @@ func (c *Client) Invite(ctx context.Context, agentID string, ttl time.Duration) 
 		return d, err
 	}
 	return d, c.do(ctx, http.MethodPost, "/v1/trust/invites", body, mediaJSON, &d)
+}
+
+// Revoke asks the mesh authority's node to revoke target, an agent id or a certificate id,
+// and returns the certificates revoked.
+func (c *Client) Revoke(ctx context.Context, target string) (CertificatesDoc, error) {
+	var d CertificatesDoc
+	body, err := json.Marshal(RevokeRequest{Target: target})
+	if err != nil {
+		return d, err
+	}
+	return d, c.do(ctx, http.MethodPost, "/v1/trust/revoke", body, mediaJSON, &d)
+}
+
+// Certificates lists the certificates the mesh authority issued (its node only).
+func (c *Client) Certificates(ctx context.Context) (CertificatesDoc, error) {
+	var d CertificatesDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/trust/certificates", nil, "", &d)
+}
+
+// AuthToken obtains an A2ACP token for the node's agent from the mesh authority.
+func (c *Client) AuthToken(ctx context.Context, req TokenRequest) (TokenDoc, error) {
+	var d TokenDoc
+	body, err := json.Marshal(req)
+	if err != nil {
+		return d, err
+	}
+	return d, c.do(ctx, http.MethodPost, AuthTokenPath, body, mediaJSON, &d)
 }
 
 // Outbox returns the durable outbox.

@@ -8,6 +8,9 @@ const (
 	MessagePath = "/.well-known/iacp/v1/message"
 	// ConnectPath is the WebSocket binding.
 	ConnectPath = "/.well-known/iacp/v1/connect"
+	// AuthTokenPath is where an agent obtains an A2ACP token (specs/003, "Token
+	// Acquisition"), at the draft's own path.
+	AuthTokenPath = "/auth/token"
 )
 
 // Route is one endpoint of the server: what docs/openapi.yaml must describe.
@@ -42,6 +45,9 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/trust", Auth: true, handler: s.getTrust},
 		{Method: "POST", Path: "/v1/trust/forget", Auth: true, handler: s.forgetTrust},
 		{Method: "POST", Path: "/v1/trust/invites", Auth: true, handler: s.invite},
+		{Method: "POST", Path: "/v1/trust/revoke", Auth: true, handler: s.revoke},
+		{Method: "GET", Path: "/v1/trust/certificates", Auth: true, handler: s.certificates},
+		{Method: "POST", Path: AuthTokenPath, Auth: true, handler: s.authToken},
 		{Method: "GET", Path: "/v1/events", Auth: true, Stream: true, handler: s.events},
 		{Method: "GET", Path: "/metrics", Auth: false, handler: s.metrics.serve},
 		{Method: "GET", Path: "/healthz", Auth: false, handler: s.healthz},

@@ -68,10 +68,66 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	token, expires, err := s.n.Invite(req.AgentID, ttl)
+	token, expires, err := s.n.Invite(req.AgentID, ttl, req.Grants...)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
 	}
-	write(w, r, http.StatusOK, InviteDoc{Token: token, AgentID: req.AgentID, Expires: expires.UTC()})
+	write(w, r, http.StatusOK, InviteDoc{Token: token, AgentID: req.AgentID, Grants: req.Grants, Expires: expires.UTC()})
+}
+
+// revoke revokes certificates and broadcasts the revocation list (the mesh authority's node
+// only).
+func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var req RevokeRequest
+	if err := decodeInto(r, body, &req); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	if req.Target == "" {
+		s.fail(w, r, errorf(protocol.CodePayloadInvalid, "target: name an agent id (all its certificates) or a certificate id"), "")
+		return
+	}
+	revoked, err := s.n.Revoke(r.Context(), req.Target)
+	if err != nil && len(revoked) == 0 {
+		s.fail(w, r, err, "")
+		return
+	}
+	write(w, r, http.StatusOK, CertificatesDoc{Certificates: revoked})
+}
+
+// certificates lists the certificates the mesh authority issued (its node only).
+func (s *Server) certificates(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.n.Certificates()
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	write(w, r, http.StatusOK, CertificatesDoc{Certificates: cs})
+}
+
+// authToken obtains an A2ACP token for this node's agent from the mesh authority: the A2ACP
+// draft's POST /auth/token.
+func (s *Server) authToken(w http.ResponseWriter, r *http.Request) {
+	body, err := s.readBody(w, r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	var req node.TokenRequest
+	if err := decodeInto(r, body, &req); err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	tok, err := s.n.Token(r.Context(), req)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	write(w, r, http.StatusOK, TokenDoc{Token: tok.Raw, ExpiresAt: tok.Expires.UTC()})
 }

@@ -230,13 +230,39 @@ type ForgetRequest struct {
 type InviteRequest struct {
 	AgentID string `json:"agent_id,omitempty"`
 	TTL     string `json:"ttl,omitempty"`
+	// Grants are the permissions the joined agent's certificate grants (ACP v2
+	// security.permissions, and what A2ACP tokens for it may carry).
+	Grants []string `json:"grants,omitempty"`
 }
 
 // InviteDoc is the invitation: the token `iacp-node init --join` takes.
 type InviteDoc struct {
 	Token   string    `json:"token"`
 	AgentID string    `json:"agent_id,omitempty"`
+	Grants  []string  `json:"grants,omitempty"`
 	Expires time.Time `json:"expires"`
+}
+
+// RevokeRequest is POST /v1/trust/revoke: an agent id (all its certificates) or a
+// certificate id.
+type RevokeRequest struct {
+	Target string `json:"target"`
+}
+
+// CertificatesDoc is GET /v1/trust/certificates and the answer of POST /v1/trust/revoke: the
+// certificates the mesh authority issued (or revoked now), unexpired.
+type CertificatesDoc struct {
+	Certificates []node.IssuedCertificate `json:"certificates"`
+}
+
+// TokenRequest is the body of POST /auth/token, in the A2ACP draft's shape.
+type TokenRequest = node.TokenRequest
+
+// TokenDoc is the answer of POST /auth/token, in the A2ACP draft's shape (specs/003, "Token
+// Acquisition").
+type TokenDoc struct {
+	Token     string    `json:"token"`
+	ExpiresAt time.Time `json:"expires_at"`
 }
 
 // ForgetResult says how many pins went.

@@ -2,8 +2,11 @@ package authority
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"reflect"
 	"testing"
+	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -114,6 +117,37 @@ func FuzzApplyRevocations(f *testing.F) {
 		}
 		if again, err := v.ApplyRevocations(raw); again || err != nil {
 			t.Fatalf("the same list applied twice: %v %v", again, err)
+		}
+	})
+}
+
+// FuzzOpenRegistry: any registry file opens or is refused with an error, never a panic; what
+// opens lists no entry twice and can be written back.
+func FuzzOpenRegistry(f *testing.F) {
+	f.Add([]byte(`{"version":1,"crl_seq":2,"issued":[{"id":"a","agent_id":"acme:h:x","peer":"","issued_at":"2026-01-01T00:00:00Z","expires":"2999-01-01T00:00:00Z"}]}`))
+	f.Add([]byte(`{"version":1,"issued":[{"id":"a"},{"id":"a"}]}`))
+	f.Add([]byte(`{"version":2}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "registry.json")
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		r, err := OpenRegistry(path, func() time.Time { return t0 })
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		for _, e := range r.List() {
+			if seen[e.ID] {
+				t.Fatalf("entry %q listed twice", e.ID)
+			}
+			seen[e.ID] = true
+		}
+		r.mu.Lock()
+		err = r.commit(r.pruned(t0), r.seq)
+		r.mu.Unlock()
+		if err != nil {
+			t.Fatalf("an opened registry does not write back: %v", err)
 		}
 	})
 }

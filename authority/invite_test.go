@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -101,7 +102,7 @@ func TestInviteBook_RedeemOnceAndItSurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "authority", "invites.json")
 	c := &clock{t0}
 	book := openBook(t, path, c)
-	secret, expires, err := book.Create("", 0)
+	secret, expires, err := book.Create("", 0, "read:datasets")
 	if err != nil || len(secret) != InviteSecretSize || !expires.Equal(t0.Add(DefaultInviteTTL)) {
 		t.Fatalf("Create: %v %d %v", err, len(secret), expires)
 	}
@@ -114,16 +115,16 @@ func TestInviteBook_RedeemOnceAndItSurvivesReopen(t *testing.T) {
 		t.Fatal("the file does not name the invitation")
 	}
 	id, proof := InviteID(secret), Proof(secret, f.agent, agentID)
-	if err := book.RedeemProof(id, proof, f.agent, agentID); err != nil {
-		t.Fatal(err)
+	if grants, err := book.RedeemProof(id, proof, f.agent, agentID); err != nil || len(grants) != 1 || grants[0] != "read:datasets" {
+		t.Fatalf("redeem: grants %q, %v; want the invitation's [read:datasets]", grants, err)
 	}
-	if err := book.RedeemProof(id, proof, f.agent, agentID); !errors.Is(err, ErrInviteUsed) {
+	if err := redeemErr(book, id, proof, f.agent, agentID); !errors.Is(err, ErrInviteUsed) {
 		t.Fatalf("second redemption: %v", err)
 	}
-	wantCode(t, book.RedeemProof(id, proof, f.agent, agentID), protocol.CodePermissionDenied)
+	wantCode(t, redeemErr(book, id, proof, f.agent, agentID), protocol.CodePermissionDenied)
 	// Reopened, as after a restart: still used.
 	reopened := openBook(t, path, c)
-	if err := reopened.RedeemProof(id, proof, f.agent, agentID); !errors.Is(err, ErrInviteUsed) {
+	if err := redeemErr(reopened, id, proof, f.agent, agentID); !errors.Is(err, ErrInviteUsed) {
 		t.Fatalf("redemption after reopening: %v", err)
 	}
 	if err := reopened.Redeem(secret, agentID); !errors.Is(err, ErrInviteUsed) {
@@ -152,15 +153,15 @@ func TestInviteBook_Refusals(t *testing.T) {
 	unknown := []byte("ffffffffffffffffffffffffffffffff")
 
 	// A proof made for this peer, presented for another (a secret observed on the wire).
-	err = book.RedeemProof(InviteID(bound), Proof(bound, f.agent, agentID), otherPeer, agentID)
+	err = redeemErr(book, InviteID(bound), Proof(bound, f.agent, agentID), otherPeer, agentID)
 	if !errors.Is(err, ErrInviteProof) {
 		t.Fatalf("proof for another peer: %v", err)
 	}
 	wantCode(t, err, protocol.CodeIdentityInvalid)
-	if err := book.RedeemProof(InviteID(bound), Proof(bound, f.agent, agentID), f.agent, "acme:host1:other"); !errors.Is(err, ErrInviteProof) {
+	if err := redeemErr(book, InviteID(bound), Proof(bound, f.agent, agentID), f.agent, "acme:host1:other"); !errors.Is(err, ErrInviteProof) {
 		t.Fatalf("proof for another agent: %v", err)
 	}
-	if err := book.RedeemProof(InviteID(unknown), Proof(unknown, f.agent, agentID), f.agent, agentID); !errors.Is(err, ErrInviteUnknown) {
+	if err := redeemErr(book, InviteID(unknown), Proof(unknown, f.agent, agentID), f.agent, agentID); !errors.Is(err, ErrInviteUnknown) {
 		t.Fatalf("unknown invitation: %v", err)
 	}
 	if err := book.Redeem(unknown, agentID); !errors.Is(err, ErrInviteUnknown) {
@@ -168,7 +169,7 @@ func TestInviteBook_Refusals(t *testing.T) {
 	}
 	// Bound to agentID: another agent is refused even with a valid proof.
 	other := "acme:host1:other"
-	err = book.RedeemProof(InviteID(bound), Proof(bound, f.agent, other), f.agent, other)
+	err = redeemErr(book, InviteID(bound), Proof(bound, f.agent, other), f.agent, other)
 	if !errors.Is(err, ErrInviteAgent) {
 		t.Fatalf("bound invitation, other agent: %v", err)
 	}
@@ -244,4 +245,10 @@ func TestInviteBook_IsBounded(t *testing.T) {
 	if n := len(book.List()); n != 1 {
 		t.Fatalf("%d invitations listed", n)
 	}
+}
+
+// redeemErr is RedeemProof's error alone.
+func redeemErr(b *InviteBook, id string, proof []byte, p peer.ID, agentID string) error {
+	_, err := b.RedeemProof(id, proof, p, agentID)
+	return err
 }

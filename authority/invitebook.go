@@ -64,6 +64,8 @@ type bookEntry struct {
 	Expires time.Time `json:"expires"`
 	UsedAt  time.Time `json:"used_at,omitzero"`
 	UsedBy  peer.ID   `json:"used_by,omitempty"`
+	// Grants are the permissions the certificate issued for it grants.
+	Grants []string `json:"grants,omitempty"`
 }
 
 // InviteInfo describes one invitation for people (iacp-node invite --list).
@@ -72,6 +74,8 @@ type InviteInfo struct {
 	IDPrefix string
 	// AgentID is the agent id it is bound to, "" if any.
 	AgentID string
+	// Grants are the permissions the certificate issued for it grants.
+	Grants []string
 	// Created and Expires bound its life.
 	Created, Expires time.Time
 	// Used says whether it was redeemed, when, and by which peer (unknown for Redeem).
@@ -125,14 +129,18 @@ func OpenInviteBook(path string, now func() time.Time) (*InviteBook, error) {
 }
 
 // Create records a new invitation, bound to agentID unless it is "", valid for ttl
-// (DefaultInviteTTL when 0, at most MaxInviteTTL), and returns its secret once it is on disk.
-func (b *InviteBook) Create(agentID string, ttl time.Duration) (secret []byte, expires time.Time, err error) {
+// (DefaultInviteTTL when 0, at most MaxInviteTTL), whose certificate will grant the
+// permissions grants, and returns its secret once it is on disk.
+func (b *InviteBook) Create(agentID string, ttl time.Duration, grants ...string) (secret []byte, expires time.Time, err error) {
 	if agentID != "" {
 		if err := protocol.ValidateAgentID(agentID); err != nil {
 			return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
 		}
 	}
 	if ttl, err = checkTTL("ttl", ttl, DefaultInviteTTL, MaxInviteTTL); err != nil {
+		return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
+	}
+	if err := checkGrants(grants); err != nil {
 		return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
 	}
 	secret = make([]byte, InviteSecretSize)
@@ -146,7 +154,7 @@ func (b *InviteBook) Create(agentID string, ttl time.Duration) (secret []byte, e
 	if len(next) >= MaxInvites {
 		return nil, time.Time{}, fmt.Errorf("invitation: %w: %d held, until some expire", ErrInviteBookFull, len(next))
 	}
-	e := &bookEntry{ID: InviteID(secret), Secret: b64.EncodeToString(secret), AgentID: agentID, Created: now, Expires: now.Add(ttl)}
+	e := &bookEntry{ID: InviteID(secret), Secret: b64.EncodeToString(secret), AgentID: agentID, Created: now, Expires: now.Add(ttl), Grants: slices.Clone(grants)}
 	next[e.ID] = e
 	if err := b.commit(next); err != nil {
 		return nil, time.Time{}, err
@@ -156,10 +164,11 @@ func (b *InviteBook) Create(agentID string, ttl time.Duration) (secret []byte, e
 
 // Redeem redeems the invitation with secret for agentID: see RedeemProof, which joiners use.
 func (b *InviteBook) Redeem(secret []byte, agentID string) error {
-	return b.redeem(InviteID(secret), "", agentID, func(e *bookEntry) bool {
+	_, err := b.redeem(InviteID(secret), "", agentID, func(e *bookEntry) bool {
 		want, err := b64.DecodeString(e.Secret)
 		return err == nil && subtle.ConstantTimeCompare(want, secret) == 1
 	})
+	return err
 }
 
 // RedeemProof redeems the invitation named inviteID (InviteID of its secret) for agent agentID
@@ -167,8 +176,9 @@ func (b *InviteBook) Redeem(secret []byte, agentID string) error {
 // unknown invitation or a proof that does not match (IDENTITY_INVALID: ErrInviteUnknown,
 // ErrInviteProof), then a used or expired one, or one bound to another agent
 // (PERMISSION_DENIED: ErrInviteUsed, ErrInviteExpired, ErrInviteAgent). On success the
-// invitation is marked used on disk before RedeemProof returns nil; it never succeeds twice.
-func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agentID string) error {
+// invitation is marked used on disk before RedeemProof returns the permissions its
+// certificate grants; it never succeeds twice.
+func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agentID string) (grants []string, err error) {
 	return b.redeem(inviteID, p, agentID, func(e *bookEntry) bool {
 		secret, err := b64.DecodeString(e.Secret)
 		return err == nil && hmac.Equal(Proof(secret, p, agentID), proof)
@@ -176,9 +186,10 @@ func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agent
 }
 
 // redeem is Redeem and RedeemProof: look up id, check the holder with match, then the state.
-func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bookEntry) bool) error {
+// It returns the invitation's grants.
+func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bookEntry) bool) ([]string, error) {
 	if err := protocol.ValidateAgentID(agentID); err != nil {
-		return err
+		return nil, err
 	}
 	short := id
 	if len(short) > inviteIDPrefix {
@@ -190,24 +201,24 @@ func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bo
 	e := b.entries[id]
 	switch {
 	case e == nil:
-		return protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %q: %w (never issued, or expired)", short, ErrInviteUnknown)
+		return nil, protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %q: %w (never issued, or expired)", short, ErrInviteUnknown)
 	case !match(e):
-		return protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %s: %w", short, ErrInviteProof)
+		return nil, protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %s: %w", short, ErrInviteProof)
 	case !e.UsedAt.IsZero():
-		return protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteUsed, fmtTime(e.UsedAt))
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteUsed, fmtTime(e.UsedAt))
 	case !now.Before(e.Expires):
-		return protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteExpired, fmtTime(e.Expires))
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteExpired, fmtTime(e.Expires))
 	case e.AgentID != "" && e.AgentID != agentID:
-		return protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w (not %s)", short, ErrInviteAgent, agentID)
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w (not %s)", short, ErrInviteAgent, agentID)
 	}
 	next := b.pruned(now)
 	used := *e
 	used.UsedAt, used.UsedBy = now.UTC(), p
 	next[id] = &used
 	if err := b.commit(next); err != nil {
-		return protocol.Errorf(protocol.CodeInternalError, "invitation %s: %w", short, err)
+		return nil, protocol.Errorf(protocol.CodeInternalError, "invitation %s: %w", short, err)
 	}
-	return nil
+	return slices.Clone(e.Grants), nil
 }
 
 // pruned returns a copy of the entries without those that expired by now. Used entries stay
@@ -259,7 +270,7 @@ func (b *InviteBook) List() []InviteInfo {
 			continue
 		}
 		out = append(out, InviteInfo{
-			IDPrefix: e.ID[:inviteIDPrefix], AgentID: e.AgentID, Created: e.Created, Expires: e.Expires,
+			IDPrefix: e.ID[:inviteIDPrefix], AgentID: e.AgentID, Grants: slices.Clone(e.Grants), Created: e.Created, Expires: e.Expires,
 			Used: !e.UsedAt.IsZero(), UsedAt: e.UsedAt, UsedBy: e.UsedBy,
 		})
 	}
@@ -270,4 +281,21 @@ func (b *InviteBook) List() []InviteInfo {
 		return strings.Compare(x.IDPrefix, y.IDPrefix)
 	})
 	return out
+}
+
+// maxGrants bounds the permissions an invitation grants.
+const maxGrants = 64
+
+// checkGrants checks permission names: at most maxGrants, each 1 to 64 printable characters
+// without spaces.
+func checkGrants(grants []string) error {
+	if len(grants) > maxGrants {
+		return fmt.Errorf("%d permissions granted, more than %d", len(grants), maxGrants)
+	}
+	for _, g := range grants {
+		if g == "" || len(g) > 64 || strings.ContainsFunc(g, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+			return fmt.Errorf("permission %q: 1 to 64 printable characters without spaces", g)
+		}
+	}
+	return nil
 }

@@ -2,6 +2,7 @@ package authority
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -109,9 +110,20 @@ func tokenTyp(typ string, present bool) error {
 // capabilities required, by the draft's five rules. A refusal is a *RuleError with the rule
 // and its code. An unknown issuer is reported as rule 5, before any signature is looked at;
 // a known issuer's bad signature, a malformed or oversized token, or a missing sub is rule 1.
+//
+// A token that passed is remembered (TokenCacheSize of them, by hash), so that an agent
+// sending the same token with every message pays for one signature check: a remembered token
+// is checked again for expiry, audience and capabilities, which cost nothing; if it fails
+// any, the full check runs and says why.
 func (v *Verifier) Token(raw string, target string, required []string) (*Token, error) {
 	if len(raw) > MaxTokenBytes {
 		return nil, ruleError(RuleSignature, "%d bytes, more than %d", len(raw), MaxTokenBytes)
+	}
+	key := sha256.Sum256([]byte(raw))
+	if e, ok := v.tokens.Get(key); ok && e.tok.Expires.After(v.now().Add(-v.skew)) && slices.Contains(e.aud, target) && !lacks(e.tok.Capabilities, required) {
+		t := *e.tok
+		t.Audience, t.Capabilities = target, slices.Clone(t.Capabilities)
+		return &t, nil
 	}
 	var c tokenClaims
 	keyFor := func() (ed25519.PublicKey, error) {
@@ -166,8 +178,31 @@ func (v *Verifier) Token(raw string, target string, required []string) (*Token, 
 	if len(missing) > 0 {
 		return nil, ruleError(RuleCapabilities, "capabilities %q not granted", missing)
 	}
-	return &Token{
+	t := &Token{
 		Raw: raw, Subject: c.Subject, Issuer: c.Issuer, Audience: target, Domain: c.Domain, ID: c.ID,
 		Capabilities: slices.Clone(c.Capabilities), IssuedAt: iat, Expires: exp,
-	}, nil
+	}
+	kept := *t
+	kept.Capabilities = slices.Clone(t.Capabilities)
+	v.tokens.Add(key, verifiedToken{tok: &kept, aud: slices.Clone([]string(c.Audience))})
+	return t, nil
+}
+
+// TokenCacheSize is how many verified tokens a Verifier remembers.
+const TokenCacheSize = 1024
+
+// verifiedToken is a token that passed every rule once, with its whole audience.
+type verifiedToken struct {
+	tok *Token
+	aud []string
+}
+
+// lacks reports whether some of required is not in granted.
+func lacks(granted, required []string) bool {
+	for _, r := range required {
+		if !slices.Contains(granted, r) {
+			return true
+		}
+	}
+	return false
 }

@@ -210,3 +210,32 @@ func TestToken_CertificateIsNotAToken(t *testing.T) {
 		t.Fatalf("token as certificate: %v", err)
 	}
 }
+
+// A token that passed once is remembered, and a remembered token is still held to every
+// rule that can change: it expires, and it is no good for another audience or capability.
+func TestToken_RememberedTokensStillExpireAndStayNarrow(t *testing.T) {
+	f := newFixture(t)
+	tok, err := f.auth.IssueToken(tokenRequest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 2 { // verified, then remembered
+		if _, err := f.verifier.Token(tok.Raw, tokenAudience, []string{"read:datasets"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if f.verifier.tokens.Len() != 1 {
+		t.Fatalf("%d tokens remembered, want 1", f.verifier.tokens.Len())
+	}
+	var re *RuleError
+	if _, err := f.verifier.Token(tok.Raw, "acme:host3:other", nil); !errors.As(err, &re) || re.Rule != RuleAudience {
+		t.Fatalf("a remembered token for another audience: %v", err)
+	}
+	if _, err := f.verifier.Token(tok.Raw, tokenAudience, []string{"admin"}); !errors.As(err, &re) || re.Rule != RuleCapabilities {
+		t.Fatalf("a remembered token for a capability it lacks: %v", err)
+	}
+	f.clock.t = tok.Expires.Add(DefaultSkew + time.Second)
+	if _, err := f.verifier.Token(tok.Raw, tokenAudience, nil); !errors.As(err, &re) || re.Rule != RuleExpiration {
+		t.Fatalf("a remembered token after its exp: %v", err)
+	}
+}

@@ -2,10 +2,12 @@ package authority
 
 import (
 	"crypto/ed25519"
+	"crypto/sha256"
 	"slices"
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -24,6 +26,8 @@ type Verifier struct {
 	issuers map[string]ed25519.PublicKey // trusted token issuers by iss; nil value: not Ed25519
 	now     func() time.Time
 	skew    time.Duration
+
+	tokens *lru.Cache[[sha256.Size]byte, verifiedToken] // tokens that passed, by hash of the raw
 
 	mu      sync.RWMutex
 	crlRaw  string              // the revocation list last applied
@@ -74,7 +78,8 @@ func NewVerifier(mesh crypto.PubKey, opts ...VerifierOption) *Verifier {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	v := &Verifier{now: cfg.now, skew: cfg.skew, issuers: map[string]ed25519.PublicKey{}, revoked: map[string]struct{}{}}
+	tokens, _ := lru.New[[sha256.Size]byte, verifiedToken](TokenCacheSize) // fails only for a size < 1
+	v := &Verifier{now: cfg.now, skew: cfg.skew, issuers: map[string]ed25519.PublicKey{}, revoked: map[string]struct{}{}, tokens: tokens}
 	v.meshKey = edKey(mesh)
 	if v.meshKey != nil {
 		if id, err := peer.IDFromPublicKey(mesh); err == nil {

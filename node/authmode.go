@@ -50,6 +50,9 @@ func (n *Node) setupTrust() error {
 		}
 	}
 	if c.Trust == TrustOpen {
+		if len(c.TokenIssuers) > 0 {
+			n.tokens = authority.NewVerifier(nil, n.tokenVerifierOptions()...)
+		}
 		n.log.Warn("trust: open: any peer may claim an agent id nobody claimed before (trust on first use); for labs only, see docs/trust.md")
 		return nil
 	}
@@ -67,7 +70,8 @@ func (n *Node) setupTrust() error {
 	if c.MeshAuthority != nil && c.MeshAuthority.ID() != c.Authority {
 		return fmt.Errorf("authority %s is not the mesh whose key this node holds (%s)", c.Authority, c.MeshAuthority.ID())
 	}
-	v := authority.NewVerifier(pub, authority.WithVerifierClock(c.Clock))
+	v := authority.NewVerifier(pub, n.tokenVerifierOptions()...)
+	n.tokens = v
 	crlFile := ""
 	if c.DataDir != "" {
 		crlFile = filepath.Join(c.DataDir, RevocationsFile)
@@ -78,6 +82,9 @@ func (n *Node) setupTrust() error {
 		return err
 	}
 	n.certs = certs
+	if err := n.openAuthority(); err != nil {
+		return err
+	}
 	raw, err := n.ownCertificate()
 	if err != nil {
 		return err
@@ -94,7 +101,8 @@ func (n *Node) setupTrust() error {
 		return certs.verifyLater(agentID, author, via)
 	}))
 	n.host.SetStreamHandler(CertProtocolID, certs.serve)
-	return n.startJoin()
+	n.serveAuthorityProtocols()
+	return nil
 }
 
 // ownCertificate returns the node's certificate: the configured one, the data directory's,
@@ -119,6 +127,9 @@ func (n *Node) ownCertificate() (string, error) {
 		return "", fmt.Errorf("no agent certificate (%s): join the mesh with `iacp-node init --join TOKEN`, or set trust: open for a lab", orMemory(file))
 	}
 	cert, err := c.MeshAuthority.Issue(authority.CertRequest{AgentID: c.AgentID, Peer: n.host.ID(), Capabilities: capabilities(c.Manifest)})
+	if err == nil {
+		err = n.recordIssued(cert)
+	}
 	if err != nil {
 		return "", fmt.Errorf("issue this node's own certificate: %w", err)
 	}

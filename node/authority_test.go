@@ -29,6 +29,13 @@ func certifiedMesh(t *testing.T, n int, open ...int) (*mesh, *authority.Authorit
 // certifiedMeshWith is certifiedMesh with opts for every node.
 func certifiedMeshWith(t *testing.T, n int, opts []Option, open ...int) (*mesh, *authority.Authority) {
 	t.Helper()
+	return certifiedMeshGrants(t, n, opts, nil, open...)
+}
+
+// certifiedMeshGrants is certifiedMeshWith whose node i's certificate grants the permissions
+// grants[i].
+func certifiedMeshGrants(t *testing.T, n int, opts []Option, grants map[int][]string, open ...int) (*mesh, *authority.Authority) {
+	t.Helper()
 	a, err := authority.Generate()
 	if err != nil {
 		t.Fatal(err)
@@ -43,11 +50,16 @@ func certifiedMeshWith(t *testing.T, n int, opts []Option, open ...int) (*mesh, 
 			return []Option{WithMeshAuthority(a)}
 		}
 		id, _ := peer.IDFromPrivateKey(m.keys[i])
-		c, err := a.Issue(authority.CertRequest{AgentID: agentName(i), Peer: id})
+		c, err := a.Issue(authority.CertRequest{AgentID: agentName(i), Peer: id, Permissions: grants[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []Option{WithAuthority(a.ID(), c.Raw)}
+		if auth := m.nodes[0]; auth.registry != nil { // as if it had joined by invitation
+			if err := auth.registry.Record(c); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return []Option{WithAuthority(a.ID(), c.Raw), WithAuthorityNode(m.nodes[0].ID())}
 	})
 	return m, a
 }

@@ -13,9 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -25,10 +27,17 @@ const echoProtocol = "/iacp-bench/echo/1.0.0"
 // counting notify events, plus a raw framed echo protocol on b's host.
 func benchPair(tb testing.TB, opts ...Option) (a, b *Node, events *atomic.Int64) {
 	tb.Helper()
-	start := func(agent string) *Node {
+	return benchPairOf(tb, nil, nil, opts...)
+}
+
+// benchPairOf is benchPair with aOpts for a only and bOpts for b only.
+func benchPairOf(tb testing.TB, aOpts, bOpts []Option, opts ...Option) (a, b *Node, events *atomic.Int64) {
+	tb.Helper()
+	start := func(agent string, own []Option) *Node {
 		all := append([]Option{WithDataDir(tb.TempDir()), WithAgent(agent, protocolManifest()), WithNAT(false),
 			WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"),
 			WithLogger(slog.New(slog.DiscardHandler)), WithRateLimit(1e9, 1<<30)}, opts...)
+		all = append(all, own...)
 		n, err := New(all...)
 		if err != nil {
 			tb.Fatal(err)
@@ -36,7 +45,7 @@ func benchPair(tb testing.TB, opts ...Option) (a, b *Node, events *atomic.Int64)
 		tb.Cleanup(func() { n.Close() })
 		return n
 	}
-	a, b = start("bench:host:a"), start("bench:host:b")
+	a, b = start("bench:host:a", aOpts), start("bench:host:b", bOpts)
 	a.AddPeer("bench:host:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
 	events = new(atomic.Int64)
 	b.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
@@ -189,4 +198,73 @@ func BenchmarkOneWay(b *testing.B) {
 	b.ReportMetric(durable, "durable-msg/s")
 	b.ReportMetric(durable/plain, "durable/plain")
 	b.ReportMetric(0, "ns/op")
+}
+
+// BenchmarkTrustRTT measures what trust costs on the request/response round trip, interleaved
+// in one run on three pairs of loopback hosts with the same configuration otherwise: open mode
+// (no certificates); authority mode (each side checks the other's certificate, cached per
+// peer); and authority mode where b's intent policy requires a capability that a's request
+// grants with an A2ACP token in security.auth_token (verified once, then remembered). Goal
+// (issue 14): certificate and token checks cost less than 10% of the round trip.
+func BenchmarkTrustRTT(b *testing.B) {
+	auth, err := authority.Generate()
+	if err != nil {
+		b.Fatal(err)
+	}
+	certified := func(agent string, grants ...string) (Option, Option) {
+		sk, _, _ := crypto.GenerateEd25519Key(nil)
+		id, _ := peer.IDFromPrivateKey(sk)
+		c, err := auth.Issue(authority.CertRequest{AgentID: agent, Peer: id, Permissions: grants})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return WithKey(sk), WithAuthority(auth.ID(), c.Raw)
+	}
+	plain := []Option{WithDurable(false), WithAudit(false, false)}
+	pair := func(policy map[string][]string) (*Node, *Node) {
+		ak, ac := certified("bench:host:a")
+		bk, bc := certified("bench:host:b")
+		a, bn, _ := benchPairOf(b, []Option{ak, ac}, []Option{bk, bc, WithIntentPolicy(policy)}, plain...)
+		return a, bn
+	}
+	openA, _, _ := benchPair(b, append([]Option{WithTrust(TrustOpen)}, plain...)...)
+	certA, _ := pair(nil)
+	tokA, _ := pair(map[string][]string{"handoff": {"deploy"}})
+	tok, err := auth.IssueToken(authority.TokenRequest{Subject: "bench:host:a", Audience: "bench:host:b", Capabilities: []string{"deploy"}, TTL: authority.MaxTokenTTL})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	payload := payload1K()
+	round := func(a *Node, opts ...protocol.Option) time.Duration {
+		req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload, opts...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t0 := time.Now()
+		if _, err := a.Request(ctx, req); err != nil {
+			b.Fatal(err)
+		}
+		return time.Since(t0)
+	}
+	withToken := protocol.WithSecurity(protocol.Security{AuthToken: tok.Raw})
+	for range 50 { // sessions, certificate caches, the token cache
+		round(openA)
+		round(certA)
+		round(tokA, withToken)
+	}
+	var open, cert, token []time.Duration
+	b.ResetTimer()
+	for range b.N {
+		open = append(open, round(openA))
+		cert = append(cert, round(certA))
+		token = append(token, round(tokA, withToken))
+	}
+	b.StopTimer()
+	b.ReportMetric(us(pct(open, .5)), "open-p50-µs")
+	b.ReportMetric(us(pct(cert, .5)), "cert-p50-µs")
+	b.ReportMetric(us(pct(token, .5)), "token-p50-µs")
+	b.ReportMetric(us(pct(token, .99)), "token-p99-µs")
+	b.ReportMetric(float64(pct(cert, .5))/float64(pct(open, .5)), "cert/open")
+	b.ReportMetric(float64(pct(token, .5))/float64(pct(open, .5)), "token/open")
 }

@@ -341,13 +341,27 @@ func (b *certBook) applyRevocations(raw string) bool {
 	if !changed {
 		return false
 	}
+	b.saveRevocations()
+	b.ownRevoked()
+	return true
+}
+
+// saveRevocations keeps the list in force in crlFile.
+func (b *certBook) saveRevocations() {
 	b.log.Info("revocation list applied", "seq", b.v.RevocationSeq())
 	if b.crlFile != "" {
-		if err := fsutil.WriteFile(b.crlFile, []byte(raw), 0o600); err != nil {
+		if err := fsutil.WriteFile(b.crlFile, []byte(b.v.CurrentRevocations()), 0o600); err != nil {
 			b.log.Error("saving the revocation list", "err", err.Error())
 		}
 	}
-	return true
+}
+
+// ownRevoked says so loudly when the list in force revokes this node's own certificate: no
+// other node believes it any more.
+func (b *certBook) ownRevoked() {
+	if c := b.own.Load(); c != nil && b.v.Revoked(c.ID) {
+		b.log.Error("the mesh authority revoked this node's certificate: other nodes refuse its messages; ask the mesh's operator for a new invitation", "certificate", c.ID, "agent", c.AgentID)
+	}
 }
 
 // close waits for the background fetches; the node's context stops them.

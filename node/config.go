@@ -7,6 +7,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/authority"
@@ -109,6 +110,21 @@ type Config struct {
 	// Certificate is this node's agent certificate (a compact JWS). Default: the file
 	// <data dir>/agent.cert, which `iacp-node init --join` writes.
 	Certificate string `yaml:"-"`
+	// IntentPolicy maps an intent to the capabilities a request or event with it requires of
+	// its sender: granted by the sender's certificate (its permissions) or by an A2ACP token
+	// the message carries (security.auth_token). Example: {handoff: [tasks:write]}. Empty:
+	// no intent needs any (docs/trust.md, "Authorization").
+	IntentPolicy map[string][]string `yaml:"intent_policy"`
+	// TokenIssuers are the A2ACP token issuers trusted besides the mesh authority, by id:
+	// an Ed25519 public key written as a peer id (what `iacp-node id` prints for a key).
+	TokenIssuers []string `yaml:"token_issuers"`
+	// AuthorityNode is the peer id of the mesh authority's node, which renews certificates
+	// and issues tokens. Default: tried among the bootstrap peers (`init --join` makes the
+	// invitation's addresses, which are the authority node's, the bootstrap peers).
+	AuthorityNode string `yaml:"authority_node"`
+	// revocationSync is how often a revocation list is asked of a peer (tests shorten it);
+	// 0 is revocationSyncEvery.
+	revocationSync time.Duration
 	// MeshAuthority, when set, makes this node the mesh authority: it issues its own
 	// certificate when it has none. Default: the key <data dir>/authority.key, if present.
 	MeshAuthority *authority.Authority `yaml:"-"`
@@ -277,6 +293,21 @@ func (c *Config) validate() error {
 			return fmt.Errorf("invalid config: %s", ch.what)
 		}
 	}
+	for intent, caps := range c.IntentPolicy {
+		if intent == "" || len(caps) == 0 || len(caps) > protocol.MaxPermissions {
+			return fmt.Errorf("invalid config: intent_policy.%s: an intent and 1 to %d capabilities", intent, protocol.MaxPermissions)
+		}
+	}
+	for i, id := range c.TokenIssuers {
+		if _, err := issuerKey(id); err != nil {
+			return fmt.Errorf("invalid config: token_issuers[%d]: %w", i, err)
+		}
+	}
+	if c.AuthorityNode != "" {
+		if _, err := peer.Decode(c.AuthorityNode); err != nil {
+			return fmt.Errorf("invalid config: authority_node %q: not a peer id: %w", c.AuthorityNode, err)
+		}
+	}
 	for i, r := range c.Policy {
 		if err := protocol.ValidateRecipientID(r.Agents); err != nil {
 			return fmt.Errorf("policy[%d].agents: %w", i, err)
@@ -340,6 +371,23 @@ func WithMeshAuthority(a *authority.Authority) Option {
 		c.Trust, c.Authority, c.MeshAuthority = TrustAuthority, a.ID(), a
 		return nil
 	}
+}
+
+// WithAuthorityNode names the mesh authority's node, which renews certificates and issues
+// tokens (see Config.AuthorityNode).
+func WithAuthorityNode(p peer.ID) Option {
+	return func(c *Config) error { c.AuthorityNode = p.String(); return nil }
+}
+
+// WithIntentPolicy sets the capabilities each intent requires (see Config.IntentPolicy).
+func WithIntentPolicy(p map[string][]string) Option {
+	return func(c *Config) error { c.IntentPolicy = p; return nil }
+}
+
+// WithTokenIssuers trusts A2ACP token issuers besides the mesh authority (see
+// Config.TokenIssuers).
+func WithTokenIssuers(ids ...string) Option {
+	return func(c *Config) error { c.TokenIssuers = ids; return nil }
 }
 
 // WithTrust sets the trust mode: TrustAuthority or TrustOpen.

@@ -206,6 +206,10 @@ func (n *Node) watchReturns(sub *pubsub.Subscription) {
 			if !ok {
 				return
 			}
+			if it.Kind == pubsub.KindEvent {
+				n.heardRevocations(it)
+				continue
+			}
 			n.returned(it.Transition)
 		}
 	}

@@ -254,6 +254,9 @@ func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remote
 	if err := n.policy.check(m.Envelope.Sender.AgentID, m.Message.Type, m.Message.Intent); err != nil {
 		return err
 	}
+	if err := n.authorize(m, remote); err != nil {
+		return err
+	}
 	return n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now)
 }
 

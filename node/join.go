@@ -46,31 +46,43 @@ type joinAnswer struct {
 	Code  string `json:"code,omitempty"`
 }
 
-// startJoin serves JoinProtocolID on the authority's node.
-func (n *Node) startJoin() error {
-	if n.cfg.MeshAuthority == nil {
+// openAuthority opens, on the mesh authority's node, the invitation book and the certificate
+// registry in the data directory. Without a data directory the node renews certificates and
+// issues tokens, but neither invites (invitations must be remembered) nor revokes.
+func (n *Node) openAuthority() error {
+	if n.cfg.MeshAuthority == nil || n.cfg.DataDir == "" {
 		return nil
 	}
-	path := ""
-	if n.cfg.DataDir != "" {
-		path = filepath.Join(n.cfg.DataDir, InvitesFile)
-	}
-	if path == "" {
-		return nil // invitations need somewhere to be remembered
-	}
-	book, err := authority.OpenInviteBook(path, n.cfg.Clock)
+	book, err := authority.OpenInviteBook(filepath.Join(n.cfg.DataDir, InvitesFile), n.cfg.Clock)
 	if err != nil {
 		return fmt.Errorf("invitations: %w", err)
 	}
-	n.invites = book
-	n.host.SetStreamHandler(JoinProtocolID, n.serveJoin)
+	reg, err := authority.OpenRegistry(filepath.Join(n.cfg.DataDir, RegistryFile), n.cfg.Clock)
+	if err != nil {
+		return err
+	}
+	n.invites, n.registry = book, reg
 	return nil
 }
 
+// serveAuthorityProtocols serves JoinProtocolID and AuthorityProtocolID on the mesh
+// authority's node.
+func (n *Node) serveAuthorityProtocols() {
+	if n.cfg.MeshAuthority == nil {
+		return
+	}
+	if n.invites != nil {
+		n.host.SetStreamHandler(JoinProtocolID, n.serveJoin)
+	}
+	n.host.SetStreamHandler(AuthorityProtocolID, n.serveAuthority)
+}
+
 // Invite creates a one-time invitation to this mesh, bound to agentID when it is not "", that
-// expires after ttl (0: authority.DefaultInviteTTL). It returns the token that
-// `iacp-node init --join` takes. Only the mesh authority's node can invite.
-func (n *Node) Invite(agentID string, ttl time.Duration) (token string, expires time.Time, err error) {
+// expires after ttl (0: authority.DefaultInviteTTL), whose certificate grants the permissions
+// grants (what ACP v2 security.permissions and A2ACP token capabilities are checked against).
+// It returns the token that `iacp-node init --join` takes. Only the mesh authority's node can
+// invite.
+func (n *Node) Invite(agentID string, ttl time.Duration, grants ...string) (token string, expires time.Time, err error) {
 	if n.invites == nil {
 		return "", time.Time{}, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): invite from the node that founded the mesh", AuthorityKeyFile)
 	}
@@ -79,7 +91,7 @@ func (n *Node) Invite(agentID string, ttl time.Duration) (token string, expires 
 			return "", time.Time{}, err
 		}
 	}
-	secret, expires, err := n.invites.Create(agentID, ttl)
+	secret, expires, err := n.invites.Create(agentID, ttl, grants...)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -134,11 +146,15 @@ func (n *Node) serveJoin(s network.Stream) {
 		fail(err)
 		return
 	}
-	if err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID); err != nil {
+	grants, err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID)
+	if err != nil {
 		fail(err)
 		return
 	}
-	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities})
+	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: grants})
+	if err == nil {
+		err = n.recordIssued(cert)
+	}
 	if err != nil {
 		fail(err)
 		return

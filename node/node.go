@@ -41,25 +41,27 @@ const maxHandlers = 1024
 // needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
 // queue budget guard themselves; everything else is set in New and read-only after.
 type Node struct {
-	cfg     Config
-	host    host.Host
-	key     crypto.PrivKey
-	builder *protocol.Builder
-	log     *slog.Logger
-	now     func() time.Time
-	limits  protocol.Limits
-	replay  *protocol.ReplayWindow
-	trust   *trustStore
-	certs   *certBook             // authority mode's verified certificates; nil in open mode
-	invites *authority.InviteBook // the mesh authority's node only
-	rate    *rateLimiter
-	budget  *queueBudget
-	large   chan struct{} // the slot of the large frame being served (holdLarge)
-	audits  *refusalAudit
-	journal *gossipJournal
-	policy  policy
-	started time.Time
-	slots   chan struct{} // handler concurrency
+	cfg      Config
+	host     host.Host
+	key      crypto.PrivKey
+	builder  *protocol.Builder
+	log      *slog.Logger
+	now      func() time.Time
+	limits   protocol.Limits
+	replay   *protocol.ReplayWindow
+	trust    *trustStore
+	certs    *certBook             // authority mode's verified certificates; nil in open mode
+	invites  *authority.InviteBook // the mesh authority's node only (with a data directory)
+	registry *authority.Registry   // the mesh authority's node only (with a data directory)
+	tokens   *authority.Verifier   // A2ACP tokens; nil in open mode without token_issuers
+	rate     *rateLimiter
+	budget   *queueBudget
+	large    chan struct{} // the slot of the large frame being served (holdLarge)
+	audits   *refusalAudit
+	journal  *gossipJournal
+	policy   policy
+	started  time.Time
+	slots    chan struct{} // handler concurrency
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler
@@ -215,6 +217,7 @@ func New(opts ...Option) (_ *Node, err error) {
 		if n.certs != nil {
 			h.RemoveStreamHandler(CertProtocolID)
 			h.RemoveStreamHandler(JoinProtocolID)
+			h.RemoveStreamHandler(AuthorityProtocolID)
 			n.certs.close()
 		}
 		return nil, err
@@ -239,7 +242,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	}
 	n.startDurable(pending)
 	if n.gossip != nil {
-		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition}}, 256)
+		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition, pubsub.KindEvent}}, 256)
 		if err != nil {
 			n.log.Warn("liveness transitions unavailable; agents are learnt from direct messages and the DHT only", "err", err.Error())
 		} else {
@@ -249,6 +252,10 @@ func New(opts ...Option) (_ *Node, err error) {
 	}
 	n.wg.Add(1)
 	go n.maintain()
+	if n.certs != nil {
+		n.wg.Add(1)
+		go n.keepTrust()
+	}
 	log.Info("node started", "addrs", n.Addrs())
 	return n, nil
 }
@@ -267,6 +274,7 @@ func (n *Node) Close() error {
 		n.host.RemoveStreamHandler(ProtocolID)
 		n.host.RemoveStreamHandler(CertProtocolID)
 		n.host.RemoveStreamHandler(JoinProtocolID)
+		n.host.RemoveStreamHandler(AuthorityProtocolID)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
 		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
 		n.sessionsMu.Lock()

@@ -18,9 +18,9 @@ import (
 	"github.com/iacp-node/iacp-node/pubsub"
 )
 
-// What an intruder holds (intruderParams.Certificate). A "revoked" intruder (a certificate
-// the authority revoked, once revocation lists travel over gossip) is one more case of
-// startIntruder.
+// What an intruder holds (intruderParams.Certificate). A "revoked" intruder (one that joined
+// by invitation and whose certificate node 0 then revoked with Node.Revoke) is one more case
+// of startIntruder and parseIntruder, not built yet.
 const (
 	// CertNone: no certificate at all; the intruder runs in open mode, as a peer outside the
 	// mesh would.

@@ -50,9 +50,10 @@ Trust (docs/trust.md): by default init founds a mesh. Choose at most one of:
                    bound to an agent id sets --agent-id.
   --open           a lab node: trust: open (trust on first use). Any peer may claim an agent
                    id nobody claimed before; the node warns at every start.
-With --force and no trust flag, a node that joined a mesh stays in it (its authority,
-bootstrap addresses and, without --agent-id, the agent id its certificate names are kept), a
-founder keeps its authority.key, and any other node founds a mesh as a new one does.`,
+With --force and no trust flag, a node that joined a mesh stays in it (its authority, the
+authority's node, bootstrap addresses and, without --agent-id, the agent id its certificate
+names are kept), a founder keeps its authority.key, and any other node founds a mesh as a
+new one does.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
@@ -121,12 +122,14 @@ founder keeps its authority.key, and any other node founds a mesh as a new one d
 					return err
 				}
 				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, inv.Authority, inv.Addrs
+				cfg.AuthorityNode = authorityNodeOf(inv)
 				trustLine = fmt.Sprintf("authority %s (joined: certificate %s, expires %s)", inv.Authority, cert.ID, cert.Expires.Format(time.RFC3339))
 			case keep:
 				if err := checkCertificate(dataDir, old.Authority, identity.PeerID(key), agentID); err != nil {
 					return err
 				}
 				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, old.Authority, old.Bootstrap
+				cfg.AuthorityNode = old.AuthorityNode
 				trustLine = "authority " + old.Authority + " (kept: this node joined that mesh; its certificate is " + node.CertFile + ")"
 			default:
 				a, err := foundMesh(dataDir, identity.PeerID(key), agentID)
@@ -331,6 +334,15 @@ pin_expiry: {{.PinExpiry}}
 # data dir holds authority.key, else open (with a warning).
 trust: "{{.Trust}}"
 authority: "{{.Authority}}"
+# The peer id of the mesh authority's node, which renews this node's certificate when a third
+# of its life is left and issues A2ACP tokens (POST /auth/token). Empty: the bootstrap peers.
+authority_node: "{{.AuthorityNode}}"
+# Authorization (docs/trust.md): the capabilities each intent requires of a request or event's
+# sender, granted by its certificate's permissions (iacp-node invite --grant) or by an A2ACP
+# token in security.auth_token. Example: intent_policy: {handoff: [tasks:write]}
+intent_policy: {}
+# A2ACP token issuers trusted besides the mesh authority: Ed25519 keys written as peer ids.
+token_issuers: []
 # A YAML map of agent id to peer id: only those may speak (a closed mesh), in either mode.
 allowlist_file: "{{.AllowlistFile}}"
 
@@ -400,6 +412,17 @@ func foundMesh(dataDir string, self peer.ID, agentID string) (*authority.Authori
 		return nil, fmt.Errorf("mesh authority: %w", err)
 	}
 	return a, nil
+}
+
+// authorityNodeOf returns the peer id of the invitation's first address: the authority's
+// node, which issued it.
+func authorityNodeOf(inv authority.Invite) string {
+	for _, s := range inv.Addrs {
+		if ai, err := node.ParseBootstrap(s); err == nil {
+			return ai.ID.String()
+		}
+	}
+	return ""
 }
 
 // joinMesh redeems inv with the authority's node from a short-lived host with the node's key.

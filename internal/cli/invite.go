@@ -16,8 +16,9 @@ func newInviteCmd() *cobra.Command {
 	var cf clientFlags
 	var agentID string
 	var ttl time.Duration
+	var grants []string
 	cmd := &cobra.Command{
-		Use:   "invite [--agent ID] [--ttl 24h]",
+		Use:   "invite [--agent ID] [--ttl 24h] [--grant PERMISSION]...",
 		Short: "Invite an agent into the mesh (on the node that holds the mesh authority)",
 		Long: `invite asks the running node that founded the mesh (iacp-node init) for a one-time
 invitation and prints it. The token carries the node's addresses, the mesh authority's id and
@@ -27,11 +28,15 @@ a secret; give it to the new agent's operator, who runs
 
 The new node proves it holds the secret, for its own peer id and agent id, and receives its
 agent certificate. An invitation works once, until it expires (--ttl, default 24h, at most
-720h), and with --agent only for that agent id. Treat it like a password until it is used.`,
+720h), and with --agent only for that agent id. Treat it like a password until it is used.
+
+--grant gives the new agent's certificate permissions: what receiving nodes check ACP v2
+security.permissions and their intent_policy against, and the capabilities the agent may obtain
+A2ACP tokens for (iacp-node token).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.Invite(cmd.Context(), agentID, ttl)
+				doc, err := c.Invite(cmd.Context(), agentID, ttl, grants...)
 				if err != nil {
 					return err
 				}
@@ -44,6 +49,7 @@ agent certificate. An invitation works once, until it expires (--ttl, default 24
 	}
 	cmd.Flags().StringVar(&agentID, "agent", "", "bind the invitation to this agent id")
 	cmd.Flags().DurationVar(&ttl, "ttl", 0, "how long the invitation is valid (default 24h)")
+	cmd.Flags().StringSliceVar(&grants, "grant", nil, "a permission the certificate grants (repeat, or separate with commas)")
 	addClientFlags(cmd, &cf)
 	return cmd
 }

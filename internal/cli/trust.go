@@ -25,9 +25,12 @@ iacp_trust_conflicts_total metric). When an agent moved to a new key, or the fir
 attacker's, forget the pin: the next accepted message pins the id again. Pins no accepted
 message used for pin_expiry (default 30 days) are forgotten by themselves.
 
-With an allowlist file, the bindings are the file's and cannot be forgotten here.`,
+With an allowlist file, the bindings are the file's and cannot be forgotten here.
+
+Under trust: authority, certificates bind agent ids to peers; on the mesh authority's node,
+trust certs lists those it issued (revoke them with iacp-node revoke).`,
 	}
-	cmd.AddCommand(newTrustListCmd(), newTrustForgetCmd())
+	cmd.AddCommand(newTrustListCmd(), newTrustForgetCmd(), newTrustCertsCmd())
 	return cmd
 }
 

@@ -91,8 +91,9 @@ func TestTrustCommands_FoundInviteJoin(t *testing.T) {
 		t.Fatalf("init --force on a joined node: exit %d, %s %s", code, out, errOut)
 	}
 	if cfg := readConfig(t, joiner); cfg.Trust != node.TrustAuthority || cfg.Authority != alice.Config().Authority ||
-		len(cfg.Bootstrap) == 0 || cfg.AgentID != "acme:h:bob" {
-		t.Fatalf("init --force lost the mesh: trust %q authority %q bootstrap %v agent %s", cfg.Trust, cfg.Authority, cfg.Bootstrap, cfg.AgentID)
+		len(cfg.Bootstrap) == 0 || cfg.AgentID != "acme:h:bob" || cfg.AuthorityNode != alice.ID().String() {
+		t.Fatalf("init --force lost the mesh: trust %q authority %q (node %q) bootstrap %v agent %s",
+			cfg.Trust, cfg.Authority, cfg.AuthorityNode, cfg.Bootstrap, cfg.AgentID)
 	}
 	if code, _, errOut := runIn(t, "", "init", "--data-dir", joiner, "--force", "--agent-id", "acme:h:notbob"); code == 0 || !strings.Contains(errOut, "join again") {
 		t.Fatalf("init --force with an agent id the certificate does not name: exit %d, %s", code, errOut)

@@ -1,0 +1,246 @@
+package authority
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/internal/fsutil"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// maxRegistryBytes bounds the registry file read by OpenRegistry. An entry is about 300
+// bytes; MaxIssued of them fit.
+const maxRegistryBytes = 64 << 20
+
+// MaxIssued bounds the unexpired certificates a registry records. Renewals replace a
+// certificate at most once per third of its lifetime, so this is far more than the agents of
+// any mesh will hold at once.
+const MaxIssued = 100_000
+
+// ErrNothingToRevoke says that no unexpired certificate matched what Revoke was asked for.
+var ErrNothingToRevoke = errors.New("no unexpired certificate matches")
+
+// Issued is one certificate the authority issued, as its registry keeps it.
+type Issued struct {
+	// ID is the certificate's jti.
+	ID string `json:"id"`
+	// AgentID and Peer are what it binds.
+	AgentID string  `json:"agent_id"`
+	Peer    peer.ID `json:"peer"`
+	// Permissions are the permissions it grants (its "permissions" claim).
+	Permissions []string `json:"permissions,omitempty"`
+	// IssuedAt and Expires bound its life.
+	IssuedAt time.Time `json:"issued_at"`
+	Expires  time.Time `json:"expires"`
+	// Revoked is when it was revoked; zero while it stands.
+	Revoked time.Time `json:"revoked,omitzero"`
+}
+
+// Registry is the mesh authority's record of the certificates it issued and revoked, and of
+// the revocation list's seq, kept in a JSON file of mode 0600 rewritten atomically on every
+// change. Revoking needs it: a certificate is revoked by its jti, and people name agents.
+// Expired certificates leave the registry at the next change. One process owns a registry;
+// mu serialises its methods.
+type Registry struct {
+	path string
+	now  func() time.Time
+
+	mu     sync.Mutex
+	issued map[string]*Issued // by certificate id
+	seq    uint64             // of the last revocation list signed
+}
+
+// registryFile is the file's content.
+type registryFile struct {
+	Version int      `json:"version"`
+	CRLSeq  uint64   `json:"crl_seq"`
+	Issued  []Issued `json:"issued"`
+}
+
+// OpenRegistry opens the registry at path; a missing file is an empty registry, created at
+// the first change. now is the clock (time.Now when nil).
+func OpenRegistry(path string, now func() time.Time) (*Registry, error) {
+	if now == nil {
+		now = time.Now
+	}
+	r := &Registry{path: path, now: now, issued: map[string]*Issued{}}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return r, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("certificate registry: %w", err)
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRegistryBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("certificate registry: %w", err)
+	}
+	if len(data) > maxRegistryBytes {
+		return nil, fmt.Errorf("certificate registry %s is larger than %d bytes", path, maxRegistryBytes)
+	}
+	var file registryFile
+	if err := json.Unmarshal(data, &file); err != nil {
+		return nil, fmt.Errorf("certificate registry %s is damaged: %w", path, err)
+	}
+	if file.Version != 1 {
+		return nil, fmt.Errorf("certificate registry %s has version %d; this node reads version 1", path, file.Version)
+	}
+	for i := range file.Issued {
+		e := &file.Issued[i]
+		if e.ID == "" || r.issued[e.ID] != nil {
+			return nil, fmt.Errorf("certificate registry %s is damaged: entry %d has no id or a repeated one", path, i)
+		}
+		r.issued[e.ID] = e
+	}
+	r.seq = file.CRLSeq
+	return r, nil
+}
+
+// Record adds a certificate the authority issued. It refuses when MaxIssued unexpired
+// certificates are recorded.
+func (r *Registry) Record(c *Certificate) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next := r.pruned(r.now())
+	if len(next) >= MaxIssued {
+		return fmt.Errorf("certificate registry: %d unexpired certificates recorded, the most it holds", len(next))
+	}
+	next[c.ID] = &Issued{ID: c.ID, AgentID: c.AgentID, Peer: c.Peer, Permissions: slices.Clone(c.Permissions),
+		IssuedAt: c.IssuedAt, Expires: c.Expires}
+	return r.commit(next, r.seq)
+}
+
+// Revoke revokes every unexpired certificate that target names: a certificate id, or an agent
+// id (all of that agent's certificates). It signs with a the next revocation list, which
+// lists every revoked certificate that has not expired, records it, and returns the list and
+// the certificates it revoked now. Nothing matching is ErrNothingToRevoke; a certificate
+// revoked before is listed again, not an error.
+func (r *Registry) Revoke(a *Authority, target string) (crl string, revoked []Issued, err error) {
+	if target == "" {
+		return "", nil, errors.New("revoke: name an agent id or a certificate id")
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now().UTC()
+	next := r.pruned(now)
+	for id, e := range next {
+		if id != target && e.AgentID != target {
+			continue
+		}
+		if e.Revoked.IsZero() {
+			c := *e
+			c.Revoked = now
+			next[id] = &c
+		}
+		revoked = append(revoked, *next[id])
+	}
+	if len(revoked) == 0 {
+		return "", nil, protocol.Errorf(protocol.CodeAgentNotFound, "revoke %s: %w (see the certificates with iacp-node trust certs)", target, ErrNothingToRevoke)
+	}
+	var list []Revoked
+	for _, e := range next {
+		if !e.Revoked.IsZero() {
+			list = append(list, Revoked{ID: e.ID, AgentID: e.AgentID, Expires: e.Expires})
+		}
+	}
+	slices.SortFunc(list, func(x, y Revoked) int { return strings.Compare(x.ID, y.ID) })
+	crl, err = a.RevocationList(r.seq+1, list)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := r.commit(next, r.seq+1); err != nil {
+		return "", nil, err
+	}
+	sortIssued(revoked)
+	return crl, revoked, nil
+}
+
+// Find returns the unexpired certificate with id, if recorded.
+func (r *Registry) Find(id string) (Issued, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e, ok := r.issued[id]
+	if !ok || !r.now().Before(e.Expires) {
+		return Issued{}, false
+	}
+	return *e, true
+}
+
+// List returns the unexpired certificates recorded, by agent id then issue time.
+func (r *Registry) List() []Issued {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	out := make([]Issued, 0, len(r.issued))
+	for _, e := range r.issued {
+		if now.Before(e.Expires) {
+			out = append(out, *e)
+		}
+	}
+	sortIssued(out)
+	return out
+}
+
+// CRLSeq returns the seq of the last revocation list Revoke signed, 0 if none.
+func (r *Registry) CRLSeq() uint64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.seq
+}
+
+func sortIssued(s []Issued) {
+	slices.SortFunc(s, func(x, y Issued) int {
+		if c := strings.Compare(x.AgentID, y.AgentID); c != 0 {
+			return c
+		}
+		if c := x.IssuedAt.Compare(y.IssuedAt); c != 0 {
+			return c
+		}
+		return strings.Compare(x.ID, y.ID)
+	})
+}
+
+// pruned returns a copy of the entries without those that expired by now.
+func (r *Registry) pruned(now time.Time) map[string]*Issued {
+	next := make(map[string]*Issued, len(r.issued)+1)
+	for id, e := range r.issued {
+		if now.Before(e.Expires) {
+			next[id] = e
+		}
+	}
+	return next
+}
+
+// commit writes entries and seq to the file and, once that succeeded, makes them the
+// registry's.
+func (r *Registry) commit(entries map[string]*Issued, seq uint64) error {
+	file := registryFile{Version: 1, CRLSeq: seq, Issued: make([]Issued, 0, len(entries))}
+	for _, e := range entries {
+		file.Issued = append(file.Issued, *e)
+	}
+	sortIssued(file.Issued)
+	data, err := json.MarshalIndent(file, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
+		return err
+	}
+	if err := fsutil.WriteFile(r.path, data, 0o600); err != nil {
+		return fmt.Errorf("certificate registry: %w", err)
+	}
+	r.issued, r.seq = entries, seq
+	return nil
+}

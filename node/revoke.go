@@ -1,0 +1,134 @@
+package node
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+
+	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
+)
+
+// RegistryFile holds, on the mesh authority's node, the certificates it issued and revoked
+// (authority.Registry).
+const RegistryFile = "certificates.json"
+
+// RevocationsEvent is the event type of the broadcast that carries a new revocation list:
+// its data is {"crl": "<compact JWS>"}. The list is signed by the mesh authority, so whoever
+// relays it, a node applies it only when the signature verifies and its seq is higher.
+const RevocationsEvent = "iacp.trust.revocations"
+
+// revocationSyncEvery is how often a node in authority mode asks one connected peer whether
+// it holds a newer revocation list: a node that missed the broadcast (down, partitioned, or
+// not yet holding the authority node's certificate) catches up within this, at the cost of
+// one small exchange per interval, whatever the size of the mesh.
+const revocationSyncEvery = time.Minute
+
+// IssuedCertificate is a certificate the mesh authority issued, as its registry keeps it.
+type IssuedCertificate = authority.Issued
+
+// Revoke revokes the certificates that target names, an agent id (all of its certificates)
+// or a certificate id, and broadcasts the new revocation list, which this node applies at
+// once. From then on no node that holds the list believes the revoked certificates: their
+// messages, heartbeats and DHT records are refused with IDENTITY_INVALID. Only the mesh
+// authority's node can revoke. It returns the certificates revoked; a failed broadcast is
+// reported with them (peers still catch up within a minute).
+func (n *Node) Revoke(ctx context.Context, target string) ([]IssuedCertificate, error) {
+	if n.registry == nil {
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): revoke on the node that founded the mesh", AuthorityKeyFile)
+	}
+	crl, revoked, err := n.registry.Revoke(n.cfg.MeshAuthority, target)
+	if err != nil {
+		return nil, err
+	}
+	n.certs.applyRevocations(crl)
+	for _, c := range revoked {
+		n.log.Warn("certificate revoked", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID)
+	}
+	if n.gossip == nil {
+		return revoked, nil
+	}
+	_, err = n.gossip.Broadcast(ctx, protocol.EventPayload{EventType: RevocationsEvent, Severity: protocol.SeverityWarning,
+		Detail: "the mesh authority revoked certificates", Data: map[string]string{"crl": crl}})
+	if err != nil {
+		return revoked, protocol.Errorf(protocol.CodeInternalError, "revoked, but the broadcast failed (peers catch up within %v): %v", revocationSyncEvery, err)
+	}
+	return revoked, nil
+}
+
+// Certificates returns the unexpired certificates the mesh authority issued, revoked or not;
+// only the mesh authority's node has them.
+func (n *Node) Certificates() ([]IssuedCertificate, error) {
+	if n.registry == nil {
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority: list certificates on the node that founded the mesh")
+	}
+	return n.registry.List(), nil
+}
+
+// heardRevocations applies the revocation list an event carries. Anyone may relay one; the
+// list's own signature decides.
+func (n *Node) heardRevocations(it *pubsub.Item) {
+	if n.certs == nil || it.Event.EventType != RevocationsEvent {
+		return
+	}
+	data, _ := it.Event.Data.(map[string]any)
+	crl, _ := data["crl"].(string)
+	if crl == "" {
+		return
+	}
+	changed, err := n.certs.v.ApplyRevocations(crl)
+	if err != nil {
+		// at debug: whoever sends a bad list is charged by gossip, not by our log
+		n.log.Debug("revocation list in an event refused", "from", it.Author, "err", err.Error())
+		return
+	}
+	if changed {
+		n.certs.saveRevocations()
+		n.certs.ownRevoked()
+	}
+}
+
+// syncRevocations asks one connected peer that speaks the certificate protocol for a newer
+// revocation list than the node holds.
+func (n *Node) syncRevocations(r *rand.Rand) {
+	peers := n.host.Network().Peers()
+	r.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
+	for _, p := range peers {
+		if ok, _ := n.host.Peerstore().SupportsProtocols(p, CertProtocolID); len(ok) == 0 {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(n.ctx, certTimeout)
+		ans, err := n.certs.ask(ctx, p, p)
+		cancel()
+		if err == nil && ans.CRL != "" {
+			n.certs.applyRevocations(ans.CRL)
+		}
+		return
+	}
+}
+
+// keepTrust is the authority mode's upkeep: the revocation-list sync and the renewal of the
+// node's own certificate.
+func (n *Node) keepTrust() {
+	defer n.wg.Done()
+	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	every := n.cfg.revocationSync
+	if every <= 0 {
+		every = revocationSyncEvery
+	}
+	sync := time.NewTicker(every)
+	defer sync.Stop()
+	renew := time.NewTimer(n.renewIn())
+	defer renew.Stop()
+	for {
+		select {
+		case <-n.ctx.Done():
+			return
+		case <-sync.C:
+			n.syncRevocations(r)
+		case <-renew.C:
+			renew.Reset(n.renewOwn())
+		}
+	}
+}
