@@ -1,6 +1,7 @@
 package node
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
@@ -259,5 +261,32 @@ func TestTrustAuthority_CertificateRequestsAreCharged(t *testing.T) {
 	}
 	if err := ask(); err == nil {
 		t.Fatal("a peer over its rate got a second answer")
+	}
+}
+
+// Only a peer's own answer is a verdict on its certificate: a relayer that cannot or will not
+// hand over bob's certificate does not get bob refused (before, bob was remembered as failed
+// for 30 s, and his direct messages refused with him).
+func TestTrustAuthority_ARelayerIsNoVerdictOnTheAuthor(t *testing.T) {
+	m, a := certifiedMesh(t, 3, 2)
+	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
+	// mallory answers every request with a certificate that binds bob's id to her own peer
+	forged := issue(t, a, agentName(1), mallory.ID())
+	mallory.Host().SetStreamHandler(CertProtocolID, func(s network.Stream) {
+		defer s.Close()
+		if _, err := protocol.ReadFrame(s, maxCertRequest); err != nil {
+			return
+		}
+		raw, _ := json.Marshal(certAnswer{Cert: forged})
+		_ = protocol.WriteFrame(s, raw)
+	})
+	if err := alice.certs.fetch(testCtx(t), bob.ID(), mallory.ID()); err == nil {
+		t.Fatal("a certificate for mallory's peer passed for bob's")
+	}
+	if err := alice.certs.check(agentName(1), bob.ID()); !errors.Is(err, errNoCert) {
+		t.Fatalf("after mallory's failure bob's claim gives %v; want no verdict yet", err)
+	}
+	if code, perr := dialRaw(t, bob, alice).refusal(event(t, bob.Builder(), agentName(0))); code != "" {
+		t.Fatalf("bob was refused after a relayer failed: %s %v", code, perr)
 	}
 }

@@ -239,6 +239,9 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 		return protocol.Errorf(protocol.CodeIdentityInvalid, "certificate of peer %s: %v", p, ctx.Err())
 	}
 	ans, err := b.ask(ctx, p, via)
+	// a timeout under load says nothing about p's certificate; a refused protocol, a bad or
+	// missing certificate does
+	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 	if err == nil && ans.CRL != "" {
 		b.applyRevocations(ans.CRL)
 	}
@@ -250,8 +253,10 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 			return nil
 		}
 	}
-	if via == p || ans.Cert != "" { // a relayer that has no copy is no verdict on p
-		err = protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s has no valid certificate from mesh authority %s: %v", p, b.v.MeshID(), err)
+	err = protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s has no valid certificate from mesh authority %s: %v", p, b.v.MeshID(), err)
+	// Only p's own answer is a verdict on p, remembered for certRetryAfter: a relayer
+	// answering with a bad certificate (or none) must not get p refused.
+	if via == p && !timedOut {
 		b.failed.Add(p, failure{at: b.now(), err: err})
 	}
 	return err
