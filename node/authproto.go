@@ -237,11 +237,10 @@ func (n *Node) askAuthority(ctx context.Context, req authorityRequest) (authorit
 	if len(peers) == 0 {
 		return authorityAnswer{}, protocol.Errorf(protocol.CodeAgentNotFound, "no way to reach the mesh authority's node: set authority_node (its peer id) or bootstrap in the config")
 	}
-	raw, _ := json.Marshal(req)
 	var errs []error
 	for _, p := range peers {
-		ans, err := n.askAuthorityOnce(ctx, p, raw)
-		if err != nil {
+		var ans authorityAnswer
+		if err := askOnce(ctx, n.host, p, AuthorityProtocolID, authorityTimeout, req, maxAuthorityAnswer, &ans); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
@@ -251,30 +250,6 @@ func (n *Node) askAuthority(ctx context.Context, req authorityRequest) (authorit
 		return ans, nil
 	}
 	return authorityAnswer{}, protocol.Errorf(protocol.CodeAgentNotFound, "the mesh authority's node did not answer: %v", errors.Join(errs...))
-}
-
-func (n *Node) askAuthorityOnce(ctx context.Context, p peer.ID, req []byte) (authorityAnswer, error) {
-	var ans authorityAnswer
-	ctx, cancel := context.WithTimeout(ctx, authorityTimeout)
-	defer cancel()
-	s, err := n.host.NewStream(ctx, p, AuthorityProtocolID)
-	if err != nil {
-		return ans, err
-	}
-	defer s.Close()
-	deadline, _ := ctx.Deadline()
-	_ = s.SetDeadline(deadline)
-	if err := protocol.WriteFrame(s, req); err != nil {
-		s.Reset()
-		return ans, err
-	}
-	_ = s.CloseWrite()
-	body, err := protocol.ReadFrame(s, maxAuthorityAnswer)
-	if err != nil {
-		s.Reset()
-		return ans, err
-	}
-	return ans, json.Unmarshal(body, &ans)
 }
 
 // renewIn returns how long until the node's own certificate is due for renewal: when a third

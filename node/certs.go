@@ -265,30 +265,12 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 // ask runs one exchange of the certificate protocol with via.
 func (b *certBook) ask(ctx context.Context, p, via peer.ID) (certAnswer, error) {
 	var ans certAnswer
-	s, err := b.h.NewStream(network.WithAllowLimitedConn(ctx, "iacp-cert"), via, CertProtocolID)
-	if err != nil {
-		return ans, err
-	}
-	defer s.Close()
-	deadline, _ := ctx.Deadline()
-	_ = s.SetDeadline(deadline)
 	req := certRequest{CRLSeq: b.v.RevocationSeq()}
 	if p != via {
 		req.Peer = p.String()
 	}
-	raw, _ := json.Marshal(req)
-	if err := protocol.WriteFrame(s, raw); err != nil {
-		s.Reset()
-		return ans, err
-	}
-	_ = s.CloseWrite()
-	body, err := protocol.ReadFrame(s, maxCertAnswer)
-	if err != nil {
-		s.Reset()
-		return ans, err
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return ans, fmt.Errorf("certificate answer: %w", err)
+	if err := askOnce(ctx, b.h, via, CertProtocolID, certTimeout, req, maxCertAnswer, &ans); err != nil {
+		return ans, fmt.Errorf("certificate exchange with %s: %w", via, err)
 	}
 	return ans, nil
 }

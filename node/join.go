@@ -172,7 +172,6 @@ func Join(ctx context.Context, h host.Host, inv authority.Invite, agentID string
 	}
 	req := joinRequest{InviteID: authority.InviteID(inv.Secret), AgentID: agentID, Capabilities: capabilities,
 		Proof: base64.RawURLEncoding.EncodeToString(authority.Proof(inv.Secret, h.ID(), agentID))}
-	raw, _ := json.Marshal(req)
 	var errs []error
 	for _, s := range inv.Addrs {
 		a, err := ma.NewMultiaddr(s)
@@ -185,7 +184,7 @@ func Join(ctx context.Context, h host.Host, inv authority.Invite, agentID string
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))
 			continue
 		}
-		ans, err := joinOnce(ctx, h, *ai, raw)
+		ans, err := joinOnce(ctx, h, *ai, req)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", s, err))
 			continue
@@ -199,29 +198,12 @@ func Join(ctx context.Context, h host.Host, inv authority.Invite, agentID string
 	return nil, fmt.Errorf("no address of the invitation answered: %w", errors.Join(errs...))
 }
 
-func joinOnce(ctx context.Context, h host.Host, ai peer.AddrInfo, req []byte) (joinAnswer, error) {
+func joinOnce(ctx context.Context, h host.Host, ai peer.AddrInfo, req joinRequest) (joinAnswer, error) {
 	var ans joinAnswer
 	ctx, cancel := context.WithTimeout(ctx, joinTimeout)
 	defer cancel()
 	if err := h.Connect(ctx, ai); err != nil {
 		return ans, err
 	}
-	s, err := h.NewStream(ctx, ai.ID, JoinProtocolID)
-	if err != nil {
-		return ans, err
-	}
-	defer s.Close()
-	deadline, _ := ctx.Deadline()
-	_ = s.SetDeadline(deadline)
-	if err := protocol.WriteFrame(s, req); err != nil {
-		s.Reset()
-		return ans, err
-	}
-	_ = s.CloseWrite()
-	body, err := protocol.ReadFrame(s, maxJoinAnswer)
-	if err != nil {
-		s.Reset()
-		return ans, err
-	}
-	return ans, json.Unmarshal(body, &ans)
+	return ans, askOnce(ctx, h, ai.ID, JoinProtocolID, joinTimeout, req, maxJoinAnswer, &ans)
 }

@@ -1,0 +1,45 @@
+package node
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// askOnce runs one exchange of a request/answer protocol (certificate, join, authority): it
+// opens a stream to p, writes req as one JSON frame, closes its side, and decodes one answer
+// frame of at most maxAnswer bytes into ans. Everything, dial included, ends within timeout
+// (or ctx's deadline when sooner).
+func askOnce(ctx context.Context, h host.Host, p peer.ID, proto libp2pproto.ID, timeout time.Duration, req any, maxAnswer int, ans any) error {
+	raw, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	s, err := h.NewStream(network.WithAllowLimitedConn(ctx, string(proto)), p, proto)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	deadline, _ := ctx.Deadline()
+	_ = s.SetDeadline(deadline)
+	if err := protocol.WriteFrame(s, raw); err != nil {
+		s.Reset()
+		return err
+	}
+	_ = s.CloseWrite()
+	body, err := protocol.ReadFrame(s, maxAnswer)
+	if err != nil {
+		s.Reset()
+		return err
+	}
+	return json.Unmarshal(body, ans)
+}
