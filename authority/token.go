@@ -120,7 +120,7 @@ func (v *Verifier) Token(raw string, target string, required []string) (*Token, 
 		return nil, ruleError(RuleSignature, "%d bytes, more than %d", len(raw), MaxTokenBytes)
 	}
 	key := sha256.Sum256([]byte(raw))
-	if e, ok := v.tokens.Get(key); ok && e.tok.Expires.After(v.now().Add(-v.skew)) && slices.Contains(e.aud, target) && !lacks(e.tok.Capabilities, required) {
+	if e, ok := v.tokens.Get(key); ok && e.tok.Expires.After(v.now().Add(-v.skew)) && slices.Contains(e.aud, target) && len(Missing(required, e.tok.Capabilities)) == 0 {
 		t := *e.tok
 		t.Audience, t.Capabilities = target, slices.Clone(t.Capabilities)
 		return &t, nil
@@ -169,13 +169,7 @@ func (v *Verifier) Token(raw string, target string, required []string) (*Token, 
 	if target == "" || !slices.Contains(c.Audience, target) {
 		return nil, ruleError(RuleAudience, "aud %q does not name the target %q", []string(c.Audience), target)
 	}
-	var missing []string
-	for _, r := range required {
-		if !slices.Contains(c.Capabilities, r) && !slices.Contains(missing, r) {
-			missing = append(missing, r)
-		}
-	}
-	if len(missing) > 0 {
+	if missing := Missing(required, c.Capabilities); len(missing) > 0 {
 		return nil, ruleError(RuleCapabilities, "capabilities %q not granted", missing)
 	}
 	t := &Token{
@@ -197,12 +191,13 @@ type verifiedToken struct {
 	aud []string
 }
 
-// lacks reports whether some of required is not in granted.
-func lacks(granted, required []string) bool {
+// Missing returns the members of required that granted lacks, each once, in order.
+func Missing(required, granted []string) []string {
+	var missing []string
 	for _, r := range required {
-		if !slices.Contains(granted, r) {
-			return true
+		if !slices.Contains(granted, r) && !slices.Contains(missing, r) {
+			missing = append(missing, r)
 		}
 	}
-	return false
+	return missing
 }

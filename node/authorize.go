@@ -30,19 +30,14 @@ func (n *Node) authorize(m *protocol.Message, remote peer.ID) error {
 	if sec.AuthToken == "" && len(intentNeeds) == 0 && len(sec.Permissions) == 0 {
 		return nil
 	}
-	required := slices.Clone(intentNeeds)
-	for _, p := range sec.Permissions {
-		if !slices.Contains(required, p) {
-			required = append(required, p)
-		}
-	}
+	required := append(slices.Clone(intentNeeds), sec.Permissions...) // Missing lists each once
 	var granted []string
 	if n.certs != nil {
 		if c, ok := n.certs.byPeer.Peek(remote); ok { // checkClaim verified it
 			granted = c.Permissions
 		}
 	}
-	missing := notGranted(required, granted)
+	missing := authority.Missing(required, granted)
 	if sec.AuthToken == "" {
 		if len(missing) == 0 {
 			return nil

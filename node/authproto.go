@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -160,7 +159,7 @@ func (n *Node) issueToken(c *authority.Certificate, req TokenRequest) (*authorit
 	if req.TTL < 0 {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "ttl %d: must be 0 (the default) or more", req.TTL)
 	}
-	if missing := notGranted(req.RequestedCapabilities, c.Permissions); len(missing) > 0 {
+	if missing := authority.Missing(req.RequestedCapabilities, c.Permissions); len(missing) > 0 {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "%s is not granted %q (its certificate grants %q; the mesh's operator grants permissions with iacp-node invite --grant)", c.AgentID, missing, c.Permissions)
 	}
 	t, err := n.cfg.MeshAuthority.IssueToken(authority.TokenRequest{Subject: c.AgentID, Audience: req.TargetAgentID,
@@ -169,17 +168,6 @@ func (n *Node) issueToken(c *authority.Certificate, req TokenRequest) (*authorit
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%v", err)
 	}
 	return t, nil
-}
-
-// notGranted returns the members of want that granted lacks.
-func notGranted(want, granted []string) []string {
-	var missing []string
-	for _, w := range want {
-		if !slices.Contains(granted, w) && !slices.Contains(missing, w) {
-			missing = append(missing, w)
-		}
-	}
-	return missing
 }
 
 // recordIssued records a certificate in the registry, when the node keeps one.
