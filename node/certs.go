@@ -243,7 +243,9 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 	// missing certificate does
 	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
 	if err == nil && ans.CRL != "" {
-		b.applyRevocations(ans.CRL)
+		if err := b.applyRevocations(ans.CRL); err != nil {
+			b.log.Warn("revocation list refused", "from", via, "err", err.Error())
+		}
 	}
 	if err == nil {
 		var c *authority.Certificate
@@ -318,19 +320,15 @@ func (b *certBook) serve(s network.Stream) {
 }
 
 // applyRevocations applies a revocation list if it is newer than the one held, and keeps it.
-// It reports whether the list changed.
-func (b *certBook) applyRevocations(raw string) bool {
+// A refused list is the error; the caller decides how loudly to say so.
+func (b *certBook) applyRevocations(raw string) error {
 	changed, err := b.v.ApplyRevocations(raw)
-	if err != nil {
-		b.log.Warn("revocation list refused", "err", err.Error())
-		return false
-	}
-	if !changed {
-		return false
+	if err != nil || !changed {
+		return err
 	}
 	b.saveRevocations()
 	b.ownRevoked()
-	return true
+	return nil
 }
 
 // saveRevocations keeps the list in force in crlFile.

@@ -42,7 +42,9 @@ func (n *Node) Revoke(ctx context.Context, target string) ([]IssuedCertificate, 
 	if err != nil {
 		return nil, err
 	}
-	n.certs.applyRevocations(crl)
+	if err := n.certs.applyRevocations(crl); err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "the revocation list just signed does not verify: %v", err)
+	}
 	for _, c := range revoked {
 		n.log.Warn("certificate revoked", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID)
 	}
@@ -77,15 +79,9 @@ func (n *Node) heardRevocations(it *pubsub.Item) {
 	if crl == "" {
 		return
 	}
-	changed, err := n.certs.v.ApplyRevocations(crl)
-	if err != nil {
+	if err := n.certs.applyRevocations(crl); err != nil {
 		// at debug: whoever sends a bad list is charged by gossip, not by our log
 		n.log.Debug("revocation list in an event refused", "from", it.Author, "err", err.Error())
-		return
-	}
-	if changed {
-		n.certs.saveRevocations()
-		n.certs.ownRevoked()
 	}
 }
 
@@ -102,7 +98,9 @@ func (n *Node) syncRevocations(r *rand.Rand) {
 		ans, err := n.certs.ask(ctx, p, p)
 		cancel()
 		if err == nil && ans.CRL != "" {
-			n.certs.applyRevocations(ans.CRL)
+			if err := n.certs.applyRevocations(ans.CRL); err != nil {
+				n.log.Warn("revocation list refused", "from", p, "err", err.Error())
+			}
 		}
 		return
 	}
