@@ -4,13 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/subtle"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -18,7 +12,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -92,27 +85,13 @@ func OpenInviteBook(path string, now func() time.Time) (*InviteBook, error) {
 		now = time.Now
 	}
 	b := &InviteBook{path: path, now: now, entries: map[string]*bookEntry{}}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return b, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("invitation book: %w", err)
-	}
-	defer f.Close()
-	if err := fsutil.CheckPrivate(path); err != nil {
-		return nil, fmt.Errorf("invitation book: %w", err)
-	}
-	data, err := io.ReadAll(io.LimitReader(f, maxBookBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("invitation book: %w", err)
-	}
-	if len(data) > maxBookBytes {
-		return nil, fmt.Errorf("invitation book %s is larger than %d bytes", path, maxBookBytes)
-	}
 	var file bookFile
-	if err := json.Unmarshal(data, &file); err != nil {
-		return nil, fmt.Errorf("invitation book %s is damaged: %w", path, err)
+	ok, err := readJSONFile(path, "invitation book", maxBookBytes, true, &file)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return b, nil
 	}
 	if file.Version != 1 {
 		return nil, fmt.Errorf("invitation book %s has version %d; this node reads version 1", path, file.Version)
@@ -245,15 +224,8 @@ func (b *InviteBook) commit(entries map[string]*bookEntry) error {
 		}
 		return strings.Compare(x.ID, y.ID)
 	})
-	data, err := json.MarshalIndent(file, "", "  ")
-	if err != nil {
+	if err := writeJSONFile(b.path, "invitation book", file); err != nil {
 		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(b.path), 0o700); err != nil {
-		return err
-	}
-	if err := fsutil.WriteFile(b.path, data, 0o600); err != nil {
-		return fmt.Errorf("invitation book: %w", err)
 	}
 	b.entries = entries
 	return nil

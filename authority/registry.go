@@ -1,13 +1,8 @@
 package authority
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -15,7 +10,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -75,24 +69,13 @@ func OpenRegistry(path string, now func() time.Time) (*Registry, error) {
 		now = time.Now
 	}
 	r := &Registry{path: path, now: now, issued: map[string]*Issued{}}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return r, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("certificate registry: %w", err)
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxRegistryBytes+1))
-	if err != nil {
-		return nil, fmt.Errorf("certificate registry: %w", err)
-	}
-	if len(data) > maxRegistryBytes {
-		return nil, fmt.Errorf("certificate registry %s is larger than %d bytes", path, maxRegistryBytes)
-	}
 	var file registryFile
-	if err := json.Unmarshal(data, &file); err != nil {
-		return nil, fmt.Errorf("certificate registry %s is damaged: %w", path, err)
+	ok, err := readJSONFile(path, "certificate registry", maxRegistryBytes, false, &file)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return r, nil
 	}
 	if file.Version != 1 {
 		return nil, fmt.Errorf("certificate registry %s has version %d; this node reads version 1", path, file.Version)
@@ -231,15 +214,8 @@ func (r *Registry) commit(entries map[string]*Issued, seq uint64) error {
 		file.Issued = append(file.Issued, *e)
 	}
 	sortIssued(file.Issued)
-	data, err := json.MarshalIndent(file, "", "  ")
-	if err != nil {
+	if err := writeJSONFile(r.path, "certificate registry", file); err != nil {
 		return err
-	}
-	if err := os.MkdirAll(filepath.Dir(r.path), 0o700); err != nil {
-		return err
-	}
-	if err := fsutil.WriteFile(r.path, data, 0o600); err != nil {
-		return fmt.Errorf("certificate registry: %w", err)
 	}
 	r.issued, r.seq = entries, seq
 	return nil
