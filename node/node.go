@@ -242,7 +242,11 @@ func New(opts ...Option) (_ *Node, err error) {
 	}
 	n.startDurable(pending)
 	if n.gossip != nil {
-		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindTransition, pubsub.KindEvent}}, 256)
+		kinds := []pubsub.Kind{pubsub.KindTransition}
+		if n.certs != nil {
+			kinds = append(kinds, pubsub.KindEvent) // revocation lists (heardRevocations)
+		}
+		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: kinds}, 256)
 		if err != nil {
 			n.log.Warn("liveness transitions unavailable; agents are learnt from direct messages and the DHT only", "err", err.Error())
 		} else {
