@@ -68,6 +68,16 @@ func (n *Node) Certificates() ([]IssuedCertificate, error) {
 	return n.registry.List(), nil
 }
 
+// RevocationSeq returns the seq of the mesh's revocation list this node holds and applies: 0
+// before the first list, and in open or allowlist mode. A node whose seq equals the
+// authority's has every revocation the authority made.
+func (n *Node) RevocationSeq() uint64 {
+	if n.certs == nil {
+		return 0
+	}
+	return n.certs.v.RevocationSeq()
+}
+
 // heardRevocations applies the revocation list an event carries. Anyone may relay one; the
 // list's own signature decides.
 func (n *Node) heardRevocations(it *pubsub.Item) {

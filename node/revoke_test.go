@@ -49,6 +49,9 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 	id := revoked[0].ID
 	for i, nd := range m.nodes {
 		waitFor(t, 10*time.Second, fmt.Sprintf("node %d applied the revocation", i), func() bool { return nd.certs.v.Revoked(id) })
+		if nd.RevocationSeq() == 0 || nd.RevocationSeq() != auth.RevocationSeq() {
+			t.Fatalf("node %d holds revocation list %d, the authority %d", i, nd.RevocationSeq(), auth.RevocationSeq())
+		}
 	}
 	for _, i := range []int{0, 1, 3} {
 		code, perr := dialRaw(t, bob, m.nodes[i]).refusal(event(t, bob.Builder(), agentName(i)))

@@ -14,7 +14,7 @@ var summaryMetrics = []string{
 	"request_success", "request_p50_ms", "request_p99_ms", "delivery_ratio",
 	"broadcast_p50_ms", "broadcast_p99_ms", "broadcast_max_ms", "group_p50_ms", "group_p99_ms",
 	"detected_ratio", "detection_p50_ms", "detection_max_ms", "rejoin_p50_ms", "false_suspicions",
-	"offline_delivered", "lost", "intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio",
+	"offline_delivered", "lost", "revocation_applied_ms", "intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio",
 }
 
 // WriteText writes the summary table: one row per step with its main metrics, memory and CPU,

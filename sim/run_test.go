@@ -103,8 +103,8 @@ steps:
 }
 
 // Issue 14: a mesh of 5 nodes joined by invitation (scenarios/trust.yaml). A node without a
-// certificate, one claiming another agent's id, and one whose certificate expired get nothing
-// they send acted on: every direct send is refused with IDENTITY_INVALID naming the rule that
+// certificate, one claiming another agent's id, one whose certificate expired, and a member
+// whose certificate node 0 revoked get nothing they send acted on: every direct send is refused with IDENTITY_INVALID naming the rule that
 // failed, no broadcast of theirs reaches an agent, no node binds their agent id to them, and a
 // certified node that sends the same is heard.
 func TestRun_Trust(t *testing.T) {
@@ -122,12 +122,16 @@ func TestRun_Trust(t *testing.T) {
 			t.Fatalf("step %s: %v, errors %v", s.Name, s.Metrics, s.Errors)
 		}
 	}
-	if intruders != 3 {
-		t.Fatalf("%d intruder steps, want 3 (no certificate, impostor, expired)", intruders)
+	if intruders != 4 {
+		t.Fatalf("%d intruder steps, want 4 (no certificate, impostor, expired, revoked)", intruders)
+	}
+	if revoked := rep.Steps[5]; revoked.Metrics["revocation_applied_ms"] <= 0 {
+		t.Fatalf("step %s measured no revocation reaching every node: %v", revoked.Name, revoked.Metrics)
 	}
 	var txt bytes.Buffer
 	_ = rep.WriteText(&txt)
-	for _, want := range []string{"refusals by the rule they name: no_certificate 100%", "refusals by the rule they name: expired 100%"} {
+	for _, want := range []string{"refusals by the rule they name: no_certificate 100%", "refusals by the rule they name: expired 100%",
+		"refusals by the rule they name: revoked 100%"} {
 		if !strings.Contains(txt.String(), want) {
 			t.Fatalf("the table does not say %q:\n%s", want, txt.String())
 		}

@@ -18,19 +18,22 @@ import (
 	"github.com/iacp-node/iacp-node/pubsub"
 )
 
-// What an intruder holds (intruderParams.Certificate). A "revoked" intruder (one that joined
-// by invitation and whose certificate node 0 then revoked with Node.Revoke) is one more case
-// of startIntruder and parseIntruder, not built yet.
+// What an intruder holds (intruderParams.Certificate).
 const (
 	// CertNone: no certificate at all; the intruder runs in open mode, as a peer outside the
 	// mesh would.
 	CertNone = "none"
 	// CertExpired: a certificate of the mesh that expired 40 s ago (see startIntruder).
 	CertExpired = "expired"
+	// CertRevoked: a certificate it got by joining with an invitation from node 0, as any
+	// member does, and which node 0 then revokes (Node.Revoke, as `iacp-node revoke` does)
+	// before the intruder sends anything; the step waits until every running node holds the
+	// new revocation list, and reports how long that took (revocation_applied_ms).
+	CertRevoked = "revoked"
 )
 
 type intruderParams struct {
-	// Certificate is what the intruder holds: none (default) or expired.
+	// Certificate is what the intruder holds: none (default), expired or revoked.
 	Certificate string `yaml:"certificate"`
 	// As is the slot whose agent id the intruder claims (default -1: an id of its own,
 	// sim:intruder:step<N>).
@@ -54,8 +57,10 @@ var parseIntruder = params(intruderParams{Certificate: CertNone, As: -1, Message
 		switch {
 		case sc.Trust != node.TrustAuthority:
 			return fmt.Errorf("intruder: needs trust: authority; in open mode a peer without a certificate is trusted on first use")
-		case p.Certificate != CertNone && p.Certificate != CertExpired:
-			return fmt.Errorf("intruder: certificate %q is neither %q nor %q", p.Certificate, CertNone, CertExpired)
+		case p.Certificate != CertNone && p.Certificate != CertExpired && p.Certificate != CertRevoked:
+			return fmt.Errorf("intruder: certificate %q is none of %q, %q and %q", p.Certificate, CertNone, CertExpired, CertRevoked)
+		case p.Certificate == CertRevoked && p.As == 0:
+			return fmt.Errorf("intruder: a revoked intruder cannot claim node 0's agent id: node 0 is the authority's node, which revokes it")
 		case p.As < -1 || p.As >= sc.Nodes:
 			return fmt.Errorf("intruder: as %d is outside -1..%d", p.As, sc.Nodes-1)
 		case p.Messages < 0 || p.Messages > 1000 || p.Broadcasts < 0 || p.Broadcasts > 1000:
@@ -84,6 +89,7 @@ type intruder struct {
 	nd      *node.Node
 	idx     int // its index on the mocknet, beyond the slots
 	agentID string
+	cert    *authority.Certificate // what it got by joining, to be revoked; nil for the others
 }
 
 // runIntruder starts a node that holds no valid certificate of the mesh, tells it where every
@@ -104,6 +110,11 @@ func runIntruder(ctx context.Context, r *run, p any, res *StepResult) error {
 	defer c.stopIntruder(in)
 	if err := c.introduce(ctx, in, up, ip.Timeout.D()); err != nil {
 		return err
+	}
+	if in.cert != nil {
+		if err := c.revoke(ctx, in, up, ip.Timeout.D(), res); err != nil {
+			return err
+		}
 	}
 	started := time.Now()
 
@@ -268,11 +279,13 @@ func (c *cluster) control(ctx context.Context, res *StepResult, ip *intruderPara
 //
 //   - none: it runs in open mode, with no certificate to show;
 //   - expired: a certificate of the mesh for its agent id that expired expiredAgo ago. It
-//     stands for a node that kept running after its certificate expired (renewal is not
-//     built yet) without waiting for expiry plus the 30 s of skew that verifiers allow: its
+//     stands for a node that kept running after its certificate expired (its renewals
+//     failed) without waiting for expiry plus the 30 s of skew that verifiers allow: its
 //     clock runs expiredClockLag behind (within that skew, so its messages and the answers
 //     it gets are on time), by which its own start check, which also allows 30 s, still
-//     passes; every other node sees the certificate expired.
+//     passes; every other node sees the certificate expired;
+//   - revoked: the certificate it gets by redeeming an invitation from node 0, on the host
+//     it will run on; runIntruder has it revoked once the intruder is connected.
 func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error) {
 	sk, _, err := crypto.GenerateEd25519Key(seededReader{c.rng})
 	if err != nil {
@@ -295,7 +308,12 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 		node.WithDurable(false),
 		node.WithAudit(false, false),
 	}
+	var inv *authority.Invite
 	switch ip.Certificate {
+	case CertRevoked:
+		if inv, err = c.invite("the intruder", in.agentID); err != nil {
+			return nil, err
+		}
 	case CertNone:
 		opts = append(opts, node.WithTrust(node.TrustOpen))
 	case CertExpired:
@@ -330,9 +348,25 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 				return nil, err
 			}
 		}
+		if inv != nil {
+			if in.cert, err = redeem("the intruder", sh, *inv, in.agentID, nil); err != nil {
+				_ = sh.Close()
+				c.net.isolate(in.idx)
+				c.net.forget(in.idx)
+				return nil, err
+			}
+		}
 		opts = append(opts, node.WithHost(sh, sk))
 	} else {
+		if inv != nil {
+			if in.cert, err = redeemLoopback("the intruder", sk, *inv, in.agentID, nil); err != nil {
+				return nil, err
+			}
+		}
 		opts = append(opts, node.WithKey(sk), node.WithListen("/ip4/127.0.0.1/tcp/0"), node.WithNAT(false))
+	}
+	if in.cert != nil {
+		opts = append(opts, node.WithAuthority(c.auth.ID(), in.cert.Raw))
 	}
 	if in.nd, err = node.New(opts...); err != nil {
 		if c.net != nil {
@@ -368,6 +402,36 @@ func (c *cluster) introduce(ctx context.Context, in *intruder, up []int, timeout
 	if !waitFor(ictx, func() bool { return len(g.PubSub().ListPeers(broadcastTopic)) > 0 }) {
 		return fmt.Errorf("intruder: no gossip peer on %s within %s: its broadcasts would reach nobody", broadcastTopic, timeout)
 	}
+	return nil
+}
+
+// revoke has node 0 revoke the intruder's certificate, by its id (an intruder that claims a
+// slot's agent id must not take that slot's own certificate with it), and waits until every
+// running node applies the new list: revocation_applied_ms.
+func (c *cluster) revoke(ctx context.Context, in *intruder, up []int, timeout time.Duration, res *StepResult) error {
+	authNode := c.node(0)
+	if authNode == nil {
+		return fmt.Errorf("intruder: node 0, the mesh authority's node, is not running to revoke its certificate")
+	}
+	t0 := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if _, err := authNode.Revoke(rctx, in.cert.ID); err != nil {
+		return fmt.Errorf("intruder: revoking its certificate: %w", err)
+	}
+	seq := authNode.RevocationSeq()
+	applied := func() bool {
+		for _, j := range up {
+			if nd := c.node(j); nd != nil && nd.RevocationSeq() < seq {
+				return false
+			}
+		}
+		return true
+	}
+	if !waitFor(rctx, applied) {
+		return fmt.Errorf("intruder: not every node applied revocation list %d within %s", seq, timeout)
+	}
+	res.Metrics["revocation_applied_ms"] = ms(time.Since(t0))
 	return nil
 }
 
