@@ -144,8 +144,8 @@ func TestServer_TokenAndAddrFiles(t *testing.T) {
 	}
 }
 
-// Status, peers, agents (gossip off: empty with a note), outbox (off: note), healthz without a
-// token, metrics with counters.
+// Status, peers, agents (gossip off: empty with a note), outbox (durable, the default, with
+// nothing waiting), healthz without a token, metrics with counters.
 func TestE2E_RestEndpoints(t *testing.T) {
 	m := newAPIMesh(t, 3, meshOpts{})
 	ctx := testCtx(t, 20*time.Second)
@@ -166,7 +166,7 @@ func TestE2E_RestEndpoints(t *testing.T) {
 		t.Fatalf("agents %+v, %v", ag, err)
 	}
 	ob, err := c.Outbox(ctx)
-	if err != nil || ob.Durable || ob.Note == "" {
+	if err != nil || !ob.Durable || len(ob.Entries) != 0 || ob.Note != "" {
 		t.Fatalf("outbox %+v, %v", ob, err)
 	}
 	var ae *APIError

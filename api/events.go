@@ -10,7 +10,6 @@ import (
 
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // sseBuffer is the gossip subscription's buffer; a client slower than that loses items (the
@@ -53,23 +52,23 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	var items <-chan *pubsub.Item
-	var sub *pubsub.Subscription
-	if g := s.n.Gossip(); g != nil && (f.wants(KindEvent) || f.wants(KindGroup) || f.wants(KindHeartbeat) || f.wants(KindTransition)) {
-		pf := pubsub.Filter{AgentID: f.AgentID, Group: f.Group}
+	var items <-chan *node.EventItem
+	var sub *node.Subscription
+	if s.n.GossipOn() && (f.wants(KindEvent) || f.wants(KindGroup) || f.wants(KindHeartbeat) || f.wants(KindTransition)) {
+		pf := node.EventFilter{AgentID: f.AgentID, Group: f.Group}
 		for _, k := range f.Kinds {
 			switch k {
 			case KindEvent:
-				pf.Kinds = append(pf.Kinds, pubsub.KindEvent)
+				pf.Kinds = append(pf.Kinds, node.EventKindEvent)
 			case KindGroup:
-				pf.Kinds = append(pf.Kinds, pubsub.KindGroup)
+				pf.Kinds = append(pf.Kinds, node.EventKindGroup)
 			case KindHeartbeat:
-				pf.Kinds = append(pf.Kinds, pubsub.KindHeartbeat)
+				pf.Kinds = append(pf.Kinds, node.EventKindHeartbeat)
 			case KindTransition:
-				pf.Kinds = append(pf.Kinds, pubsub.KindTransition)
+				pf.Kinds = append(pf.Kinds, node.EventKindTransition)
 			}
 		}
-		if sub, err = g.Subscribe(pf, sseBuffer); err == nil {
+		if sub, err = s.n.Subscribe(pf, sseBuffer); err == nil {
 			defer sub.Cancel()
 			items = sub.C()
 		}
@@ -167,7 +166,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func gossipItem(it *pubsub.Item) EventItem {
+func gossipItem(it *node.EventItem) EventItem {
 	e := EventItem{Kind: strings.ToLower(it.Kind.String()), At: time.Now().UTC(), PeerID: it.Author.String(), Message: it.Message}
 	if it.Message != nil {
 		e.AgentID = it.Message.Envelope.Sender.AgentID
@@ -176,15 +175,15 @@ func gossipItem(it *pubsub.Item) EventItem {
 		}
 	}
 	switch it.Kind {
-	case pubsub.KindEvent:
+	case node.EventKindEvent:
 		ev := it.Event
 		e.Event = &ev
-	case pubsub.KindGroup:
+	case node.EventKindGroup:
 		e.Group = it.Group
-	case pubsub.KindHeartbeat:
+	case node.EventKindHeartbeat:
 		hb := it.Heartbeat
 		e.Heartbeat = &hb
-	case pubsub.KindTransition:
+	case node.EventKindTransition:
 		tr := it.Transition
 		e.AgentID, e.PeerID, e.At = tr.AgentID, tr.PeerID.String(), tr.At
 		e.Transition = &TransitionDoc{From: string(tr.From), To: string(tr.To), Reason: tr.Reason}

@@ -100,7 +100,7 @@ func newAPIMesh(t testing.TB, n int, o meshOpts) *apiMesh {
 		for i, a := range m.nodes {
 			for j, b := range m.nodes {
 				if i != j {
-					a.AddPeer(agentName(j), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+					a.AddPeer(agentName(j), peer.AddrInfo{ID: b.ID(), Addrs: b.ListenAddrs()})
 				}
 			}
 		}

@@ -158,8 +158,7 @@ func (s *Server) postBroadcast(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) broadcast(w http.ResponseWriter, r *http.Request, ev protocol.EventPayload, opts []protocol.Option) {
-	g := s.n.Gossip()
-	if g == nil {
+	if !s.n.GossipOn() {
 		s.fail(w, r, &httpError{status: http.StatusServiceUnavailable, err: errorf(protocol.CodeCapabilityMismatch,
 			"broadcasts need gossip, which is off on this node: start it with gossip on")}, "")
 		return
@@ -170,7 +169,7 @@ func (s *Server) broadcast(w http.ResponseWriter, r *http.Request, ev protocol.E
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.sendTimeout)
 	defer cancel()
-	m, err := g.Broadcast(ctx, ev, opts...)
+	m, err := s.n.Broadcast(ctx, ev, opts...)
 	if err != nil {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) {

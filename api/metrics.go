@@ -41,17 +41,14 @@ func newMetrics(s *Server) *metrics {
 			func() float64 { return float64(n.Inbox().Len()) }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iacp_outbox_depth", Help: "Outgoing messages waiting in the durable outbox (0 when it is off)."},
 			func() float64 {
-				if s.cfg.outbox == nil {
-					return 0
-				}
-				es, err := s.cfg.outbox.List()
+				es, err := n.OutboxEntries()
 				if err != nil {
 					return -1
 				}
 				return float64(len(es))
 			}),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "iacp_peers", Help: "Connected libp2p peers."},
-			func() float64 { return float64(len(n.Host().Network().Peers())) }),
+			func() float64 { return float64(n.PeerCount()) }),
 	}
 	gauges = append(gauges, safetyGauges(n)...)
 	m.reg.MustRegister(append(gauges, m.sent, m.received, m.errors, m.latency)...)

@@ -6,8 +6,6 @@ import (
 	"net"
 	"net/url"
 	"time"
-
-	"github.com/iacp-node/iacp-node/store"
 )
 
 // DefaultPort is the API's TCP port: IaCP 1.0 section 5.1 reserves 9000-9999 for the local
@@ -77,11 +75,6 @@ const (
 	MaxInboxPageBytes = 64 << 20
 )
 
-// OutboxLister lists the durable outbox; *store.Store implements it.
-type OutboxLister interface {
-	List() ([]store.OutboxEntry, error)
-}
-
 // Option configures a Server.
 type Option func(*config) error
 
@@ -109,7 +102,6 @@ type config struct {
 	ratePerSecond  float64
 	rateBurst      int
 	sseKeepAlive   time.Duration
-	outbox         OutboxLister
 	log            *slog.Logger
 	now            func() time.Time
 	// listenFunc listens (net.Listen; tests put a listener of their own on 127.0.0.1).
@@ -284,10 +276,6 @@ func WithWebhookConcurrency(n int) Option {
 func WithRateLimit(perSecond float64, burst int) Option {
 	return func(c *config) error { c.ratePerSecond, c.rateBurst = perSecond, burst; return nil }
 }
-
-// WithOutbox lists the durable outbox at /v1/outbox; without it the listing is empty with a
-// note that durable delivery is off.
-func WithOutbox(o OutboxLister) Option { return func(c *config) error { c.outbox = o; return nil } }
 
 // WithLogger sets the logger (default: the node's logger).
 func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.log = l; return nil } }

@@ -8,7 +8,6 @@ import (
 
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -27,16 +26,15 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		Addrs:           addrStrings(s.n.Addrs()),
 		Status:          s.n.Status(),
 		UptimeSeconds:   s.n.Manifest().UptimeSeconds,
-		Peers:           len(s.n.Host().Network().Peers()),
+		Peers:           s.n.PeerCount(),
 		InboxDepth:      s.n.Inbox().Len(),
 		Inbox:           s.n.Config().Inbox,
 		MaxMessageBytes: s.n.Config().MaxMessageBytes,
-		Gossip:          s.n.Gossip() != nil,
+		Gossip:          s.n.GossipOn(),
 		Webhook:         s.cfg.webhook,
 	}
 	doc.Safety = safetyDoc(s.n.Safety())
-	if d := s.n.Discovery(); d != nil {
-		st := d.Status()
+	if st, ok := s.n.DiscoveryStatus(); ok {
 		doc.Discovery = &DiscoveryStatus{
 			Mode: st.Mode, Bootstrapped: st.Bootstrapped, BootstrapConfigured: st.BootstrapConfigured,
 			BootstrapAnswered: st.BootstrapAnswered, RoutingTableSize: st.RoutingTableSize,
@@ -61,14 +59,13 @@ func safetyDoc(sf node.Safety) SafetyDoc {
 }
 
 func (s *Server) getAgents(w http.ResponseWriter, r *http.Request) {
-	g := s.n.Gossip()
 	doc := AgentsDoc{Agents: []AgentDoc{}}
-	if g == nil {
+	if !s.n.GossipOn() {
 		doc.Note = "gossip is off on this node: no heartbeats, so no liveness table"
 		write(w, r, http.StatusOK, doc)
 		return
 	}
-	for _, a := range g.Agents() {
+	for _, a := range s.n.Agents() {
 		doc.Agents = append(doc.Agents, AgentDoc{
 			AgentID: a.AgentID, PeerID: a.PeerID.String(), State: string(a.State), LastSeen: a.LastSeen,
 			Load: a.Load, ActiveTasks: a.ActiveTasks, Version: a.Version,
@@ -81,8 +78,7 @@ func (s *Server) getAgents(w http.ResponseWriter, r *http.Request) {
 // prefer_tool, prefer_model, prefer_domain, each repeatable or comma-separated; locality;
 // max_latency_ms) or POST with a capability query document.
 func (s *Server) discover(w http.ResponseWriter, r *http.Request) {
-	d := s.n.Discovery()
-	if d == nil {
+	if !s.n.DiscoveryOn() {
 		s.fail(w, r, errDiscoveryOff(), "")
 		return
 	}
@@ -106,7 +102,7 @@ func (s *Server) discover(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), lookupTimeout)
 	defer cancel()
-	matches, err := d.Query(ctx, q)
+	matches, err := s.n.Query(ctx, q)
 	if err != nil {
 		s.fail(w, r, asIACP(err, protocol.CodePayloadInvalid), "")
 		return
@@ -133,14 +129,13 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	d := s.n.Discovery()
-	if d == nil {
+	if !s.n.DiscoveryOn() {
 		s.fail(w, r, errDiscoveryOff(), "")
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), lookupTimeout)
 	defer cancel()
-	rec, err := d.Resolve(ctx, id)
+	rec, err := s.n.Resolve(ctx, id)
 	if err != nil {
 		s.fail(w, r, asIACP(err, protocol.CodeAgentNotFound), "")
 		return
@@ -149,15 +144,11 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) {
-	h := s.n.Host()
 	doc := PeersDoc{Peers: []PeerDoc{}}
-	for _, p := range h.Network().Peers() {
-		pd := PeerDoc{PeerID: p.String(), Addrs: []string{}}
-		for _, c := range h.Network().ConnsToPeer(p) {
-			pd.Addrs = append(pd.Addrs, c.RemoteMultiaddr().String())
-		}
-		if l := h.Peerstore().LatencyEWMA(p); l > 0 {
-			ms := float64(l) / float64(time.Millisecond)
+	for _, p := range s.n.Peers() {
+		pd := PeerDoc{PeerID: p.ID.String(), Addrs: addrStrings(p.Addrs)}
+		if p.Latency > 0 {
+			ms := float64(p.Latency) / float64(time.Millisecond)
 			pd.LatencyMs = &ms
 		}
 		doc.Peers = append(doc.Peers, pd)
@@ -167,13 +158,13 @@ func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) getOutbox(w http.ResponseWriter, r *http.Request) {
 	doc := OutboxDoc{Entries: []OutboxItem{}}
-	if s.cfg.outbox == nil {
+	if !s.n.Config().Durable {
 		doc.Note = "durable delivery is off on this node: messages are sent directly and nothing is queued"
 		write(w, r, http.StatusOK, doc)
 		return
 	}
 	doc.Durable = true
-	es, err := s.cfg.outbox.List()
+	es, err := s.n.OutboxEntries()
 	if err != nil {
 		s.fail(w, r, errorf(protocol.CodeInternalError, "list outbox: %w", err), "")
 		return
@@ -187,7 +178,7 @@ func (s *Server) getOutbox(w http.ResponseWriter, r *http.Request) {
 	write(w, r, http.StatusOK, doc)
 }
 
-func recordDoc(rec discovery.Record) RecordDoc {
+func recordDoc(rec node.Record) RecordDoc {
 	return RecordDoc{AgentID: rec.AgentID, PeerID: rec.PeerID.String(), Addrs: addrStrings(rec.Addrs), Manifest: rec.Manifest, Expires: rec.Expires}
 }
 

@@ -2,11 +2,12 @@ package discovery
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/ipfs/go-cid"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mh "github.com/multiformats/go-multihash"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // DHT namespaces of agent records. A record is stored under both keys.
@@ -31,10 +32,6 @@ const (
 	KindDomain = "domain"
 )
 
-// NormalizeCapability is how capability names are compared and keyed: trimmed and lower-cased,
-// so "Terminal" and "terminal " are the same capability.
-func NormalizeCapability(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
-
 // CapabilityCID returns the DHT provider key of a capability: a CIDv1 (raw codec) of the
 // SHA2-256 multihash of "iacp/cap/<kind>/<normalized name>".
 func CapabilityCID(kind, name string) (cid.Cid, error) {
@@ -43,7 +40,7 @@ func CapabilityCID(kind, name string) (cid.Cid, error) {
 	default:
 		return cid.Undef, fmt.Errorf("capability kind %q is unknown; use %q, %q or %q", kind, KindTool, KindModel, KindDomain)
 	}
-	n := NormalizeCapability(name)
+	n := protocol.NormalizeCapability(name)
 	if n == "" {
 		return cid.Undef, fmt.Errorf("capability name is empty")
 	}
@@ -65,7 +62,7 @@ func capabilitiesOf(tools, models, domains []string) []capability {
 	seen := map[capability]bool{}
 	add := func(kind string, names []string) {
 		for _, n := range names {
-			c := capability{kind, NormalizeCapability(n)}
+			c := capability{kind, protocol.NormalizeCapability(n)}
 			if c.name != "" && !seen[c] {
 				seen[c] = true
 				out = append(out, c)

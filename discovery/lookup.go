@@ -207,7 +207,7 @@ func (d *Discovery) FindByCapability(ctx context.Context, kind, name string) ([]
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
-	c := capability{kind, NormalizeCapability(name)}
+	c := capability{kind, protocol.NormalizeCapability(name)}
 	recs, err := d.candidates(ctx, []capability{c}, false)
 	if err != nil {
 		return nil, err

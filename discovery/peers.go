@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // Neighbours returns up to limit peers of the DHT routing table with the addresses the
@@ -45,7 +47,7 @@ func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int)
 	if d.isClosed() {
 		return nil, ErrClosed
 	}
-	name = NormalizeCapability(name)
+	name = protocol.NormalizeCapability(name)
 	now := d.cfg.now()
 	d.mu.Lock()
 	e, ok := d.groups[name]

@@ -76,7 +76,7 @@ func manifestSet(m protocol.Manifest) map[capability]bool {
 func evaluate(q protocol.CapabilityQuery, recs []Record, load LoadSource, latency latencyFunc) []Match {
 	required := capabilitiesOf(q.Required.Tools, q.Required.Models, q.Required.Domains)
 	preferred := capabilitiesOf(q.Preferred.Tools, q.Preferred.Models, q.Preferred.Domains)
-	locality := NormalizeCapability(q.Constraints.Locality)
+	locality := protocol.NormalizeCapability(q.Constraints.Locality)
 	maxLatency := time.Duration(q.Constraints.MaxLatencyMs) * time.Millisecond
 
 	seen := map[string]bool{}
@@ -89,7 +89,7 @@ func evaluate(q protocol.CapabilityQuery, recs []Record, load LoadSource, latenc
 		if !hasAll(set, required) {
 			continue
 		}
-		if locality != "" && NormalizeCapability(r.Manifest.Deployment) != locality {
+		if locality != "" && protocol.NormalizeCapability(r.Manifest.Deployment) != locality {
 			continue
 		}
 		m := Match{Record: r}

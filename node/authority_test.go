@@ -272,7 +272,7 @@ func TestTrustAuthority_ARelayerIsNoVerdictOnTheAuthor(t *testing.T) {
 	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
 	// mallory answers every request with a certificate that binds bob's id to her own peer
 	forged := issue(t, a, agentName(1), mallory.ID())
-	mallory.Host().SetStreamHandler(CertProtocolID, func(s network.Stream) {
+	mallory.host.SetStreamHandler(CertProtocolID, func(s network.Stream) {
 		defer s.Close()
 		if _, err := protocol.ReadFrame(s, maxCertRequest); err != nil {
 			return

@@ -46,13 +46,13 @@ func benchPairOf(tb testing.TB, aOpts, bOpts []Option, opts ...Option) (a, b *No
 		return n
 	}
 	a, b = start("bench:host:a", aOpts), start("bench:host:b", bOpts)
-	a.AddPeer("bench:host:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+	a.AddPeer("bench:host:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
 	events = new(atomic.Int64)
 	b.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
 		return r.Reply(protocol.ResponseAccepted, nil)
 	})
 	b.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { events.Add(1); return nil })
-	b.Host().SetStreamHandler(echoProtocol, func(s network.Stream) {
+	b.host.SetStreamHandler(echoProtocol, func(s network.Stream) {
 		defer s.Close()
 		br := bufio.NewReader(s)
 		for {
@@ -65,7 +65,7 @@ func benchPairOf(tb testing.TB, aOpts, bOpts []Option, opts ...Option) (a, b *No
 			}
 		}
 	})
-	if err := a.Host().Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()}); err != nil {
+	if err := a.host.Connect(context.Background(), peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()}); err != nil {
 		tb.Fatal(err)
 	}
 	return a, b, events
@@ -99,7 +99,7 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 func BenchmarkRTT(b *testing.B) {
 	a, bn, _ := benchPair(b, WithDurable(false), WithAudit(false, false))
 	ctx := context.Background()
-	s, err := a.Host().NewStream(ctx, bn.ID(), echoProtocol)
+	s, err := a.host.NewStream(ctx, bn.ID(), echoProtocol)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func TestStreams_ReadsHaveDeadlinesOnRealSockets(t *testing.T) {
 	defer h.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.Host().Addrs()}); err != nil {
+	if err := h.Connect(ctx, peer.AddrInfo{ID: n.ID(), Addrs: n.host.Addrs()}); err != nil {
 		t.Fatal(err)
 	}
 	ended := func(s network.Stream, within time.Duration) bool {

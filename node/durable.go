@@ -114,9 +114,6 @@ func (n *Node) closeDurable() error {
 	return errors.Join(errs...)
 }
 
-// Store returns the durable store, or nil when durability is off.
-func (n *Node) Store() *store.Store { return n.store }
-
 // record appends one audit entry; a failing audit log is reported, never fatal to delivery.
 func (n *Node) record(ev audit.Event, m *protocol.Message, cause error) {
 	if n.audit == nil {

@@ -115,7 +115,7 @@ func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
 	ev := event(t, a.Builder(), "test:restart:b")
 	if err := a.Send(testCtx(t), ev); err != nil {
 		t.Fatal(err)
@@ -132,7 +132,7 @@ func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
 	if b.Inbox().Len() != 1 {
 		t.Fatalf("after restart the inbox holds %d, want the message offered again", b.Inbox().Len())
 	}
-	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
 	// The sender resends the very same message (as after its own crash): acknowledged as a
 	// duplicate, not handed to the agent twice.
 	code, _ := dialRaw(t, a, b).refusal(ev)

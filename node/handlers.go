@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"sort"
 	"strings"
 	"time"
 
@@ -82,18 +81,6 @@ func (n *Node) HandleOther(h Handler) {
 	n.handlersMu.Lock()
 	defer n.handlersMu.Unlock()
 	n.fallback = h
-}
-
-// Handlers returns the intents that have a handler, sorted.
-func (n *Node) Handlers() []protocol.Intent {
-	n.handlersMu.RLock()
-	defer n.handlersMu.RUnlock()
-	out := make([]protocol.Intent, 0, len(n.handlers))
-	for i := range n.handlers {
-		out = append(out, i)
-	}
-	sort.Slice(out, func(a, b int) bool { return out[a] < out[b] })
-	return out
 }
 
 // dispatch hands r to the agent at once, for messages that are not stored first (a TIMEOUT

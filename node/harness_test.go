@@ -52,7 +52,7 @@ func newMesh(t testing.TB, n int, opts []Option, perNode func(i int, m *mesh) []
 	for i, a := range m.nodes {
 		for j, b := range m.nodes {
 			if i != j {
-				a.AddPeer(agentName(j), peer.AddrInfo{ID: b.ID(), Addrs: b.Host().Addrs()})
+				a.AddPeer(agentName(j), peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
 			}
 		}
 	}

@@ -107,12 +107,6 @@ func (n *Node) closeMesh() error {
 	return errors.Join(errs...)
 }
 
-// Discovery returns the DHT discovery, or nil when it is off.
-func (n *Node) Discovery() *discovery.Discovery { return n.disc }
-
-// Gossip returns gossipsub, or nil when it is off.
-func (n *Node) Gossip() *pubsub.Gossip { return n.gossip }
-
 // capabilities lists the manifest's tools, models and domains: the capability groups the
 // agent joins.
 func capabilities(m protocol.Manifest) []string {

@@ -57,7 +57,7 @@ func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
 		nd.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
 			return r.Reply(protocol.ResponseAccepted, nil)
 		})
-		sub, err := nd.Gossip().Subscribe(pubsubEvents(), 16)
+		sub, err := nd.Subscribe(pubsubEvents(), 16)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -92,7 +92,7 @@ func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
 	// sender) must each hear it.
 	heard := map[string]bool{}
 	for ctx.Err() == nil && len(heard) < n-2 {
-		if _, err := nodes[1].Gossip().Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"}); err != nil {
+		if _, err := nodes[1].Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"}); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -136,7 +136,7 @@ func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
 	if err := mn.ConnectAllButSelf(); err != nil {
 		t.Fatal(err)
 	}
-	sub, err := nodes[1].Gossip().Subscribe(pubsubEvents(), 16)
+	sub, err := nodes[1].Subscribe(pubsubEvents(), 16)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,7 +144,7 @@ func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
 	defer cancel()
 	var sent *protocol.Message
 	for sent == nil && ctx.Err() == nil {
-		m, err := nodes[0].Gossip().Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"})
+		m, err := nodes[0].Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -364,12 +364,6 @@ func (n *Node) isClosing() bool {
 	return n.closing
 }
 
-// Host returns the libp2p host, for composing discovery and gossip on it.
-func (n *Node) Host() host.Host { return n.host }
-
-// Key returns the identity key.
-func (n *Node) Key() crypto.PrivKey { return n.key }
-
 // ID returns the node's peer id.
 func (n *Node) ID() peer.ID { return n.host.ID() }
 

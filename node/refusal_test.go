@@ -27,7 +27,7 @@ type rawClient struct {
 
 func dialRaw(t *testing.T, from, to *Node) *rawClient {
 	t.Helper()
-	s, err := from.Host().NewStream(testCtx(t), to.ID(), ProtocolID)
+	s, err := from.host.NewStream(testCtx(t), to.ID(), ProtocolID)
 	if err != nil {
 		t.Fatal(err)
 	}

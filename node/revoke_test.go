@@ -126,7 +126,7 @@ func TestTrustAuthority_ACertificateIsRenewedBeforeItExpires(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { nd.Close() })
-	nd.AddPeer(agentName(0), peer.AddrInfo{ID: auth.ID(), Addrs: auth.Host().Addrs()})
+	nd.AddPeer(agentName(0), peer.AddrInfo{ID: auth.ID(), Addrs: auth.host.Addrs()})
 	waitFor(t, 15*time.Second, "the certificate renewed", func() bool { return nd.certs.own.Load().ID != old.ID })
 	renewed := nd.certs.own.Load()
 	if !renewed.Expires.After(time.Now().Add(29*24*time.Hour)) || renewed.AgentID != old.AgentID || renewed.Peer != h.ID() {

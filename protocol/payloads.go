@@ -3,6 +3,7 @@ package protocol
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // ErrorPayload is the payload of an `error` message (draft section "error"; retry_after from
@@ -121,6 +122,10 @@ type Manifest struct {
 func (m Manifest) Capabilities() CapabilitySet {
 	return CapabilitySet{Tools: m.Tools, Models: m.Models, Domains: m.Domains}
 }
+
+// NormalizeCapability is how capability names are compared and keyed: trimmed and lower-cased,
+// so "Terminal" and "terminal " are the same capability.
+func NormalizeCapability(name string) string { return strings.ToLower(strings.TrimSpace(name)) }
 
 // ManifestResponse is the payload of a `response` to a capability query.
 type ManifestResponse struct {

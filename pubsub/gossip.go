@@ -448,6 +448,9 @@ func (g *Gossip) Load(agentID string) (load float64, alive bool, known bool) {
 	return g.live.Load(agentID)
 }
 
-// PubSub returns the underlying gossipsub instance, for metrics and tracing only: do not
-// join IACP topics through it.
-func (g *Gossip) PubSub() *ps.PubSub { return g.ps }
+// TopicPeers returns how many peers gossipsub knows on the heartbeat topic and on the
+// broadcast topic: 0 means what this node publishes there reaches nobody yet. Each call waits
+// for gossipsub's event loop.
+func (g *Gossip) TopicPeers() (heartbeat, broadcast int) {
+	return len(g.ps.ListPeers(g.heartbeatTopic())), len(g.ps.ListPeers(g.broadcastTopic()))
+}

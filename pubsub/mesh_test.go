@@ -101,11 +101,11 @@ func TestMesh20(t *testing.T) {
 					if members[i] && received(i) == 0 {
 						g := m.nodes[i]
 						missing = append(missing, fmt.Sprintf("node %d (%d group peers, %d connections)", i,
-							len(g.PubSub().ListPeers(g.GroupTopic("code.review"))), len(m.hosts[i].Network().Peers())))
+							len(g.ps.ListPeers(g.GroupTopic("code.review"))), len(m.hosts[i].Network().Peers())))
 					}
 				}
 				t.Fatalf("members never received a group message (%d sent; sender has %d group peers): %s", len(ids),
-					len(m.nodes[1].PubSub().ListPeers(m.nodes[1].GroupTopic("code.review"))), strings.Join(missing, ", "))
+					len(m.nodes[1].ps.ListPeers(m.nodes[1].GroupTopic("code.review"))), strings.Join(missing, ", "))
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
@@ -351,7 +351,7 @@ func (m *mesh) waitState(t *testing.T, k int, st State) {
 			}
 			if a, ok := g.Agent(m.agents[k]); !ok || a.State != st {
 				lagging = append(lagging, fmt.Sprintf("node %d sees %s (last beat %s ago; %d heartbeat peers; %+v)",
-					i, a.State, time.Since(a.LastSeen).Round(time.Millisecond), len(g.PubSub().ListPeers(g.heartbeatTopic())), g.Stats()))
+					i, a.State, time.Since(a.LastSeen).Round(time.Millisecond), len(g.ps.ListPeers(g.heartbeatTopic())), g.Stats()))
 			}
 		}
 		if len(lagging) == 0 {

@@ -47,7 +47,7 @@ type simNode struct {
 	listen   string     // loopback: the address it listened on first, kept across restarts
 	nd       *node.Node // nil when down; guarded by cluster.mu
 	bootAddr string     // its address, once started; guarded by cluster.mu
-	sub      *pubsub.Subscription
+	sub      *node.Subscription
 	obsDone  chan struct{}
 }
 
@@ -308,8 +308,8 @@ func (c *cluster) startNode(i int) (err error) {
 		return fmt.Errorf("node %d: %w", i, err)
 	}
 	installAgent(nd, sn, c.rec)
-	if g := nd.Gossip(); g != nil {
-		sub, err := g.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindEvent, pubsub.KindGroup, pubsub.KindTransition}}, 4096)
+	if nd.GossipOn() {
+		sub, err := nd.Subscribe(node.EventFilter{Kinds: []node.EventKind{node.EventKindEvent, node.EventKindGroup, node.EventKindTransition}}, 4096)
 		if err != nil {
 			nd.Close()
 			return fmt.Errorf("node %d: subscribe: %w", i, err)
@@ -322,7 +322,7 @@ func (c *cluster) startNode(i int) (err error) {
 		addr = a[0].String()
 	}
 	if c.net == nil && sn.listen == "" {
-		if la := nd.Host().Addrs(); len(la) > 0 {
+		if la := nd.ListenAddrs(); len(la) > 0 {
 			sn.listen = la[0].String()
 		}
 	}
@@ -424,7 +424,7 @@ func (c *cluster) linkToAll(i int) error {
 
 // stopNode stops slot i. A crash makes the node vanish without a word: on mocknet its links
 // are cut and connections closed before the node is closed (so its goodbye reaches nobody);
-// on loopback its host is closed first. Otherwise it leaves cleanly (draining, offline).
+// on loopback Node.Crash closes its host first. Otherwise it leaves cleanly (draining, offline).
 func (c *cluster) stopNode(i int, crash bool) error {
 	sn := c.slots[i]
 	c.mu.Lock()
@@ -434,14 +434,16 @@ func (c *cluster) stopNode(i int, crash bool) error {
 	if nd == nil {
 		return fmt.Errorf("node %d is not running", i)
 	}
-	if crash {
-		if c.net != nil {
-			c.net.isolate(i)
-		} else {
-			_ = nd.Host().Close()
-		}
+	var err error
+	switch {
+	case crash && c.net != nil:
+		c.net.isolate(i)
+		err = nd.Close()
+	case crash:
+		err = nd.Crash()
+	default:
+		err = nd.Close()
 	}
-	err := nd.Close()
 	if c.net != nil {
 		c.net.isolate(i)
 		c.net.forget(i)
@@ -460,18 +462,18 @@ func (c *cluster) stopNode(i int, crash bool) error {
 }
 
 // observe feeds slot i's gossip items to the recorder until the subscription ends.
-func (c *cluster) observe(i int, sub *pubsub.Subscription, done chan struct{}) {
+func (c *cluster) observe(i int, sub *node.Subscription, done chan struct{}) {
 	defer close(done)
 	for it := range sub.C() {
 		switch it.Kind {
-		case pubsub.KindEvent:
+		case node.EventKindEvent:
 			c.rec.heard(it.Event.EventType, i, time.Now())
-		case pubsub.KindGroup:
+		case node.EventKindGroup:
 			var ev protocol.EventPayload
 			if it.Message != nil && protocol.DecodePayload(it.Message, &ev) == nil {
 				c.rec.heard(ev.EventType, i, time.Now())
 			}
-		case pubsub.KindTransition:
+		case node.EventKindTransition:
 			subj, ok := c.ids[it.Transition.AgentID]
 			if !ok {
 				subj = -1

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/node"
 )
 
 // maxTransitions bounds the liveness transitions kept for the report; later ones are counted.
@@ -79,11 +79,11 @@ func (r *recorder) receipts(key string, done bool) map[int]time.Time {
 
 // transition records tr as seen by observer; subject is -1 for an agent not in the mesh.
 // First sightings ("" -> alive) are not kept: every node has one per agent.
-func (r *recorder) transition(observer, subject int, tr pubsub.Transition) {
-	if tr.From == "" && tr.To == pubsub.StateAlive {
+func (r *recorder) transition(observer, subject int, tr node.Transition) {
+	if tr.From == "" && tr.To == node.StateAlive {
 		return
 	}
-	falseSusp := subject >= 0 && tr.To == pubsub.StateSuspect && r.healthy(observer, subject)
+	falseSusp := subject >= 0 && tr.To == node.StateSuspect && r.healthy(observer, subject)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if subject < 0 {
@@ -103,7 +103,7 @@ func (r *recorder) transition(observer, subject int, tr pubsub.Transition) {
 
 // firstTransition returns, per observer, the first transition about subject to a state in
 // to that happened at or after since.
-func (r *recorder) firstTransition(subject int, since time.Time, to ...pubsub.State) map[int]time.Time {
+func (r *recorder) firstTransition(subject int, since time.Time, to ...node.State) map[int]time.Time {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[int]time.Time{}

@@ -3,13 +3,14 @@ package sim
 import (
 	"context"
 	"fmt"
-	"github.com/iacp-node/iacp-node/protocol"
 	"io"
 	"log/slog"
 	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // Option changes how Run runs a scenario.

@@ -68,7 +68,7 @@ func (r *run) spread(ctx context.Context, res *StepResult, count int, timeout ti
 		up := c.up()
 		from := up[c.rng.IntN(len(up))]
 		nd := c.node(from)
-		if nd == nil || nd.Gossip() == nil {
+		if nd == nil || !nd.GossipOn() {
 			return fmt.Errorf("%s needs gossip (node.gossip: true)", kind)
 		}
 		want := map[int]bool{}
@@ -84,9 +84,9 @@ func (r *run) spread(ctx context.Context, res *StepResult, count int, timeout ti
 		t0 := time.Now()
 		var err error
 		if group == "" {
-			_, err = nd.Gossip().Broadcast(sctx, ev)
+			_, err = nd.Broadcast(sctx, ev)
 		} else {
-			_, err = nd.Gossip().SendToGroup(sctx, group, protocol.IntentNotify, ev)
+			_, err = nd.SendToGroup(sctx, group, protocol.IntentNotify, ev)
 		}
 		if err != nil {
 			res.Errors[codeOf(err)]++

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -72,7 +72,7 @@ func runDiscover(ctx context.Context, r *run, p any, res *StepResult) error {
 			defer wg.Done()
 			defer func() { <-sem }()
 			nd := c.node(l.from)
-			if nd == nil || nd.Discovery() == nil {
+			if nd == nil || !nd.DiscoveryOn() {
 				mu.Lock()
 				res.Errors["NO_DISCOVERY"]++
 				mu.Unlock()
@@ -81,7 +81,7 @@ func runDiscover(ctx context.Context, r *run, p any, res *StepResult) error {
 			lctx, cancel := context.WithTimeout(ctx, dp.Timeout.D())
 			defer cancel()
 			t0 := time.Now()
-			good, f, e, err := c.lookupOnce(lctx, nd.Discovery(), dp.By, l)
+			good, f, e, err := c.lookupOnce(lctx, nd, dp.By, l)
 			d := time.Since(t0)
 			mu.Lock()
 			defer mu.Unlock()
@@ -108,7 +108,7 @@ func runDiscover(ctx context.Context, r *run, p any, res *StepResult) error {
 }
 
 // lookupOnce makes one lookup and judges it.
-func (c *cluster) lookupOnce(ctx context.Context, d *discovery.Discovery, by string, l lookup) (good bool, found, expected int, err error) {
+func (c *cluster) lookupOnce(ctx context.Context, d *node.Node, by string, l lookup) (good bool, found, expected int, err error) {
 	if by == "agent" {
 		rec, err := d.Resolve(ctx, c.slots[l.target].agentID)
 		if err != nil {
@@ -135,7 +135,7 @@ func (c *cluster) lookupOnce(ctx context.Context, d *discovery.Discovery, by str
 			found++
 		}
 	}
-	return good, found, min(len(holders), discovery.DefaultMaxProviders), nil
+	return good, found, min(len(holders), node.MaxProviders), nil
 }
 
 func hasCap(m protocol.Manifest, cw CapabilityWeight) bool {
@@ -147,7 +147,7 @@ func hasCap(m protocol.Manifest, cw CapabilityWeight) bool {
 		list = m.Domains
 	}
 	for _, x := range list {
-		if discovery.NormalizeCapability(x) == discovery.NormalizeCapability(cw.Name) {
+		if protocol.NormalizeCapability(x) == protocol.NormalizeCapability(cw.Name) {
 			return true
 		}
 	}

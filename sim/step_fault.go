@@ -6,7 +6,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/node"
 )
 
 // Stop modes.
@@ -51,7 +51,7 @@ var parseKill = params(killParams{Count: 1, Mode: ModeCrash}, func(p *killParams
 })
 
 // gone are the states that say an agent no longer takes work.
-var gone = []pubsub.State{pubsub.StateSuspect, pubsub.StateOffline, pubsub.StateStuck, pubsub.StateDraining}
+var gone = []node.State{node.StateSuspect, node.StateOffline, node.StateStuck, node.StateDraining}
 
 // runKill stops nodes and measures how long the running nodes take to notice: for each
 // (observer, victim) pair, the first transition of the victim to suspect, draining, offline
@@ -85,7 +85,7 @@ func runKill(ctx context.Context, r *run, p any, res *StepResult) error {
 
 // detect waits until every (observer, subject) pair has seen a transition of the subject to
 // one of states since t0, or timeout, and writes detected_ratio and detection_* metrics.
-func (r *run) detect(ctx context.Context, res *StepResult, pairs map[[2]int]bool, t0 time.Time, timeout time.Duration, states ...pubsub.State) {
+func (r *run) detect(ctx context.Context, res *StepResult, pairs map[[2]int]bool, t0 time.Time, timeout time.Duration, states ...node.State) {
 	subjects := map[int]bool{}
 	for p := range pairs {
 		subjects[p[1]] = true
@@ -178,8 +178,8 @@ func (r *run) rejoin(ctx context.Context, res *StepResult, nodes []int, t0 time.
 				if _, ok := done[k]; ok || nd == nil {
 					continue
 				}
-				a, known := nd.Gossip().Agent(c.slots[s].agentID)
-				if known && a.State == pubsub.StateAlive && a.LastSeen.After(t0) {
+				a, known := nd.Agent(c.slots[s].agentID)
+				if known && a.State == node.StateAlive && a.LastSeen.After(t0) {
 					done[k] = time.Since(t0)
 				}
 			}
@@ -247,7 +247,7 @@ func runPartition(ctx context.Context, r *run, p any, res *StepResult) error {
 	}
 	res.Metrics["cut_links"] = float64(len(pairs) / 2)
 	if c.gossipOn() {
-		r.detect(ctx, res, pairs, t0, pp.DetectTimeout.D(), pubsub.StateSuspect, pubsub.StateStuck)
+		r.detect(ctx, res, pairs, t0, pp.DetectTimeout.D(), node.StateSuspect, node.StateStuck)
 	}
 	return ctx.Err()
 }

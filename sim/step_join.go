@@ -9,7 +9,6 @@ import (
 
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 type joinParams struct {
@@ -166,8 +165,6 @@ func (c *cluster) waitConverged(ctx context.Context, timeout time.Duration, live
 	}
 }
 
-var heartbeatTopic = pubsub.DefaultTopicPrefix + "heartbeat"
-
 // notConverged checks every running node once, part by part, and notes when each part was
 // checked: the DHT and the records (cheap), liveness (a table lookup), then the gossip mesh,
 // whose check waits for each node's gossipsub event loop and can take seconds in a crowded
@@ -186,8 +183,7 @@ func (c *cluster) notConverged(live bool, rt int) convergence {
 		}
 	}
 	for i, nd := range nodes {
-		if d := nd.Discovery(); d != nil {
-			ds := d.Status()
+		if ds, ok := nd.DiscoveryStatus(); ok {
 			if !ds.Bootstrapped || ds.RoutingTableSize < rt {
 				st.noDHT++
 				bad[i] = true
@@ -200,15 +196,14 @@ func (c *cluster) notConverged(live bool, rt int) convergence {
 	}
 	st.dht, st.records = time.Now(), time.Now()
 	for i, nd := range nodes {
-		g := nd.Gossip()
-		if g == nil || !live {
+		if !nd.GossipOn() || !live {
 			continue
 		}
 		for _, j := range up {
 			if j == i {
 				continue
 			}
-			if a, known := g.Agent(c.slots[j].agentID); !known || a.State != pubsub.StateAlive && a.State != pubsub.StateBusy {
+			if a, known := nd.Agent(c.slots[j].agentID); !known || a.State != node.StateAlive && a.State != node.StateBusy {
 				st.noLive++
 				bad[i] = true
 				break
@@ -223,14 +218,13 @@ func (c *cluster) notConverged(live bool, rt int) convergence {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 64)
 	for i, nd := range nodes {
-		g := nd.Gossip()
-		if g == nil || len(up) < 2 {
+		if !nd.GossipOn() || len(up) < 2 {
 			continue
 		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			if len(g.PubSub().ListPeers(heartbeatTopic)) == 0 {
+			if hb, _ := nd.GossipPeers(); hb == 0 {
 				mu.Lock()
 				st.noGossip++
 				bad[i] = true

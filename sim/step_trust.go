@@ -155,7 +155,7 @@ func runIntruder(ctx context.Context, r *run, p any, res *StepResult) error {
 		c.rec.expect(key)
 		keys = append(keys, key)
 		bctx, cancel := context.WithTimeout(ctx, ip.Timeout.D())
-		_, err := in.nd.Gossip().Broadcast(bctx, protocol.EventPayload{EventType: key, Detail: "intruder"})
+		_, err := in.nd.Broadcast(bctx, protocol.EventPayload{EventType: key, Detail: "intruder"})
 		cancel()
 		if err != nil {
 			unsent++
@@ -178,8 +178,8 @@ func runIntruder(ctx context.Context, r *run, p any, res *StepResult) error {
 	knownBy := 0
 	if c.gossipOn() {
 		for _, j := range up {
-			if nd := c.node(j); nd != nil && nd.Gossip() != nil {
-				if a, ok := nd.Gossip().Agent(in.agentID); ok && a.PeerID == in.nd.ID() {
+			if nd := c.node(j); nd != nil {
+				if a, ok := nd.Agent(in.agentID); ok && a.PeerID == in.nd.ID() {
 					knownBy++
 				}
 			}
@@ -246,7 +246,7 @@ func (c *cluster) control(ctx context.Context, res *StepResult, ip *intruderPara
 	}
 	want := map[int]bool{}
 	key := fmt.Sprintf("sim.intruder-control.%d", res.Index)
-	if ip.Broadcasts > 0 && nd.Gossip() != nil {
+	if ip.Broadcasts > 0 && nd.GossipOn() {
 		for _, j := range up {
 			if j != from {
 				want[j] = true
@@ -254,7 +254,7 @@ func (c *cluster) control(ctx context.Context, res *StepResult, ip *intruderPara
 		}
 		c.rec.expect(key)
 		bctx, cancel := context.WithTimeout(ctx, ip.Timeout.D())
-		if _, err := nd.Gossip().Broadcast(bctx, protocol.EventPayload{EventType: key, Detail: "control"}); err == nil {
+		if _, err := nd.Broadcast(bctx, protocol.EventPayload{EventType: key, Detail: "control"}); err == nil {
 			waitFor(bctx, func() bool { return countIn(c.rec.receipts(key, false), want) == len(want) })
 		}
 		cancel()
@@ -389,18 +389,17 @@ func (c *cluster) introduce(ctx context.Context, in *intruder, up []int, timeout
 		if nd == nil {
 			continue
 		}
-		ai := peer.AddrInfo{ID: nd.ID(), Addrs: nd.Host().Addrs()}
+		ai := peer.AddrInfo{ID: nd.ID(), Addrs: nd.ListenAddrs()}
 		in.nd.AddPeer(c.slots[j].agentID, ai)
-		if err := in.nd.Host().Connect(ictx, ai); err != nil {
+		if err := in.nd.Connect(ictx, ai); err != nil {
 			return fmt.Errorf("intruder: connecting to node %d: %w", j, err)
 		}
 	}
-	g := in.nd.Gossip()
-	if g == nil {
+	if !in.nd.GossipOn() {
 		return nil
 	}
-	if !waitFor(ictx, func() bool { return len(g.PubSub().ListPeers(broadcastTopic)) > 0 }) {
-		return fmt.Errorf("intruder: no gossip peer on %s within %s: its broadcasts would reach nobody", broadcastTopic, timeout)
+	if !waitFor(ictx, func() bool { _, b := in.nd.GossipPeers(); return b > 0 }) {
+		return fmt.Errorf("intruder: no gossip peer on the broadcast topic within %s: its broadcasts would reach nobody", timeout)
 	}
 	return nil
 }
@@ -445,8 +444,6 @@ func (c *cluster) stopIntruder(in *intruder) {
 		c.net.forget(in.idx)
 	}
 }
-
-var broadcastTopic = pubsub.DefaultTopicPrefix + "broadcast"
 
 // certChecks are the checks of an agent certificate, as authority.Verifier names them.
 var certChecks = []authority.Check{authority.CheckSize, authority.CheckParse, authority.CheckAlg, authority.CheckType,

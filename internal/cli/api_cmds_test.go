@@ -54,8 +54,8 @@ func twoNodes(t *testing.T, opts ...node.Option) (dirs [2]string, nodes [2]*node
 	if err := mn.ConnectAllButSelf(); err != nil {
 		t.Fatal(err)
 	}
-	nodes[0].AddPeer("test:cli:agent1", peer.AddrInfo{ID: nodes[1].ID(), Addrs: nodes[1].Host().Addrs()})
-	nodes[1].AddPeer("test:cli:agent0", peer.AddrInfo{ID: nodes[0].ID(), Addrs: nodes[0].Host().Addrs()})
+	nodes[0].AddPeer("test:cli:agent1", peer.AddrInfo{ID: nodes[1].ID(), Addrs: nodes[1].ListenAddrs()})
+	nodes[1].AddPeer("test:cli:agent0", peer.AddrInfo{ID: nodes[0].ID(), Addrs: nodes[0].ListenAddrs()})
 	return dirs, nodes
 }
 

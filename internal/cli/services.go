@@ -22,9 +22,6 @@ func init() {
 func startServices(_ context.Context, n *node.Node, cfg node.Config, f *runFlags, out io.Writer) (func() error, error) {
 	opts := []api.Option{api.WithListen(f.apiAddr), api.WithAllowRemote(f.apiAllowRemote), api.WithDataDir(cfg.DataDir),
 		api.WithLogger(n.Logger().With("subsystem", "api"))}
-	if st := n.Store(); st != nil {
-		opts = append(opts, api.WithOutbox(st))
-	}
 	if f.webhook != "" {
 		opts = append(opts, api.WithWebhook(f.webhook, f.webhookToken))
 	}
