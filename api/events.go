@@ -44,8 +44,8 @@ func (f EventFilter) wants(kind string) bool {
 }
 
 // events is a Server-Sent Events stream of gossip events, group messages, heartbeats,
-// liveness transitions, inbound-message notices and trust conflicts, filtered by ?kinds=, ?agent= and ?group=.
-// Each SSE event is named by its kind and carries an EventItem as JSON.
+// liveness transitions, inbound-message notices and trust conflicts, filtered by ?kinds=,
+// ?agent= and ?group=. Each SSE event is named by its kind and carries an EventItem as JSON.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	f, err := filterFromParams(r)
 	if err != nil {
@@ -53,25 +53,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var items <-chan *node.EventItem
-	var sub *node.Subscription
-	if s.n.GossipOn() && (f.wants(KindEvent) || f.wants(KindGroup) || f.wants(KindHeartbeat) || f.wants(KindTransition)) {
-		pf := node.EventFilter{AgentID: f.AgentID, Group: f.Group}
-		for _, k := range f.Kinds {
-			switch k {
-			case KindEvent:
-				pf.Kinds = append(pf.Kinds, node.EventKindEvent)
-			case KindGroup:
-				pf.Kinds = append(pf.Kinds, node.EventKindGroup)
-			case KindHeartbeat:
-				pf.Kinds = append(pf.Kinds, node.EventKindHeartbeat)
-			case KindTransition:
-				pf.Kinds = append(pf.Kinds, node.EventKindTransition)
-			}
-		}
-		if sub, err = s.n.Subscribe(pf, sseBuffer); err == nil {
-			defer sub.Cancel()
-			items = sub.C()
-		}
+	sub := s.subscribeGossip(f)
+	if sub != nil {
+		defer sub.Cancel()
+		items = sub.C()
 	}
 	ib := s.n.Inbox()
 	var changed <-chan struct{}
@@ -85,85 +70,150 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if f.wants(KindTrust) {
 		_, trustAfter, trustChanged = s.n.TrustConflicts(^uint64(0)) // conflicts from now on
 	}
-	// The stream outlives any request deadline: it reads nothing (no read deadline), and it
-	// bounds each of its writes by the ping timeout.
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Time{})
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
-	w.WriteHeader(http.StatusOK)
-	_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.pingTimeout))
-	fmt.Fprint(w, ": iacp-node event stream\n\n")
-	if rc.Flush() != nil {
+	out := s.openSSE(w)
+	if out == nil {
 		return
 	}
 	keep := time.NewTicker(s.cfg.sseKeepAlive)
 	defer keep.Stop()
-	var id uint64
-	var dropped uint64
-	emit := func(it EventItem) bool {
-		raw, err := json.Marshal(it)
-		if err != nil {
-			return true
-		}
-		id++
-		_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.pingTimeout))
-		if _, err := fmt.Fprintf(w, "id: %d\nevent: %s\ndata: %s\n\n", id, it.Kind, raw); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
-	for {
+	ok := true
+	for ok {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-keep.C:
-			line := ": keep-alive\n\n"
-			if sub != nil && sub.Dropped() != dropped {
-				dropped = sub.Dropped()
-				line = fmt.Sprintf(": dropped %d items (client too slow)\n\n", dropped)
-			}
-			_ = rc.SetWriteDeadline(time.Now().Add(s.cfg.pingTimeout))
-			if _, err := fmt.Fprint(w, line); err != nil || rc.Flush() != nil {
-				return
-			}
-		case it, ok := <-items:
-			if !ok {
+			ok = out.keepAlive(sub)
+		case it, open := <-items:
+			if !open {
 				items = nil // gossip closed; inbound notices continue
 				continue
 			}
-			if !emit(gossipItem(it)) {
-				return
-			}
+			ok = out.emit(gossipItem(it))
 		case <-trustChanged:
 			var cs []node.TrustConflict
 			cs, _, trustChanged = s.n.TrustConflicts(trustAfter)
-			for _, c := range cs {
-				trustAfter = c.Seq
-				if f.AgentID != "" && c.AgentID != f.AgentID {
-					continue
-				}
-				if !emit(EventItem{Kind: KindTrust, At: c.At, AgentID: c.AgentID, PeerID: c.Claimant.String(), Conflict: &c}) {
-					return
-				}
-			}
+			trustAfter, ok = emitConflicts(out, f, cs, trustAfter)
 		case <-changed:
 			changed = ib.Changed()
-			for _, d := range ib.List(after) {
-				after = d.Seq
-				m := d.Msg
-				if f.AgentID != "" && m.Envelope.Sender.AgentID != f.AgentID {
-					continue
-				}
-				if !emit(EventItem{Kind: KindMessage, At: d.Received, AgentID: m.Envelope.Sender.AgentID, PeerID: d.Peer.String(),
-					Inbound: &InboundNotice{Seq: d.Seq, MessageID: m.Envelope.MessageID, Type: m.Message.Type,
-						Intent: string(m.Message.Intent), Channel: m.Envelope.Recipient.Channel}}) {
-					return
-				}
-			}
+			after, ok = emitInbound(out, f, ib.List(after), after)
 		}
 	}
+}
+
+// subscribeGossip subscribes to the gossip kinds f wants, or returns nil when it wants none
+// or gossip is off.
+func (s *Server) subscribeGossip(f EventFilter) *node.Subscription {
+	if !s.n.GossipOn() || !(f.wants(KindEvent) || f.wants(KindGroup) || f.wants(KindHeartbeat) || f.wants(KindTransition)) {
+		return nil
+	}
+	pf := node.EventFilter{AgentID: f.AgentID, Group: f.Group}
+	for _, k := range f.Kinds {
+		switch k {
+		case KindEvent:
+			pf.Kinds = append(pf.Kinds, node.EventKindEvent)
+		case KindGroup:
+			pf.Kinds = append(pf.Kinds, node.EventKindGroup)
+		case KindHeartbeat:
+			pf.Kinds = append(pf.Kinds, node.EventKindHeartbeat)
+		case KindTransition:
+			pf.Kinds = append(pf.Kinds, node.EventKindTransition)
+		}
+	}
+	sub, err := s.n.Subscribe(pf, sseBuffer)
+	if err != nil {
+		return nil
+	}
+	return sub
+}
+
+// sseStream writes one Server-Sent Events stream, each write bounded by timeout.
+type sseStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	id      uint64 // of the last event written
+	dropped uint64 // the subscription's drops last reported
+}
+
+// openSSE starts the stream: headers and a first comment. It returns nil when the client is
+// gone already. The stream outlives any request deadline: it reads nothing (no read
+// deadline), and it bounds each of its writes by the ping timeout.
+func (s *Server) openSSE(w http.ResponseWriter) *sseStream {
+	out := &sseStream{w: w, rc: http.NewResponseController(w), timeout: s.cfg.pingTimeout}
+	_ = out.rc.SetReadDeadline(time.Time{})
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	if !out.comment("iacp-node event stream") {
+		return nil
+	}
+	return out
+}
+
+// emit writes one event; false means the client is gone.
+func (o *sseStream) emit(it EventItem) bool {
+	raw, err := json.Marshal(it)
+	if err != nil {
+		return true
+	}
+	o.id++
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	if _, err := fmt.Fprintf(o.w, "id: %d\nevent: %s\ndata: %s\n\n", o.id, it.Kind, raw); err != nil {
+		return false
+	}
+	return o.rc.Flush() == nil
+}
+
+// comment writes an SSE comment line; false means the client is gone.
+func (o *sseStream) comment(text string) bool {
+	_ = o.rc.SetWriteDeadline(time.Now().Add(o.timeout))
+	if _, err := fmt.Fprintf(o.w, ": %s\n\n", text); err != nil {
+		return false
+	}
+	return o.rc.Flush() == nil
+}
+
+// keepAlive writes the periodic comment, which says how many items the subscription dropped
+// since the last one when it dropped any (the client reads too slowly).
+func (o *sseStream) keepAlive(sub *node.Subscription) bool {
+	if sub != nil && sub.Dropped() != o.dropped {
+		o.dropped = sub.Dropped()
+		return o.comment(fmt.Sprintf("dropped %d items (client too slow)", o.dropped))
+	}
+	return o.comment("keep-alive")
+}
+
+// emitConflicts writes the trust conflicts f selects and returns the seq of the last one seen.
+func emitConflicts(out *sseStream, f EventFilter, cs []node.TrustConflict, after uint64) (uint64, bool) {
+	for _, c := range cs {
+		after = c.Seq
+		if f.AgentID != "" && c.AgentID != f.AgentID {
+			continue
+		}
+		if !out.emit(EventItem{Kind: KindTrust, At: c.At, AgentID: c.AgentID, PeerID: c.Claimant.String(), Conflict: &c}) {
+			return after, false
+		}
+	}
+	return after, true
+}
+
+// emitInbound writes a notice of each inbound message f selects and returns the inbox seq of
+// the last one seen.
+func emitInbound(out *sseStream, f EventFilter, ds []node.Delivery, after uint64) (uint64, bool) {
+	for _, d := range ds {
+		after = d.Seq
+		m := d.Msg
+		if f.AgentID != "" && m.Envelope.Sender.AgentID != f.AgentID {
+			continue
+		}
+		if !out.emit(EventItem{Kind: KindMessage, At: d.Received, AgentID: m.Envelope.Sender.AgentID, PeerID: d.Peer.String(),
+			Inbound: &InboundNotice{Seq: d.Seq, MessageID: m.Envelope.MessageID, Type: m.Message.Type,
+				Intent: string(m.Message.Intent), Channel: m.Envelope.Recipient.Channel}}) {
+			return after, false
+		}
+	}
+	return after, true
 }
 
 func gossipItem(it *node.EventItem) EventItem {
