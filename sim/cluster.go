@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -13,10 +12,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/libp2p/go-libp2p"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
@@ -330,80 +327,6 @@ func (c *cluster) startNode(i int) (err error) {
 	sn.nd, sn.bootAddr = nd, addr
 	c.mu.Unlock()
 	return nil
-}
-
-// joinTimeout bounds one join by invitation, dial included.
-const joinTimeout = 30 * time.Second
-
-// invite asks node 0, the mesh authority's node, for a one-time invitation bound to agentID,
-// as `iacp-node invite --agent` does; who names the joiner in errors ("node 3").
-func (c *cluster) invite(who, agentID string) (*authority.Invite, error) {
-	authNode := c.node(0)
-	if authNode == nil {
-		return nil, fmt.Errorf("%s joins by invitation from node 0, the mesh authority's node, which is not running: start node 0 first (or use trust: open)", who)
-	}
-	token, _, err := authNode.Invite(agentID, time.Hour)
-	if err != nil {
-		return nil, fmt.Errorf("%s: invitation: %w", who, err)
-	}
-	inv, err := authority.DecodeInvite(token)
-	if err != nil {
-		return nil, fmt.Errorf("%s: invitation: %w", who, err)
-	}
-	return &inv, nil
-}
-
-// redeem redeems inv over h, the host the joiner will run on (node.Join, the exchange of
-// `iacp-node init --join`), and returns the certificate.
-func redeem(who string, h host.Host, inv authority.Invite, agentID string, caps []string) (*authority.Certificate, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
-	defer cancel()
-	cert, err := node.Join(ctx, h, inv, agentID, caps)
-	if err != nil {
-		return nil, fmt.Errorf("%s: join by invitation: %w", who, err)
-	}
-	return cert, nil
-}
-
-// join redeems inv for sn over h and keeps the certificate.
-func (c *cluster) join(sn *simNode, h host.Host, inv authority.Invite) error {
-	cert, err := redeem(fmt.Sprintf("node %d", sn.idx), h, inv, sn.agentID, certCapabilities(sn.manifest))
-	if err != nil {
-		return err
-	}
-	sn.cert = cert.Raw
-	c.invited.Add(1)
-	return nil
-}
-
-// joinLoopback joins from a short-lived host with the node's key on 127.0.0.1, as
-// `iacp-node init --join` does before the node ever runs.
-func (c *cluster) joinLoopback(sn *simNode, inv authority.Invite) error {
-	cert, err := redeemLoopback(fmt.Sprintf("node %d", sn.idx), sn.key, inv, sn.agentID, certCapabilities(sn.manifest))
-	if err != nil {
-		return err
-	}
-	sn.cert = cert.Raw
-	c.invited.Add(1)
-	return nil
-}
-
-// redeemLoopback redeems inv from a short-lived host with key that dials out only.
-func redeemLoopback(who string, key crypto.PrivKey, inv authority.Invite, agentID string, caps []string) (*authority.Certificate, error) {
-	h, err := libp2p.New(libp2p.Identity(key), libp2p.NoListenAddrs)
-	if err != nil {
-		return nil, fmt.Errorf("%s: join by invitation: %w", who, err)
-	}
-	defer h.Close()
-	return redeem(who, h, inv, agentID, caps)
-}
-
-// certCapabilities lists a manifest's capabilities as node 0 certifies its own: the names of
-// its tools, models and domains.
-func certCapabilities(m protocol.Manifest) []string {
-	out := append([]string(nil), m.Tools...)
-	out = append(out, m.Models...)
-	return append(out, m.Domains...)
 }
 
 // linkToAll links slot i to every slot on its side that has a host on the mocknet (running

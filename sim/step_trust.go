@@ -4,18 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
-
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // What an intruder holds (intruderParams.Certificate).
@@ -78,20 +73,6 @@ var parseIntruder = params(intruderParams{Certificate: CertNone, As: -1, Message
 		return nil
 	})
 
-// The expired intruder's clocks (startIntruder).
-const (
-	expiredAgo      = 40 * time.Second // its certificate expired this long ago
-	expiredClockLag = 25 * time.Second // its clock is this far behind
-)
-
-// intruder is a node outside the scenario's slots, started by one intruder step.
-type intruder struct {
-	nd      *node.Node
-	idx     int // its index on the mocknet, beyond the slots
-	agentID string
-	cert    *authority.Certificate // what it got by joining, to be revoked; nil for the others
-}
-
 // runIntruder starts a node that holds no valid certificate of the mesh, tells it where every
 // running agent is, and has it send requests and events to each and broadcasts to all. A
 // certified node then sends the same as a control. It measures what the intruder got acted
@@ -117,11 +98,35 @@ func runIntruder(ctx context.Context, r *run, p any, res *StepResult) error {
 		}
 	}
 	started := time.Now()
+	var t tally
+	if err := c.intruderSends(ctx, in, ip, up, res, &t); err != nil {
+		return err
+	}
+	c.intruderBroadcasts(ctx, in, ip, res, &t)
+	ctl := c.control(ctx, res, ip, up)
+	// Its heartbeats had their chance (observe) after it had a gossip peer.
+	if rest := ip.Observe.D() - time.Since(started); rest > 0 && c.gossipOn() {
+		sleepCtx(ctx, rest)
+	}
+	c.judge(in, up, &t, res)
+	res.Metrics["control_acted_ratio"] = ctl
+	return ctx.Err()
+}
 
-	// The intruder's messages to every running agent but the one it claims to be.
-	var sent, refused, named int
-	rules := map[string]int{}
-	var ids []string
+// tally is what one intruder sent and what came of it.
+type tally struct {
+	sent, refused, named int
+	rules                map[string]int // refusals by the rule they name
+	ids                  []string       // its direct messages
+	keys                 []string       // its broadcasts' event types
+	unsent               int            // broadcasts its own node would not publish
+}
+
+// intruderSends sends every running agent but the one the intruder claims to be its
+// requests and events, one attempt each, and counts the refusals and the rules they name. It
+// fails only when a message cannot even be built.
+func (c *cluster) intruderSends(ctx context.Context, in *intruder, ip *intruderParams, up []int, res *StepResult, t *tally) error {
+	t.rules = map[string]int{}
 	for _, j := range up {
 		if j == ip.As {
 			continue
@@ -129,76 +134,73 @@ func runIntruder(ctx context.Context, r *run, p any, res *StepResult) error {
 		for k := 0; k < 2*ip.Messages && ctx.Err() == nil; k++ {
 			id, err := c.sendOne(ctx, in.nd, c.slots[j].agentID, k%2 == 0, ip.Timeout.D())
 			if id == "" {
-				return err // not even built
+				return fmt.Errorf("intruder: building its message: %w", err)
 			}
-			ids = append(ids, id)
-			sent++
+			t.ids = append(t.ids, id)
+			t.sent++
 			if err == nil {
 				continue
 			}
-			refused++
+			t.refused++
 			res.Errors[codeOf(err)]++
 			if rule := ruleOf(err); rule != "" {
-				named++
-				rules[rule]++
+				t.named++
+				t.rules[rule]++
 			}
 		}
 	}
-	// Its broadcasts, then a certified node's: once every node heard the control, the
-	// intruder's (sent first, on the same mesh) had their chance. A node whose certificate
-	// expired by its own clock does not publish at all: its own gossip validator ignores what
-	// it holds no valid certificate for (unsent).
-	var keys []string
-	unsent := 0
+	return nil
+}
+
+// intruderBroadcasts has the intruder broadcast; a certified node's control broadcast follows
+// (control): once every node heard it, the intruder's (sent first, on the same mesh) had their
+// chance. A node whose certificate expired by its own clock, or was revoked, does not publish
+// at all: its own gossip validator ignores what it holds no valid certificate for (unsent).
+func (c *cluster) intruderBroadcasts(ctx context.Context, in *intruder, ip *intruderParams, res *StepResult, t *tally) {
 	for k := 0; k < ip.Broadcasts && ctx.Err() == nil; k++ {
 		key := fmt.Sprintf("sim.intruder.%d.%d", res.Index, k)
 		c.rec.expect(key)
-		keys = append(keys, key)
+		t.keys = append(t.keys, key)
 		bctx, cancel := context.WithTimeout(ctx, ip.Timeout.D())
 		_, err := in.nd.Broadcast(bctx, protocol.EventPayload{EventType: key, Detail: "intruder"})
 		cancel()
 		if err != nil {
-			unsent++
+			t.unsent++
 			c.log.Debug("the intruder's broadcast did not leave it", "err", err.Error())
 		}
 	}
-	ctl := c.control(ctx, res, ip, up)
+}
 
-	// Its heartbeats had their chance (observe) after it had a gossip peer.
-	if rest := ip.Observe.D() - time.Since(started); rest > 0 && c.gossipOn() {
-		sleepCtx(ctx, rest)
-	}
+// judge counts what of the intruder's was acted on, and on how many nodes its agent id is
+// bound to it, and writes the step's metrics.
+func (c *cluster) judge(in *intruder, up []int, t *tally, res *StepResult) {
 	acted, heard := 0, 0
-	for _, id := range ids {
+	for _, id := range t.ids {
 		acted += min(1, c.rec.deliveries(id))
 	}
-	for _, key := range keys {
+	for _, key := range t.keys {
 		heard += len(c.rec.receipts(key, true))
 	}
 	knownBy := 0
-	if c.gossipOn() {
-		for _, j := range up {
-			if nd := c.node(j); nd != nil {
-				if a, ok := nd.Agent(in.agentID); ok && a.PeerID == in.nd.ID() {
-					knownBy++
-				}
+	for _, j := range up {
+		if nd := c.node(j); nd != nil {
+			if a, ok := nd.Agent(in.agentID); ok && a.PeerID == in.nd.ID() {
+				knownBy++
 			}
 		}
 	}
-	res.Metrics["intruder_sent"] = float64(sent)
-	res.Metrics["intruder_broadcasts"] = float64(len(keys))
-	res.Metrics["broadcasts_unsent"] = float64(unsent)
-	res.Metrics["refused"] = float64(refused)
-	res.Metrics["refused_ratio"] = ratio(refused, sent)
-	res.Metrics["named_ratio"] = ratio(named, refused)
+	res.Metrics["intruder_sent"] = float64(t.sent)
+	res.Metrics["intruder_broadcasts"] = float64(len(t.keys))
+	res.Metrics["broadcasts_unsent"] = float64(t.unsent)
+	res.Metrics["refused"] = float64(t.refused)
+	res.Metrics["refused_ratio"] = ratio(t.refused, t.sent)
+	res.Metrics["named_ratio"] = ratio(t.named, t.refused)
 	res.Metrics["acted_on"] = float64(acted + heard)
 	res.Metrics["broadcasts_heard"] = float64(heard)
 	res.Metrics["bound_to_intruder"] = float64(knownBy)
-	for rule, n := range rules {
-		res.Metrics["rule_"+rule] = ratio(n, refused)
+	for rule, n := range t.rules {
+		res.Metrics["rule_"+rule] = ratio(n, t.refused)
 	}
-	res.Metrics["control_acted_ratio"] = ctl
-	return ctx.Err()
 }
 
 // sendOne sends agentID one request (request true) or one event from nd and returns its id
@@ -271,178 +273,6 @@ func (c *cluster) control(ctx context.Context, res *StepResult, ip *intruderPara
 	waitFor(wctx, func() bool { return acted() == len(ids) })
 	got := acted() + countIn(c.rec.receipts(key, true), want)
 	return ratio(got, len(ids)+len(want))
-}
-
-// startIntruder starts the intruder of step `step`: a node with a key of its own, no
-// discovery (it is told where the agents are), gossip on, durable delivery off (each send is
-// one attempt whose refusal comes back at once). What it holds:
-//
-//   - none: it runs in open mode, with no certificate to show;
-//   - expired: a certificate of the mesh for its agent id that expired expiredAgo ago. It
-//     stands for a node that kept running after its certificate expired (its renewals
-//     failed) without waiting for expiry plus the 30 s of skew that verifiers allow: its
-//     clock runs expiredClockLag behind (within that skew, so its messages and the answers
-//     it gets are on time), by which its own start check, which also allows 30 s, still
-//     passes; every other node sees the certificate expired;
-//   - revoked: the certificate it gets by redeeming an invitation from node 0, on the host
-//     it will run on; runIntruder has it revoked once the intruder is connected.
-func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error) {
-	sk, _, err := crypto.GenerateEd25519Key(seededReader{c.rng})
-	if err != nil {
-		return nil, err
-	}
-	pid, _ := peer.IDFromPrivateKey(sk)
-	in := &intruder{idx: len(c.slots) + step, agentID: fmt.Sprintf("sim:intruder:step%d", step)}
-	if ip.As >= 0 {
-		in.agentID = c.slots[ip.As].agentID
-	}
-	n := c.sc.Node
-	opts := []node.Option{
-		node.WithAgent(in.agentID, protocol.Manifest{Name: "sim intruder", Version: "sim"}),
-		node.WithDataDir(filepath.Join(c.dir, fmt.Sprintf("intruder-%d", step))),
-		node.WithLogger(c.log.With("node", "intruder", "step", step)),
-		node.WithHeartbeatInterval(n.Heartbeat.D()),
-		node.WithRateLimit(n.RatePerSecond, int(2*n.RatePerSecond)),
-		node.WithDiscovery(false),
-		node.WithGossip(c.gossipOn(), pubsub.WithSuspectAfter(n.SuspectAfter)),
-		node.WithDurable(false),
-		node.WithAudit(false, false),
-	}
-	var inv *authority.Invite
-	switch ip.Certificate {
-	case CertRevoked:
-		if inv, err = c.invite("the intruder", in.agentID); err != nil {
-			return nil, err
-		}
-	case CertNone:
-		opts = append(opts, node.WithTrust(node.TrustOpen))
-	case CertExpired:
-		issued := func() time.Time { return time.Now().Add(-expiredAgo - time.Second) }
-		past, err := authority.New(c.authKey, authority.WithClock(issued))
-		if err != nil {
-			return nil, err
-		}
-		cert, err := past.Issue(authority.CertRequest{AgentID: in.agentID, Peer: pid, TTL: time.Second})
-		if err != nil {
-			return nil, err
-		}
-		opts = append(opts, node.WithAuthority(c.auth.ID(), cert.Raw),
-			node.WithClock(func() time.Time { return time.Now().Add(-expiredClockLag) }))
-	}
-	if c.net != nil {
-		h, err := c.net.addPeer(in.idx, sk)
-		if err != nil {
-			return nil, err
-		}
-		sh, err := newSimHost(h, n.ConnLow, n.ConnHigh, n.ConnGrace.D())
-		if err != nil {
-			_ = h.Close()
-			c.net.forget(in.idx)
-			return nil, err
-		}
-		for _, j := range c.up() {
-			if err := c.net.link(in.idx, j, pid, c.slots[j].pid); err != nil {
-				_ = sh.Close()
-				c.net.isolate(in.idx)
-				c.net.forget(in.idx)
-				return nil, err
-			}
-		}
-		if inv != nil {
-			if in.cert, err = redeem("the intruder", sh, *inv, in.agentID, nil); err != nil {
-				_ = sh.Close()
-				c.net.isolate(in.idx)
-				c.net.forget(in.idx)
-				return nil, err
-			}
-		}
-		opts = append(opts, node.WithHost(sh, sk))
-	} else {
-		if inv != nil {
-			if in.cert, err = redeemLoopback("the intruder", sk, *inv, in.agentID, nil); err != nil {
-				return nil, err
-			}
-		}
-		opts = append(opts, node.WithKey(sk), node.WithListen("/ip4/127.0.0.1/tcp/0"), node.WithNAT(false))
-	}
-	if in.cert != nil {
-		opts = append(opts, node.WithAuthority(c.auth.ID(), in.cert.Raw))
-	}
-	if in.nd, err = node.New(opts...); err != nil {
-		if c.net != nil {
-			c.net.isolate(in.idx)
-			c.net.forget(in.idx)
-		}
-		return nil, fmt.Errorf("intruder: %w", err)
-	}
-	return in, nil
-}
-
-// introduce tells the intruder where every running agent is and connects it to each, then
-// waits until its gossip has a peer on the broadcast topic (else its broadcasts would reach
-// nobody, and prove nothing).
-func (c *cluster) introduce(ctx context.Context, in *intruder, up []int, timeout time.Duration) error {
-	ictx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for _, j := range up {
-		nd := c.node(j)
-		if nd == nil {
-			continue
-		}
-		ai := peer.AddrInfo{ID: nd.ID(), Addrs: nd.ListenAddrs()}
-		in.nd.AddPeer(c.slots[j].agentID, ai)
-		if err := in.nd.Connect(ictx, ai); err != nil {
-			return fmt.Errorf("intruder: connecting to node %d: %w", j, err)
-		}
-	}
-	if !in.nd.GossipOn() {
-		return nil
-	}
-	if !waitFor(ictx, func() bool { _, b := in.nd.GossipPeers(); return b > 0 }) {
-		return fmt.Errorf("intruder: no gossip peer on the broadcast topic within %s: its broadcasts would reach nobody", timeout)
-	}
-	return nil
-}
-
-// revoke has node 0 revoke the intruder's certificate, by its id (an intruder that claims a
-// slot's agent id must not take that slot's own certificate with it), and waits until every
-// running node applies the new list: revocation_applied_ms.
-func (c *cluster) revoke(ctx context.Context, in *intruder, up []int, timeout time.Duration, res *StepResult) error {
-	authNode := c.node(0)
-	if authNode == nil {
-		return fmt.Errorf("intruder: node 0, the mesh authority's node, is not running to revoke its certificate")
-	}
-	t0 := time.Now()
-	rctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	if _, err := authNode.Revoke(rctx, in.cert.ID); err != nil {
-		return fmt.Errorf("intruder: revoking its certificate: %w", err)
-	}
-	seq := authNode.RevocationSeq()
-	applied := func() bool {
-		for _, j := range up {
-			if nd := c.node(j); nd != nil && nd.RevocationSeq() < seq {
-				return false
-			}
-		}
-		return true
-	}
-	if !waitFor(rctx, applied) {
-		return fmt.Errorf("intruder: not every node applied revocation list %d within %s", seq, timeout)
-	}
-	res.Metrics["revocation_applied_ms"] = ms(time.Since(t0))
-	return nil
-}
-
-// stopIntruder closes the intruder's node and takes it off the mocknet.
-func (c *cluster) stopIntruder(in *intruder) {
-	if err := in.nd.Close(); err != nil {
-		c.log.Debug("closing the intruder", "err", err.Error())
-	}
-	if c.net != nil {
-		c.net.isolate(in.idx)
-		c.net.forget(in.idx)
-	}
 }
 
 // certChecks are the checks of an agent certificate, as authority.Verifier names them.
