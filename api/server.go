@@ -82,21 +82,9 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
-	if s.loopback, err = loopbackHost(cfg.listen); err != nil {
-		return nil, err
-	}
-	if !s.loopback && !cfg.allowRemote {
-		return nil, errRemote(cfg.listen)
-	}
-	ln, err := cfg.listenFunc("tcp", cfg.listen)
+	ln, err := s.listen()
 	if err != nil {
-		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with `iacp-node run --api 127.0.0.1:PORT`)", cfg.listen, err)
-	}
-	s.addr = ln.Addr().String()
-	s.ip, s.port, _ = net.SplitHostPort(s.addr)
-	if ip := net.ParseIP(s.ip); s.loopback && (ip == nil || !ip.IsLoopback()) && !cfg.allowRemote {
-		ln.Close()
-		return nil, errRemote(s.addr) // a name that resolved to loopback, bound elsewhere
+		return nil, err
 	}
 	// At most maxConns connections at once: the rest wait in the kernel's accept queue.
 	s.ln = netutil.LimitListener(ln, cfg.maxConns)
@@ -133,6 +121,30 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 			"Put a TLS-terminating proxy in front of it, or keep it on 127.0.0.1", "addr", s.addr)
 	}
 	return s, nil
+}
+
+// listen opens the listener on cfg.listen, off loopback only when allowed, and notes the
+// address it got.
+func (s *Server) listen() (net.Listener, error) {
+	cfg := &s.cfg
+	var err error
+	if s.loopback, err = loopbackHost(cfg.listen); err != nil {
+		return nil, err
+	}
+	if !s.loopback && !cfg.allowRemote {
+		return nil, errRemote(cfg.listen)
+	}
+	ln, err := cfg.listenFunc("tcp", cfg.listen)
+	if err != nil {
+		return nil, fmt.Errorf("api: listen on %s: %w (is another node running? choose another port with `iacp-node run --api 127.0.0.1:PORT`)", cfg.listen, err)
+	}
+	s.addr = ln.Addr().String()
+	s.ip, s.port, _ = net.SplitHostPort(s.addr)
+	if ip := net.ParseIP(s.ip); s.loopback && (ip == nil || !ip.IsLoopback()) && !cfg.allowRemote {
+		ln.Close()
+		return nil, errRemote(s.addr) // a name that resolved to loopback, bound elsewhere
+	}
+	return ln, nil
 }
 
 // Addr returns the address the server listens on (host:port).

@@ -70,7 +70,39 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 	for k := range msgs {
 		msgs[k] = &offlineMsg{from: up[c.rng.IntN(len(up))]}
 	}
-	agent := c.slots[target].agentID
+	if err := c.sendWhileDown(ctx, op, c.slots[target].agentID, msgs, res); err != nil {
+		return err
+	}
+	refused := sumErrors(res.Errors)
+	sleep(ctx, op.Down.D())
+	t0 := time.Now()
+	if err := c.startNode(target); err != nil {
+		return err
+	}
+	retried := c.awaitOffline(ctx, op, msgs, res)
+	delivered, dup := 0, 0
+	for _, om := range msgs {
+		if om.m == nil {
+			continue
+		}
+		if n := c.rec.deliveries(om.m.Envelope.MessageID); n > 0 {
+			delivered++
+			dup += n - 1
+		}
+	}
+	res.Metrics["offline_sent"] = float64(len(msgs))
+	res.Metrics["offline_taken_while_down"] = float64(len(msgs)) - refused
+	res.Metrics["offline_retries"] = float64(retried)
+	res.Metrics["offline_delivered"] = float64(delivered)
+	res.Metrics["offline_duplicates"] = float64(dup)
+	res.Metrics["offline_delivery_ms"] = ms(time.Since(t0))
+	res.Metrics["lost"] = float64(len(msgs) - delivered)
+	return ctx.Err()
+}
+
+// sendWhileDown sends each message to agent, which is down, from its node; a message its
+// node takes (durable delivery) is accepted, a refusal is counted by code.
+func (c *cluster) sendWhileDown(ctx context.Context, op *offlineParams, agent string, msgs []*offlineMsg, res *StepResult) error {
 	for k, om := range msgs {
 		nd := c.node(om.from)
 		if nd == nil {
@@ -92,13 +124,13 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 			res.Errors[codeOf(err)]++
 		}
 	}
-	refused := sumErrors(res.Errors)
-	sleep(ctx, op.Down.D())
-	t0 := time.Now()
-	if err := c.startNode(target); err != nil {
-		return err
-	}
-	retried := 0
+	return nil
+}
+
+// awaitOffline waits, up to the step's timeout, until every message arrived, sending again
+// those their node did not take (as an agent without durable delivery must), and returns how
+// many sends it retried.
+func (c *cluster) awaitOffline(ctx context.Context, op *offlineParams, msgs []*offlineMsg, res *StepResult) (retried int) {
 	deadline := time.Now().Add(op.Timeout.D())
 	for ctx.Err() == nil && time.Now().Before(deadline) {
 		pending := 0
@@ -126,24 +158,7 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 		}
 		sleep(ctx, 250*time.Millisecond)
 	}
-	delivered, dup := 0, 0
-	for _, om := range msgs {
-		if om.m == nil {
-			continue
-		}
-		if n := c.rec.deliveries(om.m.Envelope.MessageID); n > 0 {
-			delivered++
-			dup += n - 1
-		}
-	}
-	res.Metrics["offline_sent"] = float64(len(msgs))
-	res.Metrics["offline_taken_while_down"] = float64(len(msgs)) - refused
-	res.Metrics["offline_retries"] = float64(retried)
-	res.Metrics["offline_delivered"] = float64(delivered)
-	res.Metrics["offline_duplicates"] = float64(dup)
-	res.Metrics["offline_delivery_ms"] = ms(time.Since(t0))
-	res.Metrics["lost"] = float64(len(msgs) - delivered)
-	return ctx.Err()
+	return retried
 }
 
 func sumErrors(m map[string]int) float64 {
