@@ -139,7 +139,7 @@ func TestTrustAuthority_HeartbeatsNeedTheAuthorsCertificate(t *testing.T) {
 	if err := alice.certs.check(carol, mallory.ID()); err == nil || errors.Is(err, errNoCert) {
 		t.Fatalf("after the fetch, mallory's claim gives %v, want a refusal", err)
 	}
-	alice.returned(pubsub.Transition{AgentID: carol, PeerID: mallory.ID(), To: pubsub.StateAlive})
+	alice.heardLiveness(pubsub.Transition{AgentID: carol, PeerID: mallory.ID(), To: pubsub.StateAlive})
 	if _, ok := alice.directory.Peek(carol); ok {
 		t.Fatal("a heartbeat without a certificate taught the directory where carol is")
 	}

@@ -222,7 +222,7 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	a.waitersMu.Unlock()
 	reused := *dup
 	reused.Envelope.CorrelationID = "first-send"
-	if !a.takeReply(&reused, b.ID()) {
+	if !a.matchReply(&reused, b.ID()) {
 		t.Fatal("the DUPLICATE answer to a first send was not taken")
 	}
 	select {
@@ -230,7 +230,7 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	default:
 		t.Fatal("on a first send, DUPLICATE did not complete the waiter")
 	}
-	if !a.takeReply(dup, b.ID()) {
+	if !a.matchReply(dup, b.ID()) {
 		t.Fatal("the DUPLICATE answer was not taken")
 	}
 	select {
@@ -247,7 +247,7 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.takeReply(resp, b.ID()) {
+	if !a.matchReply(resp, b.ID()) {
 		t.Fatal("the response was not taken")
 	}
 	select {

@@ -83,35 +83,15 @@ func (n *Node) HandleOther(h Handler) {
 	n.fallback = h
 }
 
-// dispatch hands r to the agent at once, for messages that are not stored first (a TIMEOUT
-// the node itself reports, messages re-offered after a restart).
-func (n *Node) dispatch(r *Request) error {
+// handOver routes r and hands it to the agent at once, for messages that are not stored
+// first: a TIMEOUT the node itself reports, messages the store accepted before a restart.
+func (n *Node) handOver(r *Request) error {
 	start, _, err := n.route(r)
 	if err != nil {
 		return err
 	}
 	start()
 	return nil
-}
-
-// offer stores an inbound message (when durable) and hands it to the agent; beforeStart runs
-// between the two. duplicate reports a message the store had accepted before: it is not
-// handed over again.
-func (n *Node) offer(r *Request, raw []byte, beforeStart func()) (duplicate bool, err error) {
-	start, cancel, err := n.route(r)
-	if err != nil {
-		return false, err
-	}
-	dup, err := n.accept(r.Msg, raw, r.Peer)
-	if err != nil || dup {
-		cancel()
-		return dup, err
-	}
-	if beforeStart != nil {
-		beforeStart()
-	}
-	start()
-	return false, nil
 }
 
 // route decides where r goes and reserves what handing it over needs, so that whatever would

@@ -442,7 +442,7 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending %d, %v", len(pending), err)
 	}
-	b.redeliverPending(pending)
+	b.engine.Redeliver(pending, nil)
 	if n := b.Inbox().Len(); n != 1 {
 		t.Fatalf("the inbox holds the message %d times", n)
 	}

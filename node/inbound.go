@@ -92,7 +92,7 @@ func (in *inStream) serveAll(frames []frame) bool {
 	if len(batch) == 0 {
 		return ok
 	}
-	dups, errs := n.acceptAll(batch)
+	dups, errs := n.accept(batch)
 	for i, ib := range batch {
 		switch {
 		case dups[i]:
@@ -169,7 +169,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 		return ib, false
 	}
 	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
-	if isReply && n.takeReply(m, in.remote) {
+	if isReply && n.matchReply(m, in.remote) {
 		n.bind(m.Envelope.Sender.AgentID, in.remote)
 		if receiptOf(m) == nil {
 			in.queueReceipt(m)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -90,7 +91,7 @@ type Node struct {
 	gossip *pubsub.Gossip       // nil when off
 	store  *store.Store         // nil when durability is off
 	audit  *audit.Log           // nil when the audit log is off
-	out    *outbox
+	engine *delivery.Engine     // nil when durability is off
 
 	ctx       context.Context
 	cancel    context.CancelFunc

@@ -12,6 +12,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -55,8 +56,12 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	if err := n.seal(m); err != nil {
 		return err
 	}
-	if n.store != nil {
-		return n.sendDurable(ctx, m)
+	if n.engine != nil {
+		raw, err := protocol.EncodeJSON(m)
+		if err != nil {
+			return err
+		}
+		return n.engine.Send(ctx, m, raw)
 	}
 	w, release, err := n.waiterFor(m)
 	if err != nil {
@@ -68,7 +73,7 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 		return err
 	}
 	n.record(audit.EventSent, m, nil)
-	if err := n.deliverRaw(ctx, m, raw, w); err != nil {
+	if err := n.transmit(ctx, m, raw, w); err != nil {
 		return err
 	}
 	select {
@@ -80,45 +85,6 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	}
 	n.record(audit.EventDelivered, m, nil)
 	return nil
-}
-
-// sendDurable claims and stores m, then makes the first delivery attempt within FrameTimeout.
-func (n *Node) sendDurable(ctx context.Context, m *protocol.Message) error {
-	raw, err := protocol.EncodeJSON(m)
-	if err != nil {
-		return err
-	}
-	// The message is claimed before it is stored, so that the retry loop, which delivers what
-	// is due, leaves this first attempt to Send: Send then returns after the receipt.
-	if !n.out.claim(m.Envelope.MessageID) {
-		return protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent", m.Envelope.MessageID)
-	}
-	if err := n.store.Put(m, raw); err != nil {
-		n.out.release(m.Envelope.MessageID)
-		return err
-	}
-	n.record(audit.EventSent, m, nil)
-	actx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
-	err = n.attempt(actx, m, raw, false)
-	cancel()
-	// Recording the outcome is off Send's path: a removal lost in a crash only means one more
-	// delivery, which the recipient recognises as a duplicate. The claim is held until then so
-	// that the retry loop does not deliver it meanwhile.
-	settle := func() {
-		defer n.out.release(m.Envelope.MessageID)
-		n.settle(m, 0, err)
-	}
-	if !n.spawn(settle) {
-		settle()
-	}
-	if err == nil || retryable(err) {
-		return nil
-	}
-	var r *refusal
-	if errors.As(err, &r) {
-		return r.error
-	}
-	return err
 }
 
 // Request sends a request and waits for the correlated response until ctx ends or the
@@ -142,19 +108,18 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Mess
 		return nil, err
 	}
 	defer n.unregister(m.Envelope.MessageID)
-	if n.store != nil {
-		if err := n.sendDurable(ctx, m); err != nil {
-			return nil, err
-		}
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	if n.engine != nil {
+		err = n.engine.Send(ctx, m, raw)
 	} else {
-		raw, err := protocol.EncodeJSON(m)
-		if err != nil {
-			return nil, err
-		}
 		n.record(audit.EventSent, m, nil)
-		if err := n.deliverRaw(ctx, m, raw, w); err != nil {
-			return nil, err
-		}
+		err = n.transmit(ctx, m, raw, w)
+	}
+	if err != nil {
+		return nil, err
 	}
 	select {
 	case <-w.done:
@@ -203,14 +168,14 @@ func (n *Node) waiterFor(m *protocol.Message) (*waiter, func(), error) {
 	}
 	return w, func() {
 		n.unregister(m.Envelope.MessageID)
-		n.handOverReply(w)
+		n.lateReply(w)
 	}, nil
 }
 
-// handOverReply gives the agent a response to a request it sent without waiting (Send, or the
+// lateReply gives the agent a response to a request it sent without waiting (Send, or the
 // API's 202 path) that came back inline with the receipt: like any late reply, it goes to a
 // handler or the inbox.
-func (n *Node) handOverReply(w *waiter) {
+func (n *Node) lateReply(w *waiter) {
 	select {
 	case <-w.done:
 	default:
@@ -223,9 +188,44 @@ func (n *Node) handOverReply(w *waiter) {
 	if err != nil {
 		return
 	}
-	if _, err := n.offer(&Request{Msg: w.reply, Peer: w.peer, n: n, size: len(raw)}, raw, nil); err != nil {
+	start, cancel, err := n.route(&Request{Msg: w.reply, Peer: w.peer, n: n, size: len(raw)})
+	if err == nil {
+		dups, errs := n.accept([]inbound{{m: w.reply, raw: raw, peer: w.peer}})
+		if err = errs[0]; err != nil || dups[0] {
+			cancel() // a duplicate was handed over before
+		} else {
+			start()
+		}
+	}
+	if err != nil {
 		n.log.Warn("reply could not be handed to the agent", "id", w.reply.Envelope.MessageID, "err", err.Error())
 	}
+}
+
+// deliver makes one delivery attempt of a stored message for the delivery engine
+// (delivery.Config.Deliver) and returns its outcome: nil for a receipt (or, when resend is
+// set, DUPLICATE: the recipient already has it), the recipient's refusal as a
+// *delivery.Refusal, or the failure to reach it.
+func (n *Node) deliver(ctx context.Context, m *protocol.Message, raw []byte, resend bool) error {
+	w, release, err := n.waiterFor(m)
+	if err != nil {
+		return err
+	}
+	defer release()
+	n.waitersMu.Lock()
+	w.resend = resend
+	n.waitersMu.Unlock()
+	if err := n.transmit(ctx, m, raw, w); err != nil {
+		return err
+	}
+	select {
+	case <-w.done:
+		if w.reply.Message.Type == protocol.TypeError && w.reply.Envelope.CorrelationID == m.Envelope.MessageID {
+			return &delivery.Refusal{Err: replyError(w.reply)} // a resend's DUPLICATE is a receipt (matchReply)
+		}
+	default:
+	}
+	return nil
 }
 
 func (n *Node) unregister(id string) {
@@ -234,9 +234,9 @@ func (n *Node) unregister(id string) {
 	delete(n.waiters, id)
 }
 
-// deliverRaw resolves m's recipient, writes raw on a session to its peer and waits for the
+// transmit resolves m's recipient, writes raw on a session to its peer and waits for the
 // receipt. A session that dies before the receipt is replaced once.
-func (n *Node) deliverRaw(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
+func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
 	p, err := n.resolve(ctx, m.Envelope.Recipient.AgentID)
 	if err != nil {
 		return err
@@ -259,7 +259,7 @@ func (n *Node) deliverRaw(ctx context.Context, m *protocol.Message, raw []byte, 
 		}
 		if attempt > 0 {
 			// The first copy may have arrived before its session broke: a DUPLICATE now is a
-			// receipt (see takeReply).
+			// receipt (see matchReply).
 			n.waitersMu.Lock()
 			w.resend = true
 			n.waitersMu.Unlock()
@@ -280,9 +280,9 @@ func (n *Node) deliverRaw(ctx context.Context, m *protocol.Message, raw []byte, 
 	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", m.Envelope.Recipient.AgentID), Err: lastErr}
 }
 
-// takeReply hands a receipt, response or error to whoever waits for it, and reports whether
+// matchReply hands a receipt, response or error to whoever waits for it, and reports whether
 // anyone did. Receipts are always taken.
-func (n *Node) takeReply(m *protocol.Message, remote peer.ID) bool {
+func (n *Node) matchReply(m *protocol.Message, remote peer.ID) bool {
 	if ids := receiptOf(m); ids != nil {
 		n.waitersMu.Lock()
 		for _, id := range ids {
@@ -409,7 +409,7 @@ func (s *session) serveAll(frames []frame) bool {
 		}
 	}
 	if len(late) > 0 {
-		dups, errs := n.acceptAll(late)
+		dups, errs := n.accept(late)
 		for i, ib := range late {
 			if dups[i] || errs[i] != nil {
 				ib.cancel()
@@ -457,7 +457,7 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 		n.recordRefusal(f.raw, s.peer, m, err)
 		return true
 	}
-	if n.takeReply(m, s.peer) {
+	if n.matchReply(m, s.peer) {
 		n.bind(m.Envelope.Sender.AgentID, s.peer)
 		return true
 	}

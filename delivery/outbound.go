@@ -1,0 +1,263 @@
+package delivery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/store"
+)
+
+// Refusal is what Deliver returns when the recipient's node answered with a refusal, as
+// opposed to a failure to reach it: the engine retries a refusal only when its code says the
+// recipient may take the message later (RATE_LIMITED, INTERNAL_ERROR, AGENT_NOT_FOUND).
+type Refusal struct{ Err error }
+
+// Error returns the refusal's own message.
+func (r *Refusal) Error() string { return r.Err.Error() }
+
+// Unwrap returns the refusal.
+func (r *Refusal) Unwrap() error { return r.Err }
+
+// Send stores m, whose signed document is raw, in the outbox and makes the first delivery
+// attempt, within ctx and AttemptTimeout. It returns nil once m is delivered or, when its
+// recipient cannot be reached yet, safely queued for the retry loop; the recipient's refusal
+// (unwrapped from its *Refusal) when it refused m; the store's refusal when m could not be
+// queued (a full queue is RATE_LIMITED); DUPLICATE when m is being sent already.
+//
+// Recording the outcome (settle) is off Send's path: a removal lost in a crash only means one
+// more delivery, which the recipient recognises as a duplicate.
+func (e *Engine) Send(ctx context.Context, m *protocol.Message, raw []byte) error {
+	id := m.Envelope.MessageID
+	// The id is claimed before it is stored, so that the retry loop, which attempts what is
+	// due, leaves this first attempt to Send. The claim is held until the outcome is settled,
+	// so that the loop does not attempt it meanwhile either.
+	if !e.claims.take(id) {
+		return protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent; send a new message, or wait for this one", id)
+	}
+	if err := e.cfg.Store.Put(m, raw); err != nil {
+		e.claims.release(id)
+		return err
+	}
+	e.record(audit.EventSent, m, nil)
+	actx, cancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
+	err := e.cfg.Deliver(actx, m, raw, false)
+	cancel()
+	settle := func() {
+		defer e.claims.release(id)
+		e.settle(m, 0, err)
+	}
+	if !e.spawn(settle) {
+		settle()
+	}
+	if err == nil || retryable(err) {
+		return nil
+	}
+	var r *Refusal
+	if errors.As(err, &r) {
+		return r.Err
+	}
+	return err
+}
+
+// PeerReturned tells the engine that a connection to p was made: the messages queued for the
+// agents p serves are due at once. It only queues p for the retry loop, which does the store
+// write: it may be called from a connection notification, which must not wait for an fsync.
+func (e *Engine) PeerReturned(p peer.ID) {
+	select {
+	case e.back <- p:
+	default:
+		e.backOver.Store(true)
+	}
+	e.poke()
+}
+
+// AgentReturned tells the engine that agentID was seen alive: the messages queued for it are
+// due at once, from the shortest delay again. It writes to the store on the caller's
+// goroutine.
+func (e *Engine) AgentReturned(agentID string) {
+	if k, err := e.cfg.Store.RetryNow(agentID, e.cfg.Now()); err == nil && k > 0 {
+		e.poke()
+	}
+}
+
+// run is the retry loop: on every tick or wake it makes the returned recipients due, expires
+// what outlived its TTL and resends what is due.
+func (e *Engine) run() {
+	defer e.wg.Done()
+	tick := time.NewTicker(e.cfg.Tick)
+	defer tick.Stop()
+	slots := make(chan struct{}, retryConcurrency)
+	for {
+		select {
+		case <-e.ctx.Done():
+			return
+		case <-tick.C:
+		case <-e.wake:
+		}
+		e.retryReturned()
+		now := e.cfg.Now()
+		e.expire(now)
+		if !e.retry(now, slots) {
+			return
+		}
+	}
+}
+
+// retryReturned makes due at once the queued messages of the agents the returned peers
+// serve, looking only at the recipients that have messages queued (usually none), not at
+// every agent the node knows: connections come and go all the time in a large mesh.
+func (e *Engine) retryReturned() {
+	back := map[peer.ID]bool{}
+	for len(back) < cap(e.back) {
+		select {
+		case p := <-e.back:
+			back[p] = true
+			continue
+		default:
+		}
+		break
+	}
+	all := e.backOver.Swap(false)
+	if len(back) == 0 && !all {
+		return
+	}
+	all = all || e.cfg.PeerOf == nil
+	for agentID := range e.cfg.Store.Usage().ByRecipient {
+		if !all {
+			if q, ok := e.cfg.PeerOf(agentID); !ok || !back[q] {
+				continue
+			}
+		}
+		if _, err := e.cfg.Store.RetryNow(agentID, e.cfg.Now()); err != nil && e.ctx.Err() == nil {
+			e.cfg.Log.Warn("outbox: retry now", "to", agentID, "err", err.Error())
+		}
+	}
+}
+
+// expire takes the messages whose TTL passed out of the outbox and tells their senders: a
+// TIMEOUT error correlated to each, from the node itself.
+func (e *Engine) expire(now time.Time) {
+	expired, err := e.cfg.Store.Expired(now)
+	if err != nil && e.ctx.Err() == nil {
+		e.cfg.Log.Error("outbox: expired", "err", err.Error())
+	}
+	for _, en := range expired {
+		m, err := protocol.DecodeJSON(en.Raw)
+		if err != nil {
+			continue
+		}
+		cause := &protocol.Error{Code: protocol.CodeTimeout, Message: fmt.Sprintf("not delivered to %s before its TTL (%d attempts; last error: %s)", en.Recipient, en.Attempts, en.LastError)}
+		e.record(audit.EventExpired, m, cause)
+		if e.cfg.Expired != nil {
+			e.cfg.Expired(m, cause)
+		}
+	}
+}
+
+// retry resends what is due, at most retryConcurrency at once, each id claimed for its
+// attempt. It returns false when the engine is closing.
+func (e *Engine) retry(now time.Time, slots chan struct{}) bool {
+	due, err := e.cfg.Store.Due(now, retryConcurrency*4)
+	if err != nil && e.ctx.Err() == nil {
+		e.cfg.Log.Error("outbox: due", "err", err.Error())
+	}
+	for _, en := range due {
+		if !e.claims.take(en.MessageID) {
+			continue
+		}
+		select {
+		case slots <- struct{}{}:
+		case <-e.ctx.Done():
+			e.claims.release(en.MessageID)
+			return false
+		}
+		started := e.spawn(func() {
+			defer func() { <-slots }()
+			defer e.claims.release(en.MessageID)
+			e.resend(en)
+		})
+		if !started {
+			<-slots
+			e.claims.release(en.MessageID)
+			return false
+		}
+	}
+	return true
+}
+
+// resend makes one attempt of a queued message and settles it. A message the loop attempts
+// may have reached the recipient before, even with no attempt recorded (a crash between the
+// two): its attempt is a resend.
+func (e *Engine) resend(en store.OutboxEntry) {
+	m, err := protocol.DecodeJSON(en.Raw)
+	if err != nil {
+		e.cfg.Log.Error("outbox entry does not decode; dropping it", "id", en.MessageID, "err", err.Error())
+		_, _ = e.cfg.Store.Delivered(en.MessageID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, e.cfg.AttemptTimeout)
+	defer cancel()
+	e.settle(m, en.Backoff, e.cfg.Deliver(ctx, m, en.Raw, true))
+}
+
+// settle records the outcome of an attempt in the store and the audit log. backoff is the
+// entry's failed attempts since its recipient was last seen (store.OutboxEntry.Backoff).
+func (e *Engine) settle(m *protocol.Message, backoff int, err error) {
+	id := m.Envelope.MessageID
+	switch {
+	case err == nil:
+		if ok, _ := e.cfg.Store.Delivered(id); ok {
+			e.record(audit.EventDelivered, m, nil)
+		}
+	case retryable(err):
+		next := e.cfg.Now().Add(e.delay(backoff+1, err))
+		if rerr := e.cfg.Store.Reschedule(id, next, err.Error()); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+			e.cfg.Log.Error("outbox: reschedule", "id", id, "err", rerr.Error())
+		}
+	default:
+		if ok, _ := e.cfg.Store.Delivered(id); ok {
+			e.record(audit.EventRefused, m, err)
+			e.cfg.Log.Info("message refused by its recipient", "id", id, "to", m.Envelope.Recipient.AgentID, "code", protocol.CodeOf(err))
+		}
+	}
+}
+
+// retryable reports whether a failed attempt should be tried again later.
+func retryable(err error) bool {
+	var r *Refusal
+	if errors.As(err, &r) {
+		switch protocol.CodeOf(err) {
+		case protocol.CodeRateLimited, protocol.CodeInternalError, protocol.CodeAgentNotFound:
+			return true
+		}
+		return false
+	}
+	switch protocol.CodeOf(err) {
+	case protocol.CodeAgentNotFound, protocol.CodeTimeout, protocol.CodeRateLimited, protocol.CodeInternalError:
+		return true
+	}
+	return false
+}
+
+// delay is the wait before attempt a (from 1): RetryMin doubled per attempt, capped at
+// RetryMax, with jitter over its upper half so that senders that lost the same recipient do
+// not come back in lockstep; and at least the retry_after a RATE_LIMITED refusal asked for.
+func (e *Engine) delay(a int, err error) time.Duration {
+	d := e.cfg.RetryMin << min(a-1, 30)
+	if d <= 0 || d > e.cfg.RetryMax {
+		d = e.cfg.RetryMax
+	}
+	d = d/2 + rand.N(d/2+1)
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.RetryAfter > d {
+		d = pe.RetryAfter
+	}
+	return d
+}
