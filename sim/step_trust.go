@@ -73,7 +73,7 @@ var parseIntruder = params(intruderParams{Certificate: CertNone, As: -1, Message
 			return fmt.Errorf("intruder: broadcasts need gossip (node.gossip: true)")
 		}
 		if p.Observe == 0 {
-			p.Observe = Duration(sc.Node.Heartbeat.D() + 250*time.Millisecond)
+			p.Observe = Duration(sc.Node.HeartbeatInterval.D() + 250*time.Millisecond)
 		}
 		return nil
 	})
@@ -301,7 +301,7 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 		node.WithAgent(in.agentID, protocol.Manifest{Name: "sim intruder", Version: "sim"}),
 		node.WithDataDir(filepath.Join(c.dir, fmt.Sprintf("intruder-%d", step))),
 		node.WithLogger(c.log.With("node", "intruder", "step", step)),
-		node.WithHeartbeatInterval(n.Heartbeat.D()),
+		node.WithHeartbeatInterval(n.HeartbeatInterval.D()),
 		node.WithRateLimit(n.RatePerSecond, int(2*n.RatePerSecond)),
 		node.WithDiscovery(false),
 		node.WithGossip(c.gossipOn(), pubsub.WithSuspectAfter(n.SuspectAfter)),
