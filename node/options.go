@@ -20,14 +20,16 @@ import (
 // order over DefaultConfig, then Config.Validate.
 //
 // There is an option for every setting a program embedding a node chooses: identity, data
-// directory, addresses, trust, features and their timings. The bounds an operator tunes for
-// a deployment have none (resource_memory, resource_fds, max_message_bytes, default_ttl,
+// directory, addresses, trust, features and their timings. What an operator sets for a
+// deployment has none: the name and version the agent reports in heartbeats and its
+// manifest (agent_name, agent_version; a program can also name itself in the manifest it
+// gives WithAgent), and the bounds (resource_memory, resource_fds, max_message_bytes, default_ttl,
 // receipt_window, shutdown_grace, rate_bytes_per_second, queue_*_bytes, max_agents,
 // max_pins, pin_expiry, inbox_sender_bytes, audit_max_bytes, audit_max_age, keep_alive,
-// reconnect_min, reconnect_max, agent_name, agent_version): they belong in the config file,
-// and a program reaches them with WithConfig or an Option of its own, which is only a
-// function: func(c *Config) error { c.MaxPins = 16; return nil }. LogLevel has none because
-// New does not read it (see Config.LogLevel).
+// reconnect_min, reconnect_max). They belong in the config file, and a program reaches them
+// with WithConfig or an Option of its own, which is only a function:
+// func(c *Config) error { c.MaxPins = 16; return nil }. LogLevel has none because New does
+// not read it (see Config.LogLevel).
 type Option func(*Config) error
 
 // WithConfig replaces the whole configuration (for example one read from a file); later
