@@ -17,10 +17,14 @@ import (
 	"github.com/iacp-node/iacp-node/store"
 )
 
-// Config is everything a node can be told. DefaultConfig fills every field; the YAML tags are
-// the names used in the config file that `iacp-node init` writes.
+// Config is everything a node can be told. DefaultConfig holds the defaults and Validate the
+// allowed ranges; New applies its options over DefaultConfig, then Validate. The YAML tags
+// are the keys of the config file, which `iacp-node init` writes with every one of them at
+// its default (docs/node.md lists them); fields tagged "-" are for programs only.
 type Config struct {
 	// DataDir holds the identity key, trust pins and (with durable delivery) the store.
+	// Default DefaultDataDir. `iacp-node run` takes it from --data-dir, never from the config
+	// file, which lives in it.
 	DataDir string `yaml:"data_dir"`
 
 	// AgentID is the agent this node serves, namespace:host:name.
@@ -184,7 +188,8 @@ type Config struct {
 	DiscoveryOptions []discovery.Option `yaml:"-"`
 	GossipOptions    []pubsub.Option    `yaml:"-"`
 
-	// LogLevel is go-log's level for the node's subsystems. Default "info".
+	// LogLevel is go-log's level for the node's subsystems. Default "info". New does not read
+	// it: go-log's levels belong to the process, not to one node; `iacp-node run` sets it.
 	LogLevel string `yaml:"log_level"`
 
 	// Key, when set, is the identity instead of the key file in DataDir.
@@ -206,53 +211,82 @@ type PolicyRule struct {
 	Intents []protocol.Intent `yaml:"intents"`
 }
 
-// DefaultConfig returns the documented defaults.
+// DefaultDataDir is the data directory when none is given: relative to the working directory,
+// as `make run` and `iacp-node init` use it. Every command's --data-dir defaults to it.
+const DefaultDataDir = ".data/node"
+
+// DefaultMaxPins bounds the trust-on-first-use pins: 100,000 agents, about 10 MiB and a
+// trust.json of about 9 MB. Beyond it the peer holding the most pins loses its least
+// recently used one; that agent is pinned again at its next accepted message.
+const DefaultMaxPins = 100_000
+
+// DefaultConfig returns the defaults: the one table of them. New starts from it, and so do the
+// config file `iacp-node init` writes and the simulator's node profile. Fields it leaves zero
+// have no default (AgentID, Bootstrap, Authority, ...) or one that New works out (Trust,
+// Certificate, Clock, Logger; see their comments).
 func DefaultConfig() Config {
 	return Config{
-		DataDir:            ".data/node",
-		AgentVersion:       "0.1.0",
-		ListenAddrs:        []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
-		NAT:                true,
-		ConnLow:            64,
-		ConnHigh:           192,
-		ConnGrace:          time.Minute,
-		ResourceMemory:     512 << 20,
-		ResourceFDs:        1024,
-		MaxMessageBytes:    protocol.DefaultMaxMessageBytes,
-		DefaultTTL:         protocol.DefaultTTL,
-		FrameTimeout:       10 * time.Second,
-		IdleTimeout:        60 * time.Second,
-		ReceiptWindow:      20 * time.Millisecond,
-		ShutdownGrace:      5 * time.Second,
+		DataDir:      DefaultDataDir,
+		AgentVersion: "0.1.0",
+		// Every interface, TCP and QUIC, ports the kernel picks.
+		ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
+		NAT:         true,
+		// Trim to 64 connections above 192; a connection younger than a minute is spared.
+		ConnLow:   64,
+		ConnHigh:  192,
+		ConnGrace: time.Minute,
+		// The resource manager's scaling: 512 MiB and 1024 file descriptors.
+		ResourceMemory: 512 << 20,
+		ResourceFDs:    1024,
+		// 16 MiB frames (IaCP 1.0 section 10) and messages living 1 h.
+		MaxMessageBytes: protocol.DefaultMaxMessageBytes,
+		DefaultTTL:      protocol.DefaultTTL,
+		// 10 s for a frame once started and for a dial; 60 s for a stream carrying nothing.
+		FrameTimeout: 10 * time.Second,
+		IdleTimeout:  60 * time.Second,
+		// A reply within 20 ms is its own receipt; Close waits 5 s for exchanges in flight.
+		ReceiptWindow: 20 * time.Millisecond,
+		ShutdownGrace: 5 * time.Second,
+		// Per peer: 200 messages a second in bursts of 400 (A2ACP's default is 1000 a minute),
+		// and 64 MiB of frames a second.
 		RatePerSecond:      200,
 		RateBurst:          400,
 		RateBytesPerSecond: 64 << 20,
-		QueueStreamBytes:   4 << 20,
-		QueuePeerBytes:     16 << 20,
-		QueueTotalBytes:    256 << 20,
-		MaxAgents:          10_000,
-		MaxPins:            DefaultMaxPins,
-		PinExpiry:          30 * 24 * time.Hour,
-		InboxSenderBytes:   32 << 20,
-		KeepAlive:          15 * time.Second,
-		ReconnectMin:       time.Second,
-		ReconnectMax:       time.Minute,
-		Durable:            true,
-		RetryMin:           time.Second,
-		RetryMax:           time.Minute,
-		Audit:              true,
-		AuditPayloads:      true,
-		AuditMaxBytes:      audit.DefaultMaxTotalBytes,
-		AuditMaxAge:        audit.DefaultMaxAge,
-		Discovery:          true,
-		Gossip:             true,
-		HeartbeatInterval:  30 * time.Second,
-		LogLevel:           "info",
+		// Frames read and not yet served: 4 MiB per stream, 16 MiB (one maximum-size message)
+		// per peer, 256 MiB in all.
+		QueueStreamBytes: 4 << 20,
+		QueuePeerBytes:   16 << 20,
+		QueueTotalBytes:  256 << 20,
+		// 10,000 agents tracked; 100,000 pins, each forgotten after 30 days unused.
+		MaxAgents: 10_000,
+		MaxPins:   DefaultMaxPins,
+		PinExpiry: 30 * 24 * time.Hour,
+		// One sender's share of the inbox: 32 MiB of DefaultInboxBytes (256 MiB).
+		InboxSenderBytes: 32 << 20,
+		// Needed peers: a ping every 15 s, redials backing off from 1 s to 1 min.
+		KeepAlive:    15 * time.Second,
+		ReconnectMin: time.Second,
+		ReconnectMax: time.Minute,
+		// Durable delivery, retrying from 1 s to 1 min between attempts.
+		Durable:  true,
+		RetryMin: time.Second,
+		RetryMax: time.Minute,
+		// The audit log with payloads, kept up to 1 GiB and 90 days.
+		Audit:         true,
+		AuditPayloads: true,
+		AuditMaxBytes: audit.DefaultMaxTotalBytes,
+		AuditMaxAge:   audit.DefaultMaxAge,
+		// The DHT in server mode and gossipsub, beating every 30 s.
+		Discovery:         true,
+		Gossip:            true,
+		HeartbeatInterval: 30 * time.Second,
+		LogLevel:          "info",
 	}
 }
 
-// validate names the field and the allowed range of the first bad value.
-func (c *Config) validate() error {
+// Validate checks c as New does before it builds anything, and names the config key and the
+// allowed range of the first bad value.
+func (c *Config) Validate() error {
 	if err := protocol.ValidateAgentID(c.AgentID); err != nil {
 		return fmt.Errorf("agent_id: %w (set it with --agent-id or agent_id in the config)", err)
 	}
@@ -315,152 +349,3 @@ func (c *Config) validate() error {
 	}
 	return nil
 }
-
-// Option changes the configuration before the node is built.
-type Option func(*Config) error
-
-// WithConfig replaces the whole configuration (for example one read from a file); later
-// options still apply on top.
-func WithConfig(c Config) Option { return func(dst *Config) error { *dst = c; return nil } }
-
-// WithAgent sets the agent id and its manifest.
-func WithAgent(agentID string, m protocol.Manifest) Option {
-	return func(c *Config) error { c.AgentID, c.Manifest = agentID, m; return nil }
-}
-
-// WithDataDir sets the data directory.
-func WithDataDir(dir string) Option { return func(c *Config) error { c.DataDir = dir; return nil } }
-
-// WithListen sets the listen multiaddrs.
-func WithListen(addrs ...string) Option {
-	return func(c *Config) error { c.ListenAddrs = addrs; return nil }
-}
-
-// WithBootstrap sets the bootstrap peers.
-func WithBootstrap(addrs ...string) Option {
-	return func(c *Config) error { c.Bootstrap = addrs; return nil }
-}
-
-// WithKey sets the identity key instead of the data directory's key file.
-func WithKey(k crypto.PrivKey) Option { return func(c *Config) error { c.Key = k; return nil } }
-
-// WithHost makes the node use h (and close it) instead of building a host; k must be h's key.
-func WithHost(h host.Host, k crypto.PrivKey) Option {
-	return func(c *Config) error {
-		if h == nil || k == nil {
-			return fmt.Errorf("WithHost: host and key are required")
-		}
-		c.Host, c.Key = h, k
-		return nil
-	}
-}
-
-// WithAuthority runs the node in authority mode under the mesh authority meshID, with the
-// agent certificate cert ("" reads <data dir>/agent.cert).
-func WithAuthority(meshID, cert string) Option {
-	return func(c *Config) error {
-		c.Trust, c.Authority, c.Certificate = TrustAuthority, meshID, cert
-		return nil
-	}
-}
-
-// WithMeshAuthority makes the node the mesh authority a: authority mode under a's id, issuing
-// its own certificate when it has none.
-func WithMeshAuthority(a *authority.Authority) Option {
-	return func(c *Config) error {
-		c.Trust, c.Authority, c.MeshAuthority = TrustAuthority, a.ID(), a
-		return nil
-	}
-}
-
-// WithAuthorityNode names the mesh authority's node, which renews certificates and issues
-// tokens (see Config.AuthorityNode).
-func WithAuthorityNode(p peer.ID) Option {
-	return func(c *Config) error { c.AuthorityNode = p.String(); return nil }
-}
-
-// WithIntentPolicy sets the capabilities each intent requires (see Config.IntentPolicy).
-func WithIntentPolicy(p map[string][]string) Option {
-	return func(c *Config) error { c.IntentPolicy = p; return nil }
-}
-
-// WithTokenIssuers trusts A2ACP token issuers besides the mesh authority (see
-// Config.TokenIssuers).
-func WithTokenIssuers(ids ...string) Option {
-	return func(c *Config) error { c.TokenIssuers = ids; return nil }
-}
-
-// WithTrust sets the trust mode: TrustAuthority or TrustOpen.
-func WithTrust(mode string) Option { return func(c *Config) error { c.Trust = mode; return nil } }
-
-// WithClock sets the time source.
-func WithClock(now func() time.Time) Option {
-	return func(c *Config) error { c.Clock = now; return nil }
-}
-
-// WithLogger sets the logger.
-func WithLogger(l *slog.Logger) Option { return func(c *Config) error { c.Logger = l; return nil } }
-
-// WithRateLimit sets the per-peer inbound token bucket.
-func WithRateLimit(perSecond float64, burst int) Option {
-	return func(c *Config) error { c.RatePerSecond, c.RateBurst = perSecond, burst; return nil }
-}
-
-// WithPolicy sets the intent policy.
-func WithPolicy(rules ...PolicyRule) Option {
-	return func(c *Config) error { c.Policy = rules; return nil }
-}
-
-// WithInbox switches the inbox on or off (see Config.Inbox).
-func WithInbox(on bool) Option { return func(c *Config) error { c.Inbox = on; return nil } }
-
-// WithDiscovery switches the DHT on or off and adds options for discovery.New.
-func WithDiscovery(on bool, opts ...discovery.Option) Option {
-	return func(c *Config) error {
-		c.Discovery = on
-		c.DiscoveryOptions = append(c.DiscoveryOptions, opts...)
-		return nil
-	}
-}
-
-// WithGossip switches gossipsub on or off and adds options for pubsub.New.
-func WithGossip(on bool, opts ...pubsub.Option) Option {
-	return func(c *Config) error {
-		c.Gossip = on
-		c.GossipOptions = append(c.GossipOptions, opts...)
-		return nil
-	}
-}
-
-// WithHeartbeatInterval sets how often the node announces its status.
-func WithHeartbeatInterval(d time.Duration) Option {
-	return func(c *Config) error { c.HeartbeatInterval = d; return nil }
-}
-
-// WithDurable switches durable delivery on or off and adds options for store.Open.
-func WithDurable(on bool, opts ...store.Option) Option {
-	return func(c *Config) error {
-		c.Durable = on
-		c.StoreOptions = append(c.StoreOptions, opts...)
-		return nil
-	}
-}
-
-// WithAudit switches the audit log on or off; payloads says whether it records payloads.
-func WithAudit(on, payloads bool) Option {
-	return func(c *Config) error { c.Audit, c.AuditPayloads = on, payloads; return nil }
-}
-
-// WithRetry sets the backoff bounds between delivery attempts of a queued message.
-func WithRetry(lo, hi time.Duration) Option {
-	return func(c *Config) error { c.RetryMin, c.RetryMax = lo, hi; return nil }
-}
-
-// WithConnections sets the connection manager's watermarks and grace period (Config.ConnLow,
-// ConnHigh, ConnGrace). With WithHost they are not used: the given host has its own.
-func WithConnections(low, high int, grace time.Duration) Option {
-	return func(c *Config) error { c.ConnLow, c.ConnHigh, c.ConnGrace = low, high, grace; return nil }
-}
-
-// WithNAT switches NAT traversal on or off.
-func WithNAT(on bool) Option { return func(c *Config) error { c.NAT = on; return nil } }

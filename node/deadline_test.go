@@ -22,7 +22,7 @@ func TestStreams_ReadsHaveDeadlinesOnRealSockets(t *testing.T) {
 	n, err := New(WithKey(sk), WithAgent(agentName(0), protocolManifest()), WithDataDir(t.TempDir()),
 		WithListen("/ip4/127.0.0.1/tcp/0"), WithNAT(false), WithDiscovery(false), WithGossip(false),
 		WithLogger(slog.New(slog.DiscardHandler)),
-		func(c *Config) error { c.FrameTimeout, c.IdleTimeout = 300*time.Millisecond, time.Second; return nil })
+		WithTimeouts(300*time.Millisecond, time.Second))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -121,7 +121,7 @@ func New(opts ...Option) (_ *Node, err error) {
 			return nil, err
 		}
 	}
-	if err := cfg.validate(); err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.Clock == nil {

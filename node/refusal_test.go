@@ -234,7 +234,7 @@ func TestTrust_AllowlistRefusesOthers(t *testing.T) {
 		if err := os.WriteFile(list, []byte(body), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return []Option{func(c *Config) error { c.AllowlistFile = list; return nil }}
+		return []Option{WithAllowlist(list)}
 	})
 	c := dialRaw(t, m.nodes[0], m.nodes[1])
 	c.send(event(t, m.nodes[0].Builder(), agentName(1)))

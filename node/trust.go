@@ -83,11 +83,6 @@ const (
 	claimHeartbeat = "heartbeat"
 )
 
-// DefaultMaxPins bounds the trust-on-first-use pins: 100,000 agents, about 10 MiB and a
-// trust.json of about 9 MB. Beyond it the peer holding the most pins loses its least
-// recently used one; that agent is pinned again at its next accepted message.
-const DefaultMaxPins = 100_000
-
 func newTrustStore(dataDir, allowlistFile string, maxPins int, now func() time.Time) (*trustStore, error) {
 	if maxPins <= 0 {
 		maxPins = DefaultMaxPins

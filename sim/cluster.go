@@ -12,15 +12,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
-	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // simNode is one slot of the cluster: a fixed identity and agent, and the running node when
@@ -173,8 +170,7 @@ func (c *cluster) down() []int {
 	return out
 }
 
-func (c *cluster) discoveryOn() bool { return c.sc.Node.Discovery == nil || *c.sc.Node.Discovery }
-func (c *cluster) gossipOn() bool    { return c.sc.Node.Gossip == nil || *c.sc.Node.Gossip }
+func (c *cluster) gossipOn() bool { return c.sc.Node.Gossip == nil || *c.sc.Node.Gossip }
 
 // bootstrapFor returns the bootstrap addresses node i starts with: the bootstrap slots that
 // run, or, when none does, any node that runs.
@@ -197,48 +193,25 @@ func (c *cluster) bootstrapFor(i int) []string {
 	return out
 }
 
-// options returns the node options of slot sn.
+// options returns the node options of slot sn: the scenario's node configuration (NodeProfile
+// with the scenario's node section), then the slot's agent, data directory, logger, bootstrap
+// peers and trust.
 func (c *cluster) options(sn *simNode) []node.Option {
-	n := c.sc.Node
-	var dopts []discovery.Option
-	dopts = append(dopts, discovery.WithRand(rand.New(rand.NewPCG(sn.seed, 1))),
-		discovery.WithBackoff(200*time.Millisecond, 5*time.Second), discovery.WithHealthInterval(5*time.Second))
-	if n.Quorum > 0 {
-		dopts = append(dopts, discovery.WithQuorum(n.Quorum))
-	}
-	if n.DHTBucketSize > 0 {
-		dopts = append(dopts, discovery.WithDHTOptions(dht.BucketSize(n.DHTBucketSize)))
-	}
-	gopts := []pubsub.Option{pubsub.WithSuspectAfter(n.SuspectAfter), pubsub.WithLeaveFlush(50 * time.Millisecond)}
-	var extra []node.Option
-	if n.Durable != nil {
-		extra = append(extra, node.WithDurable(*n.Durable))
-	}
-	if n.Audit != nil {
-		extra = append(extra, node.WithAudit(*n.Audit, true))
-	}
-	if n.RetryMin > 0 {
-		extra = append(extra, node.WithRetry(n.RetryMin.D(), n.RetryMax.D()))
-	}
-	switch {
-	case c.auth == nil:
-		extra = append(extra, node.WithTrust(node.TrustOpen))
-	case sn.idx == 0:
-		extra = append(extra, node.WithMeshAuthority(c.auth))
-	default:
-		extra = append(extra, node.WithAuthority(c.auth.ID(), sn.cert))
-	}
-	return append([]node.Option{
+	opts := []node.Option{
+		node.WithConfig(c.sc.Node.nodeConfig(sn.seed)),
 		node.WithAgent(sn.agentID, sn.manifest),
 		node.WithDataDir(sn.dir),
 		node.WithLogger(c.log.With("node", sn.idx)),
-		node.WithHeartbeatInterval(n.Heartbeat.D()),
-		node.WithRateLimit(n.RatePerSecond, int(2*n.RatePerSecond)),
-		node.WithDiscovery(c.discoveryOn(), dopts...),
-		node.WithGossip(c.gossipOn(), gopts...),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
-		node.WithConnections(n.ConnLow, n.ConnHigh, n.ConnGrace.D()),
-	}, extra...)
+	}
+	switch {
+	case c.auth == nil:
+		return append(opts, node.WithTrust(node.TrustOpen))
+	case sn.idx == 0:
+		return append(opts, node.WithMeshAuthority(c.auth))
+	default:
+		return append(opts, node.WithAuthority(c.auth.ID(), sn.cert))
+	}
 }
 
 // startNode starts slot i's node (first start or restart) and links it to every running node

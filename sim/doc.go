@@ -11,7 +11,9 @@
 // certificate gets acted on, memory and CPU) and checked against the step's expectations. Run returns a Report that prints as a table, JSON or a self-contained
 // HTML page.
 //
-// The nodes are the real node package (node.New with discovery and gossip), not a model. All
+// The nodes are the real node package (node.New with discovery and gossip), not a model. Each
+// starts from NodeProfile, node.DefaultConfig adjusted for many nodes in one process, with the
+// scenario's node section (NodeSpec, in node.Config's names) applied over it. All
 // randomness of the script (which nodes act, targets, schedules, handler delays, jitter) comes
 // from one source seeded by Scenario.Seed; the interleaving of goroutines and libp2p's own
 // randomness are not under its control, so two runs with one seed do the same things but not

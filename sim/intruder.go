@@ -57,7 +57,7 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 		node.WithAgent(in.agentID, protocol.Manifest{Name: "sim intruder", Version: "sim"}),
 		node.WithDataDir(filepath.Join(c.dir, fmt.Sprintf("intruder-%d", step))),
 		node.WithLogger(c.log.With("node", "intruder", "step", step)),
-		node.WithHeartbeatInterval(n.Heartbeat.D()),
+		node.WithHeartbeatInterval(n.HeartbeatInterval.D()),
 		node.WithRateLimit(n.RatePerSecond, int(2*n.RatePerSecond)),
 		node.WithDiscovery(false),
 		node.WithGossip(c.gossipOn(), pubsub.WithSuspectAfter(n.SuspectAfter)),

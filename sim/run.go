@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,8 +14,9 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Option changes how Run runs a scenario.
-type Option func(*runConfig)
+// Option changes how Run runs a scenario. Run refuses the run, before starting anything, on
+// the first option that returns an error.
+type Option func(*runConfig) error
 
 type runConfig struct {
 	progress io.Writer
@@ -25,21 +27,54 @@ type runConfig struct {
 	heapProfile io.Writer
 }
 
-// WithProgress writes one line per step to w as the run goes (default: nowhere).
-func WithProgress(w io.Writer) Option { return func(c *runConfig) { c.progress = w } }
+// WithProgress writes one line per step to w as the run goes. Default: nowhere.
+func WithProgress(w io.Writer) Option {
+	return func(c *runConfig) error {
+		if w == nil {
+			return errors.New("sim.WithProgress: nil writer (leave the option out to discard the progress)")
+		}
+		c.progress = w
+		return nil
+	}
+}
 
 // WithHeapProfile writes a heap profile (pprof format) to w after the last step, while the
-// nodes still run: what the mesh holds, not what is left after it is closed.
-func WithHeapProfile(w io.Writer) Option { return func(c *runConfig) { c.heapProfile = w } }
+// nodes still run: what the mesh holds, not what is left after it is closed. Default: none.
+func WithHeapProfile(w io.Writer) Option {
+	return func(c *runConfig) error {
+		if w == nil {
+			return errors.New("sim.WithHeapProfile: nil writer")
+		}
+		c.heapProfile = w
+		return nil
+	}
+}
 
-// WithLogger receives the nodes' logs, each tagged with its node index (default: discarded).
-func WithLogger(l *slog.Logger) Option { return func(c *runConfig) { c.log = l } }
+// WithLogger receives the nodes' logs, each tagged with its node index. Default: discarded.
+func WithLogger(l *slog.Logger) Option {
+	return func(c *runConfig) error {
+		if l == nil {
+			return errors.New("sim.WithLogger: nil logger (leave the option out to discard the logs)")
+		}
+		c.log = l
+		return nil
+	}
+}
 
-// WithNodes overrides the scenario's node count (0 keeps it).
-func WithNodes(n int) Option { return func(c *runConfig) { c.nodes = n } }
+// WithNodes overrides the scenario's node count; 0 keeps it (the default). The count is
+// checked with the rest of the scenario (2 to MaxNodes).
+func WithNodes(n int) Option {
+	return func(c *runConfig) error {
+		if n < 0 {
+			return fmt.Errorf("sim.WithNodes: %d nodes (0 keeps the scenario's count)", n)
+		}
+		c.nodes = n
+		return nil
+	}
+}
 
-// WithSeed overrides the scenario's seed (0 keeps it).
-func WithSeed(s uint64) Option { return func(c *runConfig) { c.seed = s } }
+// WithSeed overrides the scenario's seed; 0 keeps it (the default).
+func WithSeed(s uint64) Option { return func(c *runConfig) error { c.seed = s; return nil } }
 
 // run is the state of one Run: the cluster and the report being filled. It belongs to the
 // goroutine that called Run.
@@ -63,7 +98,9 @@ const verifyCacheSize = 1 << 16
 func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, err error) {
 	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
 	for _, o := range opts {
-		o(&cfg)
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
 	}
 	sc := *scenario
 	if cfg.nodes > 0 {

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -63,16 +62,21 @@ type NetworkSpec struct {
 	Bandwidth float64 `yaml:"bandwidth"`
 }
 
-// NodeSpec tunes every node, through the options the node package offers.
+// NodeSpec tunes every node: the scenario's node section, applied over NodeProfile. A key
+// that names a setting of node.Config has node.Config's name (heartbeat_interval,
+// rate_per_second, conn_low, ...; docs/node.md); suspect_after, bootstrap_peers,
+// dht_bucket_size and quorum are the simulator's own. A key left out keeps NodeProfile's
+// value; Parse fills every field.
 type NodeSpec struct {
-	// Heartbeat is the heartbeat interval (1s to 300s). Default 1s.
-	Heartbeat Duration `yaml:"heartbeat"`
-	// SuspectAfter is how many missed beats make an agent suspect. Default 3.
+	// HeartbeatInterval is how often each node announces its status (1s to 300s).
+	HeartbeatInterval Duration `yaml:"heartbeat_interval"`
+	// SuspectAfter is how many missed beats make an agent suspect (1 to 100). Default
+	// pubsub.DefaultSuspectAfter.
 	SuspectAfter int `yaml:"suspect_after"`
 	// BootstrapPeers is how many of the first nodes every other node bootstraps from. They
 	// are never picked at random by kill, churn or offline. Default 1.
 	BootstrapPeers int `yaml:"bootstrap_peers"`
-	// Discovery and Gossip switch the DHT and gossipsub; both default to true.
+	// Discovery and Gossip switch the DHT and gossipsub.
 	Discovery *bool `yaml:"discovery"`
 	Gossip    *bool `yaml:"gossip"`
 	// DHTBucketSize is the Kademlia bucket size (k); smaller saves memory in large meshes.
@@ -81,23 +85,50 @@ type NodeSpec struct {
 	// Quorum is how many DHT peers must answer a record lookup. Default 0: discovery's own.
 	Quorum int `yaml:"quorum"`
 	// Durable and Audit switch the node's durable delivery (on-disk outbox and inbox) and its
-	// audit log. Default: the node's own default (both on).
+	// audit log.
 	Durable *bool `yaml:"durable"`
 	Audit   *bool `yaml:"audit"`
-	// RetryMin and RetryMax bound durable delivery's retry backoff. Default: the node's own
-	// (1s and 1m).
+	// RetryMin and RetryMax bound durable delivery's retry backoff.
 	RetryMin Duration `yaml:"retry_min"`
 	RetryMax Duration `yaml:"retry_max"`
 	// ConnLow, ConnHigh and ConnGrace are each node's connection manager: above ConnHigh
 	// connections it closes the least valued down to ConnLow, sparing those younger than
-	// ConnGrace. Defaults: the node's own (64, 192, 1m). Lower values save memory in large
-	// meshes: on mocknet every connection carries gossipsub and DHT streams.
+	// ConnGrace. Lower values save memory in large meshes: on mocknet every connection
+	// carries gossipsub and DHT streams. Given only one of ConnLow and ConnHigh, the other
+	// is the profile's, moved as far as needed to keep ConnLow <= ConnHigh.
 	ConnLow   int      `yaml:"conn_low"`
 	ConnHigh  int      `yaml:"conn_high"`
 	ConnGrace Duration `yaml:"conn_grace"`
-	// RatePerSecond is each node's inbound limit per peer. Default 1000: load steps concentrate
-	// traffic on few pairs in small meshes.
+	// RatePerSecond is each node's inbound message limit per peer, in bursts of twice as
+	// many (node.Config's rate_burst).
 	RatePerSecond float64 `yaml:"rate_per_second"`
+}
+
+// renamedNodeKeys maps a key the node section once had to the one that replaced it, so that
+// an old scenario is refused with the new name rather than with "field not found".
+var renamedNodeKeys = map[string]string{"heartbeat": "heartbeat_interval"}
+
+// checkRenamed refuses a node section that uses a key of renamedNodeKeys. Other problems of
+// the document are left to the strict decode, which reports them.
+func checkRenamed(data []byte) error {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil
+	}
+	root := doc.Content[0].Content
+	for i := 0; i+1 < len(root); i += 2 {
+		if root[i].Value != "node" || root[i+1].Kind != yaml.MappingNode {
+			continue
+		}
+		sec := root[i+1].Content
+		for j := 0; j+1 < len(sec); j += 2 {
+			if to, ok := renamedNodeKeys[sec[j].Value]; ok {
+				return fmt.Errorf("scenario: line %d: node.%s is now node.%s, node.Config's name for the setting (docs/sim.md)",
+					sec[j].Line, sec[j].Value, to)
+			}
+		}
+	}
+	return nil
 }
 
 // AgentSpec describes the synthetic agents: each draws between PerAgent.Min and PerAgent.Max
@@ -191,6 +222,9 @@ func (s *Step) decodeParams(v any) error {
 
 // Parse reads a scenario from YAML, fills defaults and validates it.
 func Parse(data []byte) (*Scenario, error) {
+	if err := checkRenamed(data); err != nil {
+		return nil, err
+	}
 	sc := &Scenario{}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	dec.KnownFields(true)
@@ -217,32 +251,7 @@ func (sc *Scenario) defaults() {
 	if sc.Trust == "" {
 		sc.Trust = node.TrustAuthority
 	}
-	n := &sc.Node
-	if n.Heartbeat == 0 {
-		n.Heartbeat = Duration(time.Second)
-	}
-	if n.SuspectAfter == 0 {
-		n.SuspectAfter = pubsub.DefaultSuspectAfter
-	}
-	if n.BootstrapPeers == 0 {
-		n.BootstrapPeers = 1
-	}
-	if n.RatePerSecond == 0 {
-		n.RatePerSecond = 1000
-	}
-	nd := node.DefaultConfig()
-	if n.ConnLow == 0 {
-		n.ConnLow = nd.ConnLow
-		if n.ConnHigh > 0 {
-			n.ConnLow = min(n.ConnLow, n.ConnHigh)
-		}
-	}
-	if n.ConnHigh == 0 {
-		n.ConnHigh = max(nd.ConnHigh, n.ConnLow)
-	}
-	if n.ConnGrace == 0 {
-		n.ConnGrace = Duration(nd.ConnGrace)
-	}
+	sc.Node.fillFrom(NodeProfile())
 	a := &sc.Agents
 	if len(a.Capabilities) == 0 {
 		a.Capabilities = []CapabilityWeight{{Name: "terminal", Weight: 3}, {Name: "browser", Weight: 2}, {Name: "search", Weight: 1}}
@@ -279,14 +288,14 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("network.jitter: %s exceeds latency %s (a delay cannot be negative)", sc.Network.Jitter, sc.Network.Latency)
 	case sc.Network.Bandwidth < 0:
 		return fmt.Errorf("network.bandwidth: %v is negative", sc.Network.Bandwidth)
-	case sc.Node.Heartbeat.D() < pubsub.MinHeartbeatInterval || sc.Node.Heartbeat.D() > pubsub.MaxHeartbeatInterval:
-		return fmt.Errorf("node.heartbeat: %s is outside %s..%s", sc.Node.Heartbeat, pubsub.MinHeartbeatInterval, pubsub.MaxHeartbeatInterval)
+	case sc.Node.HeartbeatInterval.D() < pubsub.MinHeartbeatInterval || sc.Node.HeartbeatInterval.D() > pubsub.MaxHeartbeatInterval:
+		return fmt.Errorf("node.heartbeat_interval: %s is outside %s..%s", sc.Node.HeartbeatInterval, pubsub.MinHeartbeatInterval, pubsub.MaxHeartbeatInterval)
 	case sc.Node.SuspectAfter < 1 || sc.Node.SuspectAfter > 100:
 		return fmt.Errorf("node.suspect_after: %d is outside 1..100", sc.Node.SuspectAfter)
 	case sc.Node.BootstrapPeers < 1 || sc.Node.BootstrapPeers >= sc.Nodes:
 		return fmt.Errorf("node.bootstrap_peers: %d is outside 1..%d (nodes-1)", sc.Node.BootstrapPeers, sc.Nodes-1)
-	case sc.Node.RetryMin > 0 && sc.Node.RetryMax < sc.Node.RetryMin:
-		return fmt.Errorf("node.retry_max: %s is below retry_min %s", sc.Node.RetryMax, sc.Node.RetryMin)
+	case sc.Node.RetryMin <= 0 || sc.Node.RetryMax < sc.Node.RetryMin:
+		return fmt.Errorf("node.retry_min, retry_max: %s, %s must satisfy 0 < retry_min <= retry_max", sc.Node.RetryMin, sc.Node.RetryMax)
 	case sc.Node.DHTBucketSize < 0 || sc.Node.Quorum < 0 || sc.Node.RatePerSecond < 0:
 		return fmt.Errorf("node: dht_bucket_size, quorum and rate_per_second must not be negative")
 	case sc.Node.ConnLow < 1 || sc.Node.ConnHigh < sc.Node.ConnLow:

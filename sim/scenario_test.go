@@ -21,7 +21,9 @@ func TestParse_RefusesBadScenarios(t *testing.T) {
 		{"network: {transport: loopback, latency: 5ms}\nsteps: [{join: {}}]", "need transport mocknet"},
 		{"network: {latency: 1ms, jitter: 2ms}\nsteps: [{join: {}}]", "network.jitter"},
 		{"network: {transport: loopback}\nsteps: [{partition: {}}]", "partition needs network.transport mocknet"},
-		{"node: {heartbeat: 500ms}\nsteps: [{join: {}}]", "node.heartbeat"},
+		{"node: {heartbeat_interval: 500ms}\nsteps: [{join: {}}]", "node.heartbeat_interval: 500ms is outside"},
+		{"node: {heartbeat: 1s}\nsteps: [{join: {}}]", "line 1: node.heartbeat is now node.heartbeat_interval"},
+		{"node: {retry_min: 5m}\nsteps: [{join: {}}]", "node.retry_min, retry_max: 5m0s, 1m0s"},
 		{"node: {bootstrap_peers: 10}\nsteps: [{join: {}}]", "node.bootstrap_peers"},
 		{"node: {conn_low: 50, conn_high: 10}\nsteps: [{join: {}}]", "node.conn_low, conn_high: 50, 10"},
 		{"steps: [{group: {capability: juggling}}]", `capability "juggling"`},
@@ -47,7 +49,7 @@ func TestParse_DefaultsAndLibrary(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc.Nodes != 10 || sc.Seed != 1 || sc.Network.Transport != TransportMocknet || sc.Node.Heartbeat.D() != time.Second || sc.Trust != "authority" {
+	if sc.Nodes != 10 || sc.Seed != 1 || sc.Network.Transport != TransportMocknet || sc.Node.HeartbeatInterval.D() != time.Second || sc.Trust != "authority" {
 		t.Fatalf("defaults not filled: %+v", sc)
 	}
 	if sc.Steps[1].Name != "warm" || sc.Steps[1].Action != "load" || sc.Steps[0].Name != "join" {

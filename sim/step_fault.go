@@ -34,7 +34,7 @@ func checkMode(m string) error {
 }
 
 func defaultDetect(sc *Scenario) Duration {
-	return Duration(time.Duration(sc.Node.SuspectAfter+2)*sc.Node.Heartbeat.D() + 5*time.Second)
+	return Duration(time.Duration(sc.Node.SuspectAfter+2)*sc.Node.HeartbeatInterval.D() + 5*time.Second)
 }
 
 var parseKill = params(killParams{Count: 1, Mode: ModeCrash}, func(p *killParams, sc *Scenario) error {

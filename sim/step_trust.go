@@ -68,7 +68,7 @@ var parseIntruder = params(intruderParams{Certificate: CertNone, As: -1, Message
 			return fmt.Errorf("intruder: broadcasts need gossip (node.gossip: true)")
 		}
 		if p.Observe == 0 {
-			p.Observe = Duration(sc.Node.Heartbeat.D() + 250*time.Millisecond)
+			p.Observe = Duration(sc.Node.HeartbeatInterval.D() + 250*time.Millisecond)
 		}
 		return nil
 	})

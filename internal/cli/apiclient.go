@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -26,15 +25,8 @@ type clientFlags struct {
 	opts []api.ClientOption
 }
 
-func apiDataDirDefault() string {
-	if d := os.Getenv("IACP_DATA_DIR"); d != "" {
-		return d
-	}
-	return ".data/node"
-}
-
 func addClientFlags(cmd *cobra.Command, f *clientFlags) {
-	cmd.Flags().StringVar(&f.dataDir, "data-dir", apiDataDirDefault(), "the node's data directory, where api.addr and api.token are (default $IACP_DATA_DIR or .data/node)")
+	cmd.Flags().StringVar(&f.dataDir, "data-dir", envDataDir(), dataDirHelp+", where api.addr and api.token are")
 	cmd.Flags().StringVar(&f.addr, "api", "", "the API address host:port (default: read from <data-dir>/api.addr)")
 	cmd.Flags().StringVar(&f.token, "token", "", "the API token (default: read from <data-dir>/api.token)")
 	cmd.Flags().StringVarP(&f.output, "output", "o", "table", "output format: json, yaml or table")

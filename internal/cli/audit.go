@@ -18,15 +18,6 @@ import (
 
 func init() { register(newAuditCmd) }
 
-// auditDataDirDefault is the --data-dir default of the audit commands: $IACP_DATA_DIR, or
-// ./.data/node.
-func auditDataDirDefault() string {
-	if d := os.Getenv("IACP_DATA_DIR"); d != "" {
-		return d
-	}
-	return filepath.Join(".", ".data", "node")
-}
-
 func newAuditCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "audit",
@@ -74,7 +65,7 @@ retention entry recorded, and warns when no retention entry records the removal.
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", auditDataDirDefault(), "the node's data directory (default $IACP_DATA_DIR or ./.data/node)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", envDataDir(), dataDirHelp)
 	return cmd
 }
 
@@ -165,7 +156,7 @@ rotation, until interrupted. tail does not check the chain: use 'audit verify'.`
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&dataDir, "data-dir", auditDataDirDefault(), "the node's data directory (default $IACP_DATA_DIR or ./.data/node)")
+	cmd.Flags().StringVar(&dataDir, "data-dir", envDataDir(), dataDirHelp)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new entries until interrupted")
 	cmd.Flags().IntVarP(&last, "lines", "n", 20, "print the last N entries first (0: all)")

@@ -118,7 +118,8 @@ func TestRun_PrintsIdentityAndStopsCleanly(t *testing.T) {
 
 // Issue 13: the config init writes says "every setting is shown at its default" and left out
 // durable, retry_min, retry_max, audit and audit_payloads. Every key of node.Config is in the
-// template, and the file loads back to the defaults.
+// file init writes (now rendered from node.Config: configfile.go), and the file loads back to
+// the defaults.
 func TestInit_ConfigShowsEverySettingAtItsDefault(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "node")
 	if _, e, code := runCLI(t, "init", "--data-dir", dir, "--agent-id", "acme:eu1:planner"); code != 0 {

@@ -19,16 +19,26 @@ import (
 // ConfigFile is the config's name inside the data directory.
 const ConfigFile = "config.yaml"
 
-// defaultDataDir is the data directory when neither --data-dir nor IACP_DATA_DIR says.
-const defaultDataDir = ".data/node"
-
 // envPrefix prefixes the environment variable of every flag: --agent-id is IACP_AGENT_ID.
 const envPrefix = "IACP_"
 
-// dataDirFlag adds --data-dir with its environment default.
+// dataDirFlag adds --data-dir to a command that runs applyEnv, which fills it from
+// IACP_DATA_DIR when it is not given; the default is node.DefaultDataDir.
 func dataDirFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "data-dir", defaultDataDir, "data directory (env IACP_DATA_DIR)")
+	cmd.Flags().StringVar(dst, "data-dir", node.DefaultDataDir, "data directory (env IACP_DATA_DIR)")
 }
+
+// envDataDir is the --data-dir default of the commands that do not run applyEnv (those that
+// read a node's files or talk to its API): $IACP_DATA_DIR, else node.DefaultDataDir.
+func envDataDir() string {
+	if d := os.Getenv(envPrefix + "DATA_DIR"); d != "" {
+		return d
+	}
+	return node.DefaultDataDir
+}
+
+// dataDirHelp is the help of --data-dir for the commands that use envDataDir.
+const dataDirHelp = "the node's data directory (default $IACP_DATA_DIR or " + node.DefaultDataDir + ")"
 
 // applyEnv sets every flag the user did not give from its IACP_ environment variable. A list
 // flag takes a comma-separated value.

@@ -56,6 +56,7 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 		},
 	}
 	fl := cmd.Flags()
+	defaults := node.DefaultConfig() // the flags' defaults, for their help: the node's own
 	dataDirFlag(cmd, &f.dataDir)
 	fl.StringVar(&f.config, "config", "", "config file (default <data-dir>/config.yaml; env IACP_CONFIG)")
 	fl.StringVar(&f.agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
@@ -66,9 +67,9 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.BoolVar(&f.apiAllowRemote, "api-allow-remote", false, "let the local API listen off loopback; its token then travels in clear, so put a TLS-terminating proxy in front (env IACP_API_ALLOW_REMOTE)")
 	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env IACP_LOG_LEVEL)")
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat interval, 1s to 300s (env IACP_HEARTBEAT_INTERVAL)")
-	fl.BoolVar(&f.mdns, "mdns", false, "also find peers on the local network (env IACP_MDNS)")
-	fl.BoolVar(&f.nat, "nat", true, "AutoNAT, relay client and hole punching (env IACP_NAT)")
-	fl.BoolVar(&f.dhtClient, "dht-client", false, "run the DHT in client mode (env IACP_DHT_CLIENT)")
+	fl.BoolVar(&f.mdns, "mdns", defaults.MDNS, "also find peers on the local network (env IACP_MDNS)")
+	fl.BoolVar(&f.nat, "nat", defaults.NAT, "AutoNAT, relay client and hole punching (env IACP_NAT)")
+	fl.BoolVar(&f.dhtClient, "dht-client", defaults.DHTClient, "run the DHT in client mode (env IACP_DHT_CLIENT)")
 	fl.StringVar(&f.webhook, "webhook", "", "POST inbound messages to this agent URL (its /.well-known/iacp/v1/message; env IACP_WEBHOOK)")
 	fl.StringVar(&f.webhookToken, "webhook-token", "", "bearer token the webhook sends to the agent (env IACP_WEBHOOK_TOKEN)")
 	return cmd

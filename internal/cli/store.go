@@ -29,7 +29,7 @@ names these commands. Both need the node stopped: they take the store's file loc
 }
 
 func storeDataDirFlag(cmd *cobra.Command, dst *string) {
-	cmd.Flags().StringVar(dst, "data-dir", auditDataDirDefault(), "the node's data directory (default $IACP_DATA_DIR or ./.data/node)")
+	cmd.Flags().StringVar(dst, "data-dir", envDataDir(), dataDirHelp)
 }
 
 func newStoreCheckCmd() *cobra.Command {
