@@ -24,11 +24,15 @@ import (
 
 func init() { register(newInitCmd) }
 
+// initFlags are init's flags.
+type initFlags struct {
+	dataDir, agentID, joinToken string
+	caps                        []string
+	force, found, open          bool
+}
+
 func newInitCmd() *cobra.Command {
-	var dataDir, agentID string
-	var caps []string
-	var force, found, open bool
-	var joinToken string
+	var f initFlags
 	cmd := &cobra.Command{
 		Use:   "init [--found | --join TOKEN | --open]",
 		Short: "Create a data directory: identity key, config with every default, API token; found or join a mesh",
@@ -58,114 +62,129 @@ new one does.`,
 			if err := applyEnv(cmd.Flags()); err != nil {
 				return err
 			}
-			if err := trustFlagsConflict(found, open, joinToken != ""); err != nil {
-				return err
-			}
-			var inv authority.Invite
-			if joinToken != "" {
-				var err error
-				if inv, err = authority.DecodeInvite(strings.TrimSpace(joinToken)); err != nil {
-					return fmt.Errorf("--join: %w (pass the whole token that iacp-node invite printed)", err)
-				}
-				if agentID == "" {
-					agentID = inv.AgentID
-				}
-			}
-			path := filepath.Join(dataDir, ConfigFile)
-			old, exists, err := loadConfig(path)
-			if exists && !force {
-				return fmt.Errorf("%s exists; use --force to rewrite it", path)
-			}
-			if err != nil && !force {
-				return fmt.Errorf("%w; use --force to rewrite it", err)
-			}
-			if err := os.MkdirAll(dataDir, 0o700); err != nil {
-				return err
-			}
-			key, created, err := identity.LoadOrCreate(filepath.Join(dataDir, node.KeyFile))
-			if err != nil {
-				return err
-			}
-			pid := identity.PeerID(key).String()
-			keep := !found && !open && joinToken == "" && exists && joined(dataDir, old)
-			if keep && agentID == "" {
-				agentID = old.AgentID // the certificate names it
-			}
-			if agentID == "" {
-				agentID = defaultAgentID(pid)
-			}
-			if err := protocol.ValidateAgentID(agentID); err != nil {
-				return fmt.Errorf("--agent-id: %w", err)
-			}
-			cfg := node.DefaultConfig()
-			cfg.DataDir = dataDir
-			cfg.AgentID = agentID
-			if err := parseCapabilities(caps, &cfg.Manifest); err != nil {
-				return err
-			}
-			var trustLine string
-			founder := false
-			switch {
-			case open:
-				cfg.Trust = node.TrustOpen
-				trustLine = "open (trust on first use, for labs: any peer may claim an agent id nobody claimed before)"
-			case joinToken != "":
-				if _, err := os.Stat(filepath.Join(dataDir, node.AuthorityKeyFile)); err == nil {
-					return fmt.Errorf("%s holds %s: this node founded a mesh and cannot join another; use another --data-dir", dataDir, node.AuthorityKeyFile)
-				}
-				cert, err := joinMesh(cmd.Context(), key, inv, agentID, caps)
-				if err != nil {
-					return err
-				}
-				if err := fsutil.WriteFile(filepath.Join(dataDir, node.CertFile), []byte(cert.Raw+"\n"), 0o600); err != nil {
-					return err
-				}
-				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, inv.Authority, inv.Addrs
-				cfg.AuthorityNode = authorityNodeOf(inv)
-				trustLine = fmt.Sprintf("authority %s (joined: certificate %s, expires %s)", inv.Authority, cert.ID, cert.Expires.Format(time.RFC3339))
-			case keep:
-				if err := checkCertificate(dataDir, old.Authority, identity.PeerID(key), agentID); err != nil {
-					return err
-				}
-				cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, old.Authority, old.Bootstrap
-				cfg.AuthorityNode = old.AuthorityNode
-				trustLine = "authority " + old.Authority + " (kept: this node joined that mesh; its certificate is " + node.CertFile + ")"
-			default:
-				a, err := foundMesh(dataDir, identity.PeerID(key), agentID)
-				if err != nil {
-					return err
-				}
-				cfg.Trust, cfg.Authority, founder = node.TrustAuthority, a.ID(), true
-				trustLine = "authority " + a.ID() + " (founded here: the node certifies itself at its first start)"
-			}
-			if err := writeConfig(path, cfg); err != nil {
-				return err
-			}
-			if err := initHooks(dataDir); err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			verb := "reusing"
-			if created {
-				verb = "created"
-			}
-			fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\ncapabilities %s\ntrust     %s\nconfig    %s\n",
-				dataDir, pid, verb, agentID, capabilityList(cfg.Manifest), trustLine, path)
-			fmt.Fprintf(out, "start it: iacp-node run --data-dir %s\n", dataDir)
-			if founder {
-				fmt.Fprintf(out, "then invite each other agent: iacp-node invite --data-dir %s [--agent ID]\n", dataDir)
-			}
-			return nil
+			return runInit(cmd, &f)
 		},
 	}
-	dataDirFlag(cmd, &dataDir)
-	cmd.Flags().StringVar(&agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
-	cmd.Flags().StringSliceVar(&caps, "capabilities", nil, "capabilities, kind:name, e.g. tool:terminal,model:llama3,domain:security; a bare name is a tool (env IACP_CAPABILITIES)")
-	cmd.Flags().BoolVar(&force, "force", false, "rewrite an existing config.yaml")
-	cmd.Flags().BoolVar(&found, "found", false, "found a mesh (the default): create the mesh authority's key in the data directory")
-	cmd.Flags().StringVar(&joinToken, "join", "", "join a mesh with an invitation from iacp-node invite")
-	cmd.Flags().BoolVar(&open, "open", false, "run open (trust on first use), for labs: no mesh authority")
+	dataDirFlag(cmd, &f.dataDir)
+	cmd.Flags().StringVar(&f.agentID, "agent-id", "", "agent id, namespace:host:name (env IACP_AGENT_ID)")
+	cmd.Flags().StringSliceVar(&f.caps, "capabilities", nil, "capabilities, kind:name, e.g. tool:terminal,model:llama3,domain:security; a bare name is a tool (env IACP_CAPABILITIES)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "rewrite an existing config.yaml")
+	cmd.Flags().BoolVar(&f.found, "found", false, "found a mesh (the default): create the mesh authority's key in the data directory")
+	cmd.Flags().StringVar(&f.joinToken, "join", "", "join a mesh with an invitation from iacp-node invite")
+	cmd.Flags().BoolVar(&f.open, "open", false, "run open (trust on first use), for labs: no mesh authority")
 	return cmd
+}
+
+// runInit creates the data directory, its key and config, and founds or joins a mesh.
+func runInit(cmd *cobra.Command, f *initFlags) error {
+	if err := trustFlagsConflict(f.found, f.open, f.joinToken != ""); err != nil {
+		return err
+	}
+	var inv authority.Invite
+	if f.joinToken != "" {
+		var err error
+		if inv, err = authority.DecodeInvite(strings.TrimSpace(f.joinToken)); err != nil {
+			return fmt.Errorf("--join: %w (pass the whole token that iacp-node invite printed)", err)
+		}
+		if f.agentID == "" {
+			f.agentID = inv.AgentID
+		}
+	}
+	dataDir := f.dataDir
+	path := filepath.Join(dataDir, ConfigFile)
+	old, exists, err := loadConfig(path)
+	if exists && !f.force {
+		return fmt.Errorf("%s exists; use --force to rewrite it", path)
+	}
+	if err != nil && !f.force {
+		return fmt.Errorf("%w; use --force to rewrite it", err)
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return err
+	}
+	key, created, err := identity.LoadOrCreate(filepath.Join(dataDir, node.KeyFile))
+	if err != nil {
+		return err
+	}
+	pid := identity.PeerID(key).String()
+	keep := !f.found && !f.open && f.joinToken == "" && exists && joined(dataDir, old)
+	agentID := f.agentID
+	if keep && agentID == "" {
+		agentID = old.AgentID // the certificate names it
+	}
+	if agentID == "" {
+		agentID = defaultAgentID(pid)
+	}
+	if err := protocol.ValidateAgentID(agentID); err != nil {
+		return fmt.Errorf("--agent-id: %w", err)
+	}
+	cfg := node.DefaultConfig()
+	cfg.DataDir = dataDir
+	cfg.AgentID = agentID
+	if err := parseCapabilities(f.caps, &cfg.Manifest); err != nil {
+		return err
+	}
+	trustLine, founder, err := initTrust(cmd.Context(), f, key, inv, old, keep, &cfg)
+	if err != nil {
+		return err
+	}
+	if err := writeConfig(path, cfg); err != nil {
+		return err
+	}
+	if err := initHooks(dataDir); err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	verb := "reusing"
+	if created {
+		verb = "created"
+	}
+	fmt.Fprintf(out, "data dir  %s\npeer id   %s (%s key)\nagent id  %s\ncapabilities %s\ntrust     %s\nconfig    %s\n",
+		dataDir, pid, verb, agentID, capabilityList(cfg.Manifest), trustLine, path)
+	fmt.Fprintf(out, "start it: iacp-node run --data-dir %s\n", dataDir)
+	if founder {
+		fmt.Fprintf(out, "then invite each other agent: iacp-node invite --data-dir %s [--agent ID]\n", dataDir)
+	}
+	return nil
+}
+
+// initTrust sets cfg's trust as f chose: open, joined by invitation, kept from the old config
+// (keep), or founded here. It returns the line init prints and whether this node founded.
+func initTrust(ctx context.Context, f *initFlags, key crypto.PrivKey, inv authority.Invite, old node.Config, keep bool, cfg *node.Config) (line string, founder bool, err error) {
+	dataDir, agentID := f.dataDir, cfg.AgentID
+	switch {
+	case f.open:
+		cfg.Trust = node.TrustOpen
+		return "open (trust on first use, for labs: any peer may claim an agent id nobody claimed before)", false, nil
+	case f.joinToken != "":
+		if _, err := os.Stat(filepath.Join(dataDir, node.AuthorityKeyFile)); err == nil {
+			return "", false, fmt.Errorf("%s holds %s: this node founded a mesh and cannot join another; use another --data-dir", dataDir, node.AuthorityKeyFile)
+		}
+		cert, err := joinMesh(ctx, key, inv, agentID, f.caps)
+		if err != nil {
+			return "", false, err
+		}
+		if err := fsutil.WriteFile(filepath.Join(dataDir, node.CertFile), []byte(cert.Raw+"\n"), 0o600); err != nil {
+			return "", false, err
+		}
+		cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, inv.Authority, inv.Addrs
+		cfg.AuthorityNode = authorityNodeOf(inv)
+		return fmt.Sprintf("authority %s (joined: certificate %s, expires %s)", inv.Authority, cert.ID, cert.Expires.Format(time.RFC3339)), false, nil
+	case keep:
+		if err := checkCertificate(dataDir, old.Authority, identity.PeerID(key), agentID); err != nil {
+			return "", false, err
+		}
+		cfg.Trust, cfg.Authority, cfg.Bootstrap = node.TrustAuthority, old.Authority, old.Bootstrap
+		cfg.AuthorityNode = old.AuthorityNode
+		return "authority " + old.Authority + " (kept: this node joined that mesh; its certificate is " + node.CertFile + ")", false, nil
+	default:
+		a, err := foundMesh(dataDir, identity.PeerID(key), agentID)
+		if err != nil {
+			return "", false, err
+		}
+		cfg.Trust, cfg.Authority = node.TrustAuthority, a.ID()
+		return "authority " + a.ID() + " (founded here: the node certifies itself at its first start)", true, nil
+	}
 }
 
 // trustFlagsConflict refuses more than one of --found, --open and --join.

@@ -18,14 +18,17 @@ import (
 
 func init() { register(newSimCmd) }
 
+// simFlags are sim's flags.
+type simFlags struct {
+	scenario, jsonOut, htmlOut, logLevel string
+	cpuProfile, memProfile               string
+	nodes                                int
+	seed                                 uint64
+	list                                 bool
+}
+
 func newSimCmd() *cobra.Command {
-	var (
-		scenario, jsonOut, htmlOut, logLevel string
-		cpuProfile, memProfile               string
-		nodes                                int
-		seed                                 uint64
-		list                                 bool
-	)
+	var sf simFlags
 	cmd := &cobra.Command{
 		Use:   "sim [--scenario FILE|NAME] [--nodes N] [--seed S] [--json FILE] [--html FILE] [--list]",
 		Short: "Run many real nodes in this process through a scenario and measure them",
@@ -44,86 +47,91 @@ Exit status: 0 when every expectation held, 3 when one failed, 1 when the run co
 complete.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if list {
+			if sf.list {
 				return listScenarios(cmd)
 			}
-			name := scenario
-			if name == "" {
-				name = sim.DefaultScenario
-			}
-			sc, err := sim.Load(name)
-			if err != nil {
-				return err
-			}
-			opts := []sim.Option{sim.WithProgress(cmd.ErrOrStderr()), sim.WithNodes(nodes), sim.WithSeed(seed)}
-			if logLevel != "" {
-				var lvl slog.Level
-				if err := lvl.UnmarshalText([]byte(logLevel)); err != nil {
-					return fmt.Errorf("--log-level %q: use debug, info, warn or error", logLevel)
-				}
-				opts = append(opts, sim.WithLogger(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))))
-			}
-			base := cmd.Context()
-			if base == nil {
-				base = context.Background()
-			}
-			ctx, cancel := context.WithCancel(base)
-			defer cancel()
-			stopOnInterrupt(ctx, cancel, cmd.ErrOrStderr())
-			var heap *os.File
-			if memProfile != "" {
-				if heap, err = os.Create(memProfile); err != nil {
-					return fmt.Errorf("--memprofile: %w", err)
-				}
-				defer heap.Close() // on early returns; closed below otherwise
-				opts = append(opts, sim.WithHeapProfile(heap))
-			}
-			stopProfile, err := startCPUProfile(cpuProfile)
-			if err != nil {
-				return err
-			}
-			rep, runErr := sim.Run(ctx, sc, opts...)
-			profErr := stopProfile()
-			if heap != nil {
-				if err := heap.Close(); err != nil {
-					profErr = errors.Join(profErr, fmt.Errorf("--memprofile: %w", err))
-				}
-			}
-			if rep == nil {
-				return errors.Join(runErr, profErr)
-			}
-			if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
-				return err
-			}
-			if err := writeReport(jsonOut, rep.WriteJSON); err != nil {
-				return err
-			}
-			if err := writeReport(htmlOut, rep.WriteHTML); err != nil {
-				return err
-			}
-			if runErr != nil {
-				return runErr
-			}
-			if profErr != nil {
-				return profErr
-			}
-			if !rep.Passed {
-				return &exitError{code: 3, err: errors.New("some expectations of the scenario failed (see the table)")}
-			}
-			return nil
+			return runSim(cmd, &sf)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&scenario, "scenario", "", "scenario file, or the name of a built-in scenario (default \"smoke\")")
-	f.IntVar(&nodes, "nodes", 0, "number of nodes (default: the scenario's)")
-	f.Uint64Var(&seed, "seed", 0, "seed of every random choice (default: the scenario's)")
-	f.StringVar(&jsonOut, "json", "", "write the full report as JSON to FILE")
-	f.StringVar(&htmlOut, "html", "", "write a self-contained HTML report to FILE")
-	f.BoolVar(&list, "list", false, "list the built-in scenarios and exit")
-	f.StringVar(&logLevel, "log-level", "", "show the nodes' logs on stderr at this level (debug, info, warn, error); default: none")
-	f.StringVar(&cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
-	f.StringVar(&memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
+	f.StringVar(&sf.scenario, "scenario", "", "scenario file, or the name of a built-in scenario (default \"smoke\")")
+	f.IntVar(&sf.nodes, "nodes", 0, "number of nodes (default: the scenario's)")
+	f.Uint64Var(&sf.seed, "seed", 0, "seed of every random choice (default: the scenario's)")
+	f.StringVar(&sf.jsonOut, "json", "", "write the full report as JSON to FILE")
+	f.StringVar(&sf.htmlOut, "html", "", "write a self-contained HTML report to FILE")
+	f.BoolVar(&sf.list, "list", false, "list the built-in scenarios and exit")
+	f.StringVar(&sf.logLevel, "log-level", "", "show the nodes' logs on stderr at this level (debug, info, warn, error); default: none")
+	f.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
+	f.StringVar(&sf.memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
 	return cmd
+}
+
+// runSim loads the scenario, runs it with the profiles asked for, and writes the reports.
+func runSim(cmd *cobra.Command, sf *simFlags) error {
+	name := sf.scenario
+	if name == "" {
+		name = sim.DefaultScenario
+	}
+	sc, err := sim.Load(name)
+	if err != nil {
+		return err
+	}
+	opts := []sim.Option{sim.WithProgress(cmd.ErrOrStderr()), sim.WithNodes(sf.nodes), sim.WithSeed(sf.seed)}
+	if sf.logLevel != "" {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(sf.logLevel)); err != nil {
+			return fmt.Errorf("--log-level %q: use debug, info, warn or error", sf.logLevel)
+		}
+		opts = append(opts, sim.WithLogger(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))))
+	}
+	base := cmd.Context()
+	if base == nil {
+		base = context.Background()
+	}
+	ctx, cancel := context.WithCancel(base)
+	defer cancel()
+	stopOnInterrupt(ctx, cancel, cmd.ErrOrStderr())
+	var heap *os.File
+	if sf.memProfile != "" {
+		if heap, err = os.Create(sf.memProfile); err != nil {
+			return fmt.Errorf("--memprofile: %w", err)
+		}
+		defer heap.Close() // on early returns; closed below otherwise
+		opts = append(opts, sim.WithHeapProfile(heap))
+	}
+	stopProfile, err := startCPUProfile(sf.cpuProfile)
+	if err != nil {
+		return err
+	}
+	rep, runErr := sim.Run(ctx, sc, opts...)
+	profErr := stopProfile()
+	if heap != nil {
+		if err := heap.Close(); err != nil {
+			profErr = errors.Join(profErr, fmt.Errorf("--memprofile: %w", err))
+		}
+	}
+	if rep == nil {
+		return errors.Join(runErr, profErr)
+	}
+	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if err := writeReport(sf.jsonOut, rep.WriteJSON); err != nil {
+		return err
+	}
+	if err := writeReport(sf.htmlOut, rep.WriteHTML); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if profErr != nil {
+		return profErr
+	}
+	if !rep.Passed {
+		return &exitError{code: 3, err: errors.New("some expectations of the scenario failed (see the table)")}
+	}
+	return nil
 }
 
 // stopOnInterrupt cancels the run at the first interrupt. Stopping the nodes of a large mesh
