@@ -10,8 +10,8 @@ import (
 )
 
 // Canonical returns the bytes a signature covers: the RFC 8785 (JCS) canonical form of the
-// whole document with sender.identity_sig removed (../shared/specs/README.md, "what the
-// signature covers"). Every other member, known or unknown, is included. The known structure
+// whole document with sender.identity_sig removed (docs/protocol.md, "Drafts": what the
+// signature covers). Every other member, known or unknown, is included. The known structure
 // is written in canonical form directly; only raw members (payload and unknown fields) are
 // parsed and re-serialised.
 func Canonical(m *Message) ([]byte, error) {
