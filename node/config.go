@@ -194,6 +194,12 @@ type Config struct {
 	Host host.Host `yaml:"-"`
 	// Clock is the time source for validation, TTLs and backoff. Default time.Now.
 	Clock func() time.Time `yaml:"-"`
+	// Verifier checks signatures through its caches; gossip verifies with it
+	// (pubsub.WithVerifier). Default: the node's own, with a key cache of
+	// protocol.DefaultKeyCacheSize and no verification cache. A process that runs many nodes
+	// (the simulator) gives them one to share, with a verification cache, so that a gossiped
+	// document verifies once per process rather than once per node.
+	Verifier *protocol.Verifier `yaml:"-"`
 	// Logger receives the node's logs, already tagged with the agent and peer ids. Default:
 	// go-log's slog bridge.
 	Logger *slog.Logger `yaml:"-"`
@@ -248,6 +254,7 @@ func DefaultConfig() Config {
 		Gossip:             true,
 		HeartbeatInterval:  30 * time.Second,
 		LogLevel:           "info",
+		Verifier:           &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)},
 	}
 }
 
@@ -396,6 +403,12 @@ func WithTrust(mode string) Option { return func(c *Config) error { c.Trust = mo
 // WithClock sets the time source.
 func WithClock(now func() time.Time) Option {
 	return func(c *Config) error { c.Clock = now; return nil }
+}
+
+// WithVerifier sets the signature verifier and its caches (see Config.Verifier); nil leaves
+// gossip its own default (pubsub.WithVerifier).
+func WithVerifier(v *protocol.Verifier) Option {
+	return func(c *Config) error { c.Verifier = v; return nil }
 }
 
 // WithLogger sets the logger.

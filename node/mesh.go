@@ -44,6 +44,7 @@ func (n *Node) startMesh() error {
 			pubsub.WithClock(c.Clock),
 			pubsub.WithLogger(n.log.With("subsystem", "gossip")),
 			pubsub.WithMaxAgents(c.MaxAgents),
+			pubsub.WithVerifier(c.Verifier),
 		}
 		if n.store != nil {
 			// The gossip window comes back from the store and every delivered id goes to it

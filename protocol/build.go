@@ -25,6 +25,7 @@ type Builder struct {
 	agentID string
 	key     crypto.PrivKey
 	peerID  peer.ID
+	pid     string // peerID in base58, as sender.peer_id carries it
 	now     func() time.Time
 	ttl     time.Duration
 }
@@ -59,7 +60,7 @@ func NewBuilder(agentID string, key crypto.PrivKey, now func() time.Time) (*Buil
 	if now == nil {
 		now = time.Now
 	}
-	return &Builder{agentID: agentID, key: key, peerID: id, now: now, ttl: DefaultTTL}, nil
+	return &Builder{agentID: agentID, key: key, peerID: id, pid: id.String(), now: now, ttl: DefaultTTL}, nil
 }
 
 // AgentID returns the agent the builder signs for.
@@ -192,7 +193,7 @@ func (b *Builder) Seal(m *Message) error {
 		env.Recipient.Channel = DefaultChannel(m.Message.Intent)
 	}
 	env.Sender.AgentID = b.agentID
-	return Sign(m, b.key)
+	return sign(m, b.key, b.pid)
 }
 
 func encodePayload(payload any) (json.RawMessage, error) {

@@ -3,7 +3,6 @@ package sim
 import (
 	"context"
 	"fmt"
-	"github.com/iacp-node/iacp-node/protocol"
 	"io"
 	"log/slog"
 	"runtime"
@@ -74,11 +73,6 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	// Every node of the run verifies every gossiped heartbeat: N nodes, N verifications of the
-	// same signed bytes. The process-wide verification cache makes that one verification per
-	// document (docs/sim.md, "Cost of one process"); forgeries never hit it.
-	protocol.SetVerifyCache(verifyCacheSize)
-	defer protocol.SetVerifyCache(0)
 	c, err := newCluster(&sc, cfg.log)
 	if err != nil {
 		return nil, err
