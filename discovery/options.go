@@ -184,7 +184,8 @@ func WithCacheSize(n int) Option { return func(c *config) error { c.cacheSize = 
 func WithMDNS(on bool) Option { return func(c *config) error { c.mdns = on; return nil } }
 
 // WithLoadSource sets where Query reads live load (see LoadSource). Default: none, every load
-// is unknown. SetLoadSource changes it later.
+// is unknown. A source that exists only after the Discovery (the node's gossip, which takes
+// the Discovery as its peer source) is passed as one that looks it up when asked.
 func WithLoadSource(s LoadSource) Option { return func(c *config) error { c.load = s; return nil } }
 
 // WithClock sets the clock used for record sequence numbers, expiry and the cache. Default

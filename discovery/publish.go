@@ -218,7 +218,7 @@ func (d *Discovery) Leave(ctx context.Context) error {
 	}
 	if d.local == nil {
 		d.mu.Unlock()
-		return fmt.Errorf("leave: %w: nothing was published", ErrNotStarted)
+		return fmt.Errorf("leave: %w", ErrNotPublished)
 	}
 	agentID := d.local.manifest.AgentID
 	d.mu.Unlock()
