@@ -1,9 +1,9 @@
 package api
 
 import (
-	"math"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -101,27 +101,12 @@ func (p *hookPlan) done(id string, taken bool, now time.Time) (attempts int, wai
 		return 0, 0
 	}
 	st.attempts++
-	wait = backoff(p.min, p.max, st.attempts, p.rnd)
+	// min*2^(attempts-1) capped at max, less an "equal jitter" draw of up to half of it, never
+	// below min: retries of many messages spread out, yet none comes sooner than min or later
+	// than max.
+	wait = retry.Backoff{Min: p.min, Max: p.max, AtLeastMin: true}.Delay(st.attempts, p.rnd)
 	st.next = now.Add(wait)
 	return st.attempts, wait
-}
-
-// backoff is the wait after the attempt-th failure: min*2^(attempt-1) capped at max, less an
-// "equal jitter" draw of up to half of it, never below min. Retries of many messages spread
-// out, yet none comes sooner than min or later than max.
-func backoff(min, max time.Duration, attempt int, rnd func(int64) int64) time.Duration {
-	d := min
-	for i := 1; i < attempt && d < max && d <= math.MaxInt64/2; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	lo := d / 2
-	if lo < min {
-		lo = min
-	}
-	return lo + time.Duration(rnd(int64(d-lo)+1))
 }
 
 func earliest(a, b time.Time) time.Time {

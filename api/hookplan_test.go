@@ -139,19 +139,37 @@ func TestHookPlan_ExpiredMessagesAreAcknowledgedNotPosted(t *testing.T) {
 	}
 }
 
-func TestBackoff_BetweenMinAndMax(t *testing.T) {
+// The waits a failing message gets lie between the webhook's minimum and maximum backoff:
+// the first is the minimum, late ones are near the cap, and a very late one is the cap.
+func TestHookPlan_WaitsBetweenMinAndMax(t *testing.T) {
 	lo, hi := 100*time.Millisecond, 2*time.Second
+	fail := func(p *hookPlan, now time.Time, after int) time.Duration {
+		t.Helper()
+		if w := p.next([]node.Delivery{delivery(1, 24*time.Hour)}, now); len(w.post) != 1 {
+			t.Fatalf("nothing posted at %s", now)
+		}
+		p.sched["msg-1"].attempts = after
+		_, wait := p.done("msg-1", false, now)
+		return wait
+	}
 	for _, rnd := range []func(int64) int64{func(int64) int64 { return 0 }, noJitter} {
-		for a := 1; a < 200; a++ {
-			if d := backoff(lo, hi, a, rnd); d < lo || d > hi {
-				t.Fatalf("attempt %d: %s outside [%s, %s]", a, d, lo, hi)
+		p := newHookPlan(lo, hi, 1, rnd)
+		now := t0
+		for a := 0; a < 200; a++ {
+			wait := fail(p, now, a)
+			if wait < lo || wait > hi {
+				t.Fatalf("failure %d: %s outside [%s, %s]", a+1, wait, lo, hi)
 			}
+			if a == 0 && wait != lo {
+				t.Fatalf("first failure: %s, want the minimum %s", wait, lo)
+			}
+			now = now.Add(wait)
 		}
 	}
-	if d := backoff(lo, hi, 30, func(int64) int64 { return 0 }); d < hi/2 {
+	if d := fail(newHookPlan(lo, hi, 1, func(int64) int64 { return 0 }), t0, 29); d < hi/2 {
 		t.Fatalf("late attempts wait near the cap; got %s", d)
 	}
-	if d := backoff(time.Second, 24*time.Hour, 1<<20, noJitter); d != 24*time.Hour {
+	if d := fail(newHookPlan(time.Second, 24*time.Hour, 1, noJitter), t0, 1<<20); d != 24*time.Hour {
 		t.Fatalf("a very late attempt waits the cap; got %s", d)
 	}
 }

@@ -31,7 +31,7 @@ func benchMesh(b *testing.B, n int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	t0 := time.Now()
-	m.start(b)
+	m.waitJoined(b)
 	m.publishAll(b, ctx)
 	join := time.Since(t0)
 

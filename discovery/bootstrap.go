@@ -125,7 +125,7 @@ func (d *Discovery) bootstrapLoop() {
 			wait = min(foundingPoll, d.cfg.healthInterval)
 		case answered == 0 && d.dht.RoutingTable().Size() == 0:
 			failed++
-			wait = backoff(failed, d.cfg.backoffBase, d.cfg.backoffMax, d.rand)
+			wait = d.cfg.backoff.Delay(failed, d.rand.Int64N)
 			d.log.Warn("no bootstrap peer answered; the node is not joined to the mesh and keeps trying",
 				"configured", configured, "failed_rounds", failed, "retry_in", wait.String())
 		default:

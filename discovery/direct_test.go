@@ -21,7 +21,7 @@ func TestDirectFetchServesPublished(t *testing.T) {
 	m := newMesh(t, 3, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	// Every routing table holds the other two before anything is published: a record
 	// published from a table that then doubles goes stale and is republished (maybeStale),
 	// which would race the comparisons below.
@@ -105,7 +105,7 @@ func TestDirectFetchRefusesForeignAndForged(t *testing.T) {
 	m := newMesh(t, 4, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	victim := m.hosts[2].ID()
 	genuine, err := m.ds[0].getRecord(ctx, PeerKey(victim))
@@ -172,7 +172,7 @@ func TestDirectFetchStallHitsDeadline(t *testing.T) {
 	m := newMesh(t, 3, 1, WithCacheTTL(0), WithDirectFetchTimeout(300*time.Millisecond))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	stalled := make(chan struct{}, 1)
 	m.hosts[2].SetStreamHandler(m.ds[2].recordProtocol(), func(s network.Stream) {

@@ -23,12 +23,11 @@ import (
 // ErrClosed is returned by every method called after Close.
 var ErrClosed = errors.New("discovery is closed")
 
-// ErrNotStarted is returned by Leave when nothing was published and by Start's misuse; see the
-// message for what to do.
-var ErrNotStarted = errors.New("discovery is not started")
+// ErrNotPublished is returned by Leave when nothing was published.
+var ErrNotPublished = errors.New("discovery published nothing")
 
 // Discovery is one node's view of the mesh directory. It owns a Kademlia DHT, the bootstrap
-// loop, the republish loop and (optionally) mDNS. Its goroutines are started by Start and
+// loop, the republish loop and (optionally) mDNS. Its goroutines are started by New and
 // stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle), by the
 // cache's own mutex and by the record store's (recs, the DHT's datastore); the DHT is safe for
 // concurrent use.
@@ -48,10 +47,8 @@ type Discovery struct {
 	pubSem chan struct{} // holds one token per publish or Leave in progress: they never overlap
 
 	mu        sync.Mutex
-	started   bool
 	closed    bool
 	mdns      interface{ Close() error }
-	load      LoadSource
 	groups    map[string]groupPeers // CapabilityPeers' recent searches
 	local     *localAgent
 	served    []byte // the signed record last stored, answered by the direct record protocol
@@ -75,9 +72,12 @@ type localAgent struct {
 	stale  bool
 }
 
-// New builds a Discovery on host h. key must be h's Ed25519 private key: records are signed
-// with it and validators check them against the peer id. The DHT is created (and, in server
-// mode, answers queries) at once; bootstrapping begins with Start.
+// New builds and starts a Discovery on host h. key must be h's Ed25519 private key: records
+// are signed with it and validators check them against the peer id. The DHT is created (and,
+// in server mode, answers queries) at once, and the bootstrap loop (with mDNS when enabled)
+// and the republish loop begin; New returns without waiting for them, and Status tells how
+// bootstrapping goes. Close stops what New began; the host stays the caller's. A New that
+// fails closes what it built.
 func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err error) {
 	cfg := defaults()
 	for _, o := range opts {
@@ -98,7 +98,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		return nil, fmt.Errorf("discovery: the key is not the key of host %s; pass the host's own identity key", h.ID())
 	}
 	d := &Discovery{
-		h: h, key: key, cfg: cfg, load: cfg.load,
+		h: h, key: key, cfg: cfg,
 		log:    cfg.logger.With("component", "discovery", "peer", h.ID().String()),
 		recs:   newBoundedStore(h.ID(), cfg.now, cfg.maxStored, cfg.maxStoredBytes, cfg.maxStoredPeer),
 		kick:   make(chan struct{}, 1),
@@ -139,6 +139,20 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	}
 	d.ctx, d.cancel = context.WithCancel(context.Background())
 	h.SetStreamHandler(d.recordProtocol(), d.handleRecordStream)
+	if cfg.mdns {
+		svc := mdns.NewMdnsService(h, mdnsServiceName(cfg.prefix), &mdnsNotifee{d: d})
+		if err := svc.Start(); err != nil {
+			_ = d.Close()
+			return nil, fmt.Errorf("discovery: start mDNS: %w (turn mDNS off with WithMDNS(false) if the network forbids multicast)", err)
+		}
+		d.mu.Lock()
+		d.mdns = svc
+		d.mu.Unlock()
+	}
+	r := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64())) // the loops run concurrently: one source each
+	d.wg.Add(2)
+	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
+	go func() { defer d.wg.Done(); d.republishLoop(r) }()
 	return d, nil
 }
 
@@ -148,35 +162,6 @@ func (d *Discovery) validator(ns string) Validator {
 	return Validator{Namespace: ns, Now: d.cfg.now, CertCheck: d.cfg.certCheck, Self: d.h.ID()}
 }
 
-// Start begins the bootstrap loop (and mDNS when enabled) and the republish loop. It returns at
-// once; Status tells how bootstrapping goes. ctx is not retained: Close stops what Start began.
-func (d *Discovery) Start(ctx context.Context) error {
-	if err := ctx.Err(); err != nil {
-		return err
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		return ErrClosed
-	}
-	if d.started {
-		return fmt.Errorf("discovery: Start called twice")
-	}
-	if d.cfg.mdns {
-		svc := mdns.NewMdnsService(d.h, mdnsServiceName(d.cfg.prefix), &mdnsNotifee{d: d})
-		if err := svc.Start(); err != nil {
-			return fmt.Errorf("discovery: start mDNS: %w (turn mDNS off with WithMDNS(false) if the network forbids multicast)", err)
-		}
-		d.mdns = svc
-	}
-	d.started = true
-	r := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64())) // the loops run concurrently: one source each
-	d.wg.Add(2)
-	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
-	go func() { defer d.wg.Done(); d.republishLoop(r) }()
-	return nil
-}
-
 // DHT returns the underlying DHT, for the node's diagnostics (routing table, peers). Callers
 // must not close it.
 func (d *Discovery) DHT() *dht.IpfsDHT { return d.dht }
@@ -184,19 +169,6 @@ func (d *Discovery) DHT() *dht.IpfsDHT { return d.dht }
 // StoreStats returns what the DHT's local record store holds (entries, bytes, owners) and what
 // it evicted, refused and expired since New, for the node's metrics.
 func (d *Discovery) StoreStats() StoreStats { return d.recs.Stats() }
-
-// SetLoadSource sets (or, with nil, clears) where Query reads live load.
-func (d *Discovery) SetLoadSource(s LoadSource) {
-	d.mu.Lock()
-	d.load = s
-	d.mu.Unlock()
-}
-
-func (d *Discovery) loadSource() LoadSource {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.load
-}
 
 // track counts a goroutine that Close must wait for, unless Discovery is closed; a true
 // answer obliges the caller to call d.wg.Done when it returns.

@@ -78,14 +78,9 @@ func newMeshWith(tb testing.TB, n, nBoot int, perNode func(i int, id peer.ID) []
 	return m
 }
 
-// start starts every Discovery and waits until each has joined.
-func (m *mesh) start(tb testing.TB) {
+// waitJoined waits until every Discovery (each started by New) has joined.
+func (m *mesh) waitJoined(tb testing.TB) {
 	tb.Helper()
-	for _, d := range m.ds {
-		if err := d.Start(context.Background()); err != nil {
-			tb.Fatal(err)
-		}
-	}
 	for i, d := range m.ds {
 		waitFor(tb, 30*time.Second, fmt.Sprintf("node %d joined", i), func() bool {
 			s := d.Status()

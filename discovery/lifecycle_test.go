@@ -44,12 +44,6 @@ func TestBootstrapUnreachableThenJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ds = append(m.ds, d)
-	if err := boot.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, 10*time.Second, "three failed rounds", func() bool { return d.Status().FailedRounds >= 3 })
 	st := d.Status()
 	if st.Bootstrapped || st.BootstrapAnswered != 0 || st.BootstrapConfigured != 1 ||
@@ -72,11 +66,8 @@ func TestBootstrapUnreachableThenJoins(t *testing.T) {
 func TestCloseTwiceAndAfterClose(t *testing.T) {
 	m := newMesh(t, 1, 0)
 	d := m.ds[0]
-	if err := d.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	if err := d.Start(context.Background()); err == nil {
-		t.Fatal("Start twice succeeded")
+	if err := d.Leave(context.Background()); !errors.Is(err, ErrNotPublished) {
+		t.Fatalf("Leave before anything was published: %v", err)
 	}
 	if err := d.Close(); err != nil {
 		t.Fatal(err)
@@ -89,9 +80,6 @@ func TestCloseTwiceAndAfterClose(t *testing.T) {
 	}
 	if err := d.Publish(context.Background(), manifestFor(1)); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Publish after Close: %v", err)
-	}
-	if err := d.Start(context.Background()); !errors.Is(err, ErrClosed) {
-		t.Fatalf("Start after Close: %v", err)
 	}
 }
 
@@ -138,11 +126,6 @@ func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ds = append(m.ds, d)
-	for _, x := range m.ds {
-		if err := x.Start(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if err := d.Announce(manifestFor(1)); err != nil {
 		t.Fatal(err)
 	}
@@ -204,7 +187,7 @@ func TestJoinedNodeRedialsBootstrapOnlyWhileRoutingTableIsSmall(t *testing.T) {
 		redial bool
 	}{{3, true}, {rejoinBelow + 3, false}} {
 		m := newMesh(t, c.nodes, 1, WithHealthInterval(health))
-		m.start(t)
+		m.waitJoined(t)
 		last := m.ds[c.nodes-1]
 		// The small mesh's table holds every peer; the large one's needs only rejoinBelow of
 		// them (a whole table of 12 can take long on a loaded machine, and is not the point).
@@ -261,9 +244,6 @@ func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = d.Close() })
 		if err := d.Announce(manifestFor(i)); err != nil {
-			t.Fatal(err)
-		}
-		if err := d.Start(context.Background()); err != nil {
 			t.Fatal(err)
 		}
 		ds = append(ds, d)

@@ -246,7 +246,7 @@ func (d *Discovery) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Ma
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	return evaluate(q, recs, d.loadSource(), d.latency), nil
+	return evaluate(q, recs, d.cfg.load, d.latency), nil
 }
 
 // combine returns the intersection (or union) of peer sets, in first-seen order.

@@ -77,7 +77,7 @@ func TestMeshTwentyNodes(t *testing.T) {
 	m := newMesh(t, n, 2, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 
 	resolveAll := func(skip map[int]bool, stride int) {
@@ -156,9 +156,6 @@ func TestMeshTwentyNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ds = append(m.ds, late)
-	if err := late.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
 	waitFor(t, 30*time.Second, "late node joined", func() bool { return late.Status().Bootstrapped })
 	// the first lookups of a node that has just joined need more than its bootstrap peer in its
 	// routing table: wait for the refresh that follows the join.
@@ -181,7 +178,7 @@ func TestPublishLeaveAndRepublish(t *testing.T) {
 	m := newMesh(t, 6, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	others := 0
 	for i, d := range m.ds {
@@ -252,7 +249,7 @@ func TestForgedRecordNotServed(t *testing.T) {
 	m := newMesh(t, n, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	genuine, err := m.ds[0].Resolve(ctx, agentID(2))
 	if err != nil {
@@ -369,7 +366,7 @@ func TestPeerSource(t *testing.T) {
 	m := newMesh(t, 12, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	// manifestFor: every fourth agent has the llama3 model; every third the browser tool.
 	for name, want := range map[string][]int{"llama3": {0, 4, 8}, "BROWSER": {0, 3, 6, 9}} {

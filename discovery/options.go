@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/retry"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p/core/peer"
 )
@@ -74,8 +75,7 @@ type config struct {
 	now            func() time.Time
 	rand           *rand.Rand
 	logger         *slog.Logger
-	backoffBase    time.Duration
-	backoffMax     time.Duration
+	backoff        retry.Backoff // of bootstrap rounds and record publishes
 	healthInterval time.Duration
 	connectTimeout time.Duration
 	quorum         int
@@ -97,8 +97,7 @@ func defaults() config {
 		cacheSize:      DefaultCacheSize,
 		now:            time.Now,
 		logger:         slog.Default(),
-		backoffBase:    DefaultBackoffBase,
-		backoffMax:     DefaultBackoffMax,
+		backoff:        retry.Backoff{Min: DefaultBackoffBase, Max: DefaultBackoffMax},
 		healthInterval: DefaultHealthInterval,
 		connectTimeout: DefaultConnectTimeout,
 		quorum:         DefaultQuorum,
@@ -122,8 +121,8 @@ func (c *config) validate() error {
 		return fmt.Errorf("cache TTL %s must be between 0 (no cache) and the record TTL %s", c.cacheTTL, c.recordTTL)
 	case c.cacheSize < 1:
 		return fmt.Errorf("cache size %d must be at least 1", c.cacheSize)
-	case c.backoffBase <= 0 || c.backoffMax < c.backoffBase:
-		return fmt.Errorf("bootstrap backoff %s..%s: the base must be positive and not above the maximum", c.backoffBase, c.backoffMax)
+	case c.backoff.Min <= 0 || c.backoff.Max < c.backoff.Min:
+		return fmt.Errorf("bootstrap backoff %s..%s: the base must be positive and not above the maximum", c.backoff.Min, c.backoff.Max)
 	case c.healthInterval <= 0:
 		return fmt.Errorf("health interval %s must be positive", c.healthInterval)
 	case c.connectTimeout <= 0:
@@ -185,7 +184,8 @@ func WithCacheSize(n int) Option { return func(c *config) error { c.cacheSize = 
 func WithMDNS(on bool) Option { return func(c *config) error { c.mdns = on; return nil } }
 
 // WithLoadSource sets where Query reads live load (see LoadSource). Default: none, every load
-// is unknown. SetLoadSource changes it later.
+// is unknown. A source that exists only after the Discovery (the node's gossip, which takes
+// the Discovery as its peer source) is passed as one that looks it up when asked.
 func WithLoadSource(s LoadSource) Option { return func(c *config) error { c.load = s; return nil } }
 
 // WithClock sets the clock used for record sequence numbers, expiry and the cache. Default
@@ -202,7 +202,7 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.logger
 
 // WithBackoff sets the bootstrap backoff: the first wait and the cap (default 1s and 1m).
 func WithBackoff(base, max time.Duration) Option {
-	return func(c *config) error { c.backoffBase, c.backoffMax = base, max; return nil }
+	return func(c *config) error { c.backoff = retry.Backoff{Min: base, Max: max}; return nil }
 }
 
 // WithHealthInterval sets how often a bootstrapped node checks its routing table and retries

@@ -329,7 +329,7 @@ func TestOwnerRecordSurvivesForgeriesInMesh(t *testing.T) {
 	m := newMesh(t, n, 1, WithCacheTTL(0))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	bob, alice := agentID(2), agentID(3)
 	genuine, err := m.ds[0].Resolve(ctx, bob)
@@ -398,7 +398,7 @@ func TestCertificateModeMesh(t *testing.T) {
 	}, WithCacheTTL(0), WithCertCheck(ca.check))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	for i := range n - 1 {
 		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
 			t.Fatalf("node %d: %v", i, err)
@@ -437,7 +437,7 @@ func TestPeerKeyClaimDoesNotMoveCachedAgent(t *testing.T) {
 	m := newMesh(t, n, 1) // the cache on, with its default TTL
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.start(t)
+	m.waitJoined(t)
 	m.publishAll(t, ctx)
 	bob := agentID(2)
 	genuine, err := m.ds[0].Resolve(ctx, bob) // node 0 caches bob; node 1 has not looked him up

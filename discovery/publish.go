@@ -218,7 +218,7 @@ func (d *Discovery) Leave(ctx context.Context) error {
 	}
 	if d.local == nil {
 		d.mu.Unlock()
-		return fmt.Errorf("leave: %w: nothing was published", ErrNotStarted)
+		return fmt.Errorf("leave: %w", ErrNotPublished)
 	}
 	agentID := d.local.manifest.AgentID
 	d.mu.Unlock()
@@ -278,7 +278,7 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 		wait := every
 		if err != nil && d.ctx.Err() == nil {
 			failed++
-			wait = backoff(failed, d.cfg.backoffBase, d.cfg.backoffMax, r)
+			wait = d.cfg.backoff.Delay(failed, r.Int64N)
 			d.log.Warn("publishing the agent record failed; will retry", "err", err, "retry_in", wait.String())
 		} else {
 			failed = 0

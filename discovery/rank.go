@@ -10,8 +10,8 @@ import (
 )
 
 // LoadSource reports an agent's live load, as its heartbeats tell it. The node sets one (from
-// pubsub heartbeats) with WithLoadSource or SetLoadSource. Load must not block: Query calls it
-// once per candidate while ranking.
+// pubsub heartbeats) with WithLoadSource. Load must not block: Query calls it once per
+// candidate while ranking, from the caller's goroutine.
 type LoadSource interface {
 	// Load returns the agent's last reported load (0 idle .. 1 saturated, lower ranks first),
 	// whether it is alive, and whether anything is known about it at all. An agent known and

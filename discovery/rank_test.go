@@ -129,30 +129,6 @@ func TestCombine(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	r := rand.New(rand.NewPCG(1, 2))
-	base, max := time.Second, 30*time.Second
-	for attempt := 1; attempt <= 12; attempt++ {
-		step := base << (attempt - 1)
-		if step > max || attempt > 6 {
-			step = max
-		}
-		for range 50 {
-			d := backoff(attempt, base, max, r)
-			if d < step/2 || d > step {
-				t.Fatalf("attempt %d: %s outside [%s, %s]", attempt, d, step/2, step)
-			}
-		}
-	}
-	// the jitter is drawn from the injected source: same seed, same waits
-	r1, r2 := rand.New(rand.NewPCG(7, 7)), rand.New(rand.NewPCG(7, 7))
-	for attempt := 1; attempt < 10; attempt++ {
-		if backoff(attempt, base, max, r1) != backoff(attempt, base, max, r2) {
-			t.Fatal("backoff is not determined by its random source")
-		}
-	}
-}
-
 func TestCapabilityCID(t *testing.T) {
 	a, err := CapabilityCID(KindTool, " Terminal")
 	if err != nil {

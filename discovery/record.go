@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/gowebpki/jcs"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -130,7 +129,7 @@ func SignRecord(r Record, key crypto.PrivKey) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("sign agent record: encode: %w", err)
 	}
-	canon, err := jcs.Transform(raw)
+	canon, err := protocol.CanonicalJSON(raw)
 	if err != nil {
 		return nil, fmt.Errorf("sign agent record: canonicalise: %w", err)
 	}
@@ -210,7 +209,7 @@ func DecodeRecord(value []byte) (Record, error) {
 	if err != nil {
 		return Record{}, fmt.Errorf("agent record: sig is not base64: %w", err)
 	}
-	canon, err := jcs.Transform(sr.Record)
+	canon, err := protocol.CanonicalJSON(sr.Record)
 	if err != nil {
 		return Record{}, fmt.Errorf("agent record: canonicalise: %w", err)
 	}

@@ -199,6 +199,12 @@ type Config struct {
 	Host host.Host `yaml:"-"`
 	// Clock is the time source for validation, TTLs and backoff. Default time.Now.
 	Clock func() time.Time `yaml:"-"`
+	// Verifier checks signatures through its caches; gossip verifies with it
+	// (pubsub.WithVerifier). Default: the node's own, with a key cache of
+	// protocol.DefaultKeyCacheSize and no verification cache. A process that runs many nodes
+	// (the simulator) gives them one to share, with a verification cache, so that a gossiped
+	// document verifies once per process rather than once per node.
+	Verifier *protocol.Verifier `yaml:"-"`
 	// Logger receives the node's logs, already tagged with the agent and peer ids. Default:
 	// go-log's slog bridge.
 	Logger *slog.Logger `yaml:"-"`
@@ -281,6 +287,8 @@ func DefaultConfig() Config {
 		Gossip:            true,
 		HeartbeatInterval: 30 * time.Second,
 		LogLevel:          "info",
+		// The node's own signature verifier, with a key cache of DefaultKeyCacheSize senders.
+		Verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)},
 	}
 }
 

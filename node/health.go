@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/store"
 )
 
@@ -21,13 +22,9 @@ type backoff struct {
 
 // backoffDelay returns the wait before attempt number a (from 1): lo doubled per attempt,
 // capped at hi, with jitter over its upper half so that peers that lost the same node do not
-// come back in lockstep.
+// come back in lockstep (retry.Backoff).
 func backoffDelay(lo, hi time.Duration, a int) time.Duration {
-	d := lo << min(a-1, 30)
-	if d <= 0 || d > hi {
-		d = hi
-	}
-	return d/2 + rand.N(d/2+1)
+	return retry.Backoff{Min: lo, Max: hi}.Delay(a, rand.Int64N)
 }
 
 // expirePins forgets the pins no accepted message used within PinExpiry.

@@ -26,14 +26,17 @@ func (n *Node) startMesh() error {
 		if c.DHTClient {
 			opts = append(opts, discovery.WithClientMode())
 		}
-		d, err := discovery.New(n.host, n.key, append(opts, c.DiscoveryOptions...)...)
+		opts = append(opts, c.DiscoveryOptions...)
+		if c.Gossip {
+			// Gossip, built below, takes discovery as its peer source; queries rank by the
+			// load its heartbeats report.
+			opts = append(opts, discovery.WithLoadSource(gossipLoad{n}))
+		}
+		d, err := discovery.New(n.host, n.key, opts...)
 		if err != nil {
 			return fmt.Errorf("discovery: %w", err)
 		}
 		n.disc = d
-		if err := d.Start(n.ctx); err != nil {
-			return fmt.Errorf("discovery: %w", err)
-		}
 		n.AddResolver(dhtResolver{d})
 	}
 	if c.Gossip {
@@ -44,6 +47,7 @@ func (n *Node) startMesh() error {
 			pubsub.WithClock(c.Clock),
 			pubsub.WithLogger(n.log.With("subsystem", "gossip")),
 			pubsub.WithMaxAgents(c.MaxAgents),
+			pubsub.WithVerifier(c.Verifier),
 		}
 		if n.store != nil {
 			// The gossip window comes back from the store and every delivered id goes to it
@@ -62,9 +66,6 @@ func (n *Node) startMesh() error {
 			return fmt.Errorf("gossip: %w", err)
 		}
 		n.gossip = g
-		if n.disc != nil {
-			n.disc.SetLoadSource(g)
-		}
 	}
 	if n.disc != nil {
 		// Discovery publishes the record once the node has joined the mesh.
@@ -114,6 +115,17 @@ func capabilities(m protocol.Manifest) []string {
 	out = append(out, m.Tools...)
 	out = append(out, m.Models...)
 	return append(out, m.Domains...)
+}
+
+// gossipLoad is discovery's load source: the live load the gossip's heartbeats report. The
+// gossip is set once, in New, before the node is returned and anyone can query.
+type gossipLoad struct{ n *Node }
+
+func (l gossipLoad) Load(agentID string) (load float64, alive bool, known bool) {
+	if g := l.n.gossip; g != nil {
+		return g.Load(agentID)
+	}
+	return 0, false, false
 }
 
 // dhtResolver resolves agent ids through the DHT's agent records.

@@ -126,6 +126,13 @@ func WithClock(now func() time.Time) Option {
 	return func(c *Config) error { c.Clock = now; return nil }
 }
 
+// WithVerifier sets the signature verifier and its caches (default: the node's own, see
+// Config.Verifier); gossip verifies with it too. A process that runs many nodes can give them
+// one to share.
+func WithVerifier(v *protocol.Verifier) Option {
+	return func(c *Config) error { c.Verifier = v; return nil }
+}
+
 // WithLogger sets the logger. Default: go-log's slog bridge, under the subsystem "iacp".
 func WithLogger(l *slog.Logger) Option { return func(c *Config) error { c.Logger = l; return nil } }
 

@@ -25,6 +25,7 @@ type Builder struct {
 	agentID string
 	key     crypto.PrivKey
 	peerID  peer.ID
+	pid     string // peerID in base58, as sender.peer_id carries it
 	now     func() time.Time
 	ttl     time.Duration
 }
@@ -42,8 +43,9 @@ func (b *Builder) WithDefaultTTL(d time.Duration) *Builder {
 // DefaultTTL returns the ttl the builder writes when the caller sets none.
 func (b *Builder) DefaultTTL() time.Duration { return b.ttl }
 
-// NewBuilder returns a builder that signs as agentID with key (Ed25519) and reads time from
-// now (time.Now when nil).
+// NewBuilder returns a builder that signs as agentID with key (Ed25519) and stamps timestamps
+// from now (time.Now when nil). Message ids are UUIDv7 from the wall clock whatever now is
+// (see Seal).
 func NewBuilder(agentID string, key crypto.PrivKey, now func() time.Time) (*Builder, error) {
 	if err := ValidateAgentID(agentID); err != nil {
 		return nil, err
@@ -58,7 +60,7 @@ func NewBuilder(agentID string, key crypto.PrivKey, now func() time.Time) (*Buil
 	if now == nil {
 		now = time.Now
 	}
-	return &Builder{agentID: agentID, key: key, peerID: id, now: now, ttl: DefaultTTL}, nil
+	return &Builder{agentID: agentID, key: key, peerID: id, pid: id.String(), now: now, ttl: DefaultTTL}, nil
 }
 
 // AgentID returns the agent the builder signs for.
@@ -161,10 +163,11 @@ func (b *Builder) build(to string, t Type, intent Intent, payload any, opts []Op
 	return m, nil
 }
 
-// Seal fills what the node owns and the agent may leave out: version, message_id (UUIDv7),
-// timestamp, ttl_seconds (DefaultTTL), correlation_id of a request (its own message_id),
-// sender.agent_id and sender.peer_id; then it signs. Fields already set are kept, except the
-// sender, which is always this builder's.
+// Seal fills what the node owns and the agent may leave out: version, message_id (a UUIDv7
+// from github.com/google/uuid's NewV7, which reads the wall clock and crypto/rand, not the
+// builder's clock), timestamp (from the builder's clock), ttl_seconds (DefaultTTL),
+// correlation_id of a request (its own message_id), sender.agent_id and sender.peer_id; then
+// it signs. Fields already set are kept, except the sender, which is always this builder's.
 func (b *Builder) Seal(m *Message) error {
 	env := &m.Envelope
 	if env.Version == "" {
@@ -190,7 +193,7 @@ func (b *Builder) Seal(m *Message) error {
 		env.Recipient.Channel = DefaultChannel(m.Message.Intent)
 	}
 	env.Sender.AgentID = b.agentID
-	return Sign(m, b.key)
+	return sign(m, b.key, b.pid)
 }
 
 func encodePayload(payload any) (json.RawMessage, error) {

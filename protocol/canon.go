@@ -128,6 +128,16 @@ func appendCanonInt(dst []byte, v int64) []byte {
 	return append(dst, s...)
 }
 
+// CanonicalJSON returns the RFC 8785 (JCS) canonical form of one JSON value: the bytes
+// github.com/gowebpki/jcs.Transform produces (FuzzCanonical compares the two). It is stricter
+// in what it accepts: a duplicate member name, a number literal that a double does not hold
+// exactly (number.go), nesting deeper than 64 levels or anything that is not RFC 8259 JSON is
+// refused. It is the one canonicaliser of the module: Canonical uses it for raw members, and
+// discovery signs agent records with it.
+func CanonicalJSON(raw []byte) ([]byte, error) {
+	return appendCanonRaw(make([]byte, 0, len(raw)), raw)
+}
+
 // appendCanonRaw appends one JSON value in RFC 8785 form.
 func appendCanonRaw(dst, raw []byte) ([]byte, error) {
 	s := scanner{data: raw}

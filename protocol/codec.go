@@ -16,7 +16,7 @@ import (
 type Format string
 
 // The two encodings of a document. JSON is the wire format; YAML is for people
-// (../shared/specs/README.md, "wire format").
+// (docs/protocol.md, "Drafts": wire format).
 const (
 	JSON Format = "json"
 	YAML Format = "yaml"

@@ -2,8 +2,8 @@ package protocol
 
 import "strings"
 
-// The dialects whose error codes MapForeignCode knows: the other drafts in
-// ../shared/specs/ that the node understands at its edge.
+// The dialects whose error codes MapForeignCode knows: the other drafts (docs/protocol.md,
+// "Drafts") that the node understands at its edge.
 const (
 	// DialectIaCP1 is the IaCP Specification 1.0-draft (specs/000): section 10.1's error codes
 	// and section 5.4.2's protocol errors.

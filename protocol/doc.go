@@ -3,10 +3,14 @@
 // canonicalisation and Ed25519 signatures, validation with typed errors mapped to IACP error
 // codes, the replay window, stream framing and message builders.
 //
-// The package does no network I/O, starts no goroutine and never reads the clock: every
-// function that depends on time takes it from its caller. It imports nothing else of this
-// module, so every rule of the specification can be tested, and fuzzed, as a pure function.
+// The package does no network I/O and starts no goroutine. Only Builder reads the clock and
+// the system's randomness: Seal gives a message without an id a UUIDv7 from
+// github.com/google/uuid's NewV7, which reads the wall clock and crypto/rand, and a Builder
+// made with a nil clock stamps timestamps from time.Now. Every other function that depends on
+// time takes it from its caller, and nothing else draws random numbers. The package imports
+// nothing else of this module, so every rule of the specification can be tested, and fuzzed,
+// as a pure function.
 //
-// The choices the drafts leave open are documented in docs/protocol.md; the decisions between
-// conflicting drafts are in ../shared/specs/README.md.
+// The drafts, the decisions between them where they conflict, and the choices they leave open
+// are documented in docs/protocol.md.
 package protocol

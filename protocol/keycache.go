@@ -7,18 +7,20 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// keyCacheSize bounds each of the two caches below; when one is full it is emptied and starts
-// over, which keeps the cost of a hostile stream of new peer ids at one decode each.
-const keyCacheSize = 4096
+// DefaultKeyCacheSize is the key cache a node gives its Verifier: 4,096 sender peer ids, a
+// few hundred bytes each.
+const DefaultKeyCacheSize = 4096
 
-// keyCache remembers, per process, the public key a peer id string names and the peer id of
-// a public key, so that Sign and Verify do not decode protobuf and base58 on every message.
-// Both mappings are pure functions of their key, so a cached answer is always the right one.
-// Its maps are guarded by mu.
-var keyCache struct {
-	mu    sync.Mutex
-	pubs  map[string]senderKey // peer id string -> its decoded id and Ed25519 public key
-	idsOf map[string]string    // raw Ed25519 public key -> peer id, base58
+// KeyCache remembers the public key that a sender.peer_id string names, so that a Verifier
+// does not decode base58, a multihash and a protobuf on every message. The mapping is a pure
+// function of the peer id, so a cached answer is always the right one. It holds at most its
+// bound; when full it is emptied and starts over, which keeps the cost of a hostile stream of
+// new peer ids at one decode each. It is safe for concurrent use, and may be shared by the
+// Verifiers of many nodes in one process. Its map is guarded by mu.
+type KeyCache struct {
+	mu   sync.Mutex
+	max  int
+	pubs map[string]senderKey // peer id string -> its decoded id and Ed25519 public key
 }
 
 type senderKey struct {
@@ -26,45 +28,34 @@ type senderKey struct {
 	id  peer.ID
 }
 
-// cachedSenderKey returns the key of an Ed25519 peer id string that SenderKey decoded before.
-func cachedSenderKey(id string) (senderKey, bool) {
-	keyCache.mu.Lock()
-	defer keyCache.mu.Unlock()
-	k, ok := keyCache.pubs[id]
+// NewKeyCache returns a cache of up to n decoded sender keys (DefaultKeyCacheSize is what a
+// node uses); n <= 0 returns nil, no cache.
+func NewKeyCache(n int) *KeyCache {
+	if n <= 0 {
+		return nil
+	}
+	return &KeyCache{max: n, pubs: make(map[string]senderKey)} // grows with use, up to n
+}
+
+// get returns the key of an Ed25519 peer id string decoded before. A nil cache has none.
+func (c *KeyCache) get(id string) (senderKey, bool) {
+	if c == nil {
+		return senderKey{}, false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	k, ok := c.pubs[id]
 	return k, ok
 }
 
-func storeSenderKey(id string, k senderKey) {
-	keyCache.mu.Lock()
-	defer keyCache.mu.Unlock()
-	if keyCache.pubs == nil || len(keyCache.pubs) >= keyCacheSize {
-		keyCache.pubs = make(map[string]senderKey)
+func (c *KeyCache) put(id string, k senderKey) {
+	if c == nil {
+		return
 	}
-	keyCache.pubs[id] = k
-}
-
-// peerIDOfKey returns the peer id of an Ed25519 private key as a string, through the cache.
-func peerIDOfKey(key crypto.PrivKey) (string, error) {
-	raw, err := key.GetPublic().Raw()
-	if err != nil {
-		return "", err
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.pubs) >= c.max {
+		c.pubs = make(map[string]senderKey)
 	}
-	keyCache.mu.Lock()
-	id, ok := keyCache.idsOf[string(raw)]
-	keyCache.mu.Unlock()
-	if ok {
-		return id, nil
-	}
-	pid, err := peer.IDFromPrivateKey(key)
-	if err != nil {
-		return "", err
-	}
-	id = pid.String()
-	keyCache.mu.Lock()
-	defer keyCache.mu.Unlock()
-	if keyCache.idsOf == nil || len(keyCache.idsOf) >= keyCacheSize {
-		keyCache.idsOf = make(map[string]string)
-	}
-	keyCache.idsOf[string(raw)] = id
-	return id, nil
+	c.pubs[id] = k
 }

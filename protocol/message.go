@@ -42,7 +42,7 @@ type Sender struct {
 	AgentID     string
 	IdentitySig string
 	// PeerID is the libp2p peer id of the signing key, an extension field so that any
-	// receiver can verify without a lookup (../shared/specs/README.md).
+	// receiver can verify without a lookup (docs/protocol.md, "Drafts": whose key).
 	PeerID string
 	Extra  Extra
 }

@@ -10,8 +10,8 @@ import (
 )
 
 // Canonical returns the bytes a signature covers: the RFC 8785 (JCS) canonical form of the
-// whole document with sender.identity_sig removed (../shared/specs/README.md, "what the
-// signature covers"). Every other member, known or unknown, is included. The known structure
+// whole document with sender.identity_sig removed (docs/protocol.md, "Drafts": what the
+// signature covers). Every other member, known or unknown, is included. The known structure
 // is written in canonical form directly; only raw members (payload and unknown fields) are
 // parsed and re-serialised.
 func Canonical(m *Message) ([]byte, error) {
@@ -33,14 +33,20 @@ func Digest(m *Message) ([32]byte, error) {
 
 // Sign sets sender.peer_id to the peer id of key and sender.identity_sig to the base64
 // (RFC 4648 section 4, with padding) Ed25519 signature of Digest(m). key must be Ed25519.
+// A Builder signs without deriving the peer id each time.
 func Sign(m *Message, key crypto.PrivKey) error {
 	if key == nil || key.Type() != crypto.Ed25519 {
 		return Errorf(CodeIdentityInvalid, "signing key must be Ed25519")
 	}
-	id, err := peerIDOfKey(key)
+	id, err := peer.IDFromPrivateKey(key)
 	if err != nil {
 		return Errorf(CodeIdentityInvalid, "peer id of signing key: %w", err)
 	}
+	return sign(m, key, id.String())
+}
+
+// sign signs m with key, whose peer id is id (base58).
+func sign(m *Message, key crypto.PrivKey, id string) error {
 	m.Envelope.Sender.PeerID = id
 	digest, err := Digest(m)
 	if err != nil {
@@ -54,10 +60,33 @@ func Sign(m *Message, key crypto.PrivKey) error {
 	return nil
 }
 
+// Verifier checks signatures through the caches its owner gives it: Keys remembers decoded
+// sender keys, Verified remembers signatures that verified (either may be nil: no cache).
+// Set the fields before the first use; a Verifier is then safe for concurrent use, and one
+// Verifier, or one cache, may serve many nodes. A node makes its own, with a key cache of
+// DefaultKeyCacheSize and no VerifyCache, unless its owner passes one in; the zero Verifier,
+// and a nil *Verifier, have no cache (the package functions Verify and SenderKey).
+type Verifier struct {
+	// Keys caches the public keys of sender peer ids (NewKeyCache).
+	Keys *KeyCache
+	// Verified caches signatures that verified (NewVerifyCache).
+	Verified *VerifyCache
+}
+
+// SenderKey returns the public key named by sender.peer_id, without a cache: see
+// Verifier.SenderKey.
+func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
+	return (*Verifier)(nil).SenderKey(m)
+}
+
 // SenderKey returns the public key named by sender.peer_id. Ed25519 peer ids embed their key,
 // so no lookup is needed; any other key type is refused.
-func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
-	if k, ok := cachedSenderKey(m.Envelope.Sender.PeerID); ok {
+func (v *Verifier) SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
+	var keys *KeyCache
+	if v != nil {
+		keys = v.Keys
+	}
+	if k, ok := keys.get(m.Envelope.Sender.PeerID); ok {
 		return k.pub, k.id, nil
 	}
 	id, err := peer.Decode(m.Envelope.Sender.PeerID)
@@ -71,16 +100,21 @@ func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
 	if pub.Type() != crypto.Ed25519 {
 		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
 	}
-	storeSenderKey(m.Envelope.Sender.PeerID, senderKey{pub: pub, id: id})
+	keys.put(m.Envelope.Sender.PeerID, senderKey{pub: pub, id: id})
 	return pub, id, nil
+}
+
+// Verify checks a signature without a cache: see Verifier.Verify.
+func Verify(m *Message) error {
+	return (*Verifier)(nil).Verify(m)
 }
 
 // Verify checks sender.identity_sig against the key of sender.peer_id. Every failure is an
 // *Error with code IDENTITY_INVALID (or PAYLOAD_INVALID when the document cannot be
 // canonicalised). Verify does not check that the peer id is allowed to speak for
 // sender.agent_id: that is the node's trust policy.
-func Verify(m *Message) error {
-	pub, _, err := SenderKey(m)
+func (v *Verifier) Verify(m *Message) error {
+	pub, _, err := v.SenderKey(m)
 	if err != nil {
 		return err
 	}
@@ -95,7 +129,10 @@ func Verify(m *Message) error {
 	if err != nil {
 		return err
 	}
-	cache := activeVerifyCache.Load()
+	var cache *VerifyCache
+	if v != nil {
+		cache = v.Verified
+	}
 	var key [32]byte
 	if cache != nil {
 		key = verifyCacheKey(digest, sig, m.Envelope.Sender.PeerID)

@@ -7,14 +7,16 @@ import (
 )
 
 // A process that hosts many nodes (the simulator) verifies every gossiped message once per
-// node: N nodes, N verifications of the same bytes. The verification cache remembers
-// signatures that verified, keyed by SHA-256 over the digest, the signature and the signer's
-// peer id, so that the same signed document verifies once per process. Only successes are
-// kept, and the key covers everything the Ed25519 check covers, so a forgery never hits.
-// It is off unless SetVerifyCache turns it on; a node alone in its process gains nothing.
+// node: N nodes, N verifications of the same bytes. A VerifyCache shared by their Verifiers
+// remembers signatures that verified, keyed by SHA-256 over the digest, the signature and the
+// signer's peer id, so that the same signed document verifies once per process. Only
+// successes are kept, and the key covers everything the Ed25519 check covers, so a forgery
+// never hits. A node alone in its process gains nothing from one, so a node has none unless
+// its owner passes one in.
 
-// verifyCache is a bounded set; when full, the oldest half is forgotten. Guarded by mu.
-type verifyCache struct {
+// VerifyCache is a bounded set of verified signatures; when full, the oldest half is
+// forgotten. It is safe for concurrent use by many Verifiers. Guarded by mu.
+type VerifyCache struct {
 	mu    sync.Mutex
 	max   int
 	set   map[[32]byte]struct{}
@@ -22,19 +24,21 @@ type verifyCache struct {
 	hits  atomic.Uint64
 }
 
-var activeVerifyCache atomic.Pointer[verifyCache]
+// NewVerifyCache returns a cache of up to n verified signatures (see above); n <= 0 returns
+// nil, no cache.
+func NewVerifyCache(n int) *VerifyCache {
+	if n <= 0 {
+		return nil
+	}
+	return &VerifyCache{max: n, set: make(map[[32]byte]struct{})} // grows with use, up to n
+}
 
-// SetVerifyCache keeps up to n verified signatures process-wide (see above); n <= 0 turns the
-// cache off. It returns the hits of the cache it replaces.
-func SetVerifyCache(n int) (previousHits uint64) {
-	var c *verifyCache
-	if n > 0 {
-		c = &verifyCache{max: n, set: make(map[[32]byte]struct{})} // grows with use, up to n
+// Hits returns how many verifications the cache has answered; 0 for a nil cache.
+func (c *VerifyCache) Hits() uint64 {
+	if c == nil {
+		return 0
 	}
-	if old := activeVerifyCache.Swap(c); old != nil {
-		return old.hits.Load()
-	}
-	return 0
+	return c.hits.Load()
 }
 
 func verifyCacheKey(digest [32]byte, sig []byte, peerID string) [32]byte {
@@ -47,7 +51,7 @@ func verifyCacheKey(digest [32]byte, sig []byte, peerID string) [32]byte {
 	return k
 }
 
-func (c *verifyCache) has(k [32]byte) bool {
+func (c *VerifyCache) has(k [32]byte) bool {
 	c.mu.Lock()
 	_, ok := c.set[k]
 	c.mu.Unlock()
@@ -57,7 +61,7 @@ func (c *verifyCache) has(k [32]byte) bool {
 	return ok
 }
 
-func (c *verifyCache) add(k [32]byte) {
+func (c *VerifyCache) add(k [32]byte) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.set[k]; ok {

@@ -6,40 +6,76 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
-// The process-wide verification cache makes a second verification of the same document a
-// lookup, and never lets a tampered document through.
+// A verification cache makes a second verification of the same document a lookup, for every
+// Verifier that shares it, and never lets a tampered document through.
 func TestVerifyCache_HitsOnlyForTheSameSignedDocument(t *testing.T) {
-	SetVerifyCache(4)
-	defer SetVerifyCache(0)
+	cache := NewVerifyCache(4)
+	v := &Verifier{Verified: cache}
+	other := &Verifier{Keys: NewKeyCache(DefaultKeyCacheSize), Verified: cache} // another node of the process
 	key, _, _ := crypto.GenerateEd25519Key(nil)
 	b, _ := NewBuilder("test:cache:a", key, nil)
 	m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := 0; i < 3; i++ {
-		if err := Verify(m); err != nil {
+	for _, w := range []*Verifier{v, v, other} {
+		if err := w.Verify(m); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if hits := activeVerifyCache.Load().hits.Load(); hits != 2 {
+	if hits := cache.Hits(); hits != 2 {
 		t.Fatalf("hits = %d, want 2", hits)
+	}
+	if err := Verify(m); err != nil || cache.Hits() != 2 {
+		t.Fatalf("Verify without a cache: %v, hits %d", err, cache.Hits())
 	}
 	forged := m.Clone()
 	forged.Message.Payload = []byte(`{"event_type":"y"}`)
-	if err := Verify(forged); CodeOf(err) != CodeIdentityInvalid {
+	if err := v.Verify(forged); CodeOf(err) != CodeIdentityInvalid {
 		t.Fatalf("a tampered document verified through the cache: %v", err)
 	}
-	other := m.Clone()
-	other.Envelope.Sender.IdentitySig = "AAAA" + other.Envelope.Sender.IdentitySig[4:]
-	if err := Verify(other); CodeOf(err) != CodeIdentityInvalid {
+	resigned := m.Clone()
+	resigned.Envelope.Sender.IdentitySig = "AAAA" + resigned.Envelope.Sender.IdentitySig[4:]
+	if err := other.Verify(resigned); CodeOf(err) != CodeIdentityInvalid {
 		t.Fatalf("another signature verified through the cache: %v", err)
 	}
 	for i := 0; i < 10; i++ { // the bound holds
 		e, _ := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
-		_ = Verify(e)
+		_ = v.Verify(e)
 	}
-	if n := len(activeVerifyCache.Load().set); n > 4 {
+	if n := len(cache.set); n > 4 {
 		t.Fatalf("cache holds %d, bound 4", n)
+	}
+	if NewVerifyCache(0) != nil || (*VerifyCache)(nil).Hits() != 0 {
+		t.Fatal("a cache of size 0 is no cache, with no hits")
+	}
+}
+
+// The key cache answers what decoding answers, keeps its bound, and a nil one is no cache.
+func TestKeyCache_AnswersAsDecodingDoesWithinItsBound(t *testing.T) {
+	keys := NewKeyCache(3)
+	v := &Verifier{Keys: keys}
+	for i := 0; i < 10; i++ {
+		key, _, _ := crypto.GenerateEd25519Key(nil)
+		b, _ := NewBuilder("test:cache:a", key, nil)
+		m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			pub, id, err := v.SenderKey(m)
+			if err != nil || !pub.Equals(key.GetPublic()) || id != b.PeerID() {
+				t.Fatalf("SenderKey = %v, %s, %v; want the builder's key and id", pub, id, err)
+			}
+			if _, ok := keys.get(m.Envelope.Sender.PeerID); !ok {
+				t.Fatal("the decoded key was not kept")
+			}
+		}
+		if n := len(keys.pubs); n > 3 {
+			t.Fatalf("cache holds %d, bound 3", n)
+		}
+	}
+	if NewKeyCache(0) != nil {
+		t.Fatal("a cache of size 0 is a cache")
 	}
 }

@@ -96,6 +96,9 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 	if b.PeerID() != h.ID() {
 		return nil, fmt.Errorf("pubsub: the builder signs as %s but the host is %s; build it from the host's key", b.PeerID(), h.ID())
 	}
+	if cfg.verifier == nil {
+		cfg.verifier = &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)}
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	g = &Gossip{
 		h: h, b: b, cfg: cfg, ctx: ctx, cancel: cancel,

@@ -113,6 +113,7 @@ type config struct {
 	healthMax    int                        // 0: local health off
 	restore      []protocol.ReplayEntry     // WithReplayRestore
 	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
+	verifier     *protocol.Verifier         // nil until New: see WithVerifier
 }
 
 func defaults() config {
@@ -361,4 +362,12 @@ func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
 // the liveness table's first-come rule.
 func WithAuthorCheck(check func(agentID string, author, via peer.ID) bool) Option {
 	return func(c *config) error { c.authorCheck = check; return nil }
+}
+
+// WithVerifier sets the verifier of gossip signatures, with its caches: a node passes the one
+// it verifies its direct messages with, and a process of many nodes one they share. Default:
+// a verifier of the Gossip's own, with a key cache of protocol.DefaultKeyCacheSize and no
+// verification cache.
+func WithVerifier(v *protocol.Verifier) Option {
+	return func(c *config) error { c.verifier = v; return nil }
 }

@@ -110,7 +110,7 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 	if err := g.checkTopic(info, v); err != nil {
 		return nil, err
 	}
-	if err := protocol.Verify(doc); err != nil {
+	if err := g.cfg.verifier.Verify(doc); err != nil {
 		return nil, reject("signature: %w", err)
 	}
 	if check := g.cfg.authorCheck; check != nil && !check(doc.Envelope.Sender.AgentID, author, m.ReceivedFrom) {

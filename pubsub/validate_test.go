@@ -317,3 +317,13 @@ func TestLimiterDropsIdleBuckets(t *testing.T) {
 		t.Fatal("the next sweep kept a bucket idle for longer than limiterIdle")
 	}
 }
+
+// Nodes that share a verifier (WithVerifier) with a verification cache verify a heartbeat once
+// between them: the receivers after the first answer from the cache.
+func TestSharedVerifierVerifiesEachDocumentOnce(t *testing.T) {
+	cache := protocol.NewVerifyCache(1 << 10)
+	v := &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: cache}
+	m := newMesh(t, 4, func(int) []Option { return []Option{WithVerifier(v)} })
+	m.waitFormed(t, 20*time.Second)
+	waitFor(t, 10*time.Second, "verifications answered by the shared cache", func() bool { return cache.Hits() > 0 })
+}

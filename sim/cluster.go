@@ -65,6 +65,11 @@ type cluster struct {
 	authKey crypto.PrivKey
 	// invited counts the nodes that joined by invitation (atomic: joins run in parallel).
 	invited atomic.Int64
+	// verifier is every node's signature verifier. Every node of the run verifies every
+	// gossiped heartbeat: N nodes, N verifications of the same signed bytes. Its verification
+	// cache makes that one verification per document (docs/sim.md, "Cost of one process");
+	// forgeries never hit it. Its key cache decodes each sender's key once for all nodes.
+	verifier *protocol.Verifier
 
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
@@ -81,7 +86,8 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 		return nil, fmt.Errorf("data directory for the nodes: %w", err)
 	}
 	c := &cluster{sc: sc, rng: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)), log: log, dir: dir,
-		start: time.Now(), ids: map[string]int{}, side: make([]int, sc.Nodes)}
+		start: time.Now(), ids: map[string]int{}, side: make([]int, sc.Nodes),
+		verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: protocol.NewVerifyCache(verifyCacheSize)}}
 	c.rec = newRecorder(c.start)
 	c.rec.healthy = c.healthy
 	if sc.Network.Transport == TransportMocknet {
@@ -203,6 +209,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithDataDir(sn.dir),
 		node.WithLogger(c.log.With("node", sn.idx)),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
+		node.WithVerifier(c.verifier),
 	}
 	switch {
 	case c.auth == nil:

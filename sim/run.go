@@ -10,8 +10,6 @@ import (
 	"runtime/pprof"
 	"syscall"
 	"time"
-
-	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // Option changes how Run runs a scenario. Run refuses the run, before starting anything, on
@@ -112,11 +110,6 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
-	// Every node of the run verifies every gossiped heartbeat: N nodes, N verifications of the
-	// same signed bytes. The process-wide verification cache makes that one verification per
-	// document (docs/sim.md, "Cost of one process"); forgeries never hit it.
-	protocol.SetVerifyCache(verifyCacheSize)
-	defer protocol.SetVerifyCache(0)
 	c, err := newCluster(&sc, cfg.log)
 	if err != nil {
 		return nil, err
