@@ -130,7 +130,7 @@ func (in *inStream) serveOne(f frame, batch *[]inbound) bool {
 		in.closeAfter = true
 		return false
 	}
-	sig := protocol.Verify(m)
+	sig := n.cfg.Verifier.Verify(m)
 	release() // the slot covers decoding and verifying, never a write to the peer
 	if ib, pass := in.admit(m, f.raw, sig); pass {
 		*batch = append(*batch, ib)
