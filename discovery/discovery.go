@@ -122,6 +122,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	}
 	dopts := []dht.Option{
 		dht.Mode(mode),
+		dht.BucketSize(cfg.bucketSize),
 		dht.ProtocolPrefix(protocol.ID(cfg.prefix)),
 		dht.Validator(record.NamespacedValidator{
 			AgentNamespace: d.validator(AgentNamespace),

@@ -34,6 +34,9 @@ const (
 	// DefaultQuorum is how many DHT peers must answer a record lookup before the best (highest
 	// seq) record is taken.
 	DefaultQuorum = 3
+	// DefaultBucketSize is Kademlia's k, kad-dht's default: the peers per routing-table bucket
+	// and per lookup answer.
+	DefaultBucketSize = 20
 	// DefaultMaxProviders bounds the providers collected per capability lookup.
 	DefaultMaxProviders = 100
 	// DefaultFetchParallelism bounds concurrent record fetches of one query.
@@ -85,6 +88,7 @@ type config struct {
 	maxStoredBytes int64
 	maxStoredPeer  int
 	dhtOpts        []dht.Option
+	bucketSize     int
 	certCheck      func(cert, agentID string, p peer.ID) error
 	cert           func() string
 }
@@ -101,6 +105,7 @@ func defaults() config {
 		healthInterval: DefaultHealthInterval,
 		connectTimeout: DefaultConnectTimeout,
 		quorum:         DefaultQuorum,
+		bucketSize:     DefaultBucketSize,
 		maxProviders:   DefaultMaxProviders,
 		directTimeout:  DefaultDirectFetchTimeout,
 		maxStored:      DefaultMaxStoredRecords,
@@ -281,6 +286,18 @@ func WithCertCheck(check func(cert, agentID string, p peer.ID) error) Option {
 // records carry no certificate, which a node with WithCertCheck refuses.
 func WithCertificate(cert func() string) Option {
 	return func(c *config) error { c.cert = cert; return nil }
+}
+
+// WithBucketSize sets Kademlia's k, the peers per routing-table bucket and per lookup answer
+// (default DefaultBucketSize, 2 to 100).
+func WithBucketSize(k int) Option {
+	return func(c *config) error {
+		if k < 2 || k > 100 {
+			return fmt.Errorf("discovery: bucket size %d is outside 2..100", k)
+		}
+		c.bucketSize = k
+		return nil
+	}
 }
 
 // WithDHTOptions passes extra options to dht.New, after this package's own (mode, prefix,

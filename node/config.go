@@ -182,9 +182,31 @@ type Config struct {
 	Gossip bool `yaml:"gossip"`
 	// HeartbeatInterval is how often the node announces its status; 1 s to 300 s. Default 30 s.
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
+	// SuspectAfter is how many missed heartbeats make an agent suspect; 1 to 100. Default 3.
+	SuspectAfter int `yaml:"suspect_after"`
+	// LeaveFlush is how long a node that leaves waits for its offline heartbeat to go out;
+	// 0 to 10 s. Default 250 ms.
+	LeaveFlush time.Duration `yaml:"leave_flush"`
+	// DHTQuorum is how many DHT peers must answer a record lookup before the highest-seq
+	// answer is taken (0 waits for the whole lookup). Default 3.
+	DHTQuorum int `yaml:"dht_quorum"`
+	// DHTBucketSize is Kademlia's k: the peers per routing-table bucket and per lookup
+	// answer; 2 to 100. Default 20.
+	DHTBucketSize int `yaml:"dht_bucket_size"`
+	// BootstrapRetryMin and BootstrapRetryMax bound the backoff between bootstrap rounds
+	// until one reaches a peer. Defaults 1 s and 1 min.
+	BootstrapRetryMin time.Duration `yaml:"bootstrap_retry_min"`
+	BootstrapRetryMax time.Duration `yaml:"bootstrap_retry_max"`
+	// DHTHealthInterval is how often a bootstrapped node checks its routing table and
+	// redials bootstrap peers it lost; at least 1 s. Default 1 min.
+	DHTHealthInterval time.Duration `yaml:"dht_health_interval"`
+	// Seed, when not 0, seeds the node's random choices (the bootstrap backoff's jitter), so
+	// that a run can be repeated (the simulator). Default 0: seeded by the runtime.
+	Seed uint64 `yaml:"-"`
 
 	// DiscoveryOptions and GossipOptions go to discovery.New and pubsub.New after the
-	// node's own (tests and the simulator tune timings with them).
+	// node's own, for a program that embeds a node and needs a setting the Config does not
+	// have.
 	DiscoveryOptions []discovery.Option `yaml:"-"`
 	GossipOptions    []pubsub.Option    `yaml:"-"`
 
@@ -286,6 +308,16 @@ func DefaultConfig() Config {
 		Discovery:         true,
 		Gossip:            true,
 		HeartbeatInterval: 30 * time.Second,
+		// Suspect after 3 missed beats; a leaving node's offline beat gets 250 ms to go out.
+		SuspectAfter: pubsub.DefaultSuspectAfter,
+		LeaveFlush:   pubsub.DefaultLeaveFlush,
+		// DHT lookups end at 3 answers, k = 20; bootstrap retries back off from 1 s to
+		// 1 min, and the routing table is checked each minute.
+		DHTQuorum:         discovery.DefaultQuorum,
+		DHTBucketSize:     discovery.DefaultBucketSize,
+		BootstrapRetryMin: discovery.DefaultBackoffBase,
+		BootstrapRetryMax: discovery.DefaultBackoffMax,
+		DHTHealthInterval: discovery.DefaultHealthInterval,
 		LogLevel:          "info",
 		// The node's own signature verifier, with a key cache of DefaultKeyCacheSize senders.
 		Verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)},
@@ -329,6 +361,12 @@ func (c *Config) Validate() error {
 		{c.AuditMaxAge == 0 || c.AuditMaxAge >= time.Hour, "audit_max_age: 0 (keep forever) or at least 1h"},
 		{c.HeartbeatInterval >= time.Second && c.HeartbeatInterval <= 300*time.Second, "heartbeat_interval: 1 s to 300 s"},
 		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
+		{c.SuspectAfter >= 1 && c.SuspectAfter <= 100, "suspect_after: 1 to 100 missed beats"},
+		{c.LeaveFlush >= 0 && c.LeaveFlush <= 10*time.Second, "leave_flush: 0 to 10 s"},
+		{c.DHTQuorum >= 0 && c.DHTQuorum <= c.DHTBucketSize, "dht_quorum: 0 to dht_bucket_size"},
+		{c.DHTBucketSize >= 2 && c.DHTBucketSize <= 100, "dht_bucket_size: 2 to 100"},
+		{c.BootstrapRetryMin > 0 && c.BootstrapRetryMax >= c.BootstrapRetryMin, "bootstrap_retry_min/bootstrap_retry_max: 0 < min <= max"},
+		{c.DHTHealthInterval >= time.Second, "dht_health_interval: at least 1 s"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {

@@ -205,3 +205,7 @@ func (n *Node) Crash() error {
 	_ = n.host.Close()
 	return n.Close()
 }
+
+// ValidateGroup checks a capability's name as the name of its group (SendToGroup, a gossip
+// topic): 1 to 64 letters, digits, '.', '_', '-' or ':', starting with a letter or digit.
+func ValidateGroup(capability string) error { return pubsub.ValidateCapability(capability) }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -22,6 +23,13 @@ func (n *Node) startMesh() error {
 			discovery.WithMDNS(c.MDNS),
 			discovery.WithClock(c.Clock),
 			discovery.WithLogger(n.log.With("subsystem", "discovery")),
+			discovery.WithQuorum(c.DHTQuorum),
+			discovery.WithBucketSize(c.DHTBucketSize),
+			discovery.WithBackoff(c.BootstrapRetryMin, c.BootstrapRetryMax),
+			discovery.WithHealthInterval(c.DHTHealthInterval),
+		}
+		if c.Seed != 0 {
+			opts = append(opts, discovery.WithRand(rand.New(rand.NewPCG(c.Seed, 1))))
 		}
 		if c.DHTClient {
 			opts = append(opts, discovery.WithClientMode())
@@ -43,6 +51,8 @@ func (n *Node) startMesh() error {
 		opts := []pubsub.Option{
 			pubsub.WithCapabilities(capabilities(n.cfg.Manifest)),
 			pubsub.WithHeartbeatInterval(c.HeartbeatInterval),
+			pubsub.WithSuspectAfter(c.SuspectAfter),
+			pubsub.WithLeaveFlush(c.LeaveFlush),
 			pubsub.WithVersion(c.AgentVersion),
 			pubsub.WithClock(c.Clock),
 			pubsub.WithLogger(n.log.With("subsystem", "gossip")),

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	lru "github.com/hashicorp/golang-lru/v2"
-	logging "github.com/ipfs/go-log/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -21,7 +19,6 @@ import (
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/discovery"
-	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
@@ -40,7 +37,9 @@ const maxHandlers = 1024
 // Node is one agent's IACP node. Its mutable state is split by owner: handlers under
 // handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, resolvers and
 // needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
-// queue budget guard themselves; everything else is set in New and read-only after.
+// queue budget guard themselves; durable delivery's claims and retries belong to its engine
+// (delivery.Engine), discovery and gossip to their own types; everything else is set in New
+// and read-only after. docs/architecture.md draws the whole.
 type Node struct {
 	cfg      Config
 	host     host.Host
@@ -115,40 +114,15 @@ type Resolver interface {
 // with mode 0600 on first start) unless one is given, builds the libp2p host unless one is
 // given, and registers /iacp/1.0.0. A New that fails halfway closes what it built.
 func New(opts ...Option) (_ *Node, err error) {
-	cfg := DefaultConfig()
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := cfg.Validate(); err != nil {
+	cfg, key, err := configure(opts)
+	if err != nil {
 		return nil, err
-	}
-	if cfg.Clock == nil {
-		cfg.Clock = time.Now
-	}
-	key := cfg.Key
-	if key == nil {
-		if cfg.DataDir == "" {
-			return nil, errors.New("no identity: set a data directory or a key")
-		}
-		if key, _, err = identity.LoadOrCreate(filepath.Join(cfg.DataDir, KeyFile)); err != nil {
-			return nil, fmt.Errorf("identity: %w", err)
-		}
 	}
 	b, err := protocol.NewBuilder(cfg.AgentID, key, cfg.Clock)
 	if err != nil {
 		return nil, err
 	}
 	b = b.WithDefaultTTL(cfg.DefaultTTL)
-	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile, cfg.MaxPins, cfg.Clock)
-	if err != nil {
-		return nil, err
-	}
-	directory, err := lru.New[string, peer.ID](cfg.MaxAgents)
-	if err != nil {
-		return nil, err
-	}
 	h := cfg.Host
 	if h == nil {
 		if h, err = newHost(&cfg, key); err != nil {
@@ -163,105 +137,14 @@ func New(opts ...Option) (_ *Node, err error) {
 	if h.ID() != b.PeerID() {
 		return nil, fmt.Errorf("host peer id %s does not match the identity key's %s", h.ID(), b.PeerID())
 	}
-	log := cfg.Logger
-	if log == nil {
-		// go-log's bridge: the "logger" attribute names the subsystem whose level
-		// logging.SetLogLevel("iacp", ...) controls.
-		log = slog.New(logging.SlogHandler()).With("logger", "iacp")
-	}
-	log = log.With("agent", cfg.AgentID, "peer", h.ID().ShortString())
-
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &Node{
-		cfg: cfg, host: h, key: key, builder: b, log: log, now: cfg.Clock,
-		limits:    protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
-		replay:    protocol.NewReplayWindow(0),
-		trust:     trust,
-		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst, float64(cfg.RateBytesPerSecond), max(cfg.RateBytesPerSecond, cfg.MaxMessageBytes)),
-		budget:    newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
-		large:     make(chan struct{}, 1),
-		audits:    newRefusalAudit(),
-		journal:   newGossipJournal(),
-		policy:    policy(cfg.Policy),
-		started:   cfg.Clock(),
-		slots:     make(chan struct{}, maxHandlers),
-		handlers:  make(map[protocol.Intent]Handler),
-		waiters:   make(map[string]*waiter),
-		sessions:  make(map[peer.ID]*session),
-		inbound:   make(map[*inStream]struct{}),
-		directory: directory,
-		needed:    make(map[peer.ID]*backoff),
-		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
-		ctx:       ctx,
-		cancel:    cancel,
-	}
-	n.cfg.Manifest.AgentID = cfg.AgentID
-	if n.cfg.Manifest.Name == "" {
-		n.cfg.Manifest.Name = cfg.AgentName
-	}
-	if n.cfg.Manifest.Version == "" {
-		n.cfg.Manifest.Version = cfg.AgentVersion
-	}
-	n.status.Store(&protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.AgentVersion})
-	for _, s := range cfg.Bootstrap {
-		ai, err := ParseBootstrap(s)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-		n.needed[ai.ID] = &backoff{}
-		n.bootstrap = append(n.bootstrap, ai)
-	}
-	if err = n.setupTrust(); err != nil {
-		cancel()
-		if n.certs != nil {
-			h.RemoveStreamHandler(CertProtocolID)
-			h.RemoveStreamHandler(JoinProtocolID)
-			h.RemoveStreamHandler(AuthorityProtocolID)
-			n.certs.close()
-		}
+	n, err := newNode(cfg, key, h, b)
+	if err != nil {
 		return nil, err
 	}
-	if err = n.openDurable(); err != nil {
-		cancel()
-		n.closeDurable()
+	if err := n.start(); err != nil {
 		return nil, err
 	}
-	// The protocol is served before the mesh starts: the first connection (a bootstrap dial,
-	// or a peer that queued messages while this node was down) may open a stream at once,
-	// and a refused stream would push its sender's retry far into its backoff. What waits in
-	// the store is read first: a message accepted from then on is handed over by its own
-	// acceptance, and must not be offered a second time as pending.
-	pending := n.pendingAtStart()
-	h.SetStreamHandler(ProtocolID, n.handleStream)
-	if err = n.startMesh(); err != nil {
-		n.abandon()
-		n.closeMesh()
-		n.closeDurable()
-		return nil, err
-	}
-	n.startDurable(pending)
-	if n.gossip != nil {
-		kinds := []pubsub.Kind{pubsub.KindTransition}
-		if n.certs != nil {
-			kinds = append(kinds, pubsub.KindEvent) // revocation lists (heardRevocations)
-		}
-		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: kinds}, 256)
-		if err != nil {
-			n.log.Warn("liveness transitions unavailable; agents are learnt from direct messages and the DHT only", "err", err.Error())
-		} else {
-			n.wg.Add(1)
-			go n.watchReturns(sub)
-		}
-	}
-	n.wg.Add(1)
-	go n.maintain()
-	if n.certs != nil {
-		n.wg.Add(1)
-		go n.keepTrust()
-	}
-	log.Info("node started", "addrs", n.Addrs())
+	n.log.Info("node started", "addrs", n.Addrs())
 	return n, nil
 }
 

@@ -293,6 +293,12 @@ func (s *scanner) canonObject(dst []byte) ([]byte, error) {
 	if sorted {
 		return append(dst, '}'), nil
 	}
+	return s.sortMembers(dst, base, spans)
+}
+
+// sortMembers rewrites the object canonObject wrote from base on with its members in the
+// order of their names (UTF-16 code units), refusing a duplicate name.
+func (s *scanner) sortMembers(dst []byte, base int, spans []canonSpan) ([]byte, error) {
 	slices.SortFunc(spans, func(a, b canonSpan) int { return compareUTF16(a.name, b.name) })
 	for i := 1; i < len(spans); i++ {
 		if compareUTF16(spans[i-1].name, spans[i].name) == 0 {

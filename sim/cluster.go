@@ -284,6 +284,13 @@ func (c *cluster) startNode(i int) (err error) {
 	if err != nil {
 		return fmt.Errorf("node %d: %w", i, err)
 	}
+	return c.running(i, nd)
+}
+
+// running installs slot i's agent on nd, has the recorder observe its gossip, and makes it the
+// slot's running node.
+func (c *cluster) running(i int, nd *node.Node) error {
+	sn := c.slots[i]
 	installAgent(nd, sn, c.rec)
 	if nd.GossipOn() {
 		sub, err := nd.Subscribe(node.EventFilter{Kinds: []node.EventKind{node.EventKindEvent, node.EventKindGroup, node.EventKindTransition}}, 4096)

@@ -12,7 +12,6 @@ import (
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // The expired intruder's clocks (startIntruder).
@@ -52,15 +51,15 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 	if ip.As >= 0 {
 		in.agentID = c.slots[ip.As].agentID
 	}
-	n := c.sc.Node
+	// The scenario's node configuration, as every slot's, but for what the intruder needs
+	// (above).
 	opts := []node.Option{
+		node.WithConfig(c.sc.Node.nodeConfig(c.sc.Seed^uint64(step)<<32)),
 		node.WithAgent(in.agentID, protocol.Manifest{Name: "sim intruder", Version: "sim"}),
 		node.WithDataDir(filepath.Join(c.dir, fmt.Sprintf("intruder-%d", step))),
 		node.WithLogger(c.log.With("node", "intruder", "step", step)),
-		node.WithHeartbeatInterval(n.HeartbeatInterval.D()),
-		node.WithRateLimit(n.RatePerSecond, int(2*n.RatePerSecond)),
 		node.WithDiscovery(false),
-		node.WithGossip(c.gossipOn(), pubsub.WithSuspectAfter(n.SuspectAfter)),
+		node.WithGossip(c.gossipOn()),
 		node.WithDurable(false),
 		node.WithAudit(false, false),
 	}

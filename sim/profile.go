@@ -1,14 +1,9 @@
 package sim
 
 import (
-	"math/rand/v2"
 	"time"
 
-	dht "github.com/libp2p/go-libp2p-kad-dht"
-
-	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/node"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // NodeProfile is the configuration every simulated node starts from: node.DefaultConfig
@@ -25,18 +20,14 @@ func NodeProfile() node.Config {
 	// 1000 messages a second from each peer, in bursts of 2000, above a deployed node's
 	// limit: load steps concentrate requests on few pairs in small meshes.
 	c.RatePerSecond, c.RateBurst = 1000, 2000
-	c.DiscoveryOptions = []discovery.Option{
-		// Bootstrap retries from 200 ms up to 5 s (discovery's defaults are for a network
-		// that can be down for minutes): a node restarted in a step rejoins within it.
-		discovery.WithBackoff(200*time.Millisecond, 5*time.Second),
-		// The routing table is checked every 5 s, for the same reason.
-		discovery.WithHealthInterval(5 * time.Second),
-	}
-	c.GossipOptions = []pubsub.Option{
-		// A leaving node waits 50 ms for its offline beat to go out: the links are in memory
-		// or on loopback, and scenarios stop many nodes at once.
-		pubsub.WithLeaveFlush(50 * time.Millisecond),
-	}
+	// Bootstrap retries from 200 ms up to 5 s (the defaults are for a network that can be
+	// down for minutes): a node restarted in a step rejoins within it.
+	c.BootstrapRetryMin, c.BootstrapRetryMax = 200*time.Millisecond, 5*time.Second
+	// The routing table is checked every 5 s, for the same reason.
+	c.DHTHealthInterval = 5 * time.Second
+	// A leaving node waits 50 ms for its offline beat to go out: the links are in memory or
+	// on loopback, and scenarios stop many nodes at once.
+	c.LeaveFlush = 50 * time.Millisecond
 	return c
 }
 
@@ -50,25 +41,25 @@ func (n NodeSpec) nodeConfig(seed uint64) node.Config {
 	c.RetryMin, c.RetryMax = n.RetryMin.D(), n.RetryMax.D()
 	c.Discovery, c.Gossip = boolOr(n.Discovery, c.Discovery), boolOr(n.Gossip, c.Gossip)
 	c.Durable, c.Audit = boolOr(n.Durable, c.Durable), boolOr(n.Audit, c.Audit)
-	c.DiscoveryOptions = append(c.DiscoveryOptions, discovery.WithRand(rand.New(rand.NewPCG(seed, 1))))
+	c.Seed = seed
 	if n.Quorum > 0 {
-		c.DiscoveryOptions = append(c.DiscoveryOptions, discovery.WithQuorum(n.Quorum))
+		c.DHTQuorum = n.Quorum
 	}
 	if n.DHTBucketSize > 0 {
-		c.DiscoveryOptions = append(c.DiscoveryOptions, discovery.WithDHTOptions(dht.BucketSize(n.DHTBucketSize)))
+		c.DHTBucketSize = n.DHTBucketSize
 	}
-	c.GossipOptions = append(c.GossipOptions, pubsub.WithSuspectAfter(n.SuspectAfter))
+	c.SuspectAfter = n.SuspectAfter
 	return c
 }
 
 // fillFrom sets every field of the node section the scenario left out from the profile p (and
-// from pubsub's and the simulator's own defaults for the keys that are not node.Config's).
+// from the simulator's own defaults for the keys that are not node.Config's).
 func (n *NodeSpec) fillFrom(p node.Config) {
 	if n.HeartbeatInterval == 0 {
 		n.HeartbeatInterval = Duration(p.HeartbeatInterval)
 	}
 	if n.SuspectAfter == 0 {
-		n.SuspectAfter = pubsub.DefaultSuspectAfter
+		n.SuspectAfter = p.SuspectAfter
 	}
 	if n.BootstrapPeers == 0 {
 		n.BootstrapPeers = 1

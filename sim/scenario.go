@@ -10,7 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/iacp-node/iacp-node/node"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // Scenario is one simulation script. Parse reads it from YAML; docs/sim.md describes every
@@ -71,7 +70,7 @@ type NodeSpec struct {
 	// HeartbeatInterval is how often each node announces its status (1s to 300s).
 	HeartbeatInterval Duration `yaml:"heartbeat_interval"`
 	// SuspectAfter is how many missed beats make an agent suspect (1 to 100). Default
-	// pubsub.DefaultSuspectAfter.
+	// node.DefaultConfig's.
 	SuspectAfter int `yaml:"suspect_after"`
 	// BootstrapPeers is how many of the first nodes every other node bootstraps from. They
 	// are never picked at random by kill, churn or offline. Default 1.
@@ -288,10 +287,6 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("network.jitter: %s exceeds latency %s (a delay cannot be negative)", sc.Network.Jitter, sc.Network.Latency)
 	case sc.Network.Bandwidth < 0:
 		return fmt.Errorf("network.bandwidth: %v is negative", sc.Network.Bandwidth)
-	case sc.Node.HeartbeatInterval.D() < pubsub.MinHeartbeatInterval || sc.Node.HeartbeatInterval.D() > pubsub.MaxHeartbeatInterval:
-		return fmt.Errorf("node.heartbeat_interval: %s is outside %s..%s", sc.Node.HeartbeatInterval, pubsub.MinHeartbeatInterval, pubsub.MaxHeartbeatInterval)
-	case sc.Node.SuspectAfter < 1 || sc.Node.SuspectAfter > 100:
-		return fmt.Errorf("node.suspect_after: %d is outside 1..100", sc.Node.SuspectAfter)
 	case sc.Node.BootstrapPeers < 1 || sc.Node.BootstrapPeers >= sc.Nodes:
 		return fmt.Errorf("node.bootstrap_peers: %d is outside 1..%d (nodes-1)", sc.Node.BootstrapPeers, sc.Nodes-1)
 	case sc.Node.RetryMin <= 0 || sc.Node.RetryMax < sc.Node.RetryMin:
@@ -306,6 +301,12 @@ func (sc *Scenario) Validate() error {
 	case len(sc.Steps) == 0:
 		return fmt.Errorf("steps: the scenario has none; start with {join: {}} and {converge: {}}")
 	}
+	// The node section as every node gets it: node.Config's own checks, in its names.
+	probe := sc.Node.nodeConfig(sc.Seed)
+	probe.AgentID, probe.DataDir = agentIDOf(0), "probe"
+	if err := probe.Validate(); err != nil {
+		return fmt.Errorf("node: %w", err)
+	}
 	if err := sc.Agents.HandlerDelay.validate("agents.handler_delay"); err != nil {
 		return err
 	}
@@ -314,7 +315,7 @@ func (sc *Scenario) Validate() error {
 		if c.Kind != "tool" && c.Kind != "model" && c.Kind != "domain" {
 			return fmt.Errorf("agents.capabilities[%d].kind: %q is not tool, model or domain", i, c.Kind)
 		}
-		if err := pubsub.ValidateCapability(c.Name); err != nil {
+		if err := node.ValidateGroup(c.Name); err != nil {
 			return fmt.Errorf("agents.capabilities[%d].name: %w", i, err)
 		}
 		if seen[c.Name] {
