@@ -54,7 +54,7 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 	// The scenario's node configuration, as every slot's, but for what the intruder needs
 	// (above).
 	opts := []node.Option{
-		node.WithConfig(c.sc.Node.nodeConfig(c.sc.Seed^uint64(step)<<32)),
+		node.WithConfig(c.sc.Node.nodeConfig(c.sc.Seed ^ uint64(step)<<32)),
 		node.WithAgent(in.agentID, protocol.Manifest{Name: "sim intruder", Version: "sim"}),
 		node.WithDataDir(filepath.Join(c.dir, fmt.Sprintf("intruder-%d", step))),
 		node.WithLogger(c.log.With("node", "intruder", "step", step)),
