@@ -42,8 +42,8 @@ func (n NodeSpec) nodeConfig(seed uint64) node.Config {
 	c.Discovery, c.Gossip = boolOr(n.Discovery, c.Discovery), boolOr(n.Gossip, c.Gossip)
 	c.Durable, c.Audit = boolOr(n.Durable, c.Durable), boolOr(n.Audit, c.Audit)
 	c.Seed = seed
-	if n.Quorum > 0 {
-		c.DHTQuorum = n.Quorum
+	if n.DHTQuorum > 0 {
+		c.DHTQuorum = n.DHTQuorum
 	}
 	if n.DHTBucketSize > 0 {
 		c.DHTBucketSize = n.DHTBucketSize

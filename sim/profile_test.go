@@ -12,7 +12,7 @@ import (
 // The node section's keys are node.Config's where the setting is the node's; the others are
 // the simulator's own, listed here.
 func TestNodeSpec_UsesNodeConfigNames(t *testing.T) {
-	simOnly := map[string]bool{"suspect_after": true, "bootstrap_peers": true, "dht_bucket_size": true, "quorum": true}
+	simOnly := map[string]bool{"bootstrap_peers": true}
 	nodeKeys := map[string]bool{}
 	ct := reflect.TypeFor[node.Config]()
 	for i := 0; i < ct.NumField(); i++ {
@@ -40,13 +40,7 @@ func TestNodeProfile_IsTheDefault(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, want := sc.Node.nodeConfig(7), NodeProfile()
-	// Options are functions: count them. The node's own adds its jitter source, and the
-	// suspicion threshold goes to gossip.
-	if len(got.DiscoveryOptions) != len(want.DiscoveryOptions)+1 || len(got.GossipOptions) != len(want.GossipOptions)+1 {
-		t.Fatalf("options: %d discovery, %d gossip; want %d and %d",
-			len(got.DiscoveryOptions), len(got.GossipOptions), len(want.DiscoveryOptions)+1, len(want.GossipOptions)+1)
-	}
-	got.DiscoveryOptions, got.GossipOptions, want.DiscoveryOptions, want.GossipOptions = nil, nil, nil, nil
+	want.Seed = 7 // each node's own jitter source
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("a scenario without a node section:\n got %+v\nwant %+v", got, want)
 	}
@@ -57,7 +51,7 @@ func TestNodeSpec_ReachesTheNode(t *testing.T) {
 	sc, err := Parse([]byte(`
 node: {heartbeat_interval: 2s, rate_per_second: 50, conn_low: 8, conn_high: 16, conn_grace: 3s,
        retry_min: 100ms, retry_max: 2s, discovery: false, gossip: false, durable: false, audit: false,
-       quorum: 2, dht_bucket_size: 5}
+       dht_quorum: 2, dht_bucket_size: 5, suspect_after: 4}
 steps: [{join: {}}]`))
 	if err != nil {
 		t.Fatal(err)
@@ -68,10 +62,7 @@ steps: [{join: {}}]`))
 	want.ConnLow, want.ConnHigh, want.ConnGrace = 8, 16, 3*time.Second
 	want.RetryMin, want.RetryMax = 100*time.Millisecond, 2*time.Second
 	want.Discovery, want.Gossip, want.Durable, want.Audit = false, false, false, false
-	if len(c.DiscoveryOptions) != len(want.DiscoveryOptions)+3 {
-		t.Fatalf("%d discovery options, want the profile's, the jitter source, quorum and bucket size", len(c.DiscoveryOptions))
-	}
-	c.DiscoveryOptions, c.GossipOptions, want.DiscoveryOptions, want.GossipOptions = nil, nil, nil, nil
+	want.DHTQuorum, want.DHTBucketSize, want.SuspectAfter, want.Seed = 2, 5, 4, 1
 	if !reflect.DeepEqual(c, want) {
 		t.Fatalf("node section not applied:\n got %+v\nwant %+v", c, want)
 	}

@@ -79,10 +79,11 @@ type NodeSpec struct {
 	Discovery *bool `yaml:"discovery"`
 	Gossip    *bool `yaml:"gossip"`
 	// DHTBucketSize is the Kademlia bucket size (k); smaller saves memory in large meshes.
-	// Default 0: the DHT's own (20).
+	// Default 0: the profile's (node.DefaultConfig's, 20).
 	DHTBucketSize int `yaml:"dht_bucket_size"`
-	// Quorum is how many DHT peers must answer a record lookup. Default 0: discovery's own.
-	Quorum int `yaml:"quorum"`
+	// DHTQuorum is how many DHT peers must answer a record lookup. Default 0: the profile's
+	// (node.DefaultConfig's, 3).
+	DHTQuorum int `yaml:"dht_quorum"`
 	// Durable and Audit switch the node's durable delivery (on-disk outbox and inbox) and its
 	// audit log.
 	Durable *bool `yaml:"durable"`
@@ -105,7 +106,7 @@ type NodeSpec struct {
 
 // renamedNodeKeys maps a key the node section once had to the one that replaced it, so that
 // an old scenario is refused with the new name rather than with "field not found".
-var renamedNodeKeys = map[string]string{"heartbeat": "heartbeat_interval"}
+var renamedNodeKeys = map[string]string{"heartbeat": "heartbeat_interval", "quorum": "dht_quorum"}
 
 // checkRenamed refuses a node section that uses a key of renamedNodeKeys. Other problems of
 // the document are left to the strict decode, which reports them.
@@ -291,7 +292,7 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("node.bootstrap_peers: %d is outside 1..%d (nodes-1)", sc.Node.BootstrapPeers, sc.Nodes-1)
 	case sc.Node.RetryMin <= 0 || sc.Node.RetryMax < sc.Node.RetryMin:
 		return fmt.Errorf("node.retry_min, retry_max: %s, %s must satisfy 0 < retry_min <= retry_max", sc.Node.RetryMin, sc.Node.RetryMax)
-	case sc.Node.DHTBucketSize < 0 || sc.Node.Quorum < 0 || sc.Node.RatePerSecond < 0:
+	case sc.Node.DHTBucketSize < 0 || sc.Node.DHTQuorum < 0 || sc.Node.RatePerSecond < 0:
 		return fmt.Errorf("node: dht_bucket_size, quorum and rate_per_second must not be negative")
 	case sc.Node.ConnLow < 1 || sc.Node.ConnHigh < sc.Node.ConnLow:
 		return fmt.Errorf("node.conn_low, conn_high: %d, %d must satisfy 1 <= conn_low <= conn_high", sc.Node.ConnLow, sc.Node.ConnHigh)
