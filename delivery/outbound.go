@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/store"
 )
@@ -250,11 +251,7 @@ func retryable(err error) bool {
 // RetryMax, with jitter over its upper half so that senders that lost the same recipient do
 // not come back in lockstep; and at least the retry_after a RATE_LIMITED refusal asked for.
 func (e *Engine) delay(a int, err error) time.Duration {
-	d := e.cfg.RetryMin << min(a-1, 30)
-	if d <= 0 || d > e.cfg.RetryMax {
-		d = e.cfg.RetryMax
-	}
-	d = d/2 + rand.N(d/2+1)
+	d := retry.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}.Delay(a, rand.Int64N)
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.RetryAfter > d {
 		d = pe.RetryAfter
