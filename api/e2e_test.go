@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -219,5 +220,5 @@ func TestE2E_Webhook(t *testing.T) {
 	if hook.badAuth.Load() != 0 {
 		t.Fatal("webhook POST lacked the configured bearer token")
 	}
-	eventually(t, 5*time.Second, "inbox emptied by the webhook ack", func() bool { return m.nodes[2].Inbox().Len() == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "inbox emptied by the webhook ack", func() bool { return m.nodes[2].Inbox().Len() == 0 })
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -209,8 +210,8 @@ func TestGuard_AClientThatStopsReadingIsCutAtTheWriteTimeout(t *testing.T) {
 	if _, err := io.WriteString(c, "GET /v1/inbox HTTP/1.1\r\nHost: "+s.Addr()+"\r\nAuthorization: Bearer "+s.Token()+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the server accepts the connection", func() bool { _, most := cl.counts(); return most == 1 })
-	eventually(t, 10*time.Second, "the server closes the connection it cannot write to", func() bool { open, _ := cl.counts(); return open == 0 })
+	testsupport.WaitFor(t, 10*time.Second, "the server accepts the connection", func() bool { _, most := cl.counts(); return most == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the server closes the connection it cannot write to", func() bool { open, _ := cl.counts(); return open == 0 })
 }
 
 // The read timeout bounds reading a request, not answering it: a WebSocket, the event
@@ -304,7 +305,7 @@ func TestGuard_ConnectionLimit(t *testing.T) {
 	partial := "GET /healthz HTTP/1.1\r\nHost: " + s.Addr() + "\r\n"
 	held1, _ := rawRequest(t, s, partial, "")
 	rawRequest(t, s, partial, "")
-	eventually(t, 10*time.Second, "both held connections accepted", func() bool { return openNow() == 2 })
+	testsupport.WaitFor(t, 10*time.Second, "both held connections accepted", func() bool { return openNow() == 2 })
 
 	_, br := rawRequest(t, s, "GET /healthz HTTP/1.1\r\nHost: "+s.Addr()+"\r\n\r\n", "")
 	served := make(chan int, 1)

@@ -8,18 +8,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // apiMesh is nodes on one in-memory network, each with its API server on 127.0.0.1:0.
 type apiMesh struct {
-	mn      mocknet.Mocknet
 	nodes   []*node.Node
 	servers []*Server
 	clients []*Client
@@ -38,25 +35,17 @@ type meshOpts struct {
 
 func newAPIMesh(t testing.TB, n int, o meshOpts) *apiMesh {
 	t.Helper()
-	m := &apiMesh{mn: mocknet.New()}
-	t.Cleanup(func() { m.mn.Close() })
-	base := 6000 + int(portBase.Add(int32(n)))
+	mesh := []testsupport.MeshOption{testsupport.FirstPort(6000 + int(portBase.Add(int32(n))))}
+	if o.mesh {
+		mesh = append(mesh, testsupport.LinkOnly()) // the nodes join through node 0
+	}
+	net := testsupport.Mocknet(t, n, mesh...)
+	m := &apiMesh{}
 	var boot string
 	for i := 0; i < n; i++ {
-		sk, _, err := crypto.GenerateEd25519Key(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := m.mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", base+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := m.mn.LinkAll(); err != nil {
-			t.Fatal(err)
-		}
 		dir := t.TempDir()
 		opts := []node.Option{
-			node.WithHost(h, sk),
+			node.WithHost(net.Hosts[i], net.Keys[i]),
 			node.WithAgent(agentName(i), protocol.Manifest{Tools: []string{"terminal", fmt.Sprintf("tool%d", i)}}),
 			node.WithDataDir(dir),
 			node.WithLogger(slog.New(slog.DiscardHandler)),
@@ -94,9 +83,6 @@ func newAPIMesh(t testing.TB, n int, o meshOpts) *apiMesh {
 		m.nodes, m.servers, m.clients, m.dirs = append(m.nodes, nd), append(m.servers, srv), append(m.clients, c), append(m.dirs, dir)
 	}
 	if !o.mesh {
-		if err := m.mn.ConnectAllButSelf(); err != nil {
-			t.Fatal(err)
-		}
 		for i, a := range m.nodes {
 			for j, b := range m.nodes {
 				if i != j {
@@ -147,16 +133,4 @@ func answerOnce(ctx context.Context, c *Client, me string) error {
 		}
 	}
 	return ctx.Err()
-}
-
-// eventually polls cond until it holds or d passes.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %s", what, d)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

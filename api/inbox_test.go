@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -37,7 +38,7 @@ func sendToInbox(t *testing.T, m *apiMesh, payloads ...[]byte) []string {
 		}
 		ids = append(ids, msg.Envelope.MessageID)
 	}
-	eventually(t, 60*time.Second, "messages in node 1's inbox", func() bool { return m.nodes[1].Inbox().Len() == len(payloads) })
+	testsupport.WaitFor(t, 60*time.Second, "messages in node 1's inbox", func() bool { return m.nodes[1].Inbox().Len() == len(payloads) })
 	return ids
 }
 

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -16,7 +17,7 @@ func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
 	m := newAPIMesh(t, 3, meshOpts{mesh: true})
 	ctx := testCtx(t, 60*time.Second)
 
-	eventually(t, 30*time.Second, "agent 2 resolvable", func() bool {
+	testsupport.WaitFor(t, 30*time.Second, "agent 2 resolvable", func() bool {
 		rec, err := m.clients[0].Resolve(ctx, agentName(2))
 		if err != nil {
 			t.Logf("resolve: %v", err)
@@ -106,7 +107,7 @@ func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
 	if err := <-streamDone; !errors.Is(err, context.Canceled) {
 		t.Fatalf("stream ended with %v", err)
 	}
-	eventually(t, 15*time.Second, "agents heard through heartbeats", func() bool {
+	testsupport.WaitFor(t, 15*time.Second, "agents heard through heartbeats", func() bool {
 		ag, err := m.clients[2].Agents(ctx)
 		return err == nil && len(ag.Agents) > 0 && ag.Agents[0].State != ""
 	})

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -81,7 +82,7 @@ func TestWebhook_RetriesAFailingMessageUntilTakenWithoutHoldingUpOthers(t *testi
 	for i := 0; i < 3; i++ {
 		others = append(others, send(`{"n":1}`))
 	}
-	eventually(t, 20*time.Second, "the other messages taken while the first fails", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the other messages taken while the first fails", func() bool {
 		for _, id := range others {
 			if _, taken := agent.counts(id); taken == 0 {
 				return false
@@ -92,12 +93,12 @@ func TestWebhook_RetriesAFailingMessageUntilTakenWithoutHoldingUpOthers(t *testi
 	if refused, taken := agent.counts(failing); refused == 0 || taken != 0 {
 		t.Fatalf("the failing message: refused %d, taken %d; want refused and not taken yet", refused, taken)
 	}
-	eventually(t, 20*time.Second, "the failing message posted far beyond 12 attempts", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the failing message posted far beyond 12 attempts", func() bool {
 		refused, _ := agent.counts(failing)
 		return refused >= 50
 	})
 	agent.recover()
-	eventually(t, 20*time.Second, "the failing message taken after the agent recovered", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the failing message taken after the agent recovered", func() bool {
 		_, taken := agent.counts(failing)
 		return taken == 1 && m.nodes[1].Inbox().Len() == 0
 	})
@@ -126,11 +127,11 @@ func TestWebhook_AcknowledgesAnExpiredMessage(t *testing.T) {
 	if err := m.nodes[0].Send(ctx, msg); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 20*time.Second, "the message posted and refused", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "the message posted and refused", func() bool {
 		refused, _ := agent.counts(msg.Envelope.MessageID)
 		return refused > 0
 	})
-	eventually(t, 20*time.Second, "the expired message gone from the inbox", func() bool { return m.nodes[1].Inbox().Len() == 0 })
+	testsupport.WaitFor(t, 20*time.Second, "the expired message gone from the inbox", func() bool { return m.nodes[1].Inbox().Len() == 0 })
 	if refused, taken := agent.counts(msg.Envelope.MessageID); refused == 0 || taken != 0 {
 		t.Fatalf("refused %d, taken %d; want posted, refused, never taken", refused, taken)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -114,7 +115,7 @@ func TestE2E_WebSocketHeartbeatDropsSilentClient(t *testing.T) {
 	defer c.CloseNow()
 	// Never reading means never answering pings (pongs are sent by Read). The server must
 	// close the connection; a write then eventually fails.
-	eventually(t, 5*time.Second, "server drops the silent client", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "server drops the silent client", func() bool {
 		wctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 		defer cancel()
 		return c.Write(wctx, websocket.MessageText, []byte(`{"ack":"x"}`)) != nil

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
 
 // TestDirectFetchServesPublished: a node answers the direct record protocol with the exact
@@ -26,7 +28,7 @@ func TestDirectFetchServesPublished(t *testing.T) {
 	// published from a table that then doubles goes stale and is republished (maybeStale),
 	// which would race the comparisons below.
 	for i, d := range m.ds {
-		waitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
+		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
 	}
 	if _, err := m.ds[0].fetchDirect(ctx, m.hosts[1].ID()); !errors.Is(err, errNoDirectRecord) {
 		t.Fatalf("before Publish: %v, want %v", err, errNoDirectRecord)

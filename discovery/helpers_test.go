@@ -8,20 +8,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 )
 
 // mesh is n mocknet hosts, all linked, each with a Discovery; the first nBoot are the bootstrap
 // peers of the others (and of each other).
 type mesh struct {
-	mn    mocknet.Mocknet
+	mn    *testsupport.Net
 	hosts []host.Host
 	keys  []crypto.PrivKey
 	ds    []*Discovery
@@ -30,19 +29,8 @@ type mesh struct {
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func addHost(tb testing.TB, mn mocknet.Mocknet, i int) (host.Host, crypto.PrivKey) {
-	tb.Helper()
-	sk, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	a := ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 20000+i))
-	h, err := mn.AddPeer(sk, a)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return h, sk
-}
+// hostPort is the port of host 0's mocknet address; host i has hostPort+i.
+const hostPort = 20000
 
 func newMesh(tb testing.TB, n, nBoot int, opts ...Option) *mesh {
 	tb.Helper()
@@ -52,15 +40,9 @@ func newMesh(tb testing.TB, n, nBoot int, opts ...Option) *mesh {
 // newMeshWith is newMesh with node i also given perNode(i, its peer id), when perNode is set.
 func newMeshWith(tb testing.TB, n, nBoot int, perNode func(i int, id peer.ID) []Option, opts ...Option) *mesh {
 	tb.Helper()
-	m := &mesh{mn: mocknet.New()}
+	net := testsupport.Mocknet(tb, n, testsupport.FirstPort(hostPort), testsupport.LinkOnly())
+	m := &mesh{mn: net, hosts: net.Hosts, keys: net.Keys}
 	tb.Cleanup(func() { m.close() })
-	for i := range n {
-		h, sk := addHost(tb, m.mn, i)
-		m.hosts, m.keys = append(m.hosts, h), append(m.keys, sk)
-	}
-	if err := m.mn.LinkAll(); err != nil {
-		tb.Fatal(err)
-	}
 	for i := range nBoot {
 		m.boot = append(m.boot, peer.AddrInfo{ID: m.hosts[i].ID(), Addrs: m.hosts[i].Addrs()})
 	}
@@ -82,7 +64,7 @@ func newMeshWith(tb testing.TB, n, nBoot int, perNode func(i int, id peer.ID) []
 func (m *mesh) waitJoined(tb testing.TB) {
 	tb.Helper()
 	for i, d := range m.ds {
-		waitFor(tb, 30*time.Second, fmt.Sprintf("node %d joined", i), func() bool {
+		testsupport.WaitFor(tb, 30*time.Second, fmt.Sprintf("node %d joined", i), func() bool {
 			s := d.Status()
 			return s.Bootstrapped && s.RoutingTableSize > 0
 		})
@@ -146,18 +128,6 @@ func manifestFor(i int) protocol.Manifest {
 	return m
 }
 
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, within time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for: %s", within, what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // fakeClock is a settable clock.
 type fakeClock struct {
 	mu sync.Mutex
@@ -212,7 +182,7 @@ func (m *mesh) linkTo(tb testing.TB, id peer.ID, skip ...peer.ID) {
 // make of them. It returns the server, its host and its key; the server closes with the test.
 func (m *mesh) addAttacker(t *testing.T, ctx context.Context) (*dht.IpfsDHT, host.Host, crypto.PrivKey) {
 	t.Helper()
-	h, sk := addHost(t, m.mn, 99)
+	h, sk := m.mn.AddHost(t, hostPort+99)
 	if err := m.mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -225,7 +195,7 @@ func (m *mesh) addAttacker(t *testing.T, ctx context.Context) (*dht.IpfsDHT, hos
 	if err := h.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
+	testsupport.WaitFor(t, 10*time.Second, "attacker routing table", func() bool { return evil.RoutingTable().Size() > 0 })
 	if err := <-evil.RefreshRoutingTable(); err != nil {
 		t.Logf("attacker refresh: %v", err)
 	}

@@ -13,7 +13,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
 
 type syncBuf struct {
@@ -29,8 +30,8 @@ func (s *syncBuf) String() string              { s.mu.Lock(); defer s.mu.Unlock(
 // joins.
 func TestBootstrapUnreachableThenJoins(t *testing.T) {
 	m := newMesh(t, 0, 0)
-	bh, bsk := addHost(t, m.mn, 0)
-	nh, nsk := addHost(t, m.mn, 1) // not linked yet: dials fail
+	bh, bsk := m.mn.AddHost(t, hostPort)
+	nh, nsk := m.mn.AddHost(t, hostPort+1) // not linked yet: dials fail
 	boot, err := New(bh, bsk, WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +45,7 @@ func TestBootstrapUnreachableThenJoins(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ds = append(m.ds, d)
-	waitFor(t, 10*time.Second, "three failed rounds", func() bool { return d.Status().FailedRounds >= 3 })
+	testsupport.WaitFor(t, 10*time.Second, "three failed rounds", func() bool { return d.Status().FailedRounds >= 3 })
 	st := d.Status()
 	if st.Bootstrapped || st.BootstrapAnswered != 0 || st.BootstrapConfigured != 1 ||
 		!strings.Contains(st.LastError, bh.ID().String()) || st.BootstrapPeers[0].LastError == "" {
@@ -57,7 +58,7 @@ func TestBootstrapUnreachableThenJoins(t *testing.T) {
 	if _, err := m.mn.LinkPeers(bh.ID(), nh.ID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "joined after the peer came back", func() bool { return d.Status().Bootstrapped })
+	testsupport.WaitFor(t, 10*time.Second, "joined after the peer came back", func() bool { return d.Status().Bootstrapped })
 	if st := d.Status(); st.BootstrapAnswered != 1 || st.FailedRounds != 0 {
 		t.Fatalf("status after joining: %+v", st)
 	}
@@ -113,8 +114,8 @@ func TestNewRefuses(t *testing.T) {
 // no peer); once the bootstrap peer answers, the record goes out without another call.
 func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 	m := newMesh(t, 0, 0)
-	bh, bsk := addHost(t, m.mn, 0)
-	nh, nsk := addHost(t, m.mn, 1) // not linked yet
+	bh, bsk := m.mn.AddHost(t, hostPort)
+	nh, nsk := m.mn.AddHost(t, hostPort+1) // not linked yet
 	boot, err := New(bh, bsk, WithLogger(quiet))
 	if err != nil {
 		t.Fatal(err)
@@ -129,14 +130,14 @@ func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 	if err := d.Announce(manifestFor(1)); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "two failed rounds", func() bool { return d.Status().FailedRounds >= 2 })
+	testsupport.WaitFor(t, 10*time.Second, "two failed rounds", func() bool { return d.Status().FailedRounds >= 2 })
 	if st := d.Status(); !st.Published.IsZero() || st.AgentID != agentID(1) {
 		t.Fatalf("before the join: %+v", st)
 	}
 	if _, err := m.mn.LinkPeers(bh.ID(), nh.ID()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the record published after the join", func() bool { return !d.Status().Published.IsZero() })
+	testsupport.WaitFor(t, 10*time.Second, "the record published after the join", func() bool { return !d.Status().Published.IsZero() })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	rec, err := boot.Resolve(ctx, agentID(1))
@@ -200,7 +201,7 @@ func TestJoinedNodeRedialsBootstrapOnlyWhileRoutingTableIsSmall(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		waitFor(t, 60*time.Second, "a routing table of the size under test", func() bool {
+		testsupport.WaitFor(t, 60*time.Second, "a routing table of the size under test", func() bool {
 			return last.Status().RoutingTableSize >= want
 		})
 		// A round the health loop began while the table was still small may still be
@@ -225,13 +226,8 @@ func TestJoinedNodeRedialsBootstrapOnlyWhileRoutingTableIsSmall(t *testing.T) {
 // first peer joins it, not a health interval (a minute) later, so that a two-node mesh
 // started by hand finds both agents at once (README, "A mesh in five minutes").
 func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { _ = mn.Close() })
-	founder, fk := addHost(t, mn, 0)
-	joiner, jk := addHost(t, mn, 1)
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
+	mn := testsupport.Mocknet(t, 2, testsupport.FirstPort(hostPort), testsupport.LinkOnly())
+	founder, fk, joiner, jk := mn.Hosts[0], mn.Keys[0], mn.Hosts[1], mn.Keys[1]
 	var ds []*Discovery
 	for i, c := range []struct {
 		h    host.Host
@@ -248,7 +244,7 @@ func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
 		}
 		ds = append(ds, d)
 	}
-	waitFor(t, 10*time.Second, "the founding node's record to be found by the node that joined it", func() bool {
+	testsupport.WaitFor(t, 10*time.Second, "the founding node's record to be found by the node that joined it", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		rec, err := ds[1].Resolve(ctx, agentID(0))

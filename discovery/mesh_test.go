@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	record "github.com/libp2p/go-libp2p-record"
@@ -148,7 +149,7 @@ func TestMeshTwentyNodes(t *testing.T) {
 	queryAll(stopped)
 
 	// and a node that joins now, through both bootstrap peers (one of them down), finds everyone.
-	h, sk := addHost(t, m.mn, n)
+	h, sk := m.mn.AddHost(t, hostPort+n)
 	m.linkTo(t, h.ID(), m.hosts[0].ID())
 	late, err := New(h, sk, WithLogger(quiet), WithBootstrapPeers(m.boot), WithCacheTTL(0),
 		WithBackoff(5*time.Millisecond, 50*time.Millisecond), WithConnectTimeout(time.Second))
@@ -156,10 +157,10 @@ func TestMeshTwentyNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	m.ds = append(m.ds, late)
-	waitFor(t, 30*time.Second, "late node joined", func() bool { return late.Status().Bootstrapped })
+	testsupport.WaitFor(t, 30*time.Second, "late node joined", func() bool { return late.Status().Bootstrapped })
 	// the first lookups of a node that has just joined need more than its bootstrap peer in its
 	// routing table: wait for the refresh that follows the join.
-	waitFor(t, 30*time.Second, "late node routing table filled", func() bool { return late.Status().RoutingTableSize >= 5 })
+	testsupport.WaitFor(t, 30*time.Second, "late node routing table filled", func() bool { return late.Status().RoutingTableSize >= 5 })
 	st := late.Status()
 	if st.BootstrapConfigured != 2 || st.BootstrapAnswered != 1 || st.LastError == "" {
 		t.Fatalf("late node status %+v: want 1 of 2 bootstrap peers answered and an error naming the other", st)
@@ -292,7 +293,7 @@ func TestForgedRecordNotServed(t *testing.T) {
 	}
 	_ = h.Close()
 	m.isolate(h.ID())
-	oh, _ := addHost(t, m.mn, 98)
+	oh, _ := m.mn.AddHost(t, hostPort+98)
 	m.linkTo(t, oh.ID(), h.ID())
 	rv := &recorder{}
 	observer, err := dht.New(oh, dht.Mode(dht.ModeClient), dht.ProtocolPrefix("/iacp"),
@@ -304,7 +305,7 @@ func TestForgedRecordNotServed(t *testing.T) {
 	if err := oh.Connect(ctx, peer.AddrInfo{ID: m.hosts[0].ID(), Addrs: m.hosts[0].Addrs()}); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "observer routing table", func() bool { return observer.RoutingTable().Size() > 0 })
+	testsupport.WaitFor(t, 10*time.Second, "observer routing table", func() bool { return observer.RoutingTable().Size() > 0 })
 	for _, key := range []string{AgentKey(agentID(2)), PeerKey(genuine.PeerID)} {
 		if _, err := observer.GetValue(ctx, key, dht.Quorum(0)); err != nil {
 			t.Fatalf("observer %s: %v", key, err)

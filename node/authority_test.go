@@ -3,19 +3,16 @@ package node
 import (
 	"encoding/json"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
@@ -168,12 +165,9 @@ func TestTrustAuthority_NoStartWithoutAValidCertificate(t *testing.T) {
 		"another mesh":  {func(p peer.ID) string { return issue(t, other, agentName(0), p) }, "mesh authority"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			mn := mocknet.New()
-			t.Cleanup(func() { mn.Close() })
-			_, _, err := addNode(t, mn, 4999, agentName(0), func(sk crypto.PrivKey) []Option {
-				p, _ := peer.IDFromPrivateKey(sk)
-				return []Option{WithAuthority(a.ID(), c.cert(p))}
-			})
+			net := testsupport.Mocknet(t, 1, testsupport.FirstPort(4999))
+			p, _ := peer.IDFromPrivateKey(net.Keys[0])
+			_, err := startNode(t, net.Hosts[0], net.Keys[0], agentName(0), WithAuthority(a.ID(), c.cert(p)))
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("New: %v, want an error saying %q", err, c.want)
 			}
@@ -214,15 +208,8 @@ func TestTrustAuthority_JoinByInvitation(t *testing.T) {
 	}
 	port := 4100
 	joiner := func() host.Host {
-		sk, _, err := crypto.GenerateEd25519Key(nil)
-		if err != nil {
-			t.Fatal(err)
-		}
 		port++
-		h, err := m.mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", port)))
-		if err != nil {
-			t.Fatal(err)
-		}
+		h, _ := m.mn.AddHost(t, port)
 		if err := m.mn.LinkAll(); err != nil {
 			t.Fatal(err)
 		}

@@ -10,20 +10,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
 
 // Async-first: "Messages MUST be queued until the recipient is available." A recipient that
 // is unreachable when Send is called gets the message when it comes back.
@@ -56,7 +45,7 @@ func TestDurable_OfflineRecipientGetsMessageWhenItReturns(t *testing.T) {
 	case <-time.After(15 * time.Second):
 		t.Fatal("queued message never delivered after the recipient came back")
 	}
-	waitFor(t, 5*time.Second, "outbox to empty", func() bool { e, _ := a.OutboxEntries(); return len(e) == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "outbox to empty", func() bool { e, _ := a.OutboxEntries(); return len(e) == 0 })
 }
 
 // A message still queued when its TTL passes produces a TIMEOUT error at the sender,

@@ -18,9 +18,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -107,7 +107,7 @@ func TestInbound_LargeFramesAreQueuedOneAtATime(t *testing.T) {
 		t.Fatalf("at most one frame (%d bytes) of the peer should ever be queued; the peak was %d", frameSize, st.PeakPeerBytes)
 	}
 	// The answer to the last frame goes out before its bytes are released.
-	waitFor(t, 5*time.Second, "every frame's bytes to be released", func() bool { return m.nodes[1].budget.stats().Bytes == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "every frame's bytes to be released", func() bool { return m.nodes[1].budget.stats().Bytes == 0 })
 }
 
 // Issue 13: a peer over its rate is answered once and then has its stream ended, not a
@@ -257,11 +257,7 @@ func TestInbox_EachSendingPeerHasItsOwnShare(t *testing.T) {
 func TestSession_OnlyRepliesTravelOnIt(t *testing.T) {
 	m := newMesh(t, 1, []Option{WithInbox(true)}, nil)
 	n := m.nodes[0]
-	sk, _, _ := crypto.GenerateEd25519Key(nil)
-	h, err := m.mn.AddPeer(sk, ma.StringCast("/ip4/127.0.0.1/tcp/4999"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, sk := m.mn.AddHost(t, 4999)
 	evil, _ := protocol.NewBuilder("test:mesh:evil", sk, nil)
 	h.SetStreamHandler(ProtocolID, func(s network.Stream) {
 		defer s.Close()
@@ -437,7 +433,7 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 	if err := a.Send(testCtx(t), event(t, a.Builder(), agentName(1))); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 5*time.Second, "the message in the inbox", func() bool { return b.Inbox().Len() == 1 })
+	testsupport.WaitFor(t, 5*time.Second, "the message in the inbox", func() bool { return b.Inbox().Len() == 1 })
 	pending, err := b.store.Pending()
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending %d, %v", len(pending), err)

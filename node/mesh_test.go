@@ -7,10 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
@@ -18,22 +17,13 @@ import (
 // A node joins through a bootstrap peer and reaches an agent it has never met: the recipient
 // is resolved through its DHT agent record. A broadcast reaches every other node.
 func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
 	const n = 5
+	mn := testsupport.Mocknet(t, n, testsupport.FirstPort(5000), testsupport.LinkOnly())
 	var nodes []*Node
 	var boot string
 	for i := 0; i < n; i++ {
-		sk, _, _ := crypto.GenerateEd25519Key(nil)
-		h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 5000+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := mn.LinkAll(); err != nil {
-			t.Fatal(err)
-		}
 		opts := []Option{
-			WithHost(h, sk),
+			WithHost(mn.Hosts[i], mn.Keys[i]),
 			WithAgent(fmt.Sprintf("test:dht:agent%d", i), protocol.Manifest{Tools: []string{"terminal"}}),
 			WithDataDir(t.TempDir()),
 			WithLogger(slog.New(slog.DiscardHandler)),
@@ -112,29 +102,18 @@ func pubsubEvents() pubsub.Filter { return pubsub.Filter{Kinds: []pubsub.Kind{pu
 // broadcasts still within their TTL. The ids of delivered broadcasts are journaled in the
 // store, and a node started again on the same data directory restores them.
 func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
+	mn := testsupport.Mocknet(t, 2, testsupport.FirstPort(5100))
 	dirs := []string{t.TempDir(), t.TempDir()}
-	keys := make([]crypto.PrivKey, 2)
+	keys := mn.Keys
 	nodes := make([]*Node, 2)
 	for i := range nodes {
-		keys[i], _, _ = crypto.GenerateEd25519Key(nil)
-		h, err := mn.AddPeer(keys[i], ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 5100+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		nodes[i], err = New(WithHost(h, keys[i]), WithAgent(fmt.Sprintf("test:journal:agent%d", i), protocol.Manifest{}),
+		var err error
+		nodes[i], err = New(WithHost(mn.Hosts[i], keys[i]), WithAgent(fmt.Sprintf("test:journal:agent%d", i), protocol.Manifest{}),
 			WithDataDir(dirs[i]), WithLogger(slog.New(slog.DiscardHandler)), WithHeartbeatInterval(time.Second), WithDiscovery(false))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { nodes[i].Close() })
-	}
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mn.ConnectAllButSelf(); err != nil {
-		t.Fatal(err)
 	}
 	sub, err := nodes[1].Subscribe(pubsubEvents(), 16)
 	if err != nil {

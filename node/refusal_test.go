@@ -14,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/network"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -216,7 +217,7 @@ func TestTrust_PinnedAgentFromAnotherKeyIsIdentityInvalid(t *testing.T) {
 	expectCode(t, code, protocol.CodeIdentityInvalid)
 	// The pin reaches the data directory within a maintenance tick (and at Close).
 	pins := filepath.Join(m.nodes[1].Config().DataDir, "trust.json")
-	waitFor(t, 5*time.Second, "the pin to be saved", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the pin to be saved", func() bool {
 		b, err := os.ReadFile(pins)
 		return err == nil && strings.Contains(string(b), m.nodes[0].ID().String())
 	})

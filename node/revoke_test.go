@@ -9,11 +9,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -30,7 +29,7 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 		}
 		// the broadcast is taken from an author whose certificate the node verified: its
 		// heartbeats bring it within a round
-		waitFor(t, 15*time.Second, fmt.Sprintf("node %d holds the authority node's certificate", i), func() bool {
+		testsupport.WaitFor(t, 15*time.Second, fmt.Sprintf("node %d holds the authority node's certificate", i), func() bool {
 			return nd.certs.check(agentName(0), auth.ID()) == nil
 		})
 	}
@@ -48,7 +47,7 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 	}
 	id := revoked[0].ID
 	for i, nd := range m.nodes {
-		waitFor(t, 10*time.Second, fmt.Sprintf("node %d applied the revocation", i), func() bool { return nd.certs.v.Revoked(id) })
+		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d applied the revocation", i), func() bool { return nd.certs.v.Revoked(id) })
 		if nd.RevocationSeq() == 0 || nd.RevocationSeq() != auth.RevocationSeq() {
 			t.Fatalf("node %d holds revocation list %d, the authority %d", i, nd.RevocationSeq(), auth.RevocationSeq())
 		}
@@ -82,7 +81,7 @@ func TestTrustAuthority_AMissedRevocationListIsFetchedFromAPeer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "node 2 fetched the list", func() bool { return m.nodes[2].certs.v.Revoked(revoked[0].ID) })
+	testsupport.WaitFor(t, 10*time.Second, "node 2 fetched the list", func() bool { return m.nodes[2].certs.v.Revoked(revoked[0].ID) })
 	code, perr := dialRaw(t, m.nodes[1], m.nodes[2]).refusal(event(t, m.nodes[1].Builder(), agentName(2)))
 	expectCode(t, code, protocol.CodeIdentityInvalid)
 	if !strings.Contains(perr.Message, "revoked") {
@@ -106,11 +105,7 @@ func TestTrustAuthority_ACertificateIsRenewedBeforeItExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sk, _, _ := crypto.GenerateEd25519Key(nil)
-	h, err := m.mn.AddPeer(sk, ma.StringCast("/ip4/127.0.0.1/tcp/4090"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	h, sk := m.mn.AddHost(t, 4090)
 	if err := m.mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +122,7 @@ func TestTrustAuthority_ACertificateIsRenewedBeforeItExpires(t *testing.T) {
 	}
 	t.Cleanup(func() { nd.Close() })
 	nd.AddPeer(agentName(0), peer.AddrInfo{ID: auth.ID(), Addrs: auth.host.Addrs()})
-	waitFor(t, 15*time.Second, "the certificate renewed", func() bool { return nd.certs.own.Load().ID != old.ID })
+	testsupport.WaitFor(t, 15*time.Second, "the certificate renewed", func() bool { return nd.certs.own.Load().ID != old.ID })
 	renewed := nd.certs.own.Load()
 	if !renewed.Expires.After(time.Now().Add(29*24*time.Hour)) || renewed.AgentID != old.AgentID || renewed.Peer != h.ID() {
 		t.Fatalf("renewed certificate: %s on %s until %s", renewed.AgentID, renewed.Peer, renewed.Expires)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 )
@@ -53,7 +54,7 @@ func BenchmarkGossip100(b *testing.B) {
 		}
 		wg.Wait()
 	}()
-	waitFor(b, 3*time.Minute, "every node to know every other", func() bool {
+	testsupport.WaitFor(b, 3*time.Minute, "every node to know every other", func() bool {
 		for _, g := range m.nodes {
 			if len(g.Agents()) < n-1 {
 				return false

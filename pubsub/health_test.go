@@ -11,6 +11,7 @@ import (
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"golang.org/x/time/rate"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -246,7 +247,7 @@ func TestGossipLocalHealth(t *testing.T) {
 func TestGossipPublishFailureRaisesHealth(t *testing.T) {
 	// Our own rate refuses a second beat (one token, refilled every 1000 s).
 	g := oneNode(t, WithPeerRate(rate.Limit(0.001), 1))
-	waitFor(t, 10*time.Second, "the first beat", func() bool { return g.replay.Len() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the first beat", func() bool { return g.replay.Len() == 1 })
 	if h := g.Health(); h.PublishFailures != 0 || h.Score != 0 {
 		t.Fatalf("after the first beat: %+v", h)
 	}
@@ -296,7 +297,7 @@ func TestGossipPeersBeatsAreTimedThroughOurQueues(t *testing.T) {
 		defer g.probes.mu.Unlock()
 		return g.probes.timed
 	}
-	waitFor(t, 15*time.Second, "a peer's beat timed through our queues", func() bool { return timed() >= 2 })
+	testsupport.WaitFor(t, 15*time.Second, "a peer's beat timed through our queues", func() bool { return timed() >= 2 })
 
 	before := g.Health()
 	g.probes.mu.Lock()

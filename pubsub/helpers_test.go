@@ -7,13 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/discovery"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mocks"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 )
 
 // ttlDiscovery gives every advertisement a TTL: the mock server expires one without at once.
@@ -27,9 +26,12 @@ type wallClock struct{}
 
 func (wallClock) Now() time.Time { return time.Now() }
 
+// hostPort is the port of host 0's mocknet address; host i has hostPort+i.
+const hostPort = 20000
+
 // mesh is n gossip nodes on a mocknet, sparsely connected: a ring plus a chord to i+n/4.
 type mesh struct {
-	mn     mocknet.Mocknet
+	mn     *testsupport.Net
 	hosts  []host.Host
 	keys   []crypto.PrivKey
 	nodes  []*Gossip
@@ -38,32 +40,14 @@ type mesh struct {
 	closed []bool
 }
 
-func addHost(tb testing.TB, mn mocknet.Mocknet, i int) (host.Host, crypto.PrivKey) {
-	tb.Helper()
-	sk, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	addr := ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 20000+i))
-	h, err := mn.AddPeer(sk, addr)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return h, sk
-}
-
 // newMesh builds n nodes; opts(i) gives node i's options on top of the mesh defaults
 // (1 s heartbeats, the shared mock discovery).
 func newMesh(tb testing.TB, n int, opts func(i int) []Option) *mesh {
 	tb.Helper()
-	m := &mesh{mn: mocknet.New(), disc: mocks.NewDiscoveryServer(wallClock{}), closed: make([]bool, n)}
+	net := testsupport.Mocknet(tb, n, testsupport.FirstPort(hostPort), testsupport.LinkOnly())
+	m := &mesh{mn: net, hosts: net.Hosts, keys: net.Keys, disc: mocks.NewDiscoveryServer(wallClock{}), closed: make([]bool, n)}
 	for i := range n {
-		h, sk := addHost(tb, m.mn, i)
-		m.hosts, m.keys = append(m.hosts, h), append(m.keys, sk)
 		m.agents = append(m.agents, fmt.Sprintf("test:h%d:agent", i))
-	}
-	if err := m.mn.LinkAll(); err != nil {
-		tb.Fatal(err)
 	}
 	for i := range n {
 		for _, j := range []int{(i + 1) % n, (i + max(n/4, 2)) % n} {
@@ -104,6 +88,7 @@ func (m *mesh) stop(i int) {
 	m.hosts[i].Close()
 }
 
+// close closes the gossip nodes still running; the mocknet closes after them.
 func (m *mesh) close() {
 	var wg sync.WaitGroup
 	for i, g := range m.nodes {
@@ -113,26 +98,13 @@ func (m *mesh) close() {
 		}
 	}
 	wg.Wait()
-	m.mn.Close()
-}
-
-// waitFor polls cond every 20 ms until it holds or the deadline passes.
-func waitFor(tb testing.TB, d time.Duration, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // waitFormed waits until every live node has heard every other live node beat: the
 // heartbeat mesh reaches everyone.
 func (m *mesh) waitFormed(tb testing.TB, d time.Duration) {
 	tb.Helper()
-	waitFor(tb, d, "every node to hear every other", func() bool {
+	testsupport.WaitFor(tb, d, "every node to hear every other", func() bool {
 		for i, g := range m.nodes {
 			if m.closed[i] {
 				continue

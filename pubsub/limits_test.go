@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -83,7 +84,7 @@ func TestGossipMaxAgents(t *testing.T) {
 	if n, st := len(g.Agents()), g.Stats(); n != MinMaxAgents || st.Evicted != 2 {
 		t.Fatalf("%d agents, %+v; want %d and 2 evicted", n, st, MinMaxAgents)
 	}
-	waitFor(t, 5*time.Second, "the two gone transitions", func() bool {
+	testsupport.WaitFor(t, 5*time.Second, "the two gone transitions", func() bool {
 		return gone.count(func(it Item) bool {
 			return it.Transition.To == StateGone && strings.Contains(it.Transition.Reason, "table is full")
 		}) == 2

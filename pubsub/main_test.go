@@ -3,9 +3,7 @@ package pubsub
 import (
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/iacp-node/iacp-node/internal/testleak"
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m, testleak.Mocknet()...) }
+func TestMain(m *testing.M) { testsupport.VerifyTestMain(m, testsupport.MocknetPipes()) }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	ps "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -43,7 +44,7 @@ func TestMesh20(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the broadcast at every other node", func() bool {
+		testsupport.WaitFor(t, 10*time.Second, "the broadcast at every other node", func() bool {
 			for i, c := range cols {
 				if i != 3 && c.count(withID(sent.Envelope.MessageID)) != 1 {
 					return false
@@ -83,7 +84,7 @@ func TestMesh20(t *testing.T) {
 			}
 			ids = append(ids, sent.Envelope.MessageID)
 			ok := true
-			waitFor(t, 3*time.Second, "settle", func() bool {
+			testsupport.WaitFor(t, 3*time.Second, "settle", func() bool {
 				ok = true
 				for i := range meshSize {
 					if members[i] && received(i) == 0 {
@@ -155,7 +156,7 @@ func TestMesh20(t *testing.T) {
 			}},
 		}
 		for k, f := range forgeries {
-			forger, fsk := addHost(t, m.mn, meshSize+k)
+			forger, fsk := m.mn.AddHost(t, hostPort+meshSize+k)
 			if err := m.mn.LinkAll(); err != nil {
 				t.Fatal(err)
 			}
@@ -173,7 +174,7 @@ func TestMesh20(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, f.name+": the forger's neighbours on the topic", func() bool {
+			testsupport.WaitFor(t, 10*time.Second, f.name+": the forger's neighbours on the topic", func() bool {
 				return len(topic.ListPeers()) == len(f.neighbours)
 			})
 			var before uint64
@@ -184,7 +185,7 @@ func TestMesh20(t *testing.T) {
 			if err := topic.Publish(ctx, data); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, 10*time.Second, f.name+": the forger graylisted by its neighbours", func() bool {
+			testsupport.WaitFor(t, 10*time.Second, f.name+": the forger graylisted by its neighbours", func() bool {
 				for _, j := range f.neighbours {
 					if s, ok := m.nodes[j].PeerScores()[forger.ID()]; !ok || s > scoreThresholds().GraylistThreshold {
 						return false
@@ -216,7 +217,7 @@ func TestMesh20(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 10*time.Second, "the marker everywhere", func() bool {
+		testsupport.WaitFor(t, 10*time.Second, "the marker everywhere", func() bool {
 			for i, c := range cols {
 				if i != 5 && c.count(withID(marker.Envelope.MessageID)) != 1 {
 					return false
@@ -273,7 +274,7 @@ func TestMeshLiveness(t *testing.T) {
 
 	t.Run("steady run for 5 intervals", func(t *testing.T) {
 		end := time.Now().Add(5 * time.Second)
-		waitFor(t, 10*time.Second, "5 intervals", func() bool { return time.Now().After(end) })
+		testsupport.WaitFor(t, 10*time.Second, "5 intervals", func() bool { return time.Now().After(end) })
 		for i, c := range cols {
 			if k := c.count(isSuspect); k != 0 {
 				t.Fatalf("node %d saw %d suspect transitions in a steady mesh", i, k)
@@ -287,7 +288,7 @@ func TestMeshLiveness(t *testing.T) {
 			t.Fatal(err)
 		}
 		end := time.Now().Add(3 * time.Second) // twice the lost-connection deadline
-		waitFor(t, 10*time.Second, "3 intervals", func() bool { return time.Now().After(end) })
+		testsupport.WaitFor(t, 10*time.Second, "3 intervals", func() bool { return time.Now().After(end) })
 		for i, c := range cols {
 			if k := c.count(isSuspect); k != 0 {
 				t.Fatalf("node %d saw %d suspect transitions after the connection 0-1 closed", i, k)

@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	ps "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 )
 
 // The delivered hook hands the node every broadcast and group message delivered, with its
@@ -34,7 +34,7 @@ func TestReplayRestoreRefusesDeliveredBroadcast(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, 10*time.Second, "the broadcast at node 1", func() bool { return got.count(withID(sent.Envelope.MessageID)) == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the broadcast at node 1", func() bool { return got.count(withID(sent.Envelope.MessageID)) == 1 })
 	mu.Lock()
 	saved := append([]protocol.ReplayEntry(nil), entries...)
 	mu.Unlock()
@@ -66,13 +66,8 @@ func TestReplayRestoreRefusesDeliveredBroadcast(t *testing.T) {
 // mocknet connection closes, gossipsub sometimes keeps the peer, its stream to it stuck in
 // mocknet's pipe, and never speaks to the new run.)
 func TestGreetOnFirstPeer(t *testing.T) {
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
-	ha, ska := addHost(t, mn, 0)
-	hb, skb := addHost(t, mn, 1)
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
+	mn := testsupport.Mocknet(t, 2, testsupport.FirstPort(hostPort), testsupport.LinkOnly())
+	ha, ska, hb, skb := mn.Hosts[0], mn.Keys[0], mn.Hosts[1], mn.Keys[1]
 	start := func(h host.Host, sk crypto.PrivKey, agent string) *Gossip {
 		t.Helper()
 		bld, err := protocol.NewBuilder(agent, sk, nil)
@@ -94,11 +89,11 @@ func TestGreetOnFirstPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	sees := func(g *Gossip, agent string) bool { s, ok := g.Agent(agent); return ok && s.State == StateAlive }
-	waitFor(t, 20*time.Second, "each node to hear the other", func() bool {
+	testsupport.WaitFor(t, 20*time.Second, "each node to hear the other", func() bool {
 		return sees(b, "test:a:agent") && sees(a, "test:b:agent")
 	})
 	// Once a beat went out while a peer was there, the nodes greet no more.
-	waitFor(t, 5*time.Second, "both nodes to stop greeting", func() bool { return a.heard.Load() && b.heard.Load() })
+	testsupport.WaitFor(t, 5*time.Second, "both nodes to stop greeting", func() bool { return a.heard.Load() && b.heard.Load() })
 }
 
 // Issue 13: a node restarted within seconds heard nobody: its peers still held its last

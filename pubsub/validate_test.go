@@ -7,12 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	ps "github.com/libp2p/go-libp2p-pubsub"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	"golang.org/x/time/rate"
 )
 
@@ -26,9 +26,8 @@ func oneNode(t testing.TB, opts ...Option) *Gossip {
 // so nothing running reads the builder while a test changes it.
 func oneNodeBuilt(t testing.TB, adjust func(*protocol.Builder) *protocol.Builder, opts ...Option) *Gossip {
 	t.Helper()
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
-	h, sk := addHost(t, mn, 0)
+	mn := testsupport.Mocknet(t, 1, testsupport.FirstPort(hostPort))
+	h, sk := mn.Hosts[0], mn.Keys[0]
 	b, err := protocol.NewBuilder("test:solo:agent", sk, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -209,9 +208,8 @@ func TestValidator(t *testing.T) {
 }
 
 func TestOptionsValidate(t *testing.T) {
-	mn := mocknet.New()
-	defer mn.Close()
-	h, sk := addHost(t, mn, 0)
+	mn := testsupport.Mocknet(t, 1, testsupport.FirstPort(hostPort))
+	h, sk := mn.Hosts[0], mn.Keys[0]
 	b, _ := protocol.NewBuilder("test:opt:agent", sk, nil)
 	for _, o := range []Option{
 		WithHeartbeatInterval(500 * time.Millisecond),
@@ -232,18 +230,10 @@ func TestOptionsValidate(t *testing.T) {
 			t.Errorf("an invalid option was accepted")
 		}
 	}
-	other, _ := protocol.NewBuilder("test:opt:other", newSignerKey(t), nil)
+	other, _ := protocol.NewBuilder("test:opt:other", testsupport.Key(t), nil)
 	if _, err := New(h, other); err == nil {
 		t.Error("a builder with another key was accepted")
 	}
-}
-
-func newSignerKey(t *testing.T) crypto.PrivKey {
-	sk, _, err := crypto.GenerateEd25519Key(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return sk
 }
 
 // The gossipsub id of a message is bound to its exact bytes and its claimed author: a forged
@@ -325,5 +315,5 @@ func TestSharedVerifierVerifiesEachDocumentOnce(t *testing.T) {
 	v := &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: cache}
 	m := newMesh(t, 4, func(int) []Option { return []Option{WithVerifier(v)} })
 	m.waitFormed(t, 20*time.Second)
-	waitFor(t, 10*time.Second, "verifications answered by the shared cache", func() bool { return cache.Hits() > 0 })
+	testsupport.WaitFor(t, 10*time.Second, "verifications answered by the shared cache", func() bool { return cache.Hits() > 0 })
 }

@@ -22,7 +22,7 @@ const module = "github.com/iacp-node/iacp-node"
 // mesh authority's signatures); the parts the node composes (the delivery engine over the
 // store and the audit log); the node; what stands on the node; the command line.
 var floors = map[string]int{
-	"internal/fsutil": 0, "internal/retry": 0, "internal/testleak": 0,
+	"internal/fsutil": 0, "internal/retry": 0, "internal/testsupport": 0,
 	"protocol": 1, "identity": 1,
 	"authority": 2,
 	"audit":     3, "store": 3, "discovery": 3, "pubsub": 3,

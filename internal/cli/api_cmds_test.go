@@ -10,14 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
-	ma "github.com/multiformats/go-multiaddr"
 	"go.uber.org/goleak"
 
 	"github.com/iacp-node/iacp-node/api"
 	"github.com/iacp-node/iacp-node/internal/cli"
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -26,16 +24,10 @@ import (
 // 127.0.0.1:0 and returns their data directories; everything stops when the test ends.
 func twoNodes(t *testing.T, opts ...node.Option) (dirs [2]string, nodes [2]*node.Node) {
 	t.Helper()
-	mn := mocknet.New()
-	t.Cleanup(func() { mn.Close() })
+	net := testsupport.Mocknet(t, 2, testsupport.FirstPort(7100))
 	for i := 0; i < 2; i++ {
-		sk, _, _ := crypto.GenerateEd25519Key(nil)
-		h, err := mn.AddPeer(sk, ma.StringCast(fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", 7100+i)))
-		if err != nil {
-			t.Fatal(err)
-		}
 		dirs[i] = t.TempDir()
-		nd, err := node.New(append([]node.Option{node.WithHost(h, sk), node.WithAgent(fmt.Sprintf("test:cli:agent%d", i), protocol.Manifest{}),
+		nd, err := node.New(append([]node.Option{node.WithHost(net.Hosts[i], net.Keys[i]), node.WithAgent(fmt.Sprintf("test:cli:agent%d", i), protocol.Manifest{}),
 			node.WithDataDir(dirs[i]), node.WithLogger(slog.New(slog.DiscardHandler)), node.WithInbox(true),
 			node.WithDiscovery(false), node.WithGossip(false)}, opts...)...)
 		if err != nil {
@@ -47,12 +39,6 @@ func twoNodes(t *testing.T, opts ...node.Option) (dirs [2]string, nodes [2]*node
 		}
 		t.Cleanup(func() { srv.Close(); nd.Close() })
 		nodes[i] = nd
-	}
-	if err := mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	if err := mn.ConnectAllButSelf(); err != nil {
-		t.Fatal(err)
 	}
 	nodes[0].AddPeer("test:cli:agent1", peer.AddrInfo{ID: nodes[1].ID(), Addrs: nodes[1].ListenAddrs()})
 	nodes[1].AddPeer("test:cli:agent0", peer.AddrInfo{ID: nodes[0].ID(), Addrs: nodes[0].ListenAddrs()})
@@ -69,11 +55,7 @@ func runIn(t *testing.T, stdin string, args ...string) (int, string, string) {
 func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 	// Registered first, so it runs after the nodes' and servers' cleanups.
 	t.Cleanup(func() {
-		goleak.VerifyNone(t,
-			// go-log's and opencensus' process-wide workers, started by imports.
-			goleak.IgnoreTopFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		)
+		goleak.VerifyNone(t, testsupport.ProcessWorkers()...)
 	})
 	dirs, nodes := twoNodes(t)
 	d0, d1 := dirs[0], dirs[1]
