@@ -1,0 +1,151 @@
+package dialect
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// checker validates the members of one object of a dialect's document; field names in its
+// errors are dotted paths from the document's root (metadata.priority).
+type checker struct {
+	d      Dialect
+	prefix string
+	m      Members
+}
+
+func (c checker) path(k string) string { return c.prefix + k }
+
+// str returns member k as a string; required says whether it must be present and non-empty.
+func (c checker) str(k string, required bool) (string, error) {
+	raw, ok := c.m[k]
+	if !ok {
+		if required {
+			return "", invalid(c.d, c.path(k), "is required")
+		}
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", invalid(c.d, c.path(k), "must be a string")
+	}
+	if required && strings.TrimSpace(s) == "" {
+		return "", invalid(c.d, c.path(k), "must not be empty")
+	}
+	return s, nil
+}
+
+// oneOf checks that member k, when present (or always, when required), is one of the values.
+func (c checker) oneOf(k string, required bool, values ...string) (string, error) {
+	s, err := c.str(k, required)
+	if err != nil {
+		return "", err
+	}
+	if _, present := c.m[k]; present && !slices.Contains(values, s) {
+		return "", invalid(c.d, c.path(k), "%q is not one of %s", clip(s), strings.Join(values, ", "))
+	}
+	return s, nil
+}
+
+// object returns member k as an object checker.
+func (c checker) object(k string, required bool) (checker, bool, error) {
+	raw, ok := c.m[k]
+	if !ok {
+		if required {
+			return checker{}, false, invalid(c.d, c.path(k), "is required (a JSON object)")
+		}
+		return checker{}, false, nil
+	}
+	var m Members
+	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+		return checker{}, false, invalid(c.d, c.path(k), "must be a JSON object")
+	}
+	return checker{d: c.d, prefix: c.path(k) + ".", m: m}, true, nil
+}
+
+// present checks that member k is there, whatever its value.
+func (c checker) present(k string) error {
+	if _, ok := c.m[k]; !ok {
+		return invalid(c.d, c.path(k), "is required")
+	}
+	return nil
+}
+
+// uuid checks that member k is an RFC 9562 UUID (any version).
+func (c checker) uuid(k string) (string, error) {
+	s, err := c.str(k, true)
+	if err != nil {
+		return "", err
+	}
+	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
+		return "", invalid(c.d, c.path(k), "%q is not a UUID (8-4-4-4-12 hex digits)", clip(s))
+	}
+	return s, nil
+}
+
+// time checks that member k is an RFC 3339 timestamp (ISO 8601 with a zone).
+func (c checker) time(k string, required bool) (time.Time, error) {
+	s, err := c.str(k, required)
+	if err != nil || s == "" && !required {
+		return time.Time{}, err
+	}
+	if _, present := c.m[k]; !present {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return time.Time{}, invalid(c.d, c.path(k), "%q is not an RFC 3339 timestamp such as 2025-09-21T10:30:00Z", clip(s))
+	}
+	return t, nil
+}
+
+// number checks that member k, when present, is a number within [lo, hi].
+func (c checker) number(k string, lo, hi float64) (float64, bool, error) {
+	raw, ok := c.m[k]
+	if !ok {
+		return 0, false, nil
+	}
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || math.IsNaN(f) || f < lo || f > hi {
+		return 0, false, invalid(c.d, c.path(k), "must be a number from %v to %v", lo, hi)
+	}
+	return f, true, nil
+}
+
+// boolean checks that member k, when present, is true or false.
+func (c checker) boolean(k string) (bool, error) {
+	raw, ok := c.m[k]
+	if !ok {
+		return false, nil
+	}
+	var b bool
+	if err := json.Unmarshal(raw, &b); err != nil {
+		return false, invalid(c.d, c.path(k), "must be true or false")
+	}
+	return b, nil
+}
+
+// agentID checks an agent id: a non-empty string of at most 64 characters (IaCP 1.0 section
+// 10.1's limit, which the ElizaOS draft does not contradict).
+func (c checker) agentID(k string) (string, error) {
+	s, err := c.str(k, true)
+	if err != nil {
+		return "", err
+	}
+	if len([]rune(s)) > 64 {
+		return "", invalid(c.d, c.path(k), "is %d characters; at most 64 are allowed", len([]rune(s)))
+	}
+	return s, nil
+}
+
+// clip shortens a quoted value in an error message.
+func clip(s string) string {
+	if r := []rune(s); len(r) > 40 {
+		return string(r[:40]) + "..."
+	}
+	return s
+}

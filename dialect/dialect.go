@@ -1,0 +1,227 @@
+package dialect
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Dialect names a message shape. The names of the other drafts are protocol's, so that the
+// foreign error-code table (protocol.MapForeignCode) and this package agree.
+type Dialect string
+
+// The dialects.
+const (
+	// IACP is our own wire format, draft-vystartas-iacp-00.
+	IACP Dialect = "iacp"
+	// IaCP1 is the IaCP Specification 1.0-draft (specs/000).
+	IaCP1 Dialect = protocol.DialectIaCP1
+	// ElizaOS is the ElizaOS multi-agent draft's performatives (specs/004).
+	ElizaOS Dialect = protocol.DialectElizaOS
+	// ACPv2 is ACP v2.0 (specs/002): recognised, not yet translated.
+	ACPv2 Dialect = protocol.DialectACPv2
+	// A2ACP is A2ACP v1.0 (specs/003): recognised, not yet translated (it needs the draft's
+	// JSON Schema).
+	A2ACP Dialect = protocol.DialectA2ACP
+)
+
+// Translated lists the dialects Decode, ToIACP and FromIACP handle, besides IACP itself.
+var Translated = []Dialect{IaCP1, ElizaOS}
+
+// Members are a JSON object's members, each kept verbatim.
+type Members map[string]json.RawMessage
+
+// Document is one decoded, validated document of a dialect.
+type Document struct {
+	Dialect Dialect
+	// Members are the document's top-level members, verbatim.
+	Members Members
+}
+
+// JSON encodes the document (members sorted by name).
+func (d *Document) JSON() ([]byte, error) { return json.Marshal(d.Members) }
+
+// Draft is what a protocol.Builder needs to build the IACP message that carries a document:
+// Message gives the unsigned message, and Builder.Seal fills the node's fields and signs it.
+type Draft struct {
+	Type   protocol.Type
+	Intent protocol.Intent
+	// MessageID is the document's own id when it is a UUID (any RFC 9562 version), so that a
+	// reply correlates to the id the sender knows; empty otherwise (Seal makes one).
+	MessageID string
+	// To is the recipient as the document names it, or protocol.Broadcast. A dialect's bare name
+	// ("Jules") is not an IACP agent id: resolving it is the caller's job.
+	To string
+	// Payload is the IACP payload: the document's payload, with the members IACP validation
+	// requires (status, code, event_type) set; the extension says how to undo that.
+	Payload json.RawMessage
+	// Priority is low, normal, high or urgent, or empty; it travels in the extension.
+	Priority string
+	// TTL is from the document's expiry or timeout, rounded up to seconds; zero leaves the
+	// builder's default.
+	TTL time.Duration
+	// CorrelationID continues a conversation: in_reply_to, parent_message_id, conversation_id.
+	CorrelationID string
+	// Extension is what the IACP fields do not carry, kept under ExtensionMember.
+	Extension Extension
+}
+
+// Message returns the unsigned IACP message of the draft; seal it with a protocol.Builder.
+func (d *Draft) Message() (*protocol.Message, error) {
+	ext, err := json.Marshal(d.Extension)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the extension: %w", err)
+	}
+	m := &protocol.Message{}
+	m.Envelope.MessageID = d.MessageID
+	m.Envelope.CorrelationID = d.CorrelationID
+	m.Envelope.Recipient.AgentID = d.To
+	m.Envelope.TTLSeconds = int64((d.TTL + time.Second - 1) / time.Second)
+	m.Message = protocol.Body{Type: d.Type, Intent: d.Intent, Payload: bytes.Clone(d.Payload),
+		Extra: protocol.Extra{ExtensionMember: ext}}
+	return m, nil
+}
+
+// invalid is the error of a document that breaks its own draft: PAYLOAD_INVALID, naming the
+// dialect and the field.
+func invalid(d Dialect, field, format string, args ...any) *protocol.Error {
+	return protocol.Errorf(protocol.CodePayloadInvalid, "%s document: %s %s", d, field, fmt.Sprintf(format, args...))
+}
+
+// inexpressible is the error of an IACP message that the target dialect has no shape for.
+func inexpressible(d Dialect, format string, args ...any) *protocol.Error {
+	return protocol.Errorf(protocol.CodeCapabilityMismatch, "cannot be expressed in %s: %s", d, fmt.Sprintf(format, args...))
+}
+
+// recognisers: the members that mark each dialect.
+var recognisers = []struct {
+	d       Dialect
+	members []string
+}{
+	{IACP, []string{"envelope"}},
+	{IaCP1, []string{"iacp_version"}},
+	{ElizaOS, []string{"mcp_version", "performative"}},
+	{ACPv2, []string{"commandId", "action"}},
+	{A2ACP, []string{"protocol_version", "source_agent", "target_agent"}},
+}
+
+// Recognise tells a document's dialect by its marking members: envelope (IACP), iacp_version
+// (IaCP 1.0), mcp_version or performative (ElizaOS), commandId or action (ACP v2),
+// protocol_version, source_agent or target_agent (A2ACP). A document that marks none, or more
+// than one, is PAYLOAD_INVALID with an error that says which members decide.
+func Recognise(doc []byte) (Dialect, error) {
+	m, err := parseObject("", doc)
+	if err != nil {
+		return "", err
+	}
+	var found []Dialect
+	var why []string
+	for _, r := range recognisers {
+		for _, name := range r.members {
+			if _, ok := m[name]; ok {
+				found = append(found, r.d)
+				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
+				break
+			}
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return "", protocol.Errorf(protocol.CodePayloadInvalid,
+			"the document's dialect is unknown: it has none of envelope (iacp), iacp_version (iacp-1.0), "+
+				"mcp_version or performative (elizaos), commandId or action (acp-v2), protocol_version, "+
+				"source_agent or target_agent (a2acp); name the dialect explicitly")
+	}
+	return "", protocol.Errorf(protocol.CodePayloadInvalid,
+		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
+		strings.Join(why, " and "))
+}
+
+// parseObject checks that doc is one RFC 8259 JSON object (no duplicate member, numbers a
+// double holds: protocol.CanonicalJSON's rules) and returns its members.
+func parseObject(d Dialect, doc []byte) (Members, error) {
+	what := "document"
+	if d != "" {
+		what = string(d) + " document"
+	}
+	if _, err := protocol.CanonicalJSON(doc); err != nil {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)
+	}
+	var m Members
+	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s must be a JSON object", what)
+	}
+	return m, nil
+}
+
+// codec is one dialect's translator.
+type codec interface {
+	// validate checks the members against the draft.
+	validate(m Members) error
+	// toIACP maps a validated document. It fills every Draft field but Extension, and returns
+	// the payload members IACP needs set (fit).
+	toIACP(m Members, now time.Time) (d *Draft, fit map[string]any, err error)
+	// derive writes the document's members from the IACP fields, as FromIACP does for a message
+	// that has no extension of this dialect.
+	derive(v *view) (Members, error)
+}
+
+var codecs = map[Dialect]codec{IaCP1: iacp1{}, ElizaOS: eliza{}}
+
+func codecOf(d Dialect) (codec, error) {
+	if c, ok := codecs[d]; ok {
+		return c, nil
+	}
+	switch d {
+	case ACPv2, A2ACP:
+		return nil, protocol.Errorf(protocol.CodeCapabilityMismatch,
+			"dialect %s is recognised but not yet translated; send it as %s or %s", d, IaCP1, ElizaOS)
+	}
+	names := []string{string(IACP)}
+	for _, t := range Translated {
+		names = append(names, string(t))
+	}
+	return nil, protocol.Errorf(protocol.CodePayloadInvalid, "unknown dialect %q; use one of %s", d, strings.Join(names, ", "))
+}
+
+// Decode parses doc as a document of dialect d and checks it against that dialect's draft.
+// Errors are *protocol.Error: PAYLOAD_INVALID naming the field that breaks the draft, or
+// VERSION_UNSUPPORTED for another major version.
+func Decode(d Dialect, doc []byte) (*Document, error) {
+	c, err := codecOf(d)
+	if err != nil {
+		return nil, err
+	}
+	m, err := parseObject(d, doc)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.validate(m); err != nil {
+		return nil, err
+	}
+	return &Document{Dialect: d, Members: m}, nil
+}
+
+// sortedKeys returns m's names, sorted.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// sameJSON reports whether two JSON values are canonically equal.
+func sameJSON(a, b []byte) bool {
+	ca, err1 := protocol.CanonicalJSON(a)
+	cb, err2 := protocol.CanonicalJSON(b)
+	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+}

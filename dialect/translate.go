@@ -1,0 +1,244 @@
+package dialect
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// ExtensionMember is the member of the IACP message body ("message") that carries what the
+// IACP fields do not. Unknown members are kept by every IACP node and covered by the signature.
+const ExtensionMember = "x-dialect"
+
+// Extension is the value of ExtensionMember:
+//
+//	{"name": "elizaos", "priority": "high",
+//	 "members": {...}, "absent": [...],
+//	 "payload_replaced": {...}, "payload_added": [...]}
+//
+// FromIACP into the dialect Name rebuilds the document from the IACP fields, then sets Members
+// and deletes Absent; it undoes the payload changes first.
+type Extension struct {
+	// Name is the dialect of the original document.
+	Name Dialect `json:"name"`
+	// Priority is the document's priority on IACP's scale (low, normal, high, urgent).
+	Priority string `json:"priority,omitempty"`
+	// Members are the original top-level members that the IACP fields do not reproduce
+	// exactly, verbatim: the sender, the timestamp, fields with no IACP counterpart, and those
+	// whose counterpart loses information (an expiry turned into a TTL).
+	Members Members `json:"members,omitempty"`
+	// Absent names the members that the IACP fields would add but the original did not have.
+	Absent []string `json:"absent,omitempty"`
+	// PayloadReplaced are the payload's original values of members that IACP validation needs
+	// otherwise (a status outside accepted, rejected, pending, counter).
+	PayloadReplaced Members `json:"payload_replaced,omitempty"`
+	// PayloadAdded names the payload members added for IACP (status, code, message,
+	// retryable, event_type).
+	PayloadAdded []string `json:"payload_added,omitempty"`
+}
+
+// view is what a dialect derives a document from: the IACP fields, with the payload as the
+// dialect wrote it.
+type view struct {
+	Type                                        protocol.Type
+	Intent                                      protocol.Intent
+	MessageID, Timestamp, From, To, Correlation string
+	// TTL is in seconds; zero or less is unknown.
+	TTL     int64
+	Payload json.RawMessage
+}
+
+// placeholder stands for what Seal fills later (a new message id, the timestamp, the sender):
+// no valid document holds it, so a member derived from it never matches the original.
+const placeholder = "\x00"
+
+// ToIACP maps a decoded document to the draft of its IACP message. now is the time an expiry
+// (expires_at) is measured against. A document already past its expiry is TIMEOUT.
+func ToIACP(doc *Document, now time.Time) (*Draft, error) {
+	c, err := codecOf(doc.Dialect)
+	if err != nil {
+		return nil, err
+	}
+	d, fit, err := c.toIACP(doc.Members, now)
+	if err != nil {
+		return nil, err
+	}
+	ext := Extension{Name: doc.Dialect, Priority: d.Priority}
+	original := d.Payload
+	if d.Payload, err = fitPayload(d.Payload, fit, &ext); err != nil {
+		return nil, err
+	}
+	v := &view{Type: d.Type, Intent: d.Intent, MessageID: d.MessageID, Timestamp: placeholder, From: placeholder,
+		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original}
+	if v.MessageID == "" {
+		v.MessageID = placeholder
+	}
+	if v.TTL <= 0 {
+		v.TTL = -1
+	}
+	if v.Type == protocol.TypeRequest && v.Correlation == v.MessageID {
+		v.Correlation = ""
+	}
+	derived, err := c.derive(v)
+	if err != nil {
+		derived = Members{} // the document is kept whole in the extension
+	}
+	for _, k := range sortedKeys(doc.Members) {
+		if dv, ok := derived[k]; !ok || !sameJSON(dv, doc.Members[k]) {
+			if ext.Members == nil {
+				ext.Members = Members{}
+			}
+			ext.Members[k] = doc.Members[k]
+		}
+	}
+	for _, k := range sortedKeys(derived) {
+		if _, ok := doc.Members[k]; !ok {
+			ext.Absent = append(ext.Absent, k)
+		}
+	}
+	d.Extension = ext
+	return d, nil
+}
+
+// fitPayload sets the members IACP validation needs, recording in ext how to undo it.
+func fitPayload(payload json.RawMessage, fit map[string]any, ext *Extension) (json.RawMessage, error) {
+	if len(fit) == 0 {
+		return payload, nil
+	}
+	var p Members
+	if err := json.Unmarshal(payload, &p); err != nil || p == nil {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s document: payload must be a JSON object", ext.Name)
+	}
+	for _, k := range sortedKeys(fit) {
+		want, err := json.Marshal(fit[k])
+		if err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode payload %s: %w", k, err)
+		}
+		old, had := p[k]
+		switch {
+		case had && sameJSON(old, want):
+			continue
+		case had:
+			if ext.PayloadReplaced == nil {
+				ext.PayloadReplaced = Members{}
+			}
+			ext.PayloadReplaced[k] = old
+		default:
+			ext.PayloadAdded = append(ext.PayloadAdded, k)
+		}
+		p[k] = want
+	}
+	return json.Marshal(p)
+}
+
+// unfitPayload undoes fitPayload.
+func unfitPayload(payload json.RawMessage, ext *Extension) (json.RawMessage, error) {
+	if len(ext.PayloadReplaced) == 0 && len(ext.PayloadAdded) == 0 {
+		return payload, nil
+	}
+	var p Members
+	if err := json.Unmarshal(payload, &p); err != nil || p == nil {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "the IACP payload is not a JSON object")
+	}
+	for _, k := range ext.PayloadAdded {
+		delete(p, k)
+	}
+	for k, v := range ext.PayloadReplaced {
+		p[k] = v
+	}
+	return json.Marshal(p)
+}
+
+// FromIACP writes msg as a document of the target dialect. When msg carries an extension of
+// that dialect, the original document comes back, canonically equal. A message the target has
+// no shape for is CAPABILITY_MISMATCH, saying why; IACP as the target gives msg's own JSON.
+func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
+	if target == IACP {
+		return protocol.EncodeJSON(msg)
+	}
+	c, err := codecOf(target)
+	if err != nil {
+		return nil, err
+	}
+	var ext *Extension
+	if raw, ok := msg.Message.Extra[ExtensionMember]; ok {
+		var e Extension
+		if err := json.Unmarshal(raw, &e); err != nil {
+			return nil, protocol.Errorf(protocol.CodePayloadInvalid, "message.%s is not a dialect extension: %v", ExtensionMember, err)
+		}
+		if e.Name == target {
+			ext = &e
+		}
+	}
+	v := viewOf(msg)
+	if ext != nil {
+		if v.Payload, err = unfitPayload(v.Payload, ext); err != nil {
+			return nil, err
+		}
+	}
+	doc, err := c.derive(v)
+	if err != nil && ext == nil {
+		return nil, err
+	}
+	if ext != nil {
+		if doc == nil {
+			doc = Members{}
+		}
+		for k, val := range ext.Members {
+			doc[k] = val
+		}
+		for _, k := range ext.Absent {
+			if _, kept := ext.Members[k]; !kept {
+				delete(doc, k)
+			}
+		}
+	}
+	out, err := json.Marshal(doc)
+	if err != nil {
+		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the %s document: %w", target, err)
+	}
+	if _, err := Decode(target, out); err != nil {
+		return nil, inexpressible(target, "the translation breaks the draft: %v", err)
+	}
+	return out, nil
+}
+
+// viewOf reads the IACP fields of msg.
+func viewOf(msg *protocol.Message) *view {
+	env := &msg.Envelope
+	v := &view{Type: msg.Message.Type, Intent: msg.Message.Intent, MessageID: env.MessageID,
+		Timestamp: env.Timestamp, From: env.Sender.AgentID, To: env.Recipient.AgentID,
+		Correlation: env.CorrelationID, TTL: env.TTLSeconds, Payload: msg.Message.Payload}
+	if v.Type == protocol.TypeRequest && v.Correlation == v.MessageID {
+		v.Correlation = ""
+	}
+	if len(v.Payload) == 0 {
+		v.Payload = json.RawMessage("{}")
+	}
+	return v
+}
+
+// payloadOf decodes a payload object's members (nil when it is not an object).
+func payloadOf(raw json.RawMessage) Members {
+	var p Members
+	if json.Unmarshal(raw, &p) != nil {
+		return nil
+	}
+	return p
+}
+
+// str returns a member's string value, or "" when it is absent or not a string.
+func str(m Members, k string) string {
+	var s string
+	if raw, ok := m[k]; ok && json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return ""
+}
+
+// raw encodes v as a member value; v is always encodable (strings, bools, numbers, Members).
+func raw(v any) json.RawMessage {
+	b, _ := json.Marshal(v)
+	return b
+}
