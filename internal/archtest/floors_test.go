@@ -25,7 +25,7 @@ var floors = map[string]int{
 	"internal/fsutil": 0, "internal/retry": 0, "internal/testsupport": 0,
 	"protocol": 1, "identity": 1,
 	"authority": 2, "dialect": 2,
-	"audit":     3, "store": 3, "discovery": 3, "pubsub": 3,
+	"audit": 3, "store": 3, "discovery": 3, "pubsub": 3,
 	"delivery": 4,
 	"node":     5,
 	"api":      6, "sim": 6,

@@ -1,0 +1,216 @@
+package dialect
+
+import (
+	"bytes"
+	"crypto/rand"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// now is the time the examples are translated at: before every expiry in them.
+var now = time.Date(2025, 9, 21, 10, 30, 0, 0, time.UTC)
+
+func examples(t *testing.T, d Dialect) map[string][]byte {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", string(d), "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples for %s: %v", d, err)
+	}
+	out := map[string][]byte{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[filepath.Base(f)] = b
+	}
+	return out
+}
+
+func builder(t testing.TB) *protocol.Builder {
+	t.Helper()
+	key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protocol.NewBuilder("test:local:node", key, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// carry translates doc to a signed IACP message, through the wire and back.
+func carry(t testing.TB, b *protocol.Builder, d Dialect, doc []byte) (*Draft, *protocol.Message) {
+	t.Helper()
+	dec, err := Decode(d, doc)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	draft, err := ToIACP(dec, now)
+	if err != nil {
+		t.Fatalf("to IACP: %v", err)
+	}
+	m, err := draft.Message()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Seal(m); err != nil {
+		t.Fatalf("seal: %v", err)
+	}
+	wire, err := protocol.EncodeJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := protocol.DecodeJSON(wire)
+	if err != nil {
+		t.Fatalf("decode the IACP message: %v", err)
+	}
+	if err := protocol.Verify(got); err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	return draft, got
+}
+
+func canonical(t testing.TB, b []byte) []byte {
+	t.Helper()
+	c, err := protocol.CanonicalJSON(b)
+	if err != nil {
+		t.Fatalf("canonical: %v", err)
+	}
+	return c
+}
+
+// Every example of the drafts is recognised, validates, becomes a valid signed IACP message,
+// and comes back from it canonically equal.
+func TestExamples_RoundTrip(t *testing.T) {
+	b := builder(t)
+	for _, d := range Translated {
+		for name, doc := range examples(t, d) {
+			t.Run(string(d)+"/"+name, func(t *testing.T) {
+				got, err := Recognise(doc)
+				if err != nil || got != d {
+					t.Fatalf("recognised as %q (%v), want %s", got, err, d)
+				}
+				_, m := carry(t, b, d, doc)
+				// A dialect's bare agent name is resolved to an IACP id by the node, not here.
+				resolved := m.Clone()
+				if resolved.Envelope.Recipient.AgentID != protocol.Broadcast {
+					resolved.Envelope.Recipient.AgentID = "dialect:" + string(d) + ":agent"
+				}
+				if err := protocol.Validate(resolved, now, 0, protocol.Limits{}); err != nil {
+					t.Fatalf("the IACP message is not valid: %v", err)
+				}
+				back, err := FromIACP(m, d)
+				if err != nil {
+					t.Fatalf("from IACP: %v", err)
+				}
+				if !bytes.Equal(canonical(t, back), canonical(t, doc)) {
+					t.Fatalf("round trip differs:\n got %s\nwant %s", canonical(t, back), canonical(t, doc))
+				}
+			})
+		}
+	}
+}
+
+// Every example also arrives in each other dialect as a document valid there, or is refused
+// with CAPABILITY_MISMATCH saying why.
+func TestExamples_CrossDialect(t *testing.T) {
+	b := builder(t)
+	for _, from := range Translated {
+		for name, doc := range examples(t, from) {
+			_, m := carry(t, b, from, doc)
+			for _, to := range append([]Dialect{IACP}, Translated...) {
+				out, err := FromIACP(m, to)
+				if err != nil {
+					if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
+						t.Errorf("%s/%s to %s: %v (code %s), want a document or CAPABILITY_MISMATCH", from, name, to, err, protocol.CodeOf(err))
+					}
+					continue
+				}
+				if to == IACP {
+					continue
+				}
+				if _, err := Decode(to, out); err != nil {
+					t.Errorf("%s/%s to %s: %v", from, name, to, err)
+				}
+			}
+		}
+	}
+}
+
+func TestRecognise_AmbiguousAndUnknown(t *testing.T) {
+	for doc, want := range map[string]string{
+		`{"iacp_version":"1.0","performative":"TASK_REQUEST"}`: "ambiguous: it has iacp_version (iacp-1.0) and performative (elizaos)",
+		`{"hello":"world"}`: "dialect is unknown",
+		`[1]`:               "must be a JSON object",
+		`{"a":1,"a":2}`:     "not valid JSON",
+	} {
+		_, err := Recognise([]byte(doc))
+		if err == nil || !strings.Contains(err.Error(), want) || protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+			t.Errorf("Recognise(%s) = %v, want PAYLOAD_INVALID saying %q", doc, err, want)
+		}
+	}
+	for doc, want := range map[string]Dialect{
+		`{"envelope":{},"message":{}}`: IACP, `{"commandId":"x"}`: ACPv2, `{"source_agent":{}}`: A2ACP,
+	} {
+		if got, err := Recognise([]byte(doc)); got != want {
+			t.Errorf("Recognise(%s) = %q, %v; want %s", doc, got, err, want)
+		}
+	}
+	if _, err := Decode(ACPv2, []byte(`{}`)); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
+		t.Errorf("Decode(acp-v2) = %v, want CAPABILITY_MISMATCH (not yet translated)", err)
+	}
+}
+
+// A field of a draft's example, set wrong, is refused naming the field.
+func TestDecode_RefusesBadDocuments(t *testing.T) {
+	cases := []struct {
+		d        Dialect
+		example  string
+		from, to string
+		code     protocol.Code
+		field    string
+	}{
+		{IaCP1, "s8.1-request.json", `"iacp_version": "1.0"`, `"iacp_version": "2.0"`, protocol.CodeVersionUnsupported, "iacp_version"},
+		{IaCP1, "s8.1-request.json", `"message_type": "task_request"`, `"message_type": "task_order"`, protocol.CodePayloadInvalid, "message_type"},
+		{IaCP1, "s8.1-request.json", `"message_id": "123e4567-e89b-12d3-a456-426614174000"`, `"message_id": "uuid-v4-string"`, protocol.CodePayloadInvalid, "message_id"},
+		{IaCP1, "s8.1-request.json", `"timestamp": "2025-09-21T10:30:00Z"`, `"timestamp": "yesterday"`, protocol.CodePayloadInvalid, "timestamp"},
+		{IaCP1, "s8.1-request.json", `"task_type": "sentiment_analysis"`, `"task_kind": "sentiment_analysis"`, protocol.CodePayloadInvalid, "payload.task_type"},
+		{IaCP1, "s8.1-request.json", `"response_timeout": 30`, `"response_timeout": -1`, protocol.CodePayloadInvalid, "metadata.response_timeout"},
+		{IaCP1, "s8.1-request.json", `"agent_id": "nlp-agent-01"`, `"agent_name": "nlp-agent-01"`, protocol.CodePayloadInvalid, "recipient.agent_id"},
+		{IaCP1, "s8.1-response.json", `"status": "completed"`, `"status": "done"`, protocol.CodePayloadInvalid, "payload.status"},
+		{IaCP1, "s8.1-response.json", `"parent_message_id"`, `"parent_id"`, protocol.CodePayloadInvalid, "parent_message_id"},
+		{IaCP1, "s4.1.2-task-response.json", `"progress": 0.75`, `"progress": 75`, protocol.CodePayloadInvalid, "payload.progress"},
+		{IaCP1, "s2.1-base-message.json", `"priority": "low"`, `"priority": "asap"`, protocol.CodePayloadInvalid, "metadata.priority"},
+		{ElizaOS, "s4.1-task-request.json", `"mcp_version": "0.1.0"`, `"mcp_version": "1.0"`, protocol.CodeVersionUnsupported, "mcp_version"},
+		{ElizaOS, "s4.1-task-request.json", `"performative": "TASK_REQUEST"`, `"performative": "REQUEST"`, protocol.CodePayloadInvalid, "performative"},
+		{ElizaOS, "s4.1-task-request.json", `"priority": "medium"`, `"priority": "urgent"`, protocol.CodePayloadInvalid, "payload.priority"},
+		{ElizaOS, "s4.1-task-request.json", `"receiver": {`, `"recipient": {`, protocol.CodePayloadInvalid, "receiver"},
+		{ElizaOS, "s4.2-task-accept.json", `"in_reply_to"`, `"reply_to"`, protocol.CodePayloadInvalid, "in_reply_to"},
+		{ElizaOS, "s4.3-inform-result.json", `"task_status": "success"`, `"task_status": "done"`, protocol.CodePayloadInvalid, "payload.task_status"},
+		{ElizaOS, "s4.4-query-ref.json", `"reference"`, `"ref"`, protocol.CodePayloadInvalid, "payload.reference"},
+		{ElizaOS, "s4.6-failure.json", `"error_text"`, `"text"`, protocol.CodePayloadInvalid, "payload.error_text"},
+		{ElizaOS, "s4.9-inform-capabilities.json", `"capabilities": {}`, `"capabilities": []`, protocol.CodePayloadInvalid, "payload.capabilities"},
+	}
+	for _, c := range cases {
+		doc := examples(t, c.d)[c.example]
+		bad := bytes.Replace(doc, []byte(c.from), []byte(c.to), 1)
+		if bytes.Equal(bad, doc) {
+			t.Fatalf("%s/%s: %q is not in the example", c.d, c.example, c.from)
+		}
+		_, err := Decode(c.d, bad)
+		var pe *protocol.Error
+		if !errors.As(err, &pe) || pe.Code != c.code || !strings.Contains(err.Error(), c.field) {
+			t.Errorf("%s/%s with %s: got %v, want %s naming %s", c.d, c.example, c.to, err, c.code, c.field)
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package dialect
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+func fuzzSeeds(f *testing.F, d Dialect) {
+	for _, doc := range examples(&testing.T{}, d) {
+		f.Add(doc)
+	}
+}
+
+// fuzzDecode checks, for any input: Decode never panics; what it accepts translates to IACP and
+// back to a document canonically equal to the input, or is refused with an IACP code.
+func fuzzDecode(f *testing.F, d Dialect) {
+	fuzzSeeds(f, d)
+	b := builder(f)
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		dec, err := Decode(d, doc)
+		if err != nil {
+			if protocol.CodeOf(err) == "" || protocol.CodeOf(err) == protocol.CodeInternalError {
+				t.Fatalf("refusal without a code: %v", err)
+			}
+			return
+		}
+		draft, err := ToIACP(dec, now)
+		if err != nil {
+			if protocol.CodeOf(err) != protocol.CodeTimeout {
+				t.Fatalf("a valid document did not translate: %v", err)
+			}
+			return
+		}
+		m, err := draft.Message()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Seal(m); err != nil {
+			t.Fatal(err)
+		}
+		back, err := FromIACP(m, d)
+		if err != nil {
+			t.Fatalf("from IACP: %v", err)
+		}
+		if !bytes.Equal(canonical(t, back), canonical(t, doc)) {
+			t.Fatalf("round trip differs:\n got %s\nwant %s", canonical(t, back), canonical(t, doc))
+		}
+	})
+}
+
+func FuzzDecodeIaCP1(f *testing.F)   { fuzzDecode(f, IaCP1) }
+func FuzzDecodeElizaOS(f *testing.F) { fuzzDecode(f, ElizaOS) }
+
+func FuzzRecognise(f *testing.F) {
+	for _, d := range Translated {
+		fuzzSeeds(f, d)
+	}
+	f.Fuzz(func(t *testing.T, doc []byte) {
+		d, err := Recognise(doc)
+		if err != nil && protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+			t.Fatalf("Recognise refused with %v, want PAYLOAD_INVALID", err)
+		}
+		if err == nil && d == "" {
+			t.Fatal("no dialect and no error")
+		}
+	})
+}
