@@ -18,7 +18,7 @@ import (
 // now is the time the examples are translated at: before every expiry in them.
 var now = time.Date(2025, 9, 21, 10, 30, 0, 0, time.UTC)
 
-func examples(t *testing.T, d Dialect) map[string][]byte {
+func examples(t testing.TB, d Dialect) map[string][]byte {
 	t.Helper()
 	files, err := filepath.Glob(filepath.Join("testdata", string(d), "*.json"))
 	if err != nil || len(files) == 0 {

@@ -8,7 +8,7 @@ import (
 )
 
 func fuzzSeeds(f *testing.F, d Dialect) {
-	for _, doc := range examples(&testing.T{}, d) {
+	for _, doc := range examples(f, d) {
 		f.Add(doc)
 	}
 }
