@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -29,7 +30,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	m, err := s.decodeMessage(r, body)
+	m, d, err := s.decodeMessage(r, body)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
@@ -56,7 +57,9 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		s.metrics.sent.Inc()
-		write(w, r, http.StatusOK, resp)
+		if err := writeDialect(w, r, http.StatusOK, d, resp, m); err != nil {
+			s.fail(w, r, err, id)
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.sendTimeout)
@@ -69,23 +72,28 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	write(w, r, http.StatusAccepted, SendResult{MessageID: id, Status: protocol.ResponseAccepted})
 }
 
-// decodeMessage decodes a document by Content-Type.
-func (s *Server) decodeMessage(r *http.Request, body []byte) (*protocol.Message, error) {
+// decodeMessage decodes a document by Content-Type: an IACP document, or one of another
+// draft's (dialect.go), which it maps to IACP; d is the dialect to answer in.
+func (s *Server) decodeMessage(r *http.Request, body []byte) (m *protocol.Message, d dialect.Dialect, err error) {
 	if len(body) == 0 {
-		return nil, errorf(protocol.CodePayloadInvalid, "empty body: send one IACP document")
+		return nil, "", errorf(protocol.CodePayloadInvalid, "empty body: send one IACP document")
 	}
 	f, err := bodyFormat(r, body)
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	if m, d, err = s.decodeDialect(r, body, f); m != nil || err != nil {
+		return m, d, err
 	}
 	if f == protocol.YAML {
 		m, err := protocol.DecodeYAMLLimit(body, yamlExpansion(body, s.cfg.maxBody))
 		if err != nil && errors.Is(err, protocol.ErrDocumentTooLarge) {
-			return nil, &httpError{status: http.StatusRequestEntityTooLarge, err: err}
+			return nil, "", &httpError{status: http.StatusRequestEntityTooLarge, err: err}
 		}
-		return m, err
+		return m, d, err
 	}
-	return protocol.DecodeJSON(body)
+	m, err = protocol.DecodeJSON(body)
+	return m, d, err
 }
 
 // prepare fills what the node owns, signs as the node's agent and validates, so that an

@@ -1,0 +1,101 @@
+package api
+
+import (
+	"mime"
+	"net/http"
+
+	"github.com/iacp-node/iacp-node/dialect"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// DialectParam names the dialect of a posted document: the query parameter ?dialect=, or the
+// media type parameter (Content-Type: application/json; dialect=elizaos). Without either the
+// node recognises the dialect by the document's members (dialect.Recognise), and a document
+// it cannot place is read as IACP.
+const DialectParam = "dialect"
+
+// requestDialect returns the dialect the request names, "" when it names none.
+func requestDialect(r *http.Request) (dialect.Dialect, error) {
+	name := r.URL.Query().Get(DialectParam)
+	if ct := r.Header.Get("Content-Type"); ct != "" {
+		if _, params, err := mime.ParseMediaType(ct); err == nil && params[DialectParam] != "" {
+			if name != "" && name != params[DialectParam] {
+				return "", errorf(protocol.CodePayloadInvalid, "?dialect=%s and the Content-Type's dialect=%s disagree: name one", name, params[DialectParam])
+			}
+			name = params[DialectParam]
+		}
+	}
+	if name == "" {
+		return "", nil
+	}
+	d := dialect.Dialect(name)
+	if d == dialect.IACP {
+		return d, nil
+	}
+	for _, t := range append(dialect.Translated, dialect.ACPv2, dialect.A2ACP) {
+		if d == t {
+			return d, nil
+		}
+	}
+	return "", errorf(protocol.CodePayloadInvalid, "dialect %q is unknown: use iacp, %s, %s, %s or %s",
+		name, dialect.IaCP1, dialect.ElizaOS, dialect.ACPv2, dialect.A2ACP)
+}
+
+// decodeDialect reads a JSON document of another draft as the IACP message it maps to
+// (dialect.ToIACP); d is its dialect, named or recognised. It returns nil, IACP when the
+// document is IACP's own (or none the node can place), for the IACP decoder.
+func (s *Server) decodeDialect(r *http.Request, body []byte, format protocol.Format) (*protocol.Message, dialect.Dialect, error) {
+	d, err := requestDialect(r)
+	if err != nil {
+		return nil, "", err
+	}
+	if d == "" && format == protocol.JSON {
+		if found, err := dialect.Recognise(body); err == nil {
+			d = found
+		}
+	}
+	if d == "" || d == dialect.IACP {
+		return nil, dialect.IACP, nil
+	}
+	if format != protocol.JSON {
+		return nil, "", errorf(protocol.CodePayloadInvalid, "a %s document is JSON: send it as application/json", d)
+	}
+	doc, err := dialect.Decode(d, body)
+	if err != nil {
+		return nil, "", err
+	}
+	draft, err := dialect.ToIACP(doc, s.n.Now())
+	if err != nil {
+		return nil, "", err
+	}
+	m, err := draft.Message()
+	if err != nil {
+		return nil, "", err
+	}
+	return m, d, nil
+}
+
+// writeDialect answers m, the answer to req, in dialect d: as IACP (JSON or YAML by Accept)
+// when d is IACP, else as the document of d that m maps to (dialect.FromIACP), always JSON.
+// An answer correlated to req's message id is correlated, in d, to what req's sender named
+// for its answers (ElizaOS reply_with, which became req's correlation id): the sender's own
+// conversation, as its draft says.
+func writeDialect(w http.ResponseWriter, r *http.Request, status int, d dialect.Dialect, m, req *protocol.Message) error {
+	if d == "" || d == dialect.IACP {
+		write(w, r, status, m)
+		return nil
+	}
+	if c := req.Envelope.CorrelationID; c != "" && m.Envelope.CorrelationID == req.Envelope.MessageID {
+		shown := *m
+		shown.Envelope.CorrelationID = c
+		m = &shown
+	}
+	raw, err := dialect.FromIACP(m, d)
+	if err != nil {
+		return err
+	}
+	w.Header().Set("Content-Type", mediaJSON+"; "+DialectParam+"="+string(d))
+	w.WriteHeader(status)
+	_, _ = w.Write(append(raw, '\n'))
+	return nil
+}
