@@ -42,13 +42,10 @@ func requestDialect(r *http.Request) (dialect.Dialect, error) {
 }
 
 // decodeDialect reads a JSON document of another draft as the IACP message it maps to
-// (dialect.ToIACP); d is its dialect, named or recognised. It returns nil, IACP when the
-// document is IACP's own (or none the node can place), for the IACP decoder.
-func (s *Server) decodeDialect(r *http.Request, body []byte, format protocol.Format) (*protocol.Message, dialect.Dialect, error) {
-	d, err := requestDialect(r)
-	if err != nil {
-		return nil, "", err
-	}
+// (dialect.ToIACP), in dialect d when the client named one, else the one it is recognised
+// as. It returns nil, IACP when the document is IACP's own (or none the node can place), for
+// the IACP decoder.
+func (s *Server) decodeDialect(d dialect.Dialect, body []byte, format protocol.Format) (*protocol.Message, dialect.Dialect, error) {
 	if d == "" && format == protocol.JSON {
 		if found, err := dialect.Recognise(body); err == nil {
 			d = found
@@ -98,4 +95,16 @@ func writeDialect(w http.ResponseWriter, r *http.Request, status int, d dialect.
 	w.WriteHeader(status)
 	_, _ = w.Write(append(raw, '\n'))
 	return nil
+}
+
+// renderDialect is an inbound message as a client of dialect d reads it: its IACP document
+// when d is IACP or m has no shape in d (an event, say: the client still gets everything, in
+// IACP, rather than nothing), else the document of d.
+func renderDialect(m *protocol.Message, d dialect.Dialect) ([]byte, error) {
+	if d != "" && d != dialect.IACP {
+		if raw, err := dialect.FromIACP(m, d); err == nil {
+			return raw, nil
+		}
+	}
+	return protocol.EncodeJSON(m)
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -104,5 +106,67 @@ func TestDialect_NamedDialectsAndRefusals(t *testing.T) {
 	resp, raw := postDoc(t, s, "", "application/json; dialect=elizaos", elizaRequest(t, agentName(1)))
 	if resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("named by media type: status %d: %s", resp.StatusCode, raw)
+	}
+}
+
+// An ElizaOS agent on the WebSocket (?dialect=elizaos) receives an IACP agent's request as a
+// TASK_REQUEST, answers with its own TASK_ACCEPT, and the IACP agent gets an IACP response
+// correlated to its request.
+func TestDialect_WebSocketAgentSpeaksElizaOS(t *testing.T) {
+	m := newAPIMesh(t, 2, meshOpts{})
+	ctx := testCtx(t, 20*time.Second)
+	c, _, err := websocket.Dial(ctx, "ws://"+m.servers[1].Addr()+ConnectPath+"?dialect=elizaos", &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + m.servers[1].Token()}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	res, err := m.clients[0].Send(ctx, request(agentName(1), protocol.IntentHandoff, `{"task":"review"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var task map[string]any
+	for task == nil {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if json.Unmarshal(data, &doc) == nil && doc["performative"] != nil {
+			task = doc
+		}
+	}
+	if task["performative"] != "TASK_REQUEST" || task["message_id"] != res.MessageID {
+		t.Fatalf("the ElizaOS agent got %v", task)
+	}
+	answer, _ := json.Marshal(map[string]any{
+		"mcp_version": "0.1.0", "message_id": "3f2b8c1e-9d4a-4c6b-8e2f-1a7d5c9b0e34", "performative": "TASK_ACCEPT",
+		"sender": map[string]any{"agent_id": agentName(1)}, "receiver": map[string]any{"agent_id": agentName(0)},
+		"in_reply_to": res.MessageID, "timestamp": time.Now().UTC().Format(time.RFC3339), "payload": map[string]any{},
+	})
+	if err := c.Write(ctx, websocket.MessageText, answer); err != nil {
+		t.Fatal(err)
+	}
+	if f := readResult(t, ctx, c); f.Sent == "" {
+		t.Fatalf("the TASK_ACCEPT was not sent: %+v", f.Error)
+	}
+	if err := c.Write(ctx, websocket.MessageText, []byte(`{"ack":"`+res.MessageID+`"}`)); err != nil {
+		t.Fatal(err)
+	}
+	inbox, err := m.clients[0].Inbox(ctx, 0, 10*time.Second)
+	if err != nil || len(inbox.Messages) != 1 {
+		t.Fatalf("inbox %+v, %v", inbox, err)
+	}
+	got := inbox.Messages[0].Message
+	if got.Message.Type != protocol.TypeResponse || got.Envelope.CorrelationID != res.MessageID || got.Envelope.Sender.AgentID != agentName(1) {
+		t.Fatalf("the IACP agent got %+v", got.Envelope)
+	}
+	// A dialect the node does not know is refused before the upgrade.
+	_, resp, err := websocket.Dial(ctx, "ws://"+m.servers[1].Addr()+ConnectPath+"?dialect=klingon", &websocket.DialOptions{
+		HTTPHeader: http.Header{"Authorization": {"Bearer " + m.servers[1].Token()}},
+	})
+	if err == nil || resp == nil || resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("unknown dialect: %v, %v", resp, err)
 	}
 }

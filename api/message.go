@@ -82,7 +82,11 @@ func (s *Server) decodeMessage(r *http.Request, body []byte) (m *protocol.Messag
 	if err != nil {
 		return nil, "", err
 	}
-	if m, d, err = s.decodeDialect(r, body, f); m != nil || err != nil {
+	named, err := requestDialect(r)
+	if err != nil {
+		return nil, "", err
+	}
+	if m, d, err = s.decodeDialect(named, body, f); m != nil || err != nil {
 		return m, d, err
 	}
 	if f == protocol.YAML {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -40,14 +41,23 @@ type wsConn struct {
 	close context.CancelFunc
 	wg    sync.WaitGroup
 	slots chan struct{}
+	// dialect is what the agent speaks (?dialect= on connect): its documents are read as it,
+	// and its inbound messages written in it.
+	dialect dialect.Dialect
 }
 
 // connect is the WebSocket binding: inbound messages go to the agent as text frames, one IACP
 // document each, every one not yet acknowledged (a reconnecting agent gets again what it did
 // not ack); the agent sends IACP documents and {"ack":"<id>"} frames the same way. The server
 // pings every ping interval; an agent that does not answer within the ping timeout is dropped,
-// and that also ends the pending read.
+// and that also ends the pending read. An agent that speaks another draft names it with
+// ?dialect= (docs/dialects.md): it sends and receives that draft's documents.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
+	d, err := requestDialect(r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
 	// The WebSocket outlives this request: no deadline of the request may stay on its
 	// connection. The library bounds each read and write by its context instead.
 	rc := http.NewResponseController(w)
@@ -61,7 +71,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(s.ctx)
-	wc := &wsConn{s: s, c: c, ctx: ctx, close: cancel, slots: make(chan struct{}, maxWSSends)}
+	wc := &wsConn{s: s, c: c, ctx: ctx, close: cancel, slots: make(chan struct{}, maxWSSends), dialect: d}
 	wc.wg.Add(2)
 	go wc.pump()
 	go wc.pinger()
@@ -139,7 +149,10 @@ func (wc *wsConn) send(data []byte) {
 		fail(err, "")
 		return
 	}
-	m, err := protocol.DecodeJSON(data)
+	m, _, err := s.decodeDialect(wc.dialect, data, protocol.JSON)
+	if m == nil && err == nil {
+		m, err = protocol.DecodeJSON(data)
+	}
 	if err != nil {
 		fail(err, "")
 		return
@@ -186,7 +199,7 @@ func (wc *wsConn) pump() {
 			return
 		}
 		for _, d := range ds {
-			raw, err := protocol.EncodeJSON(d.Msg)
+			raw, err := renderDialect(d.Msg, wc.dialect)
 			if err != nil {
 				continue
 			}
