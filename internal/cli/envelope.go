@@ -16,11 +16,11 @@ func init() { register(newEnvelopeCmd) }
 func newEnvelopeCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "envelope",
-		Short: "Sign, verify and reformat IACP documents offline",
+		Short: "Sign, verify, reformat and translate IACP documents offline",
 		Long: `envelope works on IACP documents in files or on standard input, without a node.
 JSON or YAML input is detected from the first character ('{' means JSON).`,
 	}
-	cmd.AddCommand(newEnvelopeSignCmd(), newEnvelopeVerifyCmd(), newEnvelopeFmtCmd())
+	cmd.AddCommand(newEnvelopeSignCmd(), newEnvelopeVerifyCmd(), newEnvelopeFmtCmd(), newEnvelopeTranslateCmd())
 	return cmd
 }
 

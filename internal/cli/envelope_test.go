@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -143,5 +144,41 @@ func TestEnvelope_Sign_NeedsAKeyThatExists(t *testing.T) {
 	code, _, errOut := run(t, unsignedDoc, "envelope", "sign", "--key", filepath.Join(t.TempDir(), "missing.key"), "--agent-id", "a:b:c")
 	if code != 1 || !strings.Contains(errOut, "missing.key") {
 		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+}
+
+// translate carries an ElizaOS TASK_REQUEST into IACP and back unchanged, refuses what the
+// target cannot express with the reason, and needs --to.
+func TestEnvelopeTranslate_RoundTripAndRefusal(t *testing.T) {
+	src, err := os.ReadFile("../../dialect/testdata/elizaos/s4.1-task-request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, iacp, errOut := run(t, string(src), "envelope", "translate", "--to", "iacp")
+	if code != 0 || !strings.Contains(iacp, `"intent":"handoff"`) || !strings.Contains(iacp, `"x-dialect"`) {
+		t.Fatalf("to iacp: exit %d, %s %s", code, iacp, errOut)
+	}
+	code, back, errOut := run(t, iacp, "envelope", "translate", "--to", "elizaos")
+	if code != 0 {
+		t.Fatalf("back to elizaos: exit %d, %s", code, errOut)
+	}
+	a, err := protocol.CanonicalJSON([]byte(back))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := protocol.CanonicalJSON(src)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("the round trip changed the document:\n%s\n%s", a, b)
+	}
+	// An event has no ElizaOS performative.
+	ev, err := os.ReadFile("../../dialect/testdata/iacp-1.0/s3.3-event-notification.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errOut := run(t, string(ev), "envelope", "translate", "--to", "elizaos"); code == 0 || !strings.Contains(errOut, "CAPABILITY_MISMATCH: cannot be expressed in elizaos") {
+		t.Fatalf("an event to elizaos: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := run(t, string(src), "envelope", "translate"); code == 0 || !strings.Contains(errOut, `"to" not set`) {
+		t.Fatalf("without --to: exit %d, %s", code, errOut)
 	}
 }
