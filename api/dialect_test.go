@@ -170,3 +170,30 @@ func TestDialect_WebSocketAgentSpeaksElizaOS(t *testing.T) {
 		t.Fatalf("unknown dialect: %v, %v", resp, err)
 	}
 }
+
+// QUERY_CAPABILITIES is answered by the recipient's node, from its agent's manifest, as
+// INFORM_CAPABILITIES (the agent is not asked).
+func TestDialect_QueryCapabilitiesIsAnsweredByTheNode(t *testing.T) {
+	m := newAPIMesh(t, 2, meshOpts{})
+	raw, err := os.ReadFile("../dialect/testdata/elizaos/s4.8-query-capabilities.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["receiver"] = map[string]any{"agent_id": agentName(1)}
+	body, _ := json.Marshal(doc)
+	resp, out := postDoc(t, m.servers[0], "?wait=10s", "application/json", string(body))
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, out)
+	}
+	var answer map[string]any
+	if err := json.Unmarshal(out, &answer); err != nil {
+		t.Fatal(err)
+	}
+	if answer["performative"] != "INFORM_CAPABILITIES" || !strings.Contains(string(out), "tool1") {
+		t.Fatalf("answer %s", out)
+	}
+}
