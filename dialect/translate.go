@@ -47,6 +47,11 @@ type view struct {
 	// TTL is in seconds; zero or less is unknown.
 	TTL     int64
 	Payload json.RawMessage
+	// Priority is on IACP's scale, from the extension of whatever dialect the message came
+	// from; empty when it has none.
+	Priority string
+	// Permissions are the IACP document's security.permissions.
+	Permissions []string
 }
 
 // placeholder stands for what Seal fills later (a new message id, the timestamp, the sender):
@@ -70,7 +75,8 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 		return nil, err
 	}
 	v := &view{Type: d.Type, Intent: d.Intent, MessageID: d.MessageID, Timestamp: placeholder, From: placeholder,
-		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original}
+		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original,
+		Priority: d.Priority, Permissions: d.Security.Permissions}
 	if v.MessageID == "" {
 		v.MessageID = placeholder
 	}
@@ -162,6 +168,7 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 		return nil, err
 	}
 	var ext *Extension
+	v := viewOf(msg)
 	if raw, ok := msg.Message.Extra[ExtensionMember]; ok {
 		var e Extension
 		if err := json.Unmarshal(raw, &e); err != nil {
@@ -170,8 +177,8 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 		if e.Name == target {
 			ext = &e
 		}
+		v.Priority = e.Priority
 	}
-	v := viewOf(msg)
 	if ext != nil {
 		if v.Payload, err = unfitPayload(v.Payload, ext); err != nil {
 			return nil, err
@@ -215,6 +222,9 @@ func viewOf(msg *protocol.Message) *view {
 	}
 	if len(v.Payload) == 0 {
 		v.Payload = json.RawMessage("{}")
+	}
+	if sec, err := msg.Security(); err == nil {
+		v.Permissions = sec.Permissions
 	}
 	return v
 }
