@@ -120,6 +120,13 @@ func TestACPv2_FromIACP(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if got := AnswerCorrelation(cmd, ACPv2); got != "0193a5b0-7c1e-7000-8000-000000000011" {
+		t.Errorf("AnswerCorrelation = %q, want the command's id", got)
+	}
+	named := bytes.Replace(examples(t, ACPv2)["pattern-4-pipeline-implement.json"], []byte(`"0193a5b0-7c1e-7000-8000-000000000042"`), []byte(`"cmd-2"`), 1)
+	if _, c := carry(t, b, ACPv2, named); AnswerCorrelation(c, ACPv2) != "cmd-2" || AnswerCorrelation(c, ElizaOS) != c.Envelope.CorrelationID {
+		t.Errorf("AnswerCorrelation of a command with id cmd-2: %q", AnswerCorrelation(c, ACPv2))
+	}
 	out, err := FromIACP(resp, ACPv2)
 	if err != nil {
 		t.Fatal(err)

@@ -252,3 +252,24 @@ func raw(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
 }
+
+// AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
+// correlated to. An ACP v2 AgentResponse's commandId is the command's own id: the message id,
+// or the id the document carried when it was no UUID (kept in the extension). The other
+// drafts' answers continue what the request named for them (ElizaOS reply_with, IaCP 1.0
+// conversation_id), which became req's correlation id.
+func AnswerCorrelation(req *protocol.Message, d Dialect) string {
+	if d == ACPv2 {
+		var e Extension
+		if json.Unmarshal(req.Message.Extra[ExtensionMember], &e) == nil && e.Name == ACPv2 {
+			if id := str(e.Members, "id"); id != "" {
+				return id
+			}
+		}
+		return req.Envelope.MessageID
+	}
+	if c := req.Envelope.CorrelationID; c != "" {
+		return c
+	}
+	return req.Envelope.MessageID
+}
