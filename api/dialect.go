@@ -32,7 +32,7 @@ func requestDialect(r *http.Request) (dialect.Dialect, error) {
 	if d == dialect.IACP {
 		return d, nil
 	}
-	for _, t := range append(dialect.Translated, dialect.ACPv2, dialect.A2ACP) {
+	for _, t := range append(dialect.Translated, dialect.A2ACP) {
 		if d == t {
 			return d, nil
 		}
@@ -75,16 +75,16 @@ func (s *Server) decodeDialect(d dialect.Dialect, body []byte, format protocol.F
 // writeDialect answers m, the answer to req, in dialect d: as IACP (JSON or YAML by Accept)
 // when d is IACP, else as the document of d that m maps to (dialect.FromIACP), always JSON.
 // An answer correlated to req's message id is correlated, in d, to what req's sender named
-// for its answers (ElizaOS reply_with, which became req's correlation id): the sender's own
-// conversation, as its draft says.
+// for its answers (dialect.AnswerCorrelation: ElizaOS reply_with, which became req's
+// correlation id; ACP v2's command id): the sender's own conversation, as its draft says.
 func writeDialect(w http.ResponseWriter, r *http.Request, status int, d dialect.Dialect, m, req *protocol.Message) error {
 	if d == "" || d == dialect.IACP {
 		write(w, r, status, m)
 		return nil
 	}
-	if c := req.Envelope.CorrelationID; c != "" && m.Envelope.CorrelationID == req.Envelope.MessageID {
+	if m.Envelope.CorrelationID == req.Envelope.MessageID {
 		shown := *m
-		shown.Envelope.CorrelationID = c
+		shown.Envelope.CorrelationID = dialect.AnswerCorrelation(req, d)
 		m = &shown
 	}
 	raw, err := dialect.FromIACP(m, d)

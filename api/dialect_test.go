@@ -81,6 +81,36 @@ func TestDialect_ElizaOSRequestIsCarriedAsIACPAndAnsweredInElizaOS(t *testing.T)
 	}
 }
 
+// An agent that speaks ACP v2 posts an AgentCommand (its id no UUID, its context naming the
+// pipeline's previous command); the answer comes back as an AgentResponse whose commandId is
+// the command's own id.
+func TestDialect_ACPv2CommandIsAnsweredByAnAgentResponse(t *testing.T) {
+	m := newAPIMesh(t, 2, meshOpts{})
+	ctx := testCtx(t, 20*time.Second)
+	raw, err := os.ReadFile("../dialect/testdata/acp-v2/pattern-4-pipeline-implement.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cmd map[string]any
+	if err := json.Unmarshal(raw, &cmd); err != nil {
+		t.Fatal(err)
+	}
+	cmd["id"], cmd["to"] = "cmd-impl-1", agentName(1)
+	body, _ := json.Marshal(cmd)
+	go func() { _ = answerOnce(ctx, m.clients[1], agentName(1)) }()
+	resp, out := postDoc(t, m.servers[0], "?wait=10s", "application/json", string(body))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json; dialect=acp-v2" {
+		t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), out)
+	}
+	var answer map[string]any
+	if err := json.Unmarshal(out, &answer); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if answer["commandId"] != "cmd-impl-1" || answer["status"] != "success" || answer["version"] != "2.0" {
+		t.Fatalf("answer %s", out)
+	}
+}
+
 // A named dialect wins over recognition; a wrong or unknown one is refused, naming the field.
 func TestDialect_NamedDialectsAndRefusals(t *testing.T) {
 	m := newAPIMesh(t, 2, meshOpts{})
@@ -93,7 +123,8 @@ func TestDialect_NamedDialectsAndRefusals(t *testing.T) {
 		{"unknown dialect", "?dialect=klingon", "application/json", elizaRequest(t, agentName(1)), 400, `klingon\" is unknown`},
 		{"disagreeing names", "?dialect=elizaos", "application/json; dialect=iacp-1.0", elizaRequest(t, agentName(1)), 400, "disagree"},
 		{"named, but not that dialect", "?dialect=iacp-1.0", "application/json", elizaRequest(t, agentName(1)), 400, "iacp-1.0 document"},
-		{"not yet translated", "?dialect=acp-v2", "application/json", `{"commandId":"x","action":"y"}`, 422, "not yet translated"},
+		{"not yet translated", "?dialect=a2acp", "application/json", `{"protocol_version":"1.0","source_agent":{},"target_agent":{}}`, 422, "a2acp is recognised but not yet translated"},
+		{"bad ACP v2 command", "", "application/json", `{"version":"2.0","action":"FLY"}`, 400, "acp-v2 document"},
 		{"YAML of another draft", "?dialect=elizaos", "application/x-yaml", "performative: TASK_REQUEST\n", 400, "is JSON"},
 		{"bad ElizaOS document", "", "application/json", `{"performative":"TASK_REQUEST","mcp_version":"0.1.0"}`, 400, "elizaos document"},
 	} {

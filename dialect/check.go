@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -81,10 +82,85 @@ func (c checker) uuid(k string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if _, err := uuid.Parse(s); err != nil || len(s) != 36 {
+	if !isUUID(s) {
 		return "", invalid(c.d, c.path(k), "%q is not a UUID (8-4-4-4-12 hex digits)", clip(s))
 	}
 	return s, nil
+}
+
+// isUUID reports whether s is an RFC 9562 UUID (any version) in its 36-character form.
+func isUUID(s string) bool {
+	_, err := uuid.Parse(s)
+	return err == nil && len(s) == 36
+}
+
+// maxIDLen bounds an id that becomes an IACP correlation_id (IACP's limit).
+const maxIDLen = 128
+
+// id checks that member k, when present (or always, when required), is a non-empty string of
+// at most maxIDLen characters.
+func (c checker) id(k string, required bool) (string, error) {
+	s, err := c.str(k, required)
+	if err != nil {
+		return "", err
+	}
+	if _, present := c.m[k]; present && (strings.TrimSpace(s) == "" || len(s) > maxIDLen) {
+		return "", invalid(c.d, c.path(k), "must be a non-empty string of at most %d bytes", maxIDLen)
+	}
+	return s, nil
+}
+
+// array returns member k's elements, verbatim; required says whether it must be present.
+func (c checker) array(k string, required bool) ([]json.RawMessage, error) {
+	raw, ok := c.m[k]
+	if !ok {
+		if required {
+			return nil, invalid(c.d, c.path(k), "is required (a JSON array)")
+		}
+		return nil, nil
+	}
+	var a []json.RawMessage
+	if err := json.Unmarshal(raw, &a); err != nil || a == nil {
+		return nil, invalid(c.d, c.path(k), "must be a JSON array")
+	}
+	return a, nil
+}
+
+// strs checks that member k, when present (or always, when required), is an array of at most
+// limit non-empty strings.
+func (c checker) strs(k string, required bool, limit int) ([]string, error) {
+	a, err := c.array(k, required)
+	if err != nil || a == nil {
+		return nil, err
+	}
+	if len(a) > limit {
+		return nil, invalid(c.d, c.path(k), "has %d entries; at most %d are allowed", len(a), limit)
+	}
+	out := make([]string, len(a))
+	for i, e := range a {
+		if json.Unmarshal(e, &out[i]) != nil || strings.TrimSpace(out[i]) == "" {
+			return nil, invalid(c.d, fmt.Sprintf("%s[%d]", c.path(k), i), "must be a non-empty string")
+		}
+	}
+	return out, nil
+}
+
+// objects checks that member k, when present, is an array of objects and returns a checker
+// for each.
+func (c checker) objects(k string) ([]checker, error) {
+	a, err := c.array(k, false)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]checker, len(a))
+	for i, e := range a {
+		var m Members
+		if json.Unmarshal(e, &m) != nil || m == nil {
+			return nil, invalid(c.d, fmt.Sprintf("%s[%d]", c.path(k), i), "must be a JSON object")
+		}
+		out[i] = checker{d: c.d, prefix: fmt.Sprintf("%s[%d].", c.path(k), i), m: m}
+	}
+	return out, nil
 }
 
 // time checks that member k is an RFC 3339 timestamp (ISO 8601 with a zone).

@@ -23,7 +23,7 @@ const (
 	IaCP1 Dialect = protocol.DialectIaCP1
 	// ElizaOS is the ElizaOS multi-agent draft's performatives (specs/004).
 	ElizaOS Dialect = protocol.DialectElizaOS
-	// ACPv2 is ACP v2.0 (specs/002): recognised, not yet translated.
+	// ACPv2 is ACP v2.0 (specs/002): AgentCommand and AgentResponse.
 	ACPv2 Dialect = protocol.DialectACPv2
 	// A2ACP is A2ACP v1.0 (specs/003): recognised, not yet translated (it needs the draft's
 	// JSON Schema).
@@ -31,7 +31,7 @@ const (
 )
 
 // Translated lists the dialects Decode, ToIACP and FromIACP handle, besides IACP itself.
-var Translated = []Dialect{IaCP1, ElizaOS}
+var Translated = []Dialect{IaCP1, ElizaOS, ACPv2}
 
 // Members are a JSON object's members, each kept verbatim.
 type Members map[string]json.RawMessage
@@ -67,6 +67,9 @@ type Draft struct {
 	TTL time.Duration
 	// CorrelationID continues a conversation: in_reply_to, parent_message_id, conversation_id.
 	CorrelationID string
+	// Security is the IACP document's top-level security member (protocol.WithSecurity): ACP
+	// v2's security.permissions, which the node checks against the sender's grants.
+	Security protocol.Security
 	// Extension is what the IACP fields do not carry, kept under ExtensionMember.
 	Extension Extension
 }
@@ -84,6 +87,7 @@ func (d *Draft) Message() (*protocol.Message, error) {
 	m.Envelope.TTLSeconds = int64((d.TTL + time.Second - 1) / time.Second)
 	m.Message = protocol.Body{Type: d.Type, Intent: d.Intent, Payload: bytes.Clone(d.Payload),
 		Extra: protocol.Extra{ExtensionMember: ext}}
+	protocol.WithSecurity(d.Security)(m)
 	return m, nil
 }
 
@@ -173,20 +177,19 @@ type codec interface {
 	derive(v *view) (Members, error)
 }
 
-var codecs = map[Dialect]codec{IaCP1: iacp1{}, ElizaOS: eliza{}}
+var codecs = map[Dialect]codec{IaCP1: iacp1{}, ElizaOS: eliza{}, ACPv2: acpv2{}}
 
 func codecOf(d Dialect) (codec, error) {
 	if c, ok := codecs[d]; ok {
 		return c, nil
 	}
-	switch d {
-	case ACPv2, A2ACP:
-		return nil, protocol.Errorf(protocol.CodeCapabilityMismatch,
-			"dialect %s is recognised but not yet translated; send it as %s or %s", d, IaCP1, ElizaOS)
-	}
 	names := []string{string(IACP)}
 	for _, t := range Translated {
 		names = append(names, string(t))
+	}
+	if d == A2ACP {
+		return nil, protocol.Errorf(protocol.CodeCapabilityMismatch,
+			"dialect %s is recognised but not yet translated; send it as one of %s", d, strings.Join(names, ", "))
 	}
 	return nil, protocol.Errorf(protocol.CodePayloadInvalid, "unknown dialect %q; use one of %s", d, strings.Join(names, ", "))
 }

@@ -166,8 +166,8 @@ func TestRecognise_AmbiguousAndUnknown(t *testing.T) {
 			t.Errorf("Recognise(%s) = %q, %v; want %s", doc, got, err, want)
 		}
 	}
-	if _, err := Decode(ACPv2, []byte(`{}`)); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
-		t.Errorf("Decode(acp-v2) = %v, want CAPABILITY_MISMATCH (not yet translated)", err)
+	if _, err := Decode(A2ACP, []byte(`{}`)); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
+		t.Errorf("Decode(a2acp) = %v, want CAPABILITY_MISMATCH (not yet translated)", err)
 	}
 }
 
@@ -200,6 +200,21 @@ func TestDecode_RefusesBadDocuments(t *testing.T) {
 		{ElizaOS, "s4.4-query-ref.json", `"reference"`, `"ref"`, protocol.CodePayloadInvalid, "payload.reference"},
 		{ElizaOS, "s4.6-failure.json", `"error_text"`, `"text"`, protocol.CodePayloadInvalid, "payload.error_text"},
 		{ElizaOS, "s4.9-inform-capabilities.json", `"capabilities": {}`, `"capabilities": []`, protocol.CodePayloadInvalid, "payload.capabilities"},
+		{ACPv2, "pattern-1-request-response.json", `"version": "2.0"`, `"version": "1.0"`, protocol.CodeVersionUnsupported, "version"},
+		{ACPv2, "pattern-1-request-response.json", `"action": "ANALYZE"`, `"action": "analyse"`, protocol.CodePayloadInvalid, "action"},
+		{ACPv2, "pattern-1-request-response.json", `"priority": "medium"`, `"priority": "urgent"`, protocol.CodePayloadInvalid, "priority"},
+		{ACPv2, "pattern-1-request-response.json", `"to": "code-agent"`, `"target": "code-agent"`, protocol.CodePayloadInvalid, "to"},
+		{ACPv2, "pattern-1-request-response.json", `"parameters": {`, `"params": {`, protocol.CodePayloadInvalid, "parameters"},
+		{ACPv2, "pattern-2-fire-and-forget.json", `"timeout": 5000`, `"timeout": "5s"`, protocol.CodePayloadInvalid, "context.timeout"},
+		{ACPv2, "structure-1-agent-command.json", `"maxAttempts"`, `"attempts"`, protocol.CodePayloadInvalid, "context.retryPolicy.maxAttempts"},
+		{ACPv2, "structure-1-agent-command.json", `["code:read"]`, `"code:read"`, protocol.CodePayloadInvalid, "security.permissions"},
+		{ACPv2, "structure-1-agent-command.json", `"requireApproval": true`, `"requireApproval": "yes"`, protocol.CodePayloadInvalid, "security.requireApproval"},
+		{ACPv2, "structure-2-agent-response.json", `"status": "success"`, `"status": "ok"`, protocol.CodePayloadInvalid, "status"},
+		{ACPv2, "structure-2-agent-response.json", `"results": {`, `"result": {`, protocol.CodePayloadInvalid, "results"},
+		{ACPv2, "structure-2-agent-response.json", `"path": "reports/main.md",`, ``, protocol.CodePayloadInvalid, "results.artifacts[0].path"},
+		{ACPv2, "structure-2-agent-response.json", `"duration": 1200`, `"duration": -1`, protocol.CodePayloadInvalid, "execution.duration"},
+		{ACPv2, "implementation-failed-response.json", `"recoverable": false`, `"recoverable": 0`, protocol.CodePayloadInvalid, "error.recoverable"},
+		{ACPv2, "implementation-failed-response.json", `"commandId": "0193a5b0-7c1e-7000-8000-000000000071"`, `"commandId": ""`, protocol.CodePayloadInvalid, "commandId"},
 	}
 	for _, c := range cases {
 		doc := examples(t, c.d)[c.example]

@@ -52,6 +52,7 @@ func fuzzDecode(f *testing.F, d Dialect) {
 
 func FuzzDecodeIaCP1(f *testing.F)   { fuzzDecode(f, IaCP1) }
 func FuzzDecodeElizaOS(f *testing.F) { fuzzDecode(f, ElizaOS) }
+func FuzzDecodeACPv2(f *testing.F)   { fuzzDecode(f, ACPv2) }
 
 func FuzzRecognise(f *testing.F) {
 	for _, d := range Translated {

@@ -47,6 +47,11 @@ type view struct {
 	// TTL is in seconds; zero or less is unknown.
 	TTL     int64
 	Payload json.RawMessage
+	// Priority is on IACP's scale, from the extension of whatever dialect the message came
+	// from; empty when it has none.
+	Priority string
+	// Permissions are the IACP document's security.permissions.
+	Permissions []string
 }
 
 // placeholder stands for what Seal fills later (a new message id, the timestamp, the sender):
@@ -70,7 +75,8 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 		return nil, err
 	}
 	v := &view{Type: d.Type, Intent: d.Intent, MessageID: d.MessageID, Timestamp: placeholder, From: placeholder,
-		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original}
+		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original,
+		Priority: d.Priority, Permissions: d.Security.Permissions}
 	if v.MessageID == "" {
 		v.MessageID = placeholder
 	}
@@ -162,6 +168,7 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 		return nil, err
 	}
 	var ext *Extension
+	v := viewOf(msg)
 	if raw, ok := msg.Message.Extra[ExtensionMember]; ok {
 		var e Extension
 		if err := json.Unmarshal(raw, &e); err != nil {
@@ -170,8 +177,8 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 		if e.Name == target {
 			ext = &e
 		}
+		v.Priority = e.Priority
 	}
-	v := viewOf(msg)
 	if ext != nil {
 		if v.Payload, err = unfitPayload(v.Payload, ext); err != nil {
 			return nil, err
@@ -216,6 +223,9 @@ func viewOf(msg *protocol.Message) *view {
 	if len(v.Payload) == 0 {
 		v.Payload = json.RawMessage("{}")
 	}
+	if sec, err := msg.Security(); err == nil {
+		v.Permissions = sec.Permissions
+	}
 	return v
 }
 
@@ -241,4 +251,25 @@ func str(m Members, k string) string {
 func raw(v any) json.RawMessage {
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
+// correlated to. An ACP v2 AgentResponse's commandId is the command's own id: the message id,
+// or the id the document carried when it was no UUID (kept in the extension). The other
+// drafts' answers continue what the request named for them (ElizaOS reply_with, IaCP 1.0
+// conversation_id), which became req's correlation id.
+func AnswerCorrelation(req *protocol.Message, d Dialect) string {
+	if d == ACPv2 {
+		var e Extension
+		if json.Unmarshal(req.Message.Extra[ExtensionMember], &e) == nil && e.Name == ACPv2 {
+			if id := str(e.Members, "id"); id != "" {
+				return id
+			}
+		}
+		return req.Envelope.MessageID
+	}
+	if c := req.Envelope.CorrelationID; c != "" {
+		return c
+	}
+	return req.Envelope.MessageID
 }
