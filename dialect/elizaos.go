@@ -218,7 +218,7 @@ func elizaPerformative(v *view, p Members) (string, error) {
 		}
 		return "FAILURE", nil
 	}
-	return "", inexpressible(ElizaOS, "it has no performative for a %s (section 4 lists requests, replies and failures only)", v.Type)
+	return "", inexpressible(ElizaOS, "it has no performative for an IACP %s (section 4 lists requests, replies and failures only)", v.Type)
 }
 
 // elizaFillPayload sets what a performative requires of a payload that came from IACP.

@@ -18,7 +18,8 @@ func newEnvelopeTranslateCmd() *cobra.Command {
 		Use:   "translate --to DIALECT [--from DIALECT] [IN]",
 		Short: "Convert a document between IACP and the other drafts' shapes",
 		Long: `translate reads one JSON document and writes it in another draft's shape
-(docs/dialects.md): iacp (ours), iacp-1.0 (IaCP 1.0) or elizaos (ElizaOS performatives).
+(docs/dialects.md): iacp (ours), iacp-1.0 (IaCP 1.0), elizaos (ElizaOS performatives) or
+acp-v2 (ACP v2 AgentCommand and AgentResponse).
 Without --from the dialect is recognised by the document's members. What the target has no
 field for travels under the IACP message's "x-dialect" member, so translating back gives the
 original document. An IACP document written here is unsigned: sign it with 'envelope sign'.
