@@ -212,6 +212,30 @@ func (c *Client) Send(ctx context.Context, m *protocol.Message) (SendResult, err
 	return res, err
 }
 
+// SendDocument sends one JSON document of another draft (docs/dialects.md) as it is, in the
+// dialect named (iacp-1.0, elizaos, acp-v2; "" lets the node recognise it), and returns once
+// the recipient's node has it.
+func (c *Client) SendDocument(ctx context.Context, doc []byte, dialect string) (SendResult, error) {
+	var res SendResult
+	err := c.do(ctx, http.MethodPost, MessagePath+dialectQuery("?", dialect), doc, mediaJSON, &res)
+	return res, err
+}
+
+// RequestDocument sends one JSON request document of another draft, as SendDocument does,
+// waits up to wait for the response, and returns it in the request's dialect.
+func (c *Client) RequestDocument(ctx context.Context, doc []byte, dialect string, wait time.Duration) (json.RawMessage, error) {
+	var answer json.RawMessage
+	err := c.do(ctx, http.MethodPost, MessagePath+"?wait="+wait.String()+dialectQuery("&", dialect), doc, mediaJSON, &answer)
+	return answer, err
+}
+
+func dialectQuery(sep, dialect string) string {
+	if dialect == "" {
+		return ""
+	}
+	return sep + DialectParam + "=" + url.QueryEscape(dialect)
+}
+
 // Request sends the request m and waits up to wait for its response. An `error` reply comes
 // back as an *APIError with its code; no reply in time as TIMEOUT (HTTP 504).
 func (c *Client) Request(ctx context.Context, m *protocol.Message, wait time.Duration) (*protocol.Message, error) {

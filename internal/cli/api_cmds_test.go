@@ -115,6 +115,19 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 	if code, out, errOut := runIn(t, doc, "send", "--data-dir", d0, "-f", "-"); code != 0 || !strings.Contains(out, "accepted") {
 		t.Fatalf("send -f -: exit %d, %s %s", code, out, errOut)
 	}
+	// Another draft's document, recognised: ElizaOS section 4.1's TASK_REQUEST.
+	eliza := `{"mcp_version":"0.1.0","message_id":"7c9e6679-7425-40de-944b-e07fc1f90ae7","performative":"TASK_REQUEST",` +
+		`"sender":{"agent_id":"Eddy"},"receiver":{"agent_id":"test:cli:agent1"},"reply_with":"debug-task-42",` +
+		`"timestamp":"2025-05-20T09:00:00Z","payload":{"task_type":"debug_code"}}`
+	if code, out, errOut := runIn(t, eliza, "send", "--data-dir", d0, "-f", "-"); code != 0 || !strings.Contains(out, "7c9e6679-7425-40de-944b-e07fc1f90ae7") {
+		t.Fatalf("send -f an ElizaOS document: exit %d, %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runIn(t, eliza, "send", "--data-dir", d0, "-f", "-", "--dialect", "iacp-1.0"); code == 0 || !strings.Contains(errOut, "iacp-1.0 document") {
+		t.Fatalf("send -f with the wrong --dialect: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runIn(t, "", "send", "--data-dir", d0, "--to", "test:cli:agent1", "--dialect", "elizaos"); code == 0 || !strings.Contains(errOut, "--dialect names the draft of a --file document") {
+		t.Fatalf("--dialect without --file: exit %d, %s", code, errOut)
+	}
 	// request timeout: nobody answers the request within 300ms.
 	if code, _, errOut := runIn(t, "", "request", "--data-dir", d0, "--to", "test:cli:agent1", "--wait", "300ms"); code == 0 || !strings.Contains(errOut, "TIMEOUT") {
 		t.Fatalf("request timeout: exit %d, %s", code, errOut)

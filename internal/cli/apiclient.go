@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -100,8 +101,9 @@ func (f *clientFlags) print(w io.Writer, v any, table func(tw *tabwriter.Writer)
 
 // messageFlags build a message from flags, or read a whole document.
 type messageFlags struct {
-	to, intent, payload, channel, file string
-	ttl                                time.Duration
+	to, intent, payload, channel, file, dialect string
+	ttl                                         time.Duration
+	raw                                         []byte // the --file document, once read
 }
 
 func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
@@ -111,9 +113,37 @@ func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
 	cmd.Flags().StringVar(&f.channel, "channel", "", "channel (default: by intent)")
 	cmd.Flags().DurationVar(&f.ttl, "ttl", 0, "time to live (default: the node's, 1h)")
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "send a whole JSON or YAML document from a file (- for stdin) instead of --to/--intent/--payload")
+	cmd.Flags().StringVar(&f.dialect, "dialect", "", "the --file document's draft: iacp, iacp-1.0, elizaos or acp-v2 (default: recognised by its members; docs/dialects.md)")
+}
+
+// foreignDocument returns the --file document when it is another draft's (named by --dialect
+// or recognised), for the node to translate; nil when it is an IACP document or there is none.
+func (f *messageFlags) foreignDocument(stdin io.Reader) ([]byte, error) {
+	if f.file == "" {
+		if f.dialect != "" {
+			return nil, fmt.Errorf("--dialect names the draft of a --file document: give one")
+		}
+		return nil, nil
+	}
+	raw, err := readInput(stdin, f.file)
+	if err != nil {
+		return nil, err
+	}
+	d := dialect.Dialect(f.dialect)
+	if d == "" {
+		d, _ = dialect.Recognise(raw)
+	}
+	if d == "" || d == dialect.IACP {
+		f.raw = raw
+		return nil, nil
+	}
+	return raw, nil
 }
 
 func (f *messageFlags) message(stdin io.Reader, typ protocol.Type) (*protocol.Message, error) {
+	if f.raw != nil {
+		return protocol.Decode(f.raw) // read by foreignDocument
+	}
 	if f.file != "" {
 		raw, err := readInput(stdin, f.file)
 		if err != nil {

@@ -23,9 +23,24 @@ func newRequestCmd() *cobra.Command {
 		Short: "Send a request through the running node and print the response",
 		Long: `request sends a request like 'send' and waits up to --wait for the correlated response,
 which it prints (-o yaml or json prints the whole signed document). No response in time is a
-TIMEOUT error and exit code 1.`,
+TIMEOUT error and exit code 1. A --file document of another draft (IaCP 1.0, ElizaOS, ACP v2)
+is answered in that draft, printed as the node returns it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			doc, err := mf.foreignDocument(cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
+			if doc != nil {
+				return cf.withClient(func(c *api.Client) error {
+					answer, err := c.RequestDocument(cmd.Context(), doc, mf.dialect, wait)
+					if err != nil {
+						return err
+					}
+					_, err = fmt.Fprintln(cmd.OutOrStdout(), string(answer))
+					return err
+				})
+			}
 			m, err := mf.message(cmd.InOrStdin(), protocol.TypeRequest)
 			if err != nil {
 				return err

@@ -22,16 +22,29 @@ func newSendCmd() *cobra.Command {
 		Long: `send gives a message to the node running with --data-dir, through its local API. The
 node fills in and signs what you leave out (message_id, timestamp, sender, signature) and returns
 once the recipient's node has the message. Without --file the message is a request; a document
-from --file may be of any type. A reply to a request arrives later in the inbox ('iacp-node
+from --file may be of any type, and of another draft (IaCP 1.0, ElizaOS, ACP v2: named by
+--dialect or recognised), which the node carries as IACP. A reply to a request arrives later in the inbox ('iacp-node
 inbox'); use 'iacp-node request' to wait for it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			m, err := mf.message(cmd.InOrStdin(), protocol.TypeRequest)
+			doc, err := mf.foreignDocument(cmd.InOrStdin())
 			if err != nil {
 				return err
 			}
+			var m *protocol.Message
+			if doc == nil {
+				if m, err = mf.message(cmd.InOrStdin(), protocol.TypeRequest); err != nil {
+					return err
+				}
+			}
 			return cf.withClient(func(c *api.Client) error {
-				res, err := c.Send(cmd.Context(), m)
+				var res api.SendResult
+				var err error
+				if doc != nil {
+					res, err = c.SendDocument(cmd.Context(), doc, mf.dialect)
+				} else {
+					res, err = c.Send(cmd.Context(), m)
+				}
 				if err != nil {
 					return err
 				}
