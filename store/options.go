@@ -22,11 +22,14 @@ const (
 	// filling its share leaves seven eighths of the inbox to everyone else. When the inbox
 	// bound is set below it and this one is not set, the share is the whole inbox.
 	DefaultMaxSenderInboxBytes = 32 << 20
-	// DefaultBatchDelay is how long a write waits for others to share its commit and fsync:
-	// 2 ms, below one fsync on most disks, so a lone writer loses little and concurrent
-	// writers share a sync. (bbolt's own default is 10 ms.)
+	// DefaultBatchDelay was how long a write waited for others to share its commit and
+	// fsync (2 ms). Writes no longer wait for a timer: a write with no commit in flight
+	// commits at once, and writes that arrive during a commit share the next one (commit.go).
+	//
+	// Deprecated: the store ignores the batch delay.
 	DefaultBatchDelay = 2 * time.Millisecond
-	// DefaultBatchSize is the most writes one commit carries: 1,000 (bbolt's default).
+	// DefaultBatchSize is the most writes one commit carries: 1,000 (bbolt's default for
+	// DB.Batch).
 	DefaultBatchSize = 1000
 	// DefaultLockTimeout is how long Open waits for another process to release the file:
 	// 2 s, then it fails with a message naming the file.
@@ -132,7 +135,10 @@ func WithMaxSenderInboxBytes(n int64) Option {
 	return func(c *config) error { c.maxSenderBytes, c.senderSet = n, true; return nil }
 }
 
-// WithBatchDelay sets how long a batched write waits for company (default DefaultBatchDelay).
+// WithBatchDelay used to set how long a write waited for company. The delay must still be in
+// [0, 1s], and is ignored.
+//
+// Deprecated: a write waits only for the commit in flight, if any (see DefaultBatchDelay).
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error { c.batchDelay = d; return nil }
 }

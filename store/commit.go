@@ -1,0 +1,136 @@
+package store
+
+import (
+	"fmt"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Group commit. Every write of the store (Put, AcceptAll, Ack, Delivered, Reschedule,
+// RetryNow, RememberGossip) goes through Store.batch, which replaces bbolt's DB.Batch.
+// DB.Batch makes a lone write wait MaxBatchDelay for company before it commits; a request
+// and its answer cross two stores one write at a time, so that wait was most of a durable
+// round trip (issue 20). batch waits for no timer:
+//
+//   - a write that finds no commit in flight commits at once, on its own goroutine;
+//   - a write that finds one in flight queues; when that commit (and its fsync) is done, the
+//     first queued write leads the next commit, which carries every write queued by then
+//     (at most BatchSize), so concurrent writers share one commit and one fsync, and the
+//     more of them there are, the more each fsync carries.
+//
+// A write returns only when the commit that carried it has returned (committed and, unless
+// WithNoSync, fsynced), or with the error that stopped it.
+type group struct {
+	mu      sync.Mutex
+	running bool    // a leader is committing; new writes queue behind it
+	queue   []*call // writes waiting for the next commit, in arrival order
+
+	// For tests: beforeCommit, when set, is called by the leader with the writes it is
+	// about to commit; commits and queued count the commits made and the writes that found
+	// a commit in flight (guarded by mu).
+	beforeCommit func(n int)
+	commits      int
+	queued       int
+}
+
+// call is one write waiting in the group.
+type call struct {
+	fn   func(*bolt.Tx) error
+	done chan outcome // one outcome: the write's result, or the lead of the next commit
+}
+
+type outcome struct {
+	lead bool // the receiver leads the next commit; its result comes later
+	err  error
+}
+
+// batch runs fn in a write transaction, together with the other writes queued while a
+// commit was in flight. As with DB.Batch, fn may run more than once (when another write in
+// its commit fails, the rest run again without it), so it must reset what it sets outside
+// tx; it must not start transactions of its own.
+func (s *Store) batch(fn func(*bolt.Tx) error) error {
+	c := &call{fn: fn, done: make(chan outcome, 1)}
+	g := &s.group
+	g.mu.Lock()
+	g.queue = append(g.queue, c)
+	if g.running {
+		g.queued++
+		g.mu.Unlock()
+		if o := <-c.done; !o.lead {
+			return o.err
+		}
+	} else {
+		g.running = true
+		g.mu.Unlock()
+	}
+	s.lead()
+	return (<-c.done).err
+}
+
+// lead commits the writes at the head of the queue (the leader's among them) and hands the
+// lead to the first write queued after them, or ends the group when none is.
+func (s *Store) lead() {
+	g := &s.group
+	g.mu.Lock()
+	n := min(len(g.queue), s.cfg.batchSize)
+	calls := make([]*call, n)
+	copy(calls, g.queue)
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	g.commits++
+	hook := g.beforeCommit
+	g.mu.Unlock()
+	if hook != nil {
+		hook(n)
+	}
+	s.commitAll(calls)
+	g.mu.Lock()
+	if len(g.queue) > 0 {
+		g.queue[0].done <- outcome{lead: true}
+	} else {
+		g.running = false
+	}
+	g.mu.Unlock()
+}
+
+// commitAll runs calls in one transaction and sends each its result. When one fails, the
+// transaction is rolled back, that call runs again alone (so that its error is its own, as
+// with DB.Batch) and the others are committed without it.
+func (s *Store) commitAll(calls []*call) {
+	for len(calls) > 0 {
+		failed := -1
+		err := s.db.Update(func(tx *bolt.Tx) error {
+			for i, c := range calls {
+				if err := safely(c.fn, tx); err != nil {
+					failed = i
+					return err
+				}
+			}
+			return nil
+		})
+		if failed < 0 {
+			for _, c := range calls {
+				c.done <- outcome{err: err}
+			}
+			return
+		}
+		c := calls[failed]
+		calls = append(calls[:failed], calls[failed+1:]...)
+		if len(calls) == 0 {
+			c.done <- outcome{err: err} // it ran alone already
+			return
+		}
+		c.done <- outcome{err: s.db.Update(func(tx *bolt.Tx) error { return safely(c.fn, tx) })}
+	}
+}
+
+// safely runs fn, turning a panic into an error, so that one write's bug fails that write
+// and does not leave the writes queued behind it waiting for ever.
+func safely(fn func(*bolt.Tx) error, tx *bolt.Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("write panicked: %v", p)
+		}
+	}()
+	return fn(tx)
+}
