@@ -22,11 +22,10 @@ const (
 	// filling its share leaves seven eighths of the inbox to everyone else. When the inbox
 	// bound is set below it and this one is not set, the share is the whole inbox.
 	DefaultMaxSenderInboxBytes = 32 << 20
-	// DefaultBatchDelay was how long a write waited for others to share its commit and
-	// fsync (2 ms). Writes no longer wait for a timer: a write with no commit in flight
-	// commits at once, and writes that arrive during a commit share the next one (commit.go).
-	//
-	// Deprecated: the store ignores the batch delay.
+	// DefaultBatchDelay is the longest a commit that follows another waits for as many writes
+	// as the one before carried: 2 ms, below one fsync on most disks. A write that finds no
+	// commit in flight never waits (see commit.go); under load, concurrent writers share
+	// a commit and its fsync.
 	DefaultBatchDelay = 2 * time.Millisecond
 	// DefaultBatchSize is the most writes one commit carries: 1,000 (bbolt's default for
 	// DB.Batch).
@@ -135,10 +134,8 @@ func WithMaxSenderInboxBytes(n int64) Option {
 	return func(c *config) error { c.maxSenderBytes, c.senderSet = n, true; return nil }
 }
 
-// WithBatchDelay used to set how long a write waited for company. The delay must still be in
-// [0, 1s], and is ignored.
-//
-// Deprecated: a write waits only for the commit in flight, if any (see DefaultBatchDelay).
+// WithBatchDelay sets how long a commit that follows another waits for company (default
+// DefaultBatchDelay; 0 commits what is queued at once). A lone write never waits.
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error { c.batchDelay = d; return nil }
 }
