@@ -143,3 +143,49 @@ func TestFailingWriteFailsAlone(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestWriteQueuedAloneDoesNotWait: a write that queued alone behind a commit (the next
+// request's Put behind the last one's Delivered) commits as soon as that commit is done,
+// without waiting BatchDelay for company; writes queued together do wait for more.
+func TestWriteQueuedAloneDoesNotWait(t *testing.T) {
+	for _, behind := range []int{1, 3} {
+		s := open(t, t.TempDir(), WithBatchDelay(100*time.Millisecond))
+		release := make(chan struct{})
+		var first sync.Once
+		s.group.mu.Lock()
+		s.group.beforeCommit = func(int) { first.Do(func() { <-release }) }
+		s.group.mu.Unlock()
+		c0, q0 := groupStats(s)
+		var wg sync.WaitGroup
+		put := func(i int) {
+			m, raw := msg(t, fmt.Sprintf("a:h:r%d", i), time.Now(), 600, 100)
+			if err := s.Put(m, raw); err != nil {
+				t.Error(err)
+			}
+		}
+		wg.Go(func() { put(0) })
+		for {
+			if c, _ := groupStats(s); c > c0 {
+				break
+			}
+			runtime.Gosched()
+		}
+		for i := 1; i <= behind; i++ {
+			wg.Go(func() { put(i) })
+		}
+		for {
+			if _, q := groupStats(s); q-q0 == behind {
+				break
+			}
+			runtime.Gosched()
+		}
+		close(release)
+		wg.Wait()
+		s.group.mu.Lock()
+		waits := s.group.waits
+		s.group.mu.Unlock()
+		if want := min(behind-1, 1); waits != want {
+			t.Fatalf("%d writes queued behind a commit: %d waits for company, want %d", behind, waits, want)
+		}
+	}
+}

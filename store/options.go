@@ -22,10 +22,10 @@ const (
 	// filling its share leaves seven eighths of the inbox to everyone else. When the inbox
 	// bound is set below it and this one is not set, the share is the whole inbox.
 	DefaultMaxSenderInboxBytes = 32 << 20
-	// DefaultBatchDelay is the longest a commit that follows another waits for as many writes
-	// as the one before carried: 2 ms, below one fsync on most disks. A write that finds no
-	// commit in flight never waits (see commit.go); under load, concurrent writers share
-	// a commit and its fsync.
+	// DefaultBatchDelay is the longest writes queued together behind a commit in flight
+	// wait for more company, counted from the arrival of the first: 2 ms, below one fsync on
+	// most disks. A write that finds no commit in flight, or queues alone, never waits (see
+	// commit.go).
 	DefaultBatchDelay = 2 * time.Millisecond
 	// DefaultBatchSize is the most writes one commit carries: 1,000 (bbolt's default for
 	// DB.Batch).
@@ -134,8 +134,8 @@ func WithMaxSenderInboxBytes(n int64) Option {
 	return func(c *config) error { c.maxSenderBytes, c.senderSet = n, true; return nil }
 }
 
-// WithBatchDelay sets how long a commit that follows another waits for company (default
-// DefaultBatchDelay; 0 commits what is queued at once). A lone write never waits.
+// WithBatchDelay sets how long writes queued together behind a commit wait for more
+// (default DefaultBatchDelay; 0: commit what is queued at once). A lone write never waits.
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error { c.batchDelay = d; return nil }
 }
