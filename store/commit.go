@@ -18,11 +18,12 @@ import (
 //   - a write that finds one in flight queues; when that commit (and its fsync) is done, the
 //     first queued write leads the next commit, which carries every write queued by then
 //     (at most BatchSize), so concurrent writers share one commit and one fsync;
-//   - when others queued with that leader, it first waits until BatchDelay has passed since
-//     it arrived, or BatchSize writes are queued, whichever comes first: while the store is
-//     busy, a commit carries what arrives in one window, as with DB.Batch. A leader queued
-//     alone (a write that followed one other, the next request after a round trip) commits
-//     at once. Without
+//   - when the store is busy (others queued with that leader, and the last commit carried
+//     at least busyCommit writes), it first waits until BatchDelay has passed since it
+//     arrived, or BatchSize writes are queued, whichever comes first: a busy store's commit
+//     carries what arrives in one window, as with DB.Batch. Otherwise (the next request's
+//     write behind the last one's Delivered, or an Ack and an AcceptAll of one round trip
+//     each) it commits at once. Without
 //     the wait, commits carry only what arrived during one fsync, and a CPU-bound node
 //     spends its time on commits (BenchmarkOneWay lost a third of its durable rate). A write
 //     that finds the store idle never waits.
@@ -34,6 +35,7 @@ type group struct {
 	running bool          // a leader is committing; new writes queue behind it
 	queue   []*call       // writes waiting for the next commit, in arrival order
 	full    chan struct{} // set while a leader waits for company: closed at BatchSize writes
+	last    int           // writes the last commit carried
 
 	// For tests: beforeCommit, when set, is called by the leader with the writes it is
 	// about to commit; commits, queued and waits count the commits made, the writes that
@@ -91,7 +93,8 @@ func (s *Store) batch(fn func(*bolt.Tx) error) error {
 func (s *Store) lead(arrived time.Time) {
 	g := &s.group
 	g.mu.Lock()
-	if wait := time.Until(arrived.Add(s.cfg.batchDelay)); !arrived.IsZero() && wait > 0 && len(g.queue) > 1 && len(g.queue) < s.cfg.batchSize {
+	busy := len(g.queue) > 1 && g.last >= busyCommit
+	if wait := time.Until(arrived.Add(s.cfg.batchDelay)); !arrived.IsZero() && busy && wait > 0 && len(g.queue) < s.cfg.batchSize {
 		full := make(chan struct{})
 		g.full = full
 		g.waits++
@@ -106,6 +109,7 @@ func (s *Store) lead(arrived time.Time) {
 		g.full = nil
 	}
 	n := min(len(g.queue), s.cfg.batchSize)
+	g.last = n
 	calls := make([]*call, n)
 	copy(calls, g.queue)
 	g.queue = append(g.queue[:0], g.queue[n:]...)
@@ -155,6 +159,12 @@ func (s *Store) commitAll(calls []*call) {
 		c.done <- outcome{err: s.db.Update(func(tx *bolt.Tx) error { return safely(c.fn, tx) })}
 	}
 }
+
+// busyCommit is the fewest writes of the last commit that make the store busy: 4, more than
+// the two writes a round trip makes in one store at once (a request's Delivered and the
+// next one's Put), so sequential round trips never wait for company, even on a loaded
+// machine where their writes overlap.
+const busyCommit = 4
 
 // safely runs fn, turning a panic into an error, so that one write's bug fails that write
 // and does not leave the writes queued behind it waiting for ever.
