@@ -4,14 +4,15 @@
 // message ids delivered to the agent.
 //
 // Everything lives in one bbolt file (<data-dir>/store/store.db by the node's convention).
-// Every write is one bbolt transaction; Put, Accept, Ack, Delivered and Reschedule go through
-// bbolt's DB.Batch, which coalesces concurrent writers into one commit and one fsync. A call
-// that returns nil has been committed and, unless the store was opened WithNoSync, fsynced.
+// Put, Accept, Ack, Delivered, Reschedule, RetryNow and RememberGossip go through the
+// store's group commit (commit.go): a write with no commit in flight commits at once, and the
+// writes that arrive during a commit share the next one and its fsync. A call that returns
+// nil has been committed and, unless the store was opened WithNoSync, fsynced.
 //
 // The store reads the clock only where it stamps a time of its own (enqueued at, received
 // at); every decision that depends on time (Due, Expired, PurgeSeen) takes now from the
-// caller, so tests need no sleeps. It starts no goroutine of its own (bbolt's batch timer
-// aside, which ends with each batch).
+// caller, so tests need no sleeps. It starts no goroutine of its own: each commit runs on
+// the goroutine of one of the writers it carries.
 //
 // A damaged file never makes the store panic: Open checks the file with its own
 // bounds-checked reader of bbolt's page format before bbolt reads it and returns a

@@ -85,7 +85,7 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		}
 		entries[i], reserved[i] = e, int64(len(raws[i]))
 	}
-	err = s.db.Batch(func(tx *bolt.Tx) error {
+	err = s.batch(func(tx *bolt.Tx) error {
 		inTx := map[string]int{} // a message repeated inside the batch is a duplicate of the first
 		for i, e := range entries {
 			results[i] = AcceptResult{}
@@ -210,7 +210,7 @@ func (s *Store) Ack(id string) error {
 	var size int64
 	var peer string
 	var found bool
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		found, size, peer = false, 0, ""
 		ids := tx.Bucket(bktInboxID)
 		seq := ids.Get([]byte(id))

@@ -22,11 +22,13 @@ const (
 	// filling its share leaves seven eighths of the inbox to everyone else. When the inbox
 	// bound is set below it and this one is not set, the share is the whole inbox.
 	DefaultMaxSenderInboxBytes = 32 << 20
-	// DefaultBatchDelay is how long a write waits for others to share its commit and fsync:
-	// 2 ms, below one fsync on most disks, so a lone writer loses little and concurrent
-	// writers share a sync. (bbolt's own default is 10 ms.)
+	// DefaultBatchDelay is the longest writes queued behind a commit of a busy store wait
+	// for more company, counted from the arrival of the first: 2 ms, below one fsync on most
+	// disks. A write that finds no commit in flight, or a store that is not busy, never
+	// waits (see commit.go).
 	DefaultBatchDelay = 2 * time.Millisecond
-	// DefaultBatchSize is the most writes one commit carries: 1,000 (bbolt's default).
+	// DefaultBatchSize is the most writes one commit carries: 1,000 (bbolt's default for
+	// DB.Batch).
 	DefaultBatchSize = 1000
 	// DefaultLockTimeout is how long Open waits for another process to release the file:
 	// 2 s, then it fails with a message naming the file.
@@ -132,7 +134,8 @@ func WithMaxSenderInboxBytes(n int64) Option {
 	return func(c *config) error { c.maxSenderBytes, c.senderSet = n, true; return nil }
 }
 
-// WithBatchDelay sets how long a batched write waits for company (default DefaultBatchDelay).
+// WithBatchDelay sets how long writes queued behind a commit of a busy store wait for more
+// (default DefaultBatchDelay; 0: commit what is queued at once). A lone write never waits.
 func WithBatchDelay(d time.Duration) Option {
 	return func(c *config) error { c.batchDelay = d; return nil }
 }

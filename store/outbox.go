@@ -76,7 +76,7 @@ func (s *Store) Put(m *protocol.Message, raw []byte) error {
 		return err
 	}
 	var existed bool
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		existed = false
 		b := tx.Bucket(bktOutbox)
 		if b.Get([]byte(e.MessageID)) != nil {
@@ -218,7 +218,7 @@ func (s *Store) Due(now time.Time, limit int) ([]OutboxEntry, error) {
 // meanwhile), which the caller can ignore.
 func (s *Store) Reschedule(id string, next time.Time, lastErr string) error {
 	var found bool
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		found = false
 		e, err := getOutbox(tx, []byte(id))
 		if err != nil || e == nil {
@@ -251,7 +251,7 @@ func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
 		return 0, nil // nothing queued for it: no write transaction
 	}
 	var moved int
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		moved = 0
 		entries, err := forRecipient(tx, recipient)
 		if err != nil {
@@ -280,7 +280,7 @@ func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
 // removed (false: already delivered or expired), so that a caller records delivery once.
 func (s *Store) Delivered(id string) (bool, error) {
 	var removed *OutboxEntry
-	err := s.db.Batch(func(tx *bolt.Tx) error {
+	err := s.batch(func(tx *bolt.Tx) error {
 		removed = nil
 		e, err := getOutbox(tx, []byte(id))
 		if err != nil || e == nil {

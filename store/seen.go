@@ -36,7 +36,7 @@ func (s *Store) RememberGossip(entries []protocol.ReplayEntry) error {
 			return protocol.Errorf(protocol.CodePayloadInvalid, "store: gossip entry %d: id %q is not a UUID", i, e.ID)
 		}
 	}
-	return s.wrap("remember gossip", s.db.Batch(func(tx *bolt.Tx) error {
+	return s.wrap("remember gossip", s.batch(func(tx *bolt.Tx) error {
 		ids, exps := tx.Bucket(bktGossip), tx.Bucket(bktGossipExp)
 		for _, e := range entries {
 			id := []byte(e.ID)

@@ -39,8 +39,8 @@ var bktLegacyReplay = []byte("replay")
 
 // Store is the durable outbox, inbox and seen set of one node.
 //
-// A Store is safe for concurrent use. bbolt serialises writers; the byte counters are
-// guarded by mu. Every method returns ErrClosed after Close.
+// A Store is safe for concurrent use. Writes share commits through the group commit
+// (commit.go), and bbolt serialises the commits; the byte counters are guarded by mu. Every method returns ErrClosed after Close.
 type Store struct {
 	db  *bolt.DB
 	cfg config
@@ -52,6 +52,8 @@ type Store struct {
 	outRcpt  map[string]int64
 	inTotal  int64
 	inSender map[string]int64 // inbox bytes by sending peer ("" for records without one)
+
+	group group // the group commit every write goes through (commit.go)
 
 	closeOnce sync.Once
 	closeErr  error
@@ -83,8 +85,6 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 			_ = db.Close()
 		}
 	}()
-	db.MaxBatchDelay = cfg.batchDelay
-	db.MaxBatchSize = cfg.batchSize
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
