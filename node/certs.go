@@ -76,6 +76,10 @@ type certBook struct {
 	// that nobody makes the node answer, or send its revocation list, without bound.
 	allow func(p peer.ID) error
 
+	// onRevoked is told of each verified certificate a new revocation list revokes (the
+	// node drops its agent from the liveness table).
+	onRevoked atomic.Pointer[func(*authority.Certificate)]
+
 	ctx        context.Context
 	wg         sync.WaitGroup // background fetches
 	background atomic.Int32   // background fetches started and not done
@@ -328,7 +332,24 @@ func (b *certBook) applyRevocations(raw string) error {
 	}
 	b.saveRevocations()
 	b.ownRevoked()
+	if f := b.onRevoked.Load(); f != nil {
+		for _, c := range b.revokedHeld() {
+			(*f)(c)
+		}
+	}
 	return nil
+}
+
+// revokedHeld returns the verified certificates of other peers that the list in force
+// revokes. They stay in the book: a check of their peer fails on the list, naming it.
+func (b *certBook) revokedHeld() []*authority.Certificate {
+	var out []*authority.Certificate
+	for _, p := range b.byPeer.Keys() {
+		if c, ok := b.byPeer.Peek(p); ok && p != b.self && b.v.Revoked(c.ID) {
+			out = append(out, c)
+		}
+	}
+	return out
 }
 
 // saveRevocations keeps the list in force in crlFile.

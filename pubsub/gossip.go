@@ -339,6 +339,20 @@ func (g *Gossip) emitLocked(tr Transition) {
 	g.publishLocal(&Item{Kind: KindTransition, Transition: tr})
 }
 
+// Forget drops agentID from the liveness table when pid speaks for it (a node whose
+// certificate was revoked, say) and tells subscribers with a transition to StateGone and
+// reason. It reports whether there was such a row. Whether the agent comes back is the
+// author check's to decide (WithAuthorCheck): a beat it lets through adds the row again.
+func (g *Gossip) Forget(agentID string, pid peer.ID, reason string) bool {
+	g.stateMu.Lock()
+	defer g.stateMu.Unlock()
+	tr, ok := g.live.Forget(agentID, pid, g.cfg.clock(), reason)
+	if ok {
+		g.emitLocked(tr)
+	}
+	return ok
+}
+
 // disconnected is the network notifiee callback: it must not block nor lock.
 func (g *Gossip) disconnected(_ network.Network, c network.Conn) {
 	select {

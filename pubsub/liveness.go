@@ -220,6 +220,18 @@ func (l *Liveness) Disconnected(pid peer.ID) {
 	}
 }
 
+// Forget drops agentID's row when pid speaks for it, and returns the transition to
+// StateGone with reason; ok is false when the table has no such row.
+func (l *Liveness) Forget(agentID string, pid peer.ID, now time.Time, reason string) (tr Transition, ok bool) {
+	a, known := l.agents[agentID]
+	if !known || a.PeerID != pid {
+		return Transition{}, false
+	}
+	tr = l.move(a, StateGone, now, reason)
+	l.remove(a)
+	return tr, true
+}
+
 // evictOldest drops the row heard from longest ago, to make room for a new agent.
 func (l *Liveness) evictOldest(now time.Time) Transition {
 	a := l.oldest

@@ -316,3 +316,22 @@ func TestLivenessRestartAfterGoodbye(t *testing.T) {
 		})
 	}
 }
+
+// Forget drops an agent's row only for the peer that speaks for it, with a transition to gone.
+func TestLivenessForget(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	if _, ok := l.Forget("a:b:c", peer.ID("Q"), t0, "revoked"); ok {
+		t.Fatal("another peer's word forgot the agent")
+	}
+	tr, ok := l.Forget("a:b:c", peer.ID("P"), t0.Add(time.Second), "revoked")
+	if !ok || tr.From != StateAlive || tr.To != StateGone || tr.Reason != "revoked" {
+		t.Fatalf("forget: %+v %v", tr, ok)
+	}
+	if _, known := l.Agent("a:b:c"); known || l.Len() != 0 {
+		t.Fatal("the row is still there")
+	}
+	if _, ok := l.Forget("a:b:c", peer.ID("P"), t0, "revoked"); ok {
+		t.Fatal("forgot twice")
+	}
+}
