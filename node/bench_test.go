@@ -136,17 +136,7 @@ func BenchmarkRTT(b *testing.B) {
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 	digest := sha256.Sum256(frame)
 	payload := payload1K()
-	round := func(a *Node) time.Duration {
-		req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		if _, err := a.Request(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(t0)
-	}
+	round := func(a *Node) time.Duration { return roundTrip(b, ctx, a, payload) }
 	var echo, sign, verify []time.Duration
 	rtt := make([][]time.Duration, len(pairs))
 	for range 50 { // sessions, streams, the store's first pages
@@ -275,17 +265,7 @@ func BenchmarkTrustRTT(b *testing.B) {
 	}
 	ctx := context.Background()
 	payload := payload1K()
-	round := func(a *Node, opts ...protocol.Option) time.Duration {
-		req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload, opts...)
-		if err != nil {
-			b.Fatal(err)
-		}
-		t0 := time.Now()
-		if _, err := a.Request(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-		return time.Since(t0)
-	}
+	round := func(a *Node, opts ...protocol.Option) time.Duration { return roundTrip(b, ctx, a, payload, opts...) }
 	withToken := protocol.WithSecurity(protocol.Security{AuthToken: tok.Raw})
 	for range 50 { // sessions, certificate caches, the token cache
 		round(openA)
@@ -306,4 +286,18 @@ func BenchmarkTrustRTT(b *testing.B) {
 	b.ReportMetric(us(pct(token, .99)), "token-p99-µs")
 	b.ReportMetric(float64(pct(cert, .5))/float64(pct(open, .5)), "cert/open")
 	b.ReportMetric(float64(pct(token, .5))/float64(pct(open, .5)), "token/open")
+}
+
+// roundTrip times one request from a to bench:host:b and its response.
+func roundTrip(b *testing.B, ctx context.Context, a *Node, payload any, opts ...protocol.Option) time.Duration {
+	b.Helper()
+	req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload, opts...)
+	if err != nil {
+		b.Fatal(err)
+	}
+	t0 := time.Now()
+	if _, err := a.Request(ctx, req); err != nil {
+		b.Fatal(err)
+	}
+	return time.Since(t0)
 }

@@ -19,14 +19,7 @@ import (
 // its local API, as `iacp-node run` would.
 func startFromDir(t *testing.T, dir string) *node.Node {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(dir, "config.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := node.DefaultConfig()
-	if err := yaml.Unmarshal(raw, &cfg); err != nil {
-		t.Fatal(err)
-	}
+	cfg := readConfig(t, dir)
 	cfg.DataDir = dir
 	cfg.ListenAddrs = []string{"/ip4/127.0.0.1/tcp/0"}
 	cfg.Discovery, cfg.Gossip, cfg.NAT, cfg.MDNS = false, false, false, false
