@@ -152,8 +152,8 @@ func WithPolicy(rules ...PolicyRule) Option {
 // turns it on.
 func WithInbox(on bool) Option { return func(c *Config) error { c.Inbox = on; return nil } }
 
-// WithDiscovery switches the DHT on or off and adds options for discovery.New. Default on,
-// with discovery's own defaults.
+// WithDiscovery switches the DHT on or off and adds options for discovery.New, applied after
+// the ones the Config's dht_* and bootstrap_retry_* settings make. Default on.
 func WithDiscovery(on bool, opts ...discovery.Option) Option {
 	return func(c *Config) error {
 		c.Discovery = on
@@ -169,8 +169,8 @@ func WithDHTClient(on bool) Option { return func(c *Config) error { c.DHTClient 
 // WithMDNS also finds peers on the local network with mDNS. Default false.
 func WithMDNS(on bool) Option { return func(c *Config) error { c.MDNS = on; return nil } }
 
-// WithGossip switches gossipsub on or off and adds options for pubsub.New. Default on, with
-// pubsub's own defaults.
+// WithGossip switches gossipsub on or off and adds options for pubsub.New, applied after the
+// ones the Config makes (heartbeat_interval, suspect_after, leave_flush). Default on.
 func WithGossip(on bool, opts ...pubsub.Option) Option {
 	return func(c *Config) error {
 		c.Gossip = on
