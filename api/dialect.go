@@ -91,9 +91,7 @@ func writeDialect(w http.ResponseWriter, r *http.Request, status int, d dialect.
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", mediaJSON+"; "+DialectParam+"="+string(d))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(raw, '\n'))
+	writeBytes(w, status, mediaJSON+"; "+DialectParam+"="+string(d), append(raw, '\n'))
 	return nil
 }
 
