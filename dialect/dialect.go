@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -118,8 +119,12 @@ var recognisers = []struct {
 // (IaCP 1.0), mcp_version or performative (ElizaOS), commandId or action (ACP v2),
 // protocol_version, source_agent or target_agent (A2ACP). A document that marks none, or more
 // than one, is PAYLOAD_INVALID with an error that says which members decide.
+//
+// Only the top-level member names are read, each value skipped, so that recognising costs a
+// fraction of decoding (the API recognises every JSON document posted to it, IACP's own
+// included); Decode, or the IACP decoder, checks the whole document afterwards.
 func Recognise(doc []byte) (Dialect, error) {
-	m, err := parseObject("", doc)
+	m, err := topNames(doc)
 	if err != nil {
 		return "", err
 	}
@@ -146,6 +151,50 @@ func Recognise(doc []byte) (Dialect, error) {
 	return "", protocol.Errorf(protocol.CodePayloadInvalid,
 		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
 		strings.Join(why, " and "))
+}
+
+// skipped is a JSON value that is read past, not kept.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
+
+// topNames returns the names of the members of the JSON object doc, skipping their values.
+// Like parseObject it refuses a document that is no object or repeats a member (at the top:
+// the rest is Decode's to check), with the same errors.
+func topNames(doc []byte) (map[string]struct{}, error) {
+	notJSON := func(err error) error {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "document is not valid JSON: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, notJSON(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "document must be a JSON object")
+	}
+	names := map[string]struct{}{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notJSON(err)
+		}
+		name, _ := tok.(string) // inside an object, the decoder gives names only
+		if _, dup := names[name]; dup {
+			return nil, notJSON(fmt.Errorf("duplicate member %q", name))
+		}
+		names[name] = struct{}{}
+		if err := dec.Decode(&skipped{}); err != nil {
+			return nil, notJSON(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, notJSON(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, notJSON(fmt.Errorf("data after the top-level value"))
+	}
+	return names, nil
 }
 
 // parseObject checks that doc is one RFC 8259 JSON object (no duplicate member, numbers a
