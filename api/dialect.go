@@ -42,11 +42,12 @@ func requestDialect(r *http.Request) (dialect.Dialect, error) {
 }
 
 // decodeJSON reads a JSON document as the IACP message it is or maps to: in dialect d when
-// the client named one, else the one it is recognised as (dialect.Recognise); a document of
-// another draft goes through dialect.ToIACP, and one that is IACP's own (or none the node can
-// place) through the IACP decoder. It returns the dialect to answer in.
+// the client named one, else the one it is recognised as (dialect.Recognise, skipped when
+// dialect.MayBeForeign says it can only find IACP). A document of another draft goes through
+// dialect.ToIACP, one that is IACP's own (or none the node can place) through the IACP
+// decoder. It returns the dialect to answer in.
 func (s *Server) decodeJSON(d dialect.Dialect, body []byte) (*protocol.Message, dialect.Dialect, error) {
-	if d == "" {
+	if d == "" && dialect.MayBeForeign(body) {
 		if found, err := dialect.Recognise(body); err == nil {
 			d = found
 		}

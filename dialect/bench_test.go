@@ -36,3 +36,14 @@ func BenchmarkDecodeJSONIACP(b *testing.B) {
 		}
 	}
 }
+
+// The API's pre-check of a document that mentions no foreign mark is a byte search.
+func BenchmarkMayBeForeignIACP(b *testing.B) {
+	doc := benchIACP()
+	b.SetBytes(int64(len(doc)))
+	for b.Loop() {
+		if MayBeForeign(doc) {
+			b.Fatal("an IACP document without marks")
+		}
+	}
+}

@@ -153,6 +153,34 @@ func Recognise(doc []byte) (Dialect, error) {
 		strings.Join(why, " and "))
 }
 
+// foreignMarks are the quoted member names that mark a dialect other than IACP.
+var foreignMarks = func() (marks [][]byte) {
+	for _, r := range recognisers {
+		for _, name := range r.members {
+			if r.d != IACP {
+				marks = append(marks, []byte(`"`+name+`"`))
+			}
+		}
+	}
+	return marks
+}()
+
+// MayBeForeign reports whether Recognise may find doc to be another draft's document: whether
+// doc holds, anywhere, one of the member names that mark one, or a \u escape (which may spell
+// one). When it is false, Recognise finds IACP or nothing, so a caller that reads such a
+// document as IACP either way need not recognise it: a byte search instead of a parse.
+func MayBeForeign(doc []byte) bool {
+	if bytes.Contains(doc, []byte(`\u`)) {
+		return true
+	}
+	for _, mark := range foreignMarks {
+		if bytes.Contains(doc, mark) {
+			return true
+		}
+	}
+	return false
+}
+
 // skipped is a JSON value that is read past, not kept.
 type skipped struct{}
 

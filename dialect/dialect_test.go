@@ -229,3 +229,25 @@ func TestDecode_RefusesBadDocuments(t *testing.T) {
 		}
 	}
 }
+
+// Every example of every draft mentions a mark, so the API's pre-check never skips one; an
+// IACP document that mentions none is passed by without a parse.
+func TestMayBeForeign(t *testing.T) {
+	for _, d := range Translated {
+		for name, doc := range examples(t, d) {
+			if !MayBeForeign(doc) {
+				t.Errorf("%s/%s: MayBeForeign is false", d, name)
+			}
+		}
+	}
+	for doc, want := range map[string]bool{
+		`{"envelope":{},"message":{"payload":{"x":1}}}`:             false,
+		`{"envelope":{},"message":{"payload":{"action":"deploy"}}}`: true, // recognised to be sure
+		`{"\u0061ction":"EXECUTE"}`:                                 true, // an escape may spell a mark
+		`{"commandId":"c-1"}`:                                       true,
+	} {
+		if got := MayBeForeign([]byte(doc)); got != want {
+			t.Errorf("MayBeForeign(%s) = %v, want %v", doc, got, want)
+		}
+	}
+}

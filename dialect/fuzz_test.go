@@ -66,6 +66,9 @@ func FuzzRecognise(f *testing.F) {
 		if err == nil && d == "" {
 			t.Fatal("no dialect and no error")
 		}
+		if !MayBeForeign(doc) && err == nil && d != IACP {
+			t.Fatalf("recognised as %s, but MayBeForeign is false", d)
+		}
 		// Reading the names only sees the members a full parse sees.
 		if m, perr := parseObject("", doc); perr == nil {
 			names, err := topNames(doc)
