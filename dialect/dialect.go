@@ -55,6 +55,9 @@ type Draft struct {
 	// MessageID is the document's own id when it is a UUID (any RFC 9562 version), so that a
 	// reply correlates to the id the sender knows; empty otherwise (Seal makes one).
 	MessageID string
+	// Sender is the sender's agent id as the document names it (sender.agent_id, ACP v2's
+	// from). A node sends as its own agent and replaces it; a translation alone may keep it.
+	Sender string
 	// To is the recipient as the document names it, or protocol.Broadcast. A dialect's bare name
 	// ("Jules") is not an IACP agent id: resolving it is the caller's job.
 	To string

@@ -3,6 +3,7 @@ package dialect
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -100,7 +101,17 @@ func TestExamples_RoundTrip(t *testing.T) {
 				if err != nil || got != d {
 					t.Fatalf("recognised as %q (%v), want %s", got, err, d)
 				}
-				_, m := carry(t, b, d, doc)
+				draft, m := carry(t, b, d, doc)
+				var sender struct {
+					From   string `json:"from"`
+					Sender struct {
+						AgentID string `json:"agent_id"`
+					} `json:"sender"`
+				}
+				if err := json.Unmarshal(doc, &sender); err != nil || draft.Sender == "" ||
+					draft.Sender != sender.From && draft.Sender != sender.Sender.AgentID {
+					t.Errorf("Draft.Sender %q, the document's %+v (%v)", draft.Sender, sender, err)
+				}
 				// A dialect's bare agent name is resolved to an IACP id by the node, not here.
 				resolved := m.Clone()
 				if resolved.Envelope.Recipient.AgentID != protocol.Broadcast {
