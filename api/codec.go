@@ -118,6 +118,11 @@ func writeRaw(w http.ResponseWriter, r *http.Request, status int, raw []byte) {
 	} else {
 		raw = append(raw, '\n')
 	}
+	writeBytes(w, status, ct, raw)
+}
+
+// writeBytes answers raw as it is, of media type ct, declaring its Content-Length.
+func writeBytes(w http.ResponseWriter, status int, ct string, raw []byte) {
 	w.Header().Set("Content-Type", ct)
 	w.Header().Set("Content-Length", strconv.Itoa(len(raw)))
 	w.WriteHeader(status)

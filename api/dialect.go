@@ -41,21 +41,20 @@ func requestDialect(r *http.Request) (dialect.Dialect, error) {
 		name, dialect.IaCP1, dialect.ElizaOS, dialect.ACPv2, dialect.A2ACP)
 }
 
-// decodeDialect reads a JSON document of another draft as the IACP message it maps to
-// (dialect.ToIACP), in dialect d when the client named one, else the one it is recognised
-// as. It returns nil, IACP when the document is IACP's own (or none the node can place), for
-// the IACP decoder.
-func (s *Server) decodeDialect(d dialect.Dialect, body []byte, format protocol.Format) (*protocol.Message, dialect.Dialect, error) {
-	if d == "" && format == protocol.JSON {
+// decodeJSON reads a JSON document as the IACP message it is or maps to: in dialect d when
+// the client named one, else the one it is recognised as (dialect.Recognise, skipped when
+// dialect.MayBeForeign says it can only find IACP). A document of another draft goes through
+// dialect.ToIACP, one that is IACP's own (or none the node can place) through the IACP
+// decoder. It returns the dialect to answer in.
+func (s *Server) decodeJSON(d dialect.Dialect, body []byte) (*protocol.Message, dialect.Dialect, error) {
+	if d == "" && dialect.MayBeForeign(body) {
 		if found, err := dialect.Recognise(body); err == nil {
 			d = found
 		}
 	}
 	if d == "" || d == dialect.IACP {
-		return nil, dialect.IACP, nil
-	}
-	if format != protocol.JSON {
-		return nil, "", errorf(protocol.CodePayloadInvalid, "a %s document is JSON: send it as application/json", d)
+		m, err := protocol.DecodeJSON(body)
+		return m, dialect.IACP, err
 	}
 	doc, err := dialect.Decode(d, body)
 	if err != nil {
@@ -91,9 +90,7 @@ func writeDialect(w http.ResponseWriter, r *http.Request, status int, d dialect.
 	if err != nil {
 		return err
 	}
-	w.Header().Set("Content-Type", mediaJSON+"; "+DialectParam+"="+string(d))
-	w.WriteHeader(status)
-	_, _ = w.Write(append(raw, '\n'))
+	writeBytes(w, status, mediaJSON+"; "+DialectParam+"="+string(d), append(raw, '\n'))
 	return nil
 }
 

@@ -64,6 +64,9 @@ func TestDialect_ElizaOSRequestIsCarriedAsIACPAndAnsweredInElizaOS(t *testing.T)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json; dialect=elizaos" {
 		t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), raw)
 	}
+	if resp.ContentLength != int64(len(raw)) {
+		t.Fatalf("Content-Length %d for %d bytes: a client cannot refuse a dialect answer larger than it reads", resp.ContentLength, len(raw))
+	}
 	var answer map[string]any
 	if err := json.Unmarshal(raw, &answer); err != nil {
 		t.Fatalf("%v: %s", err, raw)

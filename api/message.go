@@ -74,7 +74,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 
 // decodeMessage decodes a document by Content-Type: an IACP document, or one of another
 // draft's (dialect.go), which it maps to IACP; d is the dialect to answer in.
-func (s *Server) decodeMessage(r *http.Request, body []byte) (m *protocol.Message, d dialect.Dialect, err error) {
+func (s *Server) decodeMessage(r *http.Request, body []byte) (*protocol.Message, dialect.Dialect, error) {
 	if len(body) == 0 {
 		return nil, "", errorf(protocol.CodePayloadInvalid, "empty body: send one IACP document")
 	}
@@ -86,18 +86,17 @@ func (s *Server) decodeMessage(r *http.Request, body []byte) (m *protocol.Messag
 	if err != nil {
 		return nil, "", err
 	}
-	if m, d, err = s.decodeDialect(named, body, f); m != nil || err != nil {
-		return m, d, err
+	if f == protocol.JSON {
+		return s.decodeJSON(named, body)
 	}
-	if f == protocol.YAML {
-		m, err := protocol.DecodeYAMLLimit(body, yamlExpansion(body, s.cfg.maxBody))
-		if err != nil && errors.Is(err, protocol.ErrDocumentTooLarge) {
-			return nil, "", &httpError{status: http.StatusRequestEntityTooLarge, err: err}
-		}
-		return m, d, err
+	if named != "" && named != dialect.IACP {
+		return nil, "", errorf(protocol.CodePayloadInvalid, "a %s document is JSON: send it as application/json", named)
 	}
-	m, err = protocol.DecodeJSON(body)
-	return m, d, err
+	m, err := protocol.DecodeYAMLLimit(body, yamlExpansion(body, s.cfg.maxBody))
+	if err != nil && errors.Is(err, protocol.ErrDocumentTooLarge) {
+		return nil, "", &httpError{status: http.StatusRequestEntityTooLarge, err: err}
+	}
+	return m, dialect.IACP, err
 }
 
 // prepare fills what the node owns, signs as the node's agent and validates, so that an

@@ -149,10 +149,7 @@ func (wc *wsConn) send(data []byte) {
 		fail(err, "")
 		return
 	}
-	m, _, err := s.decodeDialect(wc.dialect, data, protocol.JSON)
-	if m == nil && err == nil {
-		m, err = protocol.DecodeJSON(data)
-	}
+	m, _, err := s.decodeJSON(wc.dialect, data)
 	if err != nil {
 		fail(err, "")
 		return

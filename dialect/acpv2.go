@@ -197,7 +197,7 @@ func acpResults(c checker) error {
 }
 
 func (acpv2) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
-	d := &Draft{Intent: protocol.IntentHandoff, To: str(m, "to")}
+	d := &Draft{Intent: protocol.IntentHandoff, Sender: str(m, "from"), To: str(m, "to")}
 	if id := str(m, "id"); isUUID(id) {
 		d.MessageID = id
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"time"
@@ -54,6 +55,9 @@ type Draft struct {
 	// MessageID is the document's own id when it is a UUID (any RFC 9562 version), so that a
 	// reply correlates to the id the sender knows; empty otherwise (Seal makes one).
 	MessageID string
+	// Sender is the sender's agent id as the document names it (sender.agent_id, ACP v2's
+	// from). A node sends as its own agent and replaces it; a translation alone may keep it.
+	Sender string
 	// To is the recipient as the document names it, or protocol.Broadcast. A dialect's bare name
 	// ("Jules") is not an IACP agent id: resolving it is the caller's job.
 	To string
@@ -118,8 +122,12 @@ var recognisers = []struct {
 // (IaCP 1.0), mcp_version or performative (ElizaOS), commandId or action (ACP v2),
 // protocol_version, source_agent or target_agent (A2ACP). A document that marks none, or more
 // than one, is PAYLOAD_INVALID with an error that says which members decide.
+//
+// Only the top-level member names are read, each value skipped, so that recognising costs a
+// fraction of decoding (the API recognises every JSON document posted to it, IACP's own
+// included); Decode, or the IACP decoder, checks the whole document afterwards.
 func Recognise(doc []byte) (Dialect, error) {
-	m, err := parseObject("", doc)
+	m, err := topNames(doc)
 	if err != nil {
 		return "", err
 	}
@@ -146,6 +154,78 @@ func Recognise(doc []byte) (Dialect, error) {
 	return "", protocol.Errorf(protocol.CodePayloadInvalid,
 		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
 		strings.Join(why, " and "))
+}
+
+// foreignMarks are the quoted member names that mark a dialect other than IACP.
+var foreignMarks = func() (marks [][]byte) {
+	for _, r := range recognisers {
+		for _, name := range r.members {
+			if r.d != IACP {
+				marks = append(marks, []byte(`"`+name+`"`))
+			}
+		}
+	}
+	return marks
+}()
+
+// MayBeForeign reports whether Recognise may find doc to be another draft's document: whether
+// doc holds, anywhere, one of the member names that mark one, or a \u escape (which may spell
+// one). When it is false, Recognise finds IACP or nothing, so a caller that reads such a
+// document as IACP either way need not recognise it: a byte search instead of a parse.
+func MayBeForeign(doc []byte) bool {
+	if bytes.Contains(doc, []byte(`\u`)) {
+		return true
+	}
+	for _, mark := range foreignMarks {
+		if bytes.Contains(doc, mark) {
+			return true
+		}
+	}
+	return false
+}
+
+// skipped is a JSON value that is read past, not kept.
+type skipped struct{}
+
+func (*skipped) UnmarshalJSON([]byte) error { return nil }
+
+// topNames returns the names of the members of the JSON object doc, skipping their values.
+// Like parseObject it refuses a document that is no object or repeats a member (at the top:
+// the rest is Decode's to check), with the same errors.
+func topNames(doc []byte) (map[string]struct{}, error) {
+	notJSON := func(err error) error {
+		return protocol.Errorf(protocol.CodePayloadInvalid, "document is not valid JSON: %v", err)
+	}
+	dec := json.NewDecoder(bytes.NewReader(doc))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, notJSON(err)
+	}
+	if tok != json.Delim('{') {
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "document must be a JSON object")
+	}
+	names := map[string]struct{}{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, notJSON(err)
+		}
+		name, _ := tok.(string) // inside an object, the decoder gives names only
+		if _, dup := names[name]; dup {
+			return nil, notJSON(fmt.Errorf("duplicate member %q", name))
+		}
+		names[name] = struct{}{}
+		if err := dec.Decode(&skipped{}); err != nil {
+			return nil, notJSON(err)
+		}
+	}
+	if _, err := dec.Token(); err != nil { // the closing brace
+		return nil, notJSON(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, notJSON(fmt.Errorf("data after the top-level value"))
+	}
+	return names, nil
 }
 
 // parseObject checks that doc is one RFC 8259 JSON object (no duplicate member, numbers a

@@ -3,6 +3,7 @@ package dialect
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
@@ -100,7 +101,17 @@ func TestExamples_RoundTrip(t *testing.T) {
 				if err != nil || got != d {
 					t.Fatalf("recognised as %q (%v), want %s", got, err, d)
 				}
-				_, m := carry(t, b, d, doc)
+				draft, m := carry(t, b, d, doc)
+				var sender struct {
+					From   string `json:"from"`
+					Sender struct {
+						AgentID string `json:"agent_id"`
+					} `json:"sender"`
+				}
+				if err := json.Unmarshal(doc, &sender); err != nil || draft.Sender == "" ||
+					draft.Sender != sender.From && draft.Sender != sender.Sender.AgentID {
+					t.Errorf("Draft.Sender %q, the document's %+v (%v)", draft.Sender, sender, err)
+				}
 				// A dialect's bare agent name is resolved to an IACP id by the node, not here.
 				resolved := m.Clone()
 				if resolved.Envelope.Recipient.AgentID != protocol.Broadcast {
@@ -226,6 +237,28 @@ func TestDecode_RefusesBadDocuments(t *testing.T) {
 		var pe *protocol.Error
 		if !errors.As(err, &pe) || pe.Code != c.code || !strings.Contains(err.Error(), c.field) {
 			t.Errorf("%s/%s with %s: got %v, want %s naming %s", c.d, c.example, c.to, err, c.code, c.field)
+		}
+	}
+}
+
+// Every example of every draft mentions a mark, so the API's pre-check never skips one; an
+// IACP document that mentions none is passed by without a parse.
+func TestMayBeForeign(t *testing.T) {
+	for _, d := range Translated {
+		for name, doc := range examples(t, d) {
+			if !MayBeForeign(doc) {
+				t.Errorf("%s/%s: MayBeForeign is false", d, name)
+			}
+		}
+	}
+	for doc, want := range map[string]bool{
+		`{"envelope":{},"message":{"payload":{"x":1}}}`:             false,
+		`{"envelope":{},"message":{"payload":{"action":"deploy"}}}`: true, // recognised to be sure
+		`{"\u0061ction":"EXECUTE"}`:                                 true, // an escape may spell a mark
+		`{"commandId":"c-1"}`:                                       true,
+	} {
+		if got := MayBeForeign([]byte(doc)); got != want {
+			t.Errorf("MayBeForeign(%s) = %v, want %v", doc, got, want)
 		}
 	}
 }

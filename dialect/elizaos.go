@@ -129,7 +129,7 @@ func (eliza) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
 	kind := elizaKinds[perf]
 	p := payloadOf(m["payload"])
 	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"],
-		To: str(payloadOf(m["receiver"]), "agent_id"), Priority: elizaPriority[str(p, "priority")]}
+		Sender: str(payloadOf(m["sender"]), "agent_id"), To: str(payloadOf(m["receiver"]), "agent_id"), Priority: elizaPriority[str(p, "priority")]}
 	d.CorrelationID = str(m, "in_reply_to")
 	if d.CorrelationID == "" {
 		d.CorrelationID = str(m, "reply_with")

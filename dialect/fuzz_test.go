@@ -66,5 +66,20 @@ func FuzzRecognise(f *testing.F) {
 		if err == nil && d == "" {
 			t.Fatal("no dialect and no error")
 		}
+		if !MayBeForeign(doc) && err == nil && d != IACP {
+			t.Fatalf("recognised as %s, but MayBeForeign is false", d)
+		}
+		// Reading the names only sees the members a full parse sees.
+		if m, perr := parseObject("", doc); perr == nil {
+			names, err := topNames(doc)
+			if err != nil || len(names) != len(m) {
+				t.Fatalf("topNames = %v, %v; the document has %d members", names, err, len(m))
+			}
+			for k := range m {
+				if _, ok := names[k]; !ok {
+					t.Fatalf("topNames misses %q", k)
+				}
+			}
+		}
 	})
 }

@@ -165,7 +165,8 @@ func iacp1Payload(c checker, mt string) error {
 func (iacp1) toIACP(m Members, now time.Time) (*Draft, map[string]any, error) {
 	mt := str(m, "message_type")
 	kind := iacp1Kinds[mt]
-	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"]}
+	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"],
+		Sender: str(payloadOf(m["sender"]), "agent_id")}
 	recipient := payloadOf(m["recipient"])
 	var broadcast bool
 	_ = json.Unmarshal(recipient["broadcast"], &broadcast)

@@ -182,3 +182,16 @@ func TestEnvelopeTranslate_RoundTripAndRefusal(t *testing.T) {
 		t.Fatalf("without --to: exit %d, %s", code, errOut)
 	}
 }
+
+// An ACP v2 AgentCommand names its sender in from, not sender.agent_id: translated to another
+// draft without --sender, the sender is still the command's own.
+func TestEnvelopeTranslate_ACPv2SenderFromFrom(t *testing.T) {
+	src, err := os.ReadFile("../../dialect/testdata/acp-v2/structure-1-agent-command.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut := run(t, string(src), "envelope", "translate", "--to", "elizaos")
+	if code != 0 || !strings.Contains(out, `"sender":{"agent_id":"orchestrator"}`) {
+		t.Fatalf("acp-v2 to elizaos: exit %d, %s %s", code, out, errOut)
+	}
+}

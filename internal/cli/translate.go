@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -44,13 +43,13 @@ A document the target cannot express is refused, saying why.`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the input's dialect, one of "+strings.Join(names, ", ")+" (default: recognised)")
 	cmd.Flags().StringVar(&to, "to", "", "the output's dialect, one of "+strings.Join(names, ", ")+" (required)")
-	cmd.Flags().StringVar(&sender, "sender", "", "the sender's agent id, which a node fills when it sends (default: the input's sender.agent_id)")
+	cmd.Flags().StringVar(&sender, "sender", "", "the sender's agent id, which a node fills when it sends (default: the input's own, sender.agent_id or ACP v2's from)")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }
 
 // translate converts doc from one dialect to another through the IACP message it maps to.
-// sender, or else the input's sender.agent_id, stands for what a node would fill.
+// sender, or else the input's own (dialect.Draft.Sender), stands for what a node would fill.
 func translate(doc []byte, from, to dialect.Dialect, sender string, now time.Time) ([]byte, error) {
 	if from == "" {
 		var err error
@@ -76,20 +75,12 @@ func translate(doc []byte, from, to dialect.Dialect, sender string, now time.Tim
 		if m, err = draft.Message(); err != nil {
 			return nil, err
 		}
+		m.Envelope.Sender.AgentID = draft.Sender
 		// A node stamps the time, and a TTL when the document set none, as it seals the
 		// message; a translation on its own does too, for the targets that require them.
 		m.Envelope.Timestamp = now.UTC().Format(time.RFC3339Nano)
 		if m.Envelope.TTLSeconds == 0 {
 			m.Envelope.TTLSeconds = int64(protocol.DefaultTTL / time.Second)
-		}
-		if sender == "" {
-			var in struct {
-				Sender struct {
-					AgentID string `json:"agent_id"`
-				} `json:"sender"`
-			}
-			_ = json.Unmarshal(doc, &in)
-			sender = in.Sender.AgentID
 		}
 	}
 	if sender != "" {
