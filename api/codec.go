@@ -221,6 +221,20 @@ func yamlError(err error) error {
 	return pe
 }
 
+// readInto reads the request body (bounded by the body limit) and decodes it into v; on an
+// error it answers it and returns false.
+func (s *Server) readInto(w http.ResponseWriter, r *http.Request, v any) bool {
+	body, err := s.readBody(w, r)
+	if err == nil {
+		err = decodeInto(r, body, v)
+	}
+	if err != nil {
+		s.fail(w, r, err, "")
+		return false
+	}
+	return true
+}
+
 // decodeInto decodes a JSON or YAML body (by Content-Type) into v.
 func decodeInto(r *http.Request, body []byte, v any) error {
 	if len(body) == 0 {

@@ -155,14 +155,8 @@ func (s *Server) postBroadcast(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
 	var ev protocol.EventPayload
-	if err := decodeInto(r, body, &ev); err != nil {
-		s.fail(w, r, err, "")
+	if !s.readInto(w, r, &ev) {
 		return
 	}
 	s.broadcast(w, r, ev, nil)

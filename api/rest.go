@@ -84,13 +84,7 @@ func (s *Server) discover(w http.ResponseWriter, r *http.Request) {
 	}
 	var q protocol.CapabilityQuery
 	if r.Method == http.MethodPost {
-		body, err := s.readBody(w, r)
-		if err != nil {
-			s.fail(w, r, err, "")
-			return
-		}
-		if err := decodeInto(r, body, &q); err != nil {
-			s.fail(w, r, err, "")
+		if !s.readInto(w, r, &q) {
 			return
 		}
 	} else {

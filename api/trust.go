@@ -21,17 +21,12 @@ func (s *Server) getTrust(w http.ResponseWriter, r *http.Request) {
 
 // forgetTrust forgets the pin of one agent id, or every pin of one peer.
 func (s *Server) forgetTrust(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
 	var req ForgetRequest
-	if err := decodeInto(r, body, &req); err != nil {
-		s.fail(w, r, err, "")
+	if !s.readInto(w, r, &req) {
 		return
 	}
 	var p peer.ID
+	var err error
 	switch {
 	case (req.AgentID == "") == (req.PeerID == ""):
 		err = errorf(protocol.CodePayloadInvalid, "name one of agent_id (forget its pin) or peer_id (forget every pin of that peer)")
@@ -51,18 +46,13 @@ func (s *Server) forgetTrust(w http.ResponseWriter, r *http.Request) {
 
 // invite issues a one-time invitation to the mesh (the mesh authority's node only).
 func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
 	var req InviteRequest
-	if err := decodeInto(r, body, &req); err != nil {
-		s.fail(w, r, err, "")
+	if !s.readInto(w, r, &req) {
 		return
 	}
 	var ttl time.Duration
 	if req.TTL != "" {
+		var err error
 		if ttl, err = time.ParseDuration(req.TTL); err != nil || ttl <= 0 {
 			s.fail(w, r, errorf(protocol.CodePayloadInvalid, "ttl %q: want a positive duration such as 24h", req.TTL), "")
 			return
@@ -79,14 +69,8 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
 // revoke revokes certificates and broadcasts the revocation list (the mesh authority's node
 // only).
 func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
 	var req RevokeRequest
-	if err := decodeInto(r, body, &req); err != nil {
-		s.fail(w, r, err, "")
+	if !s.readInto(w, r, &req) {
 		return
 	}
 	if req.Target == "" {
@@ -114,14 +98,8 @@ func (s *Server) certificates(w http.ResponseWriter, r *http.Request) {
 // authToken obtains an A2ACP token for this node's agent from the mesh authority: the A2ACP
 // draft's POST /auth/token.
 func (s *Server) authToken(w http.ResponseWriter, r *http.Request) {
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
 	var req node.TokenRequest
-	if err := decodeInto(r, body, &req); err != nil {
-		s.fail(w, r, err, "")
+	if !s.readInto(w, r, &req) {
 		return
 	}
 	tok, err := s.n.Token(r.Context(), req)
