@@ -81,15 +81,12 @@ func OpenRegistry(path string, now func() time.Time) (*Registry, error) {
 	}
 	r := &Registry{path: path, now: now, issued: map[string]*Issued{}}
 	var file registryFile
-	ok, err := readJSONFile(path, "certificate registry", maxRegistryBytes, false, &file)
+	ok, err := readVersionedFile(path, "certificate registry", maxRegistryBytes, false, &file)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return r, nil
-	}
-	if file.Version != 1 {
-		return nil, fmt.Errorf("certificate registry %s has version %d; this node reads version 1", path, file.Version)
 	}
 	for i := range file.Issued {
 		e := &file.Issued[i]
@@ -218,13 +215,7 @@ func sortIssued(s []Issued) {
 
 // pruned returns a copy of the entries without those that expired by now.
 func (r *Registry) pruned(now time.Time) map[string]*Issued {
-	next := make(map[string]*Issued, len(r.issued)+1)
-	for id, e := range r.issued {
-		if now.Before(e.Expires) {
-			next[id] = e
-		}
-	}
-	return next
+	return unexpired(r.issued, now, func(e *Issued) time.Time { return e.Expires })
 }
 
 // commit writes entries and seq to the file and, once that succeeded, makes them the
