@@ -1,7 +1,10 @@
 package authority
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -95,10 +98,16 @@ func crlError(format string, args ...any) error {
 // ApplyRevocations verifies the signed revocation list raw and, when its seq is higher than
 // that of the list in force, makes it the list in force (changed is true). A list with a
 // lower or equal seq changes nothing and is no error: lists travel by gossip and arrive out
-// of order. A refused list is a *protocol.Error with CodeIdentityInvalid.
+// of order. Once a list is in force, a list whose seq (read before anything is verified) is
+// not higher is dropped unverified, as it could change nothing: anyone may replay old lists,
+// and each would otherwise cost a signature check and the decoding of up to MaxRevoked
+// entries. A refused list is a *protocol.Error with CodeIdentityInvalid.
 func (v *Verifier) ApplyRevocations(raw string) (changed bool, err error) {
 	if len(raw) > MaxCRLBytes {
 		return false, crlError("%d bytes, more than %d", len(raw), MaxCRLBytes)
+	}
+	if v.stale(raw) {
+		return false, nil
 	}
 	var c crlClaims
 	if err := verifyJWS(raw, &c, exactTyp(typCRL), v.meshKeyFor); err != nil {
@@ -135,6 +144,65 @@ func (v *Verifier) ApplyRevocations(raw string) (changed bool, err error) {
 	}
 	v.crlRaw, v.crlSeq, v.revoked = raw, c.Seq, set
 	return true, nil
+}
+
+// stale reports whether a list is in force and raw, read without verifying it, claims a seq
+// that is not higher: the list in force again, or an older one. It reads the seq from the
+// start of the claims alone (RevocationList writes it before the entries), so its cost does
+// not grow with the list. Anything it cannot read so is not stale, and goes on to be verified
+// (and refused).
+func (v *Verifier) stale(raw string) bool {
+	v.mu.RLock()
+	seq, same := v.crlSeq, raw == v.crlRaw
+	v.mu.RUnlock()
+	if seq == 0 {
+		return false
+	}
+	if same {
+		return true
+	}
+	_, rest, ok := strings.Cut(raw, ".")
+	payload, _, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return false
+	}
+	got, ok := leadingSeq(payload)
+	return ok && got <= seq
+}
+
+// staleScan is how much of a list's encoded claims stale reads: its registered claims and
+// seq, never its entries.
+const staleScan = 1 << 10
+
+// leadingSeq returns the top-level "seq" of the base64url JSON claims payload when it comes
+// within the first staleScan characters.
+func leadingSeq(payload string) (uint64, bool) {
+	if len(payload) > staleScan {
+		payload = payload[:staleScan] // a multiple of 4: whole bytes
+	}
+	b, err := b64.DecodeString(payload)
+	if err != nil {
+		return 0, false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return 0, false
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return 0, false
+		}
+		if key == "seq" {
+			var seq uint64
+			return seq, dec.Decode(&seq) == nil
+		}
+		var skip json.RawMessage
+		if dec.Decode(&skip) != nil {
+			return 0, false
+		}
+	}
+	return 0, false
 }
 
 // Revoked reports whether the revocation list in force revokes the certificate with id jti.

@@ -154,3 +154,65 @@ func TestVerifier_ConcurrentUse(t *testing.T) {
 		t.Fatalf("seq %d after applying all lists in any order", f.verifier.RevocationSeq())
 	}
 }
+
+// TestRevocations_StaleListsAreDroppedBeforeVerifying: once a list is in force, a list whose
+// seq is not higher changes nothing and is dropped without its signature being checked (so
+// replaying old lists costs the node little); a higher one is still verified and refused
+// when forged.
+func TestRevocations_StaleListsAreDroppedBeforeVerifying(t *testing.T) {
+	f := newFixture(t)
+	c := f.issue(t)
+	other, err := New(f.other, WithClock(f.clock.now))
+	if err != nil {
+		t.Fatal(err)
+	}
+	good, err := f.auth.RevocationList(5, []Revoked{{ID: c.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.verifier.ApplyRevocations(good); !changed || err != nil {
+		t.Fatalf("seq 5: %v %v", changed, err)
+	}
+	staleForged, err := other.RevocationList(4, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.verifier.ApplyRevocations(staleForged); changed || err != nil {
+		t.Fatalf("a stale list: changed=%v err=%v; want it dropped", changed, err)
+	}
+	newerForged, err := other.RevocationList(6, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if changed, err := f.verifier.ApplyRevocations(newerForged); changed || err == nil {
+		t.Fatalf("a forged newer list: changed=%v err=%v; want it refused", changed, err)
+	}
+	if f.verifier.RevocationSeq() != 5 || !f.verifier.Revoked(c.ID) || f.verifier.CurrentRevocations() != good {
+		t.Fatal("a stale or forged list changed the revocations")
+	}
+}
+
+// BenchmarkApplyRevocations_Stale is the cost of a replayed list of MaxRevoked entries.
+func BenchmarkApplyRevocations_Stale(b *testing.B) {
+	f := newFixture(b)
+	many := make([]Revoked, MaxRevoked)
+	for i := range many {
+		many[i] = Revoked{ID: fmt.Sprintf("certificate-%06d", i), AgentID: agentID}
+	}
+	old, err := f.auth.RevocationList(1, many)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cur, err := f.auth.RevocationList(2, many)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := f.verifier.ApplyRevocations(cur); err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		if changed, err := f.verifier.ApplyRevocations(old); changed || err != nil {
+			b.Fatal(changed, err)
+		}
+	}
+}

@@ -86,15 +86,12 @@ func OpenInviteBook(path string, now func() time.Time) (*InviteBook, error) {
 	}
 	b := &InviteBook{path: path, now: now, entries: map[string]*bookEntry{}}
 	var file bookFile
-	ok, err := readJSONFile(path, "invitation book", maxBookBytes, true, &file)
+	ok, err := readVersionedFile(path, "invitation book", maxBookBytes, true, &file)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return b, nil
-	}
-	if file.Version != 1 {
-		return nil, fmt.Errorf("invitation book %s has version %d; this node reads version 1", path, file.Version)
 	}
 	for i := range file.Invites {
 		e := &file.Invites[i]
@@ -203,13 +200,7 @@ func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bo
 // pruned returns a copy of the entries without those that expired by now. Used entries stay
 // until they expire, so that a second redemption is told "already used".
 func (b *InviteBook) pruned(now time.Time) map[string]*bookEntry {
-	next := make(map[string]*bookEntry, len(b.entries)+1)
-	for id, e := range b.entries {
-		if now.Before(e.Expires) {
-			next[id] = e
-		}
-	}
-	return next
+	return unexpired(b.entries, now, func(e *bookEntry) time.Time { return e.Expires })
 }
 
 // commit writes entries to the file and, once that succeeded, makes them the book's.

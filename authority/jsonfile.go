@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/iacp-node/iacp-node/internal/fsutil"
 )
@@ -40,6 +41,37 @@ func readJSONFile(path, what string, limit int64, private bool, v any) (bool, er
 		return false, fmt.Errorf("%s %s is damaged: %w", what, path, err)
 	}
 	return true, nil
+}
+
+// versioned is the content of a file that names its format's version.
+type versioned interface{ fileVersion() int }
+
+func (f *bookFile) fileVersion() int     { return f.Version }
+func (f *registryFile) fileVersion() int { return f.Version }
+
+// readVersionedFile is readJSONFile for a file whose content names its version, which must be
+// 1.
+func readVersionedFile(path, what string, limit int64, private bool, v versioned) (bool, error) {
+	ok, err := readJSONFile(path, what, limit, private, v)
+	if err != nil || !ok {
+		return false, err
+	}
+	if ver := v.fileVersion(); ver != 1 {
+		return false, fmt.Errorf("%s %s has version %d; this node reads version 1", what, path, ver)
+	}
+	return true, nil
+}
+
+// unexpired returns a copy of entries, with room for one more, without those whose expiry
+// (exp) is not after now.
+func unexpired[E any](entries map[string]*E, now time.Time, exp func(*E) time.Time) map[string]*E {
+	next := make(map[string]*E, len(entries)+1)
+	for id, e := range entries {
+		if now.Before(exp(e)) {
+			next[id] = e
+		}
+	}
+	return next
 }
 
 // writeJSONFile writes v as indented JSON to path, mode 0600, atomically and durably,

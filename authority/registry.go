@@ -22,8 +22,19 @@ const maxRegistryBytes = 64 << 20
 // any mesh will hold at once.
 const MaxIssued = 100_000
 
+// MaxPerHolder bounds the unexpired, unrevoked certificates a registry records for one agent
+// id on one peer. A certificate and its successor overlap (renewal comes when a third of the
+// lifetime is left), so two is the norm; the others leave room for renewals whose answer was
+// lost. A renewed certificate stays valid, so without this bound its holder could have it
+// renewed again and again, each time growing the registry, until MaxIssued refused everyone.
+const MaxPerHolder = 4
+
 // ErrNothingToRevoke says that no unexpired certificate matched what Revoke was asked for.
 var ErrNothingToRevoke = errors.New("no unexpired certificate matches")
+
+// ErrHolderFull says that the registry already records MaxPerHolder certificates of the agent
+// on the peer.
+var ErrHolderFull = errors.New("the agent on this peer holds the most certificates recorded for one holder")
 
 // Issued is one certificate the authority issued, as its registry keeps it.
 type Issued struct {
@@ -70,15 +81,12 @@ func OpenRegistry(path string, now func() time.Time) (*Registry, error) {
 	}
 	r := &Registry{path: path, now: now, issued: map[string]*Issued{}}
 	var file registryFile
-	ok, err := readJSONFile(path, "certificate registry", maxRegistryBytes, false, &file)
+	ok, err := readVersionedFile(path, "certificate registry", maxRegistryBytes, false, &file)
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
 		return r, nil
-	}
-	if file.Version != 1 {
-		return nil, fmt.Errorf("certificate registry %s has version %d; this node reads version 1", path, file.Version)
 	}
 	for i := range file.Issued {
 		e := &file.Issued[i]
@@ -92,13 +100,23 @@ func OpenRegistry(path string, now func() time.Time) (*Registry, error) {
 }
 
 // Record adds a certificate the authority issued. It refuses when MaxIssued unexpired
-// certificates are recorded.
+// certificates are recorded, and (PERMISSION_DENIED, ErrHolderFull) when MaxPerHolder
+// unexpired, unrevoked ones of the same agent id on the same peer are.
 func (r *Registry) Record(c *Certificate) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := r.pruned(r.now())
 	if len(next) >= MaxIssued {
 		return fmt.Errorf("certificate registry: %d unexpired certificates recorded, the most it holds", len(next))
+	}
+	held := 0
+	for _, e := range next {
+		if e.AgentID == c.AgentID && e.Peer == c.Peer && e.Revoked.IsZero() {
+			held++
+		}
+	}
+	if held >= MaxPerHolder {
+		return protocol.Errorf(protocol.CodePermissionDenied, "certificate registry: %w: %s on %s holds %d unexpired certificates (renew the newest one)", ErrHolderFull, c.AgentID, c.Peer, held)
 	}
 	next[c.ID] = &Issued{ID: c.ID, AgentID: c.AgentID, Peer: c.Peer, Permissions: slices.Clone(c.Permissions),
 		IssuedAt: c.IssuedAt, Expires: c.Expires}
@@ -197,13 +215,7 @@ func sortIssued(s []Issued) {
 
 // pruned returns a copy of the entries without those that expired by now.
 func (r *Registry) pruned(now time.Time) map[string]*Issued {
-	next := make(map[string]*Issued, len(r.issued)+1)
-	for id, e := range r.issued {
-		if now.Before(e.Expires) {
-			next[id] = e
-		}
-	}
-	return next
+	return unexpired(r.issued, now, func(e *Issued) time.Time { return e.Expires })
 }
 
 // commit writes entries and seq to the file and, once that succeeded, makes them the

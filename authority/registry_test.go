@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // TestRegistry_RevokeByAgentSignsTheNextListAndSurvivesReopen: revoking an agent revokes
@@ -85,5 +87,40 @@ func TestRegistry_ExpiredCertificatesLeave(t *testing.T) {
 	}
 	if _, ok := r.Find(c.ID); ok {
 		t.Fatal("Find returned an expired certificate")
+	}
+}
+
+// TestRegistry_BoundsTheCertificatesOfOneHolder: a renewed certificate stays valid, so its
+// holder could have it renewed in a loop; the registry records at most MaxPerHolder unexpired,
+// unrevoked certificates of one agent on one peer, and refuses the next with
+// PERMISSION_DENIED. Other holders are untouched, and revoking frees the room.
+func TestRegistry_BoundsTheCertificatesOfOneHolder(t *testing.T) {
+	f := newFixture(t)
+	r, err := OpenRegistry(filepath.Join(t.TempDir(), "registry.json"), func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range MaxPerHolder {
+		if err := r.Record(f.issue(t)); err != nil {
+			t.Fatalf("certificate %d: %v", i+1, err)
+		}
+	}
+	err = r.Record(f.issue(t))
+	if !errors.Is(err, ErrHolderFull) {
+		t.Fatalf("certificate %d of one holder: %v; want ErrHolderFull", MaxPerHolder+1, err)
+	}
+	wantCode(t, err, protocol.CodePermissionDenied)
+	other, err := f.auth.Issue(CertRequest{AgentID: "acme:h:other", Peer: f.agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(other); err != nil {
+		t.Fatalf("another agent on the same peer: %v", err)
+	}
+	if _, _, err := r.Revoke(f.auth, agentID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(f.issue(t)); err != nil {
+		t.Fatalf("after the holder's certificates were revoked: %v", err)
 	}
 }

@@ -119,6 +119,9 @@ func (v *Verifier) meshKeyFor() (ed25519.PublicKey, error) {
 	return v.meshKey, nil
 }
 
+// certCheckOf is the certificate check that a failed stage of verifyJWS is reported as.
+var certCheckOf = map[stage]Check{stageParse: CheckParse, stageAlg: CheckAlg, stageTyp: CheckType, stageKey: CheckSignature, stageSignature: CheckSignature}
+
 // Certificate verifies the certificate raw for agent agentID on peer p. An empty agentID or p
 // skips that comparison (the certificate is still checked for a well-formed sub and cnf).
 // The checks run in the order of the Check constants; the first failure is returned as a
@@ -133,7 +136,7 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 		if who == "" && err.stage > stageParse {
 			who = c.Subject
 		}
-		check := map[stage]Check{stageParse: CheckParse, stageAlg: CheckAlg, stageTyp: CheckType, stageKey: CheckSignature, stageSignature: CheckSignature}[err.stage]
+		check := certCheckOf[err.stage]
 		if err.stage == stageSignature {
 			err.msg = "not signed by the mesh authority " + v.meshID
 		}

@@ -43,3 +43,18 @@ func askOnce(ctx context.Context, h host.Host, p peer.ID, proto libp2pproto.ID, 
 	}
 	return json.Unmarshal(body, ans)
 }
+
+// tracked wraps the handler of a request/answer protocol (certificate, join, authority) so
+// that it counts as an exchange in flight, as handleStream does: Close waits for it (a join
+// that marked its invitation used gets to send the certificate), and a stream that arrives
+// once Close has begun is reset.
+func (n *Node) tracked(h network.StreamHandler) network.StreamHandler {
+	return func(s network.Stream) {
+		if !n.track() {
+			s.Reset()
+			return
+		}
+		defer n.inflight.Done()
+		h(s)
+	}
+}

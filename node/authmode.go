@@ -100,7 +100,7 @@ func (n *Node) setupTrust() error {
 	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(agentID string, author, via peer.ID) bool {
 		return certs.verifyLater(agentID, author, via)
 	}))
-	n.host.SetStreamHandler(CertProtocolID, certs.serve)
+	n.host.SetStreamHandler(CertProtocolID, n.tracked(certs.serve))
 	n.serveAuthorityProtocols()
 	return nil
 }

@@ -128,7 +128,9 @@ func (n *Node) authorityAnswer(remote peer.ID, req authorityRequest) (authorityA
 
 // renewFor issues the successor of a valid certificate: same agent, peer, capabilities and
 // permissions, a full lifetime from now. A certificate with more than half its lifetime left
-// is not renewed yet, so that nobody grows the registry by renewing in a loop.
+// is not renewed yet, and the registry records at most authority.MaxPerHolder certificates of
+// one agent on one peer, so that nobody grows the registry by renewing in a loop (a renewed
+// certificate stays valid, and could be shown again).
 func (n *Node) renewFor(c *authority.Certificate) (*authority.Certificate, error) {
 	now := n.now()
 	life := c.Expires.Sub(c.IssuedAt)
@@ -176,6 +178,9 @@ func (n *Node) recordIssued(c *authority.Certificate) error {
 		return nil
 	}
 	if err := n.registry.Record(c); err != nil {
+		if _, refused := errors.AsType[*protocol.Error](err); refused {
+			return err // a refusal of the asker (ErrHolderFull), with its code
+		}
 		return protocol.Errorf(protocol.CodeInternalError, "%v", err)
 	}
 	return nil

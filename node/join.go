@@ -72,9 +72,9 @@ func (n *Node) serveAuthorityProtocols() {
 		return
 	}
 	if n.invites != nil {
-		n.host.SetStreamHandler(JoinProtocolID, n.serveJoin)
+		n.host.SetStreamHandler(JoinProtocolID, n.tracked(n.serveJoin))
 	}
-	n.host.SetStreamHandler(AuthorityProtocolID, n.serveAuthority)
+	n.host.SetStreamHandler(AuthorityProtocolID, n.tracked(n.serveAuthority))
 }
 
 // Invite creates a one-time invitation to this mesh, bound to agentID when it is not "", that

@@ -146,6 +146,21 @@ func TestTrustAuthority_ACertificateIsRenewedBeforeItExpires(t *testing.T) {
 	if _, ok := auth.registry.Find(renewed.ID); !ok {
 		t.Fatal("the authority did not record the certificate it renewed")
 	}
+	// the old certificate stays valid once renewed, but showing it again and again does not
+	// grow the registry: it records at most MaxPerHolder certificates of one holder
+	for i := 2; ; i++ {
+		_, err := nd.askAuthority(testCtx(t), authorityRequest{Op: opRenew, Cert: old.Raw})
+		if err == nil {
+			if i > authority.MaxPerHolder {
+				t.Fatalf("renewal %d of one certificate was granted; at most %d are", i, authority.MaxPerHolder)
+			}
+			continue
+		}
+		if protocol.CodeOf(err) != protocol.CodePermissionDenied || i != authority.MaxPerHolder+1 {
+			t.Fatalf("renewal %d of one certificate: %v; want PERMISSION_DENIED after %d", i, err, authority.MaxPerHolder)
+		}
+		break
+	}
 	// a fresh certificate is not renewed
 	fresh := m.nodes[1]
 	_, err = fresh.askAuthority(testCtx(t), authorityRequest{Op: opRenew, Cert: fresh.certs.own.Load().Raw})
