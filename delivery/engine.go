@@ -25,7 +25,7 @@ type Store interface {
 	RetryNow(recipient string, now time.Time) (int, error)
 	Delivered(id string) (bool, error)
 	Expired(now time.Time) ([]store.OutboxEntry, error)
-	Usage() store.Usage
+	Recipients() []string
 	// The inbox.
 	AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error)
 	Pending() ([]store.InboxEntry, error)

@@ -116,21 +116,21 @@ func (e *Engine) run() {
 // every agent the node knows: connections come and go all the time in a large mesh.
 func (e *Engine) retryReturned() {
 	back := map[peer.ID]bool{}
+drain:
 	for len(back) < cap(e.back) {
 		select {
 		case p := <-e.back:
 			back[p] = true
-			continue
 		default:
+			break drain
 		}
-		break
 	}
 	all := e.backOver.Swap(false)
 	if len(back) == 0 && !all {
 		return
 	}
 	all = all || e.cfg.PeerOf == nil
-	for agentID := range e.cfg.Store.Usage().ByRecipient {
+	for _, agentID := range e.cfg.Store.Recipients() {
 		if !all {
 			if q, ok := e.cfg.PeerOf(agentID); !ok || !back[q] {
 				continue
