@@ -256,6 +256,34 @@ func TestRedeliversWhenTheRecipientReturns(t *testing.T) {
 	}
 }
 
+// A recipient's return only queues it for the retry loop, which does the store write: the
+// callers (a connection notification, gossip's liveness watcher) never wait for an fsync.
+func TestReturnsAreLeftToTheRetryLoop(t *testing.T) {
+	r := newRig(t, time.Millisecond)
+	m, _ := r.queueUnreachable(t, time.Hour)
+	id := m.Envelope.MessageID
+	r.engine.Close()
+	e, err := delivery.New(context.Background(), delivery.Config{Store: r.store, Deliver: r.wire.Deliver,
+		Now: r.clock.Now, RetryMin: retryMin, RetryMax: retryMax, AttemptTimeout: time.Hour, Tick: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	before, _ := r.store.queued(id)
+	e.AgentReturned(recipient)
+	e.PeerReturned(recipientPeer)
+	if after, _ := r.store.queued(id); !after.NextAttemptAt.Equal(before.NextAttemptAt) || after.Backoff != before.Backoff {
+		t.Fatal("a return wrote to the store on the caller's goroutine")
+	}
+	e.Start() // the loop, woken by the returns, makes the entry due
+	a := r.wire.next(t)
+	if a.m.Envelope.MessageID != id {
+		t.Fatal("another message attempted")
+	}
+	a.answer <- nil
+	r.outboxEmpties(t)
+}
+
 // After a restart, a new engine over the same store delivers what the old one had queued,
 // and hands the agent again what it had accepted and the agent had not taken; a message a
 // crash left without its "received" audit entry gets one, saying so.
