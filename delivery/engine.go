@@ -25,7 +25,7 @@ type Store interface {
 	RetryNow(recipient string, now time.Time) (int, error)
 	Delivered(id string) (bool, error)
 	Expired(now time.Time) ([]store.OutboxEntry, error)
-	Usage() store.Usage
+	Recipients() []string
 	// The inbox.
 	AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error)
 	Pending() ([]store.InboxEntry, error)
@@ -74,13 +74,13 @@ type Config struct {
 // retryConcurrency bounds the delivery attempts the retry loop runs at once.
 const retryConcurrency = 32
 
-// backCap bounds the returned peers waiting for the retry loop; beyond it the loop retries
-// every recipient instead.
+// backCap bounds the returned peers and agents waiting for the retry loop; beyond it the
+// loop retries every recipient instead.
 const backCap = 256
 
 // Engine is the durable delivery engine of one node. Its mutable state: the in-flight
-// claims (guarded by their own mutex), the returned peers (a channel and an overflow flag the
-// retry loop drains), and the lifecycle under mu. It starts the retry loop (Start), the
+// claims (guarded by their own mutex), the returned peers and agents (a channel and an
+// overflow flag the retry loop drains), and the lifecycle under mu. It starts the retry loop (Start), the
 // attempts the loop runs and the settling of each first attempt (Send); Close stops and waits
 // for all of them.
 type Engine struct {
@@ -89,9 +89,9 @@ type Engine struct {
 	cancel context.CancelFunc
 	claims claims
 	wake   chan struct{}
-	// back holds the peers that came back (PeerReturned), for the retry loop; backOver is set
-	// when it was full.
-	back     chan peer.ID
+	// back holds the peers and agents that came back (PeerReturned, AgentReturned), for the
+	// retry loop; backOver is set when it was full.
+	back     chan comeback
 	backOver atomic.Bool
 
 	mu      sync.RWMutex // orders wg.Add against Close
@@ -120,7 +120,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, claims: claims{ids: make(map[string]bool)},
-		wake: make(chan struct{}, 1), back: make(chan peer.ID, backCap)}
+		wake: make(chan struct{}, 1), back: make(chan comeback, backCap)}
 	e.ctx, e.cancel = context.WithCancel(ctx)
 	return e, nil
 }

@@ -108,6 +108,35 @@ func result(t *testing.T, done <-chan error) error {
 
 var unreachable = &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "cannot reach the recipient"}
 
+// queueUnreachable sends a message with the given TTL whose recipient cannot be reached:
+// Send returns nil (queued), and the failure is rescheduled once.
+func (r *rig) queueUnreachable(t *testing.T, ttl time.Duration) (*protocol.Message, []byte) {
+	t.Helper()
+	m, raw := r.message(t, ttl)
+	done := r.send(m, raw)
+	r.wire.next(t).answer <- unreachable
+	if err := result(t, done); err != nil {
+		t.Fatalf("Send of a message its recipient cannot take yet: %v, want nil (queued)", err)
+	}
+	r.rescheduled(t, m.Envelope.MessageID, 1)
+	return m, raw
+}
+
+// rescheduled waits until the entry of id has recorded the given failed attempts.
+func (r *rig) rescheduled(t *testing.T, id string, attempts int) {
+	t.Helper()
+	eventually(t, &r.store.changes, "the failure rescheduled", func() bool {
+		e, _ := r.store.queued(id)
+		return e.Attempts == attempts
+	})
+}
+
+// outboxEmpties waits until nothing is queued.
+func (r *rig) outboxEmpties(t *testing.T) {
+	t.Helper()
+	eventually(t, &r.store.changes, "the outbox empty", func() bool { return r.store.outboxLen() == 0 })
+}
+
 // An unreachable recipient: Send returns nil once the message is queued, and the retry loop
 // attempts it again after a delay that grows with every failure, until a receipt.
 func TestRetriesUntilDelivered(t *testing.T) {
@@ -124,10 +153,7 @@ func TestRetriesUntilDelivered(t *testing.T) {
 		t.Fatalf("Send of a message its recipient cannot take yet: %v, want nil (queued)", err)
 	}
 	for failures := 1; failures <= 2; failures++ {
-		eventually(t, &r.store.changes, "the failure rescheduled", func() bool {
-			e, _ := r.store.queued(id)
-			return e.Attempts == failures
-		})
+		r.rescheduled(t, id, failures)
 		e, _ := r.store.queued(id)
 		// Attempt a waits RetryMin doubled a-1 times, with jitter over its upper half.
 		if least := retryMin << (failures - 1) / 2; e.NextAttemptAt.Sub(r.clock.Now()) < least {
@@ -160,12 +186,7 @@ func TestRetriesUntilDelivered(t *testing.T) {
 // a TIMEOUT error and the audit log records it expired, with that error.
 func TestExpiresAfterTTL(t *testing.T) {
 	r := newRig(t, time.Millisecond)
-	m, raw := r.message(t, 10*time.Second)
-	done := r.send(m, raw)
-	r.wire.next(t).answer <- unreachable
-	if err := result(t, done); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := r.queueUnreachable(t, 10*time.Second)
 	r.clock.advance(11 * time.Second)
 	var x expiry
 	select {
@@ -209,7 +230,7 @@ func TestClaimPreventsASecondAttemptInFlight(t *testing.T) {
 	if err := result(t, done); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, &r.store.changes, "the outbox empty", func() bool { return r.store.outboxLen() == 0 })
+	r.outboxEmpties(t)
 }
 
 // A recipient that comes back (a connection to its peer, or its liveness heard alive) has its
@@ -218,16 +239,7 @@ func TestRedeliversWhenTheRecipientReturns(t *testing.T) {
 	for _, how := range []string{"peer", "agent"} {
 		t.Run(how, func(t *testing.T) {
 			r := newRig(t, time.Millisecond) // the clock never moves: no delay ever passes
-			m, raw := r.message(t, time.Hour)
-			done := r.send(m, raw)
-			r.wire.next(t).answer <- unreachable
-			if err := result(t, done); err != nil {
-				t.Fatal(err)
-			}
-			eventually(t, &r.store.changes, "the failure rescheduled", func() bool {
-				e, _ := r.store.queued(m.Envelope.MessageID)
-				return e.Attempts == 1
-			})
+			m, _ := r.queueUnreachable(t, time.Hour)
 			if how == "peer" {
 				r.engine.PeerReturned(peer.ID("peer-other")) // serves nobody queued
 				r.engine.PeerReturned(recipientPeer)
@@ -239,9 +251,37 @@ func TestRedeliversWhenTheRecipientReturns(t *testing.T) {
 				t.Fatal("another message attempted")
 			}
 			a.answer <- nil
-			eventually(t, &r.store.changes, "the outbox empty", func() bool { return r.store.outboxLen() == 0 })
+			r.outboxEmpties(t)
 		})
 	}
+}
+
+// A recipient's return only queues it for the retry loop, which does the store write: the
+// callers (a connection notification, gossip's liveness watcher) never wait for an fsync.
+func TestReturnsAreLeftToTheRetryLoop(t *testing.T) {
+	r := newRig(t, time.Millisecond)
+	m, _ := r.queueUnreachable(t, time.Hour)
+	id := m.Envelope.MessageID
+	r.engine.Close()
+	e, err := delivery.New(context.Background(), delivery.Config{Store: r.store, Deliver: r.wire.Deliver,
+		Now: r.clock.Now, RetryMin: retryMin, RetryMax: retryMax, AttemptTimeout: time.Hour, Tick: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close()
+	before, _ := r.store.queued(id)
+	e.AgentReturned(recipient)
+	e.PeerReturned(recipientPeer)
+	if after, _ := r.store.queued(id); !after.NextAttemptAt.Equal(before.NextAttemptAt) || after.Backoff != before.Backoff {
+		t.Fatal("a return wrote to the store on the caller's goroutine")
+	}
+	e.Start() // the loop, woken by the returns, makes the entry due
+	a := r.wire.next(t)
+	if a.m.Envelope.MessageID != id {
+		t.Fatal("another message attempted")
+	}
+	a.answer <- nil
+	r.outboxEmpties(t)
 }
 
 // After a restart, a new engine over the same store delivers what the old one had queued,
@@ -249,12 +289,7 @@ func TestRedeliversWhenTheRecipientReturns(t *testing.T) {
 // crash left without its "received" audit entry gets one, saying so.
 func TestRestartRedeliversPending(t *testing.T) {
 	r := newRig(t, time.Millisecond)
-	out, raw := r.message(t, time.Hour)
-	done := r.send(out, raw)
-	r.wire.next(t).answer <- unreachable
-	if err := result(t, done); err != nil {
-		t.Fatal(err)
-	}
+	out, _ := r.queueUnreachable(t, time.Hour)
 	in := make([]*protocol.Message, 3)
 	raws := make([][]byte, 3)
 	for i := range in {
@@ -267,10 +302,6 @@ func TestRestartRedeliversPending(t *testing.T) {
 	if err := r.engine.Taken(in[0].Envelope.MessageID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, &r.store.changes, "the failure rescheduled", func() bool {
-		e, _ := r.store.queued(out.Envelope.MessageID)
-		return e.Attempts == 1
-	})
 	r.engine.Close()
 
 	again := r.start(t, time.Millisecond)
@@ -296,7 +327,7 @@ func TestRestartRedeliversPending(t *testing.T) {
 		t.Fatal("the queued message is not resent after the restart")
 	}
 	a.answer <- nil
-	eventually(t, &r.store.changes, "the outbox empty", func() bool { return r.store.outboxLen() == 0 })
+	r.outboxEmpties(t)
 }
 
 // The agent took a message: the audit log says so before the store forgets it, so that a
@@ -349,10 +380,7 @@ func TestRefusals(t *testing.T) {
 	if err := result(t, done); err != nil {
 		t.Fatalf("Send of a rate-limited message: %v, want nil (queued)", err)
 	}
-	eventually(t, &r.store.changes, "the refusal rescheduled", func() bool {
-		e, _ := r.store.queued(m.Envelope.MessageID)
-		return e.Attempts == 1
-	})
+	r.rescheduled(t, m.Envelope.MessageID, 1)
 	if e, _ := r.store.queued(m.Envelope.MessageID); e.NextAttemptAt.Sub(r.clock.Now()) < time.Hour {
 		t.Fatalf("rescheduled in %s, want at least the hour asked for", e.NextAttemptAt.Sub(r.clock.Now()))
 	}
@@ -362,16 +390,7 @@ func TestRefusals(t *testing.T) {
 // left); a Send after Close still settles its outcome, on the caller's goroutine.
 func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
 	r := newRig(t, time.Millisecond)
-	m, raw := r.message(t, time.Hour)
-	done := r.send(m, raw)
-	r.wire.next(t).answer <- unreachable
-	if err := result(t, done); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, &r.store.changes, "the failure rescheduled", func() bool {
-		e, _ := r.store.queued(m.Envelope.MessageID)
-		return e.Attempts == 1
-	})
+	m, _ := r.queueUnreachable(t, time.Hour)
 	r.clock.advance(retryMax)
 	r.wire.next(t) // a retry in flight, never answered
 	r.engine.Close()
@@ -380,8 +399,8 @@ func TestCloseWaitsForAttemptsInFlight(t *testing.T) {
 		t.Fatalf("%d attempts recorded after Close, want the cancelled retry recorded too", e.Attempts)
 	}
 
-	m, raw = r.message(t, time.Hour)
-	done = r.send(m, raw)
+	m, raw := r.message(t, time.Hour)
+	done := r.send(m, raw)
 	r.wire.next(t).answer <- nil
 	if err := result(t, done); err != nil {
 		t.Fatal(err)

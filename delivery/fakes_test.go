@@ -187,15 +187,16 @@ func (s *fakeStore) Expired(now time.Time) ([]store.OutboxEntry, error) {
 	return out, nil
 }
 
-func (s *fakeStore) Usage() store.Usage {
+func (s *fakeStore) Recipients() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := store.Usage{ByRecipient: map[string]int64{}}
+	var out []string
 	for _, e := range s.out {
-		u.ByRecipient[e.Recipient] += int64(len(e.Raw))
-		u.OutboxBytes += int64(len(e.Raw))
+		if !slices.Contains(out, e.Recipient) {
+			out = append(out, e.Recipient)
+		}
 	}
-	return u
+	return out
 }
 
 func (s *fakeStore) AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error) {

@@ -70,22 +70,28 @@ func (e *Engine) Send(ctx context.Context, m *protocol.Message, raw []byte) erro
 // PeerReturned tells the engine that a connection to p was made: the messages queued for the
 // agents p serves are due at once. It only queues p for the retry loop, which does the store
 // write: it may be called from a connection notification, which must not wait for an fsync.
-func (e *Engine) PeerReturned(p peer.ID) {
+func (e *Engine) PeerReturned(p peer.ID) { e.returned(comeback{peer: p}) }
+
+// AgentReturned tells the engine that agentID was seen alive: the messages queued for it are
+// due at once, from the shortest delay again. Like PeerReturned it only queues agentID for
+// the retry loop: it is called from gossip's liveness watcher, whose subscription drops what
+// arrives while the watcher waits (for an fsync, say).
+func (e *Engine) AgentReturned(agentID string) { e.returned(comeback{agent: agentID}) }
+
+// comeback is a recipient that came back, waiting for the retry loop: a peer a connection
+// was made to, or an agent heard alive.
+type comeback struct {
+	peer  peer.ID
+	agent string
+}
+
+func (e *Engine) returned(c comeback) {
 	select {
-	case e.back <- p:
+	case e.back <- c:
 	default:
 		e.backOver.Store(true)
 	}
 	e.poke()
-}
-
-// AgentReturned tells the engine that agentID was seen alive: the messages queued for it are
-// due at once, from the shortest delay again. It writes to the store on the caller's
-// goroutine.
-func (e *Engine) AgentReturned(agentID string) {
-	if k, err := e.cfg.Store.RetryNow(agentID, e.cfg.Now()); err == nil && k > 0 {
-		e.poke()
-	}
 }
 
 // run is the retry loop: on every tick or wake it makes the returned recipients due, expires
@@ -111,28 +117,35 @@ func (e *Engine) run() {
 	}
 }
 
-// retryReturned makes due at once the queued messages of the agents the returned peers
-// serve, looking only at the recipients that have messages queued (usually none), not at
-// every agent the node knows: connections come and go all the time in a large mesh.
+// retryReturned makes due at once the queued messages of the agents that came back and of
+// the agents the returned peers serve, looking only at the recipients that have messages
+// queued (usually none), not at every agent the node knows: connections come and go all the
+// time in a large mesh.
 func (e *Engine) retryReturned() {
-	back := map[peer.ID]bool{}
-	for len(back) < cap(e.back) {
+	peers, agents := map[peer.ID]bool{}, map[string]bool{}
+drain:
+	for range cap(e.back) {
 		select {
-		case p := <-e.back:
-			back[p] = true
-			continue
+		case c := <-e.back:
+			if c.agent != "" {
+				agents[c.agent] = true
+			} else {
+				peers[c.peer] = true
+			}
 		default:
+			break drain
 		}
-		break
 	}
-	all := e.backOver.Swap(false)
-	if len(back) == 0 && !all {
+	all := e.backOver.Swap(false) || (len(peers) > 0 && e.cfg.PeerOf == nil)
+	if len(peers) == 0 && len(agents) == 0 && !all {
 		return
 	}
-	all = all || e.cfg.PeerOf == nil
-	for agentID := range e.cfg.Store.Usage().ByRecipient {
-		if !all {
-			if q, ok := e.cfg.PeerOf(agentID); !ok || !back[q] {
+	for _, agentID := range e.cfg.Store.Recipients() {
+		if !all && !agents[agentID] {
+			if len(peers) == 0 {
+				continue
+			}
+			if q, ok := e.cfg.PeerOf(agentID); !ok || !peers[q] {
 				continue
 			}
 		}

@@ -102,18 +102,14 @@ func (n *Node) closeDurable() error {
 	return errors.Join(errs...)
 }
 
-// record appends one audit entry about m; a failing audit log is reported, never fatal to
-// delivery.
-func (n *Node) record(ev audit.Event, m *protocol.Message, cause error) {
+// record appends one audit entry about m (sent, delivered or received: the refusals and
+// expiries of stored messages, which carry a cause, are the engine's to record); a failing
+// audit log is reported, never fatal to delivery.
+func (n *Node) record(ev audit.Event, m *protocol.Message) {
 	if n.audit == nil {
 		return
 	}
-	e := audit.FromMessage(ev, m)
-	if cause != nil {
-		e.Code = protocol.CodeOf(cause)
-		e.Reason = cause.Error()
-	}
-	n.appendAudit(e)
+	n.appendAudit(audit.FromMessage(ev, m))
 }
 
 // appendAudit appends e to the audit log, which is on; a failure is reported, never fatal to
@@ -228,7 +224,7 @@ func (n *Node) accept(batch []inbound) (dups []bool, errs []error) {
 	for i, ib := range batch {
 		if !dups[i] && errs[i] == nil {
 			n.bind(ib.m.Envelope.Sender.AgentID, ib.peer)
-			n.record(audit.EventReceived, ib.m, nil)
+			n.record(audit.EventReceived, ib.m)
 		}
 	}
 	return dups, errs

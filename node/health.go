@@ -20,13 +20,6 @@ type backoff struct {
 	next     time.Time
 }
 
-// backoffDelay returns the wait before attempt number a (from 1): lo doubled per attempt,
-// capped at hi, with jitter over its upper half so that peers that lost the same node do not
-// come back in lockstep (retry.Backoff).
-func backoffDelay(lo, hi time.Duration, a int) time.Duration {
-	return retry.Backoff{Min: lo, Max: hi}.Delay(a, rand.Int64N)
-}
-
 // expirePins forgets the pins no accepted message used within PinExpiry.
 func (n *Node) expirePins() {
 	if n.cfg.PinExpiry <= 0 {
@@ -133,7 +126,9 @@ func (n *Node) reconnect(now time.Time) {
 		b := n.needed[p]
 		if err != nil {
 			b.attempts++
-			wait := backoffDelay(n.cfg.ReconnectMin, n.cfg.ReconnectMax, b.attempts)
+			// ReconnectMin doubled per failed dial, capped at ReconnectMax, with jitter so that
+			// nodes that lost the same peer do not redial it in lockstep.
+			wait := retry.Backoff{Min: n.cfg.ReconnectMin, Max: n.cfg.ReconnectMax}.Delay(b.attempts, rand.Int64N)
 			b.next = now.Add(wait)
 			n.log.Warn("peer unreachable; will retry", "peer", p.ShortString(), "attempt", b.attempts, "retry_in", wait.Round(time.Millisecond), "err", err.Error())
 		} else {

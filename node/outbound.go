@@ -72,7 +72,7 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	if err != nil {
 		return err
 	}
-	n.record(audit.EventSent, m, nil)
+	n.record(audit.EventSent, m)
 	if err := n.transmit(ctx, m, raw, w); err != nil {
 		return err
 	}
@@ -83,7 +83,7 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 		}
 	default:
 	}
-	n.record(audit.EventDelivered, m, nil)
+	n.record(audit.EventDelivered, m)
 	return nil
 }
 
@@ -115,7 +115,7 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Mess
 	if n.engine != nil {
 		err = n.engine.Send(ctx, m, raw)
 	} else {
-		n.record(audit.EventSent, m, nil)
+		n.record(audit.EventSent, m)
 		err = n.transmit(ctx, m, raw, w)
 	}
 	if err != nil {

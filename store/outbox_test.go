@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -380,5 +381,33 @@ func TestConcurrentPut(t *testing.T) {
 	}
 	if u := s.Usage(); u.OutboxBytes != total || len(u.ByRecipient) != writers {
 		t.Fatalf("usage %+v, want %d bytes over %d recipients", u, total, writers)
+	}
+}
+
+// Recipients lists the recipients that have messages queued, each once, and forgets one whose
+// last message left the outbox.
+func TestRecipients(t *testing.T) {
+	s := open(t, t.TempDir())
+	now := time.Now()
+	var first *protocol.Message
+	for i := range 3 {
+		m, raw := msg(t, fmt.Sprintf("a:h:r%d", i%2), now, 60, 10)
+		if err := s.Put(m, raw); err != nil {
+			t.Fatal(err)
+		}
+		if i == 1 {
+			first = m
+		}
+	}
+	got := s.Recipients()
+	slices.Sort(got)
+	if !slices.Equal(got, []string{"a:h:r0", "a:h:r1"}) {
+		t.Fatalf("recipients %v, want a:h:r0 and a:h:r1", got)
+	}
+	if _, err := s.Delivered(first.Envelope.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if got := s.Recipients(); !slices.Equal(got, []string{"a:h:r0"}) {
+		t.Fatalf("recipients after a:h:r1's only message was delivered: %v, want a:h:r0", got)
 	}
 }

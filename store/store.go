@@ -8,6 +8,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -211,6 +212,14 @@ func (s *Store) Usage() Usage {
 		MaxRecipientBytes: s.cfg.maxRecipientBytes, MaxTotalBytes: s.cfg.maxTotalBytes,
 		MaxInboxBytes: s.cfg.maxInboxBytes, MaxSenderInboxBytes: s.cfg.maxSenderBytes,
 	}
+}
+
+// Recipients returns the recipients that have messages queued in the outbox, in no order:
+// the keys of Usage's ByRecipient, without copying the other counters.
+func (s *Store) Recipients() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Collect(maps.Keys(s.outRcpt))
 }
 
 // be64 and key helpers. Times are stored as Unix nanoseconds; big-endian keys sort in time
