@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -363,6 +364,7 @@ func (c *Client) Inbox(ctx context.Context, after uint64, wait time.Duration) (I
 		q.Set("after", strconv.FormatUint(after, 10))
 	}
 	q.Set("max_bytes", strconv.FormatInt(min(DefaultInboxPageBytes, c.limit-inboxPageSlack), 10))
+	q.Set(DialectParam, string(dialect.IACP)) // InboxItem.Message is IACP, whatever the agent speaks
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}

@@ -159,10 +159,17 @@ type OutboxDoc struct {
 
 // InboxItem is one inbound message waiting for the agent.
 type InboxItem struct {
-	Seq      uint64            `json:"seq"`
-	Received time.Time         `json:"received"`
-	Peer     string            `json:"peer"`
-	Message  *protocol.Message `json:"message"`
+	Seq      uint64    `json:"seq"`
+	Received time.Time `json:"received"`
+	Peer     string    `json:"peer"`
+	// MessageID is the IACP message id, what POST /v1/inbox/{message_id}/ack takes, whatever
+	// dialect the message is shown in.
+	MessageID string `json:"message_id"`
+	// Dialect is the dialect Message is in, when it is not IACP (docs/dialects.md): the
+	// agent's own, or ?dialect=. Client.Inbox always asks for IACP.
+	Dialect string `json:"dialect,omitempty"`
+	// Message is the message: an IACP document, or the document of Dialect.
+	Message *protocol.Message `json:"message"`
 }
 
 // InboxDoc is one page of GET /v1/inbox.

@@ -255,21 +255,23 @@ func raw(v any) json.RawMessage {
 
 // AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
 // correlated to. An ACP v2 AgentResponse's commandId is the command's own id: the message id,
-// or the id the document carried when it was no UUID (kept in the extension). The other
-// drafts' answers continue what the request named for them (ElizaOS reply_with, IaCP 1.0
-// conversation_id), which became req's correlation id.
+// or the id the document carried when it was no UUID (kept in the extension). An IaCP 1.0
+// answer's parent_message_id is the request's message_id, as IACP's correlation is. An
+// ElizaOS answer's in_reply_to is what the request named in reply_with, which became req's
+// correlation id.
 func AnswerCorrelation(req *protocol.Message, d Dialect) string {
-	if d == ACPv2 {
+	switch d {
+	case ACPv2:
 		var e Extension
 		if json.Unmarshal(req.Message.Extra[ExtensionMember], &e) == nil && e.Name == ACPv2 {
 			if id := str(e.Members, "id"); id != "" {
 				return id
 			}
 		}
-		return req.Envelope.MessageID
-	}
-	if c := req.Envelope.CorrelationID; c != "" {
-		return c
+	case ElizaOS:
+		if c := req.Envelope.CorrelationID; c != "" {
+			return c
+		}
 	}
 	return req.Envelope.MessageID
 }
