@@ -2,7 +2,9 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -211,5 +213,91 @@ func TestAgentDialect_InexpressibleMessageIsRefusedAtTheSender(t *testing.T) {
 	_, err := m.clients[0].Send(ctx, ev)
 	if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch || !strings.Contains(err.Error(), "speaks acp-v2") {
 		t.Fatalf("an event to an ACP v2 agent: %v; want CAPABILITY_MISMATCH naming acp-v2", err)
+	}
+}
+
+// The ElizaOS agent's conversation (TASK_REQUEST reply_with debug-task-42, answered with
+// TASK_ACCEPT and INFORM_RESULT) is listed by its reply_with on both nodes, from their audit
+// logs: the request sent and delivered, the answers received, on the ElizaOS agent's node;
+// the request received and acked and the answers sent, on the other.
+func TestConversation_ListedByItsReplyWithOnBothNodes(t *testing.T) {
+	m := newAPIMesh(t, 2, speaks(0, "elizaos"))
+	ctx := testCtx(t, 30*time.Second)
+	if resp, raw := postDoc(t, m.servers[0], "", "application/json", elizaRequest(t, agentName(1))); resp.StatusCode != http.StatusAccepted {
+		t.Fatalf("request refused: %d %s", resp.StatusCode, raw)
+	}
+	page, err := m.clients[1].Inbox(ctx, 0, 10*time.Second)
+	if err != nil || len(page.Messages) != 1 {
+		t.Fatalf("inbox: %v, %+v", err, page)
+	}
+	req := page.Messages[0].Message
+	for _, payload := range []string{`{"status":"accepted"}`, `{"status":"accepted","task_status":"success","result":{}}`} {
+		a := &protocol.Message{}
+		a.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
+		a.Envelope.CorrelationID = req.Envelope.MessageID
+		a.Message = protocol.Body{Type: protocol.TypeResponse, Intent: req.Message.Intent, Payload: []byte(payload)}
+		if _, err := m.clients[1].Send(ctx, a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.clients[1].Ack(ctx, req.Envelope.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	rawInbox(t, m.servers[0], "", 2) // both answers are in
+	events := func(c *Client) (out []string) {
+		doc, err := c.Conversation(ctx, "debug-task-42", 0, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range doc.Messages {
+			out = append(out, e.Event+" "+e.Type)
+		}
+		return out
+	}
+	// Node 0's order is fixed (its answers come after its request's receipt); node 1's agent
+	// acks while its answers travel, so node 1's entries are counted.
+	want0 := "sent request,delivered request,received response,received response"
+	want1 := "acked :1,delivered response:2,received request:1,sent response:2"
+	var got0, got1 []string
+	for ctx.Err() == nil { // delivered and acked are written as the receipts come back
+		got0, got1 = events(m.clients[0]), events(m.clients[1])
+		if strings.Join(got0, ",") == want0 && counted(got1) == want1 {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if strings.Join(got0, ",") != want0 || counted(got1) != want1 {
+		t.Fatalf("node 0 lists %q, want %q\nnode 1 lists %q, want %q", got0, want0, counted(got1), want1)
+	}
+	// Following on from the last entry lists nothing new.
+	doc, err := m.clients[0].Conversation(ctx, "debug-task-42", 0, 1)
+	if err != nil || len(doc.Messages) != 1 || !doc.More {
+		t.Fatalf("a page of one: %v %+v", err, doc)
+	}
+	if _, err := m.clients[0].Conversation(ctx, strings.Repeat("x", 129), 0, 0); protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+		t.Fatalf("a 129-character id: %v", err)
+	}
+}
+
+// counted is "item:count" for each distinct item, sorted.
+func counted(items []string) string {
+	n := map[string]int{}
+	for _, it := range items {
+		n[it]++
+	}
+	var out []string
+	for it, c := range n {
+		out = append(out, fmt.Sprintf("%s:%d", it, c))
+	}
+	sort.Strings(out)
+	return strings.Join(out, ",")
+}
+
+// A node without the audit log says that conversations need it.
+func TestConversation_NeedsTheAuditLog(t *testing.T) {
+	m := newAPIMesh(t, 1, meshOpts{node: func(int) []node.Option { return []node.Option{node.WithAudit(false, false)} }})
+	_, err := m.clients[0].Conversation(testCtx(t, 10*time.Second), "conv", 0, 0)
+	if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch || !strings.Contains(err.Error(), "audit: true") {
+		t.Fatalf("conversation without the audit log: %v", err)
 	}
 }

@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
@@ -150,4 +151,37 @@ func (s *Server) ackInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.received.WithLabelValues("pull").Inc()
 	write(w, r, http.StatusOK, AckResult{Acked: id})
+}
+
+// getConversation lists a conversation from the node's audit log (Node.Conversation):
+// ?after=SEQ follows on from an earlier answer, ?limit=N (default 1000) bounds it.
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := parseUint(q.Get("after"))
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	limit, err := queryInt(q.Get("limit"), "limit", 1000, 1, node.MaxConversationEntries)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	id := r.PathValue("id")
+	entries, more, err := s.n.Conversation(r.Context(), id, after, limit)
+	if errors.Is(err, node.ErrNoAuditLog) {
+		err = &httpError{status: http.StatusConflict, err: errorf(protocol.CodeCapabilityMismatch, "%w", err)}
+	}
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	doc := ConversationDoc{Conversation: id, Messages: entries, More: more, NextAfter: after}
+	if len(entries) > 0 {
+		doc.NextAfter = entries[len(entries)-1].Seq
+	}
+	if doc.Messages == nil {
+		doc.Messages = []node.ConversationEntry{}
+	}
+	write(w, r, http.StatusOK, doc)
 }

@@ -172,6 +172,18 @@ type InboxItem struct {
 	Message *protocol.Message `json:"message"`
 }
 
+// ConversationDoc is GET /v1/conversations/{id}: the conversation as the node's audit log
+// recorded it (node.Node.Conversation).
+type ConversationDoc struct {
+	Conversation string                   `json:"conversation"`
+	Messages     []node.ConversationEntry `json:"messages"`
+	// More says that more entries follow: ask again with ?after=NextAfter.
+	More bool `json:"more"`
+	// NextAfter is the audit seq of the last entry (the request's ?after= when there is
+	// none): the ?after= that follows on.
+	NextAfter uint64 `json:"next_after"`
+}
+
 // InboxDoc is one page of GET /v1/inbox.
 type InboxDoc struct {
 	Messages []InboxItem `json:"messages"`
