@@ -10,7 +10,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -172,7 +171,6 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
 	if isReply && n.matchReply(m, in.remote) {
 		n.bind(m.Envelope.Sender.AgentID, in.remote)
-		n.record(audit.EventReceived, m) // a conversation lists its answers too
 		if receiptOf(m) == nil {
 			in.queueReceipt(m)
 		}
