@@ -50,18 +50,24 @@ func (s *Server) agentDialect(r *http.Request) (dialect.Dialect, error) {
 // decoder. It returns the dialect to answer in, also with an error: a document of another
 // draft is refused in that draft (failIn).
 func (s *Server) decodeJSON(d dialect.Dialect, body []byte) (*protocol.Message, dialect.Dialect, error) {
-	if d == "" && dialect.MayBeForeign(body) {
-		if found, err := dialect.Recognise(body); err == nil {
-			d = found
+	var doc *dialect.Document
+	var err error
+	switch {
+	case d == "" && dialect.MayBeForeign(body):
+		// One parse both recognises and decodes; what it cannot place is read as IACP, whose
+		// decoder says what is wrong with it.
+		if found, got, rerr := dialect.DecodeRecognised(body); rerr == nil || found != dialect.IACP {
+			d, doc, err = found, got, rerr
 		}
+	case d != "" && d != dialect.IACP:
+		doc, err = dialect.Decode(d, body)
 	}
-	if d == "" || d == dialect.IACP {
-		m, err := protocol.DecodeJSON(body)
-		return m, dialect.IACP, err
-	}
-	doc, err := dialect.Decode(d, body)
 	if err != nil {
 		return nil, d, err
+	}
+	if doc == nil {
+		m, err := protocol.DecodeJSON(body)
+		return m, dialect.IACP, err
 	}
 	draft, err := dialect.ToIACP(doc, s.n.Now())
 	if err != nil {

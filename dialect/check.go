@@ -30,8 +30,8 @@ func (c checker) str(k string, required bool) (string, error) {
 		}
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := unquote(raw)
+	if !ok {
 		return "", invalid(c.d, c.path(k), "must be a string")
 	}
 	if required && strings.TrimSpace(s) == "" {

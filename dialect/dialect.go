@@ -131,29 +131,14 @@ func Recognise(doc []byte) (Dialect, error) {
 	if err != nil {
 		return "", err
 	}
-	var found []Dialect
-	var why []string
-	for _, r := range recognisers {
-		for _, name := range r.members {
-			if _, ok := m[name]; ok {
-				found = append(found, r.d)
-				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
-				break
-			}
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
+	d, err := recognise(m)
+	if err == nil && d == "" {
 		return "", protocol.Errorf(protocol.CodePayloadInvalid,
 			"the document's dialect is unknown: it has none of envelope (iacp), iacp_version (iacp-1.0), "+
 				"mcp_version or performative (elizaos), commandId or action (acp-v2), protocol_version, "+
 				"source_agent or target_agent (a2acp); name the dialect explicitly")
 	}
-	return "", protocol.Errorf(protocol.CodePayloadInvalid,
-		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
-		strings.Join(why, " and "))
+	return d, err
 }
 
 // foreignMarks are the quoted member names that mark a dialect other than IACP.
@@ -290,6 +275,53 @@ func Decode(d Dialect, doc []byte) (*Document, error) {
 		return nil, err
 	}
 	return &Document{Dialect: d, Members: m}, nil
+}
+
+// DecodeRecognised is Recognise and Decode in one parse: it reads doc once, tells its dialect
+// by the member names, and checks it against that dialect's draft. An IACP document, or one
+// that marks no dialect, gives dialect IACP and no Document (decode it as IACP); one that
+// marks two is PAYLOAD_INVALID, as Recognise says.
+func DecodeRecognised(doc []byte) (Dialect, *Document, error) {
+	m, err := parseObject("", doc)
+	if err != nil {
+		return "", nil, err
+	}
+	d, err := recognise(m)
+	if err != nil || d == IACP || d == "" {
+		return IACP, nil, err
+	}
+	c, err := codecOf(d)
+	if err != nil {
+		return d, nil, err
+	}
+	if err := c.validate(m); err != nil {
+		return d, nil, err
+	}
+	return d, &Document{Dialect: d, Members: m}, nil
+}
+
+// recognise is Recognise over parsed members; "" when none marks a dialect.
+func recognise[V any](m map[string]V) (Dialect, error) {
+	var found []Dialect
+	var why []string
+	for _, r := range recognisers {
+		for _, name := range r.members {
+			if _, ok := m[name]; ok {
+				found = append(found, r.d)
+				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
+				break
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", protocol.Errorf(protocol.CodePayloadInvalid,
+		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
+		strings.Join(why, " and "))
 }
 
 // sortedKeys returns m's names, sorted.

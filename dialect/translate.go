@@ -240,15 +240,36 @@ func payloadOf(raw json.RawMessage) Members {
 
 // str returns a member's string value, or "" when it is absent or not a string.
 func str(m Members, k string) string {
-	var s string
-	if raw, ok := m[k]; ok && json.Unmarshal(raw, &s) == nil {
-		return s
+	s, _ := unquote(m[k])
+	return s
+}
+
+// unquote decodes a JSON string value; ok is false for anything else. A string without
+// escapes, what nearly every member holds, is sliced out rather than decoded: translation
+// reads dozens of members a document.
+func unquote(v json.RawMessage) (s string, ok bool) {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
+		return string(v[1 : n-1]), true
 	}
-	return ""
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// plain reports whether b is the inside of a JSON string that needs no escaping, as
+// json.Marshal writes it: printable ASCII without ", \, <, > and &.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // raw encodes v as a member value; v is always encodable (strings, bools, numbers, Members).
 func raw(v any) json.RawMessage {
+	if s, ok := v.(string); ok && plain([]byte(s)) {
+		return json.RawMessage(`"` + s + `"`)
+	}
 	b, _ := json.Marshal(v)
 	return b
 }
