@@ -32,7 +32,7 @@ func requestDialect(r *http.Request) (dialect.Dialect, error) {
 	if d == dialect.IACP {
 		return d, nil
 	}
-	for _, t := range append(dialect.Translated, dialect.A2ACP) {
+	for _, t := range dialect.Translated {
 		if d == t {
 			return d, nil
 		}

@@ -126,7 +126,7 @@ func TestDialect_NamedDialectsAndRefusals(t *testing.T) {
 		{"unknown dialect", "?dialect=klingon", "application/json", elizaRequest(t, agentName(1)), 400, `klingon\" is unknown`},
 		{"disagreeing names", "?dialect=elizaos", "application/json; dialect=iacp-1.0", elizaRequest(t, agentName(1)), 400, "disagree"},
 		{"named, but not that dialect", "?dialect=iacp-1.0", "application/json", elizaRequest(t, agentName(1)), 400, "iacp-1.0 document"},
-		{"not yet translated", "?dialect=a2acp", "application/json", `{"protocol_version":"1.0","source_agent":{},"target_agent":{}}`, 422, "a2acp is recognised but not yet translated"},
+		{"bad A2ACP document", "?dialect=a2acp", "application/json", `{"protocol_version":"1.0","source_agent":{},"target_agent":{}}`, 400, "a2acp document: /message_id is required"},
 		{"bad ACP v2 command", "", "application/json", `{"version":"2.0","action":"FLY"}`, 400, "acp-v2 document"},
 		{"YAML of another draft", "?dialect=elizaos", "application/x-yaml", "performative: TASK_REQUEST\n", 400, "is JSON"},
 		{"bad ElizaOS document", "", "application/json", `{"performative":"TASK_REQUEST","mcp_version":"0.1.0"}`, 400, "elizaos document"},
