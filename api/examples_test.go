@@ -27,7 +27,8 @@ import (
 // directly: broadcasts ride gossip, which this mesh has off. The capability queries
 // (QUERY_CAPABILITIES, agent_discover) are the node's to answer, never the agent's: their
 // answer is checked instead (TestDialect_QueryCapabilitiesIsAnsweredByTheNode). An example
-// that asks for ACP v2 security.permissions is refused in this open mesh, in ACP v2's shape.
+// that asks for ACP v2 security.permissions is refused in this open mesh, in ACP v2's shape,
+// and one with the A2ACP draft's placeholder token in A2ACP's, then crosses without it.
 func TestDialect_EveryExampleCrossesTheMeshAndArrivesInEveryDialect(t *testing.T) {
 	m := newAPIMesh(t, 2, meshOpts{})
 	ctx := testCtx(t, 60*time.Second)
@@ -38,6 +39,9 @@ func TestDialect_EveryExampleCrossesTheMeshAndArrivesInEveryDialect(t *testing.T
 		}
 		for _, f := range files {
 			posted := addressed(t, f, from, agentName(1))
+			if from == dialect.A2ACP {
+				posted = withoutPlaceholderToken(t, m.servers[0], f, posted)
+			}
 			resp, raw := postDoc(t, m.servers[0], "", "application/json", string(posted))
 			if needsGrants(posted) {
 				// ACP v2 security.permissions are required of the sender's grants, which a
@@ -175,9 +179,36 @@ func addressed(t *testing.T, f string, d dialect.Dialect, to string) []byte {
 		doc["message_id"], doc["receiver"] = id, map[string]any{"agent_id": to}
 	case dialect.ACPv2:
 		doc["id"], doc["to"] = id, to
+	case dialect.A2ACP:
+		doc["message_id"] = id
+		doc["target_agent"].(map[string]any)["agent_id"] = to
 	default:
 		t.Fatalf("no addressing for %s", d)
 	}
+	out, _ := json.Marshal(doc)
+	return out
+}
+
+// withoutPlaceholderToken posts an A2ACP example with the draft's security.auth_token, a
+// truncated placeholder ("eyJhbGciOi...") that the node verifies on a request and refuses in
+// A2ACP's own shape (AUTH_FAILED; node/authorize_test.go sends real tokens), and returns the
+// example without it and with a fresh id, to cross the mesh.
+func withoutPlaceholderToken(t *testing.T, s *Server, f string, posted []byte) []byte {
+	t.Helper()
+	var doc map[string]any
+	if err := json.Unmarshal(posted, &doc); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := doc["security"]; !ok {
+		return posted
+	}
+	resp, raw := postDoc(t, s, "", "application/json", string(posted))
+	refused := resp.StatusCode == http.StatusUnauthorized && bytes.Contains(raw, []byte(`"AUTH_FAILED"`))
+	if !refused && resp.StatusCode != http.StatusAccepted { // tokens authorise requests
+		t.Fatalf("%s with the draft's placeholder token: %d %s; want 401 with an A2ACP AUTH_FAILED", f, resp.StatusCode, raw)
+	}
+	delete(doc, "security")
+	doc["message_id"] = uuid.NewString()
 	out, _ := json.Marshal(doc)
 	return out
 }

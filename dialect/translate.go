@@ -52,6 +52,8 @@ type view struct {
 	Priority string
 	// Permissions are the IACP document's security.permissions.
 	Permissions []string
+	// AuthToken is the IACP document's security.auth_token (an A2ACP token).
+	AuthToken string
 }
 
 // placeholder stands for what Seal fills later (a new message id, the timestamp, the sender):
@@ -76,7 +78,7 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 	}
 	v := &view{Type: d.Type, Intent: d.Intent, MessageID: d.MessageID, Timestamp: placeholder, From: placeholder,
 		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original,
-		Priority: d.Priority, Permissions: d.Security.Permissions}
+		Priority: d.Priority, Permissions: d.Security.Permissions, AuthToken: d.Security.AuthToken}
 	if v.MessageID == "" {
 		v.MessageID = placeholder
 	}
@@ -224,7 +226,7 @@ func viewOf(msg *protocol.Message) *view {
 		v.Payload = json.RawMessage("{}")
 	}
 	if sec, err := msg.Security(); err == nil {
-		v.Permissions = sec.Permissions
+		v.Permissions, v.AuthToken = sec.Permissions, sec.AuthToken
 	}
 	return v
 }
@@ -277,9 +279,9 @@ func raw(v any) json.RawMessage {
 // AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
 // correlated to. An ACP v2 AgentResponse's commandId is the command's own id: the message id,
 // or the id the document carried when it was no UUID (kept in the extension). An IaCP 1.0
-// answer's parent_message_id is the request's message_id, as IACP's correlation is. An
-// ElizaOS answer's in_reply_to is what the request named in reply_with, which became req's
-// correlation id.
+// answer's parent_message_id is the request's message_id, as IACP's correlation is. ElizaOS
+// and A2ACP answers continue what the request named for them (reply_with,
+// payload.correlation_id), which became req's correlation id.
 func AnswerCorrelation(req *protocol.Message, d Dialect) string {
 	switch d {
 	case ACPv2:
@@ -289,7 +291,7 @@ func AnswerCorrelation(req *protocol.Message, d Dialect) string {
 				return id
 			}
 		}
-	case ElizaOS:
+	case ElizaOS, A2ACP:
 		if c := req.Envelope.CorrelationID; c != "" {
 			return c
 		}

@@ -127,7 +127,7 @@ func (c dialectCase) iacpAsks(t *testing.T, a, b *proc) {
 }
 
 func dialectCases() []dialectCase {
-	return []dialectCase{elizaCase(), acpCase(), iacp1Case()}
+	return []dialectCase{elizaCase(), acpCase(), iacp1Case(), a2acpCase()}
 }
 
 // ElizaOS: TASK_REQUEST, TASK_ACCEPT, INFORM_RESULT, in_reply_to the request's reply_with.
@@ -220,6 +220,44 @@ func iacp1Case() dialectCase {
 				base(map[string]any{"status": "completed", "result": "summary"})}
 		},
 		wantIACP: []string{"pending", "accepted"},
+	}
+}
+
+// A2ACP: request, then response, correlated by payload.correlation_id.
+func a2acpCase() dialectCase {
+	agent := func(id string) map[string]any {
+		return map[string]any{"agent_id": id, "domain": "e2e", "version": "1.2.3"}
+	}
+	return dialectCase{
+		name: "a2acp",
+		request: func(to string) (map[string]any, string) {
+			conv := "correlation-" + uuid.NewString()[:8]
+			return map[string]any{"protocol_version": "1.0", "message_id": uuid.NewString(), "timestamp": "2026-11-23T10:00:00Z",
+				"source_agent": agent(dialectAgent), "target_agent": agent(to), "message_type": "request",
+				"intent": "provision_test_dataset", "payload": map[string]any{"dataset_type": "demographics", "correlation_id": conv}}, conv
+		},
+		iacpAnswers: []string{`{"status":"accepted","dataset_id":"dataset-abc"}`},
+		shown: func(t *testing.T, _ int, ans, req map[string]any) {
+			p, _ := ans["payload"].(map[string]any)
+			want := req["payload"].(map[string]any)["correlation_id"]
+			if ans["message_type"] != "response" || p["correlation_id"] != want || p["dataset_id"] != "dataset-abc" {
+				t.Fatalf("A2ACP answer %v; want a response with correlation_id %v", ans, want)
+			}
+		},
+		answers: func(shown map[string]any) []map[string]any {
+			corr := shown["message_id"]
+			if p, ok := shown["payload"].(map[string]any); ok && p["correlation_id"] != nil {
+				corr = p["correlation_id"]
+			}
+			answer := map[string]any{"protocol_version": "1.0", "message_id": uuid.NewString(), "timestamp": "2026-11-23T10:00:01Z",
+				"source_agent": agent(dialectAgent), "target_agent": shown["source_agent"], "message_type": "response",
+				"payload": map[string]any{"status": "accepted", "correlation_id": corr}}
+			if intent, ok := shown["intent"]; ok {
+				answer["intent"] = intent
+			}
+			return []map[string]any{answer}
+		},
+		wantIACP: []string{"accepted"},
 	}
 }
 
