@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit fuzz bench clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck unit python-test python-bench fuzz bench clean
 
 all: build
 
@@ -29,8 +29,9 @@ SIM_FLAGS ?=
 sim: build
 	./$(BIN) sim $(SIM_FLAGS)
 
-## test: formatting, vet, staticcheck, then every test under the race detector.
-test: fmt-check vet staticcheck unit
+## test: formatting, vet, staticcheck, every Go test under the race detector, then the Python
+## client's tests (skipped, with a message, without python3).
+test: fmt-check vet staticcheck unit python-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -49,6 +50,24 @@ staticcheck: $(STATICCHECK)
 
 unit:
 	$(GO) test -race -timeout 15m ./...
+
+## python-test: the Python client (clients/python, standard library only: nothing to install)
+## against two real nodes of this build; about 5 s.
+PYTHON ?= python3
+python-test: build
+	@if ! command -v $(PYTHON) >/dev/null 2>&1; then \
+		echo "python-test: skipped: $(PYTHON) is not installed (the Python client needs Python 3.9+)"; \
+	elif ! $(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 9))'; then \
+		echo "python-test: skipped: $$($(PYTHON) --version 2>&1) is older than the Python client's 3.9"; \
+	else \
+		cd clients/python && IACP_NODE_BINARY=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s tests -v; \
+	fi
+
+## python-bench: a request through the Python client against raw HTTP, p50 of each (BENCH_N
+## requests a side).
+BENCH_N ?= 1000
+python-bench: build
+	cd clients/python && IACP_NODE_BINARY=$(CURDIR)/$(BIN) $(PYTHON) bench.py -n $(BENCH_N)
 
 ## fuzz: every fuzz target for $(FUZZTIME) each.
 fuzz:
