@@ -3,7 +3,9 @@ package api
 import (
 	"bytes"
 	"context"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -11,8 +13,9 @@ import (
 )
 
 // runExample runs an example agent against node 1's API for one handoff round trip: node 0's
-// agent requests through the HTTP binding and gets the example's correlated response.
-func runExample(t *testing.T, interp, script string) {
+// agent requests through the HTTP binding and gets the example's correlated response. env
+// is added to the example's environment.
+func runExample(t *testing.T, interp, script string, env ...string) {
 	path, err := exec.LookPath(interp)
 	if err != nil {
 		t.Skipf("%s is not installed", interp)
@@ -23,6 +26,7 @@ func runExample(t *testing.T, interp, script string) {
 	var out bytes.Buffer
 	cmd := exec.CommandContext(ctx, path, "../examples/"+script, "--data-dir", m.dirs[1], "--once")
 	cmd.Stdout, cmd.Stderr = &out, &out
+	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -43,6 +47,16 @@ func runExample(t *testing.T, interp, script string) {
 	}
 }
 
-func TestExample_Python(t *testing.T) { runExample(t, "python3", "handoff_agent.py") }
+// TestExample_Python runs the example on the iacp library, from the repository's copy.
+func TestExample_Python(t *testing.T) {
+	lib, err := filepath.Abs("../clients/python")
+	if err != nil {
+		t.Fatal(err)
+	}
+	runExample(t, "python3", "handoff_agent.py", "PYTHONPATH="+lib)
+}
+
+// TestExample_PythonHTTP runs the example that uses only HTTP and the standard library.
+func TestExample_PythonHTTP(t *testing.T) { runExample(t, "python3", "handoff_agent_http.py") }
 
 func TestExample_NodeJS(t *testing.T) { runExample(t, "node", "handoff_agent.mjs") }
