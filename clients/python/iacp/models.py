@@ -18,7 +18,7 @@ import re
 import sys
 import typing
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+from typing import Any, Callable, Dict, List, Optional, Tuple, Type, TypeVar
 
 __all__ = [
     "Model",
@@ -60,33 +60,22 @@ def _json(name: str, **kw: Any) -> Any:
     return field(metadata=md, **kw)
 
 
-_HINTS: Dict[type, Dict[str, Any]] = {}
-
-
-def _hints(cls: type) -> Dict[str, Any]:
-    h = _HINTS.get(cls)
-    if h is None:
-        h = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
-        _HINTS[cls] = h
-    return h
-
-
-def _convert(tp: Any, v: Any) -> Any:
-    """Turns a decoded JSON value into the field type tp (a model, a list of models)."""
-    if v is None:
-        return None
+def _converter(tp: Any) -> Optional[Callable[[Any], Any]]:
+    """How a decoded JSON value becomes a field of type tp: a model's from_dict, a list of
+    them, or None (the value as it is)."""
     origin = typing.get_origin(tp)
     if origin is typing.Union:  # Optional[X]
         args = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _convert(args[0], v) if len(args) == 1 else v
+        return _converter(args[0]) if len(args) == 1 else None
     if origin in (list, List):
-        (arg,) = typing.get_args(tp) or (Any,)
-        if isinstance(v, list):
-            return [_convert(arg, x) for x in v]
-        return v
+        args = typing.get_args(tp)
+        inner = _converter(args[0]) if args else None
+        if inner is None:
+            return None
+        return lambda v: [inner(x) if x is not None else None for x in v] if isinstance(v, list) else v
     if isinstance(tp, type) and issubclass(tp, Model):
-        return tp.from_dict(v)
-    return v
+        return tp.from_dict
+    return None
 
 
 def _plain(v: Any) -> Any:
@@ -99,28 +88,39 @@ def _plain(v: Any) -> Any:
     return v
 
 
+class _Spec:
+    """What from_dict and to_dict need of a model class, worked out once."""
+
+    __slots__ = ("members", "names", "convert", "has_extra")
+
+    def __init__(self, cls: type) -> None:
+        hints = typing.get_type_hints(cls, vars(sys.modules[cls.__module__]))
+        self.members: Dict[str, str] = {}  # JSON member -> field
+        self.names: List[Tuple[str, str]] = []  # (field, JSON member)
+        self.convert: Dict[str, Optional[Callable[[Any], Any]]] = {}
+        self.has_extra = False
+        for f in dataclasses.fields(cls):
+            if f.name == "extra":
+                self.has_extra = True
+                continue
+            j = f.metadata.get("json", f.name)
+            if j is None:
+                continue
+            self.members[j] = f.name
+            self.names.append((f.name, j))
+            self.convert[f.name] = _converter(hints[f.name])
+
+
 class Model:
     """The base of the models: ``from_dict``, ``to_dict``, unknown members in ``extra``."""
 
-    # Filled per class on first use: JSON member -> field name, and field name -> member.
-    _members: ClassVar[Optional[Dict[str, str]]] = None
-    _names: ClassVar[Optional[Dict[str, str]]] = None
-
     @classmethod
-    def _maps(cls) -> Dict[str, str]:
-        if cls.__dict__.get("_members") is None:
-            members: Dict[str, str] = {}
-            names: Dict[str, str] = {}
-            for f in dataclasses.fields(cls):  # type: ignore[arg-type]
-                if f.name == "extra":
-                    continue
-                j = f.metadata.get("json", f.name)
-                if j is None:
-                    continue
-                members[j] = f.name
-                names[f.name] = j
-            cls._members, cls._names = members, names
-        return cls._members  # type: ignore[return-value]
+    def _spec(cls) -> _Spec:
+        spec = cls.__dict__.get("_spec_")
+        if spec is None:
+            spec = _Spec(cls)
+            setattr(cls, "_spec_", spec)
+        return spec
 
     @classmethod
     def from_dict(cls: Type[M], d: Any) -> M:
@@ -129,25 +129,25 @@ class Model:
             return d
         if not isinstance(d, dict):
             raise TypeError("%s.from_dict needs a JSON object (dict), not %s" % (cls.__name__, type(d).__name__))
-        members = cls._maps()
-        hints = _hints(cls)
+        spec = cls._spec()
+        members, convert = spec.members, spec.convert
         kw: Dict[str, Any] = {}
         extra: Dict[str, Any] = {}
         for k, v in d.items():
             name = members.get(k)
             if name is None:
                 extra[k] = v
-            else:
-                kw[name] = _convert(hints[name], v)
-        if "extra" in hints:
+                continue
+            conv = convert[name]
+            kw[name] = conv(v) if conv is not None and v is not None else v
+        if spec.has_extra:
             kw["extra"] = extra
         return cls(**kw)
 
     def to_dict(self) -> Dict[str, Any]:
         """The JSON object of the model: its fields that are not None, then ``extra``."""
-        self._maps()
         out: Dict[str, Any] = {}
-        for name, member in self._names.items():  # type: ignore[union-attr]
+        for name, member in self._spec().names:
             v = getattr(self, name)
             if v is not None:
                 out[member] = _plain(v)
