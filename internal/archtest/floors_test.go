@@ -29,8 +29,9 @@ var floors = map[string]int{
 	"delivery": 4,
 	"node":     5,
 	"api":      6, "sim": 6,
-	"internal/cli":  7,
-	"cmd/iacp-node": 8, "e2e": 8, "internal/archtest": 8,
+	"mcpserver":     7,
+	"internal/cli":  8,
+	"cmd/iacp-node": 9, "e2e": 9, "internal/archtest": 9,
 }
 
 // coreFloor is the highest floor of the core; onNodeAlone are the packages that reach the
