@@ -106,6 +106,8 @@ type rttSystem struct {
 //
 //   - echo: a framed 1 KiB echo between two go-libp2p hosts on a reused stream (echo_test.go);
 //   - sign, verify: one Ed25519 signature of a SHA-256 digest, one verification;
+//   - iacp-cpu, nats-signed-cpu: the codec and crypto work of an IACP exchange and of a
+//     NATS-signed one, without transport (both signatures, both verifications);
 //   - nats-plain: NATS request/reply of the encoded payload, answered with a constant;
 //   - nats-signed: the same with IACP's crypto work both ways (signed_test.go);
 //   - iacp-plain, iacp-nodurable, iacp-defaults: node.Request of a handoff request answered
@@ -120,6 +122,8 @@ func BenchmarkRTT(b *testing.B) {
 		{"echo", echoRTT(b)},
 		{"sign", signOnce(b)},
 		{"verify", verifyOnce(b)},
+		{"iacp-cpu", iacpCPU(b)},
+		{"nats-signed-cpu", signedCPU(b)},
 		{"nats-plain", natsRTT(b, false)},
 		{"nats-signed", natsRTT(b, true)},
 		{"iacp-plain", iacpRTT(b, iacpPlain...)},

@@ -121,3 +121,53 @@ func iacpRequestBytes(tb testing.TB) int {
 	}
 	return len(raw)
 }
+
+// iacpCPU returns the codec and crypto work of one IACP exchange without a transport or a
+// node: the sender builds and signs the request and encodes it; the receiver decodes and
+// verifies it (with a key cache, as a node does), builds and signs the response and encodes
+// it; the sender decodes and verifies that. A node's other inbound checks are not in it.
+func iacpCPU(tb testing.TB) func(context.Context) error {
+	tb.Helper()
+	builder := func(agent string) *protocol.Builder {
+		key, _, err := crypto.GenerateEd25519Key(rand.Reader)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		b, err := protocol.NewBuilder(agent, key, nil)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return b
+	}
+	a, b := builder(iacpSender), builder(iacpReceiver)
+	va := &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)}
+	vb := &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)}
+	payload := payload1K()
+	// hop encodes m, decodes it and verifies it with v, as the wire and the receiver would.
+	hop := func(m *protocol.Message, v *protocol.Verifier) (*protocol.Message, error) {
+		raw, err := protocol.EncodeJSON(m)
+		if err != nil {
+			return nil, err
+		}
+		got, err := protocol.DecodeJSON(raw)
+		if err != nil {
+			return nil, err
+		}
+		return got, v.Verify(got)
+	}
+	return func(context.Context) error {
+		req, err := a.Request(iacpReceiver, protocol.IntentHandoff, payload)
+		if err != nil {
+			return err
+		}
+		if req, err = hop(req, vb); err != nil {
+			return err
+		}
+		resp, err := b.Response(req, protocol.ResponseAccepted, nil)
+		if err != nil {
+			return err
+		}
+		_, err = hop(resp, va)
+		return err
+	}
+}

@@ -31,6 +31,19 @@ const (
 // natsTimeout bounds every request and JetStream call.
 const natsTimeout = 30 * time.Second
 
+// sigHeader is the NATS header that carries a sealed document's signature.
+const sigHeader = "Iacp-Sig"
+
+// signedMsg is a NATS message of a sealed document and its signature.
+func signedMsg(subject string, doc []byte, sig string) *nats.Msg {
+	return &nats.Msg{Subject: subject, Data: doc, Header: nats.Header{sigHeader: []string{sig}}}
+}
+
+// openMsg opens the sealed document of m.
+func openMsg(s *signer, m *nats.Msg) (envelope, error) {
+	return s.open(m.Data, m.Header.Get(sigHeader))
+}
+
 // natsServer starts an embedded server listening on a kernel-chosen port of 127.0.0.1; with
 // jetStream, JetStream stores its files in a temporary directory and, with syncAlways, fsyncs
 // every write (the default syncs every 2 minutes). Cleanup shuts it down and waits for it.
@@ -81,23 +94,27 @@ func natsRTT(tb testing.TB, signed bool) func(context.Context) error {
 	const subject = "bench.rtt"
 	payload := payload1K()
 	var handler nats.MsgHandler
-	var request func() ([]byte, error)
-	var check func([]byte) error
+	var request func() (*nats.Msg, error)
+	var check func(*nats.Msg) error
 	if signed {
 		a, b := signerPair(tb, natsSender, natsReceiver)
 		handler = func(m *nats.Msg) {
-			env, err := b.open(m.Data)
-			var out []byte
+			env, err := openMsg(b, m)
+			var doc []byte
+			var sig string
 			if err == nil {
-				out, err = b.seal(env.From, "response", env.Intent, env.MessageID, map[string]string{"status": protocol.ResponseAccepted})
+				doc, sig, err = b.seal(env.From, "response", env.Intent, env.MessageID, map[string]string{"status": protocol.ResponseAccepted})
 			}
 			if err != nil {
-				out = []byte("refused: " + err.Error())
+				doc, sig = []byte("refused: "+err.Error()), ""
 			}
-			_ = m.Respond(out)
+			_ = m.RespondMsg(signedMsg(m.Reply, doc, sig))
 		}
-		request = func() ([]byte, error) { return a.seal(natsReceiver, "request", "handoff", "", payload) }
-		check = func(raw []byte) error { _, err := a.open(raw); return err }
+		request = func() (*nats.Msg, error) {
+			doc, sig, err := a.seal(natsReceiver, "request", "handoff", "", payload)
+			return signedMsg(subject, doc, sig), err
+		}
+		check = func(m *nats.Msg) error { _, err := openMsg(a, m); return err }
 	} else {
 		body, err := json.Marshal(payload)
 		if err != nil {
@@ -105,8 +122,8 @@ func natsRTT(tb testing.TB, signed bool) func(context.Context) error {
 		}
 		accepted := []byte(`{"status":"accepted"}`)
 		handler = func(m *nats.Msg) { _ = m.Respond(accepted) }
-		request = func() ([]byte, error) { return body, nil }
-		check = func([]byte) error { return nil }
+		request = func() (*nats.Msg, error) { return &nats.Msg{Subject: subject, Data: body}, nil }
+		check = func(*nats.Msg) error { return nil }
 	}
 	if _, err := replier.Subscribe(subject, handler); err != nil {
 		tb.Fatal(err)
@@ -119,23 +136,24 @@ func natsRTT(tb testing.TB, signed bool) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		m, err := requester.Request(subject, req, natsTimeout)
+		m, err := requester.RequestMsg(req, natsTimeout)
 		if err != nil {
 			return err
 		}
-		return check(m.Data)
+		return check(m)
 	}
 }
 
-// natsSignedBytes is the size on the wire of the signed request natsRTT sends, for the report.
+// natsSignedBytes is the size of the signed request natsRTT sends, document and signature
+// header, for the report.
 func natsSignedBytes(tb testing.TB) int {
 	tb.Helper()
 	a, _ := signerPair(tb, natsSender, natsReceiver)
-	raw, err := a.seal(natsReceiver, "request", "handoff", "", payload1K())
+	doc, sig, err := a.seal(natsReceiver, "request", "handoff", "", payload1K())
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return len(raw)
+	return len(doc) + len(sigHeader) + len(": \r\n") + len(sig)
 }
 
 // receiverCount counts the messages a one-way receiver verified and keeps its first error.
@@ -165,9 +183,11 @@ func (c *receiverCount) load() (int64, error) {
 	return c.n.Load(), c.first
 }
 
-// signedEvent seals the one-way systems' event: the payload of IACP's notify events.
-func signedEvent(a *signer) ([]byte, error) {
-	return a.seal(natsReceiver, "event", "notify", "", protocol.EventPayload{EventType: "tick"})
+// signedEvent seals the one-way systems' event, the payload of IACP's notify events, in a
+// message to subject.
+func signedEvent(a *signer, subject string) (*nats.Msg, error) {
+	doc, sig, err := a.seal(natsReceiver, "event", "notify", "", protocol.EventPayload{EventType: "tick"})
+	return signedMsg(subject, doc, sig), err
 }
 
 // natsCoreOneWay returns core NATS publish of a signed event: fire and forget, no
@@ -182,7 +202,7 @@ func natsCoreOneWay(tb testing.TB) onewaySystem {
 	var count receiverCount
 	for range receiverWorkers() {
 		if _, err := sub.QueueSubscribe(subject, "verifiers", func(m *nats.Msg) {
-			_, err := b.open(m.Data)
+			_, err := openMsg(b, m)
 			count.done(err)
 		}); err != nil {
 			tb.Fatal(err)
@@ -193,11 +213,11 @@ func natsCoreOneWay(tb testing.TB) onewaySystem {
 	}
 	return onewaySystem{
 		send: func(context.Context) error {
-			raw, err := signedEvent(a)
+			m, err := signedEvent(a, subject)
 			if err != nil {
 				return err
 			}
-			return pub.Publish(subject, raw)
+			return pub.PublishMsg(m)
 		},
 		received: count.load,
 	}
@@ -215,16 +235,17 @@ func natsAckedOneWay(tb testing.TB) onewaySystem {
 	var count receiverCount
 	for range receiverWorkers() {
 		if _, err := sub.QueueSubscribe(subject, "verifiers", func(m *nats.Msg) {
-			env, err := b.open(m.Data)
-			var receipt []byte
+			env, err := openMsg(b, m)
+			var doc []byte
+			var sig string
 			if err == nil {
-				receipt, err = b.seal(env.From, "receipt", env.Intent, env.MessageID, map[string]string{"status": "received"})
+				doc, sig, err = b.seal(env.From, "receipt", env.Intent, env.MessageID, map[string]string{"status": "received"})
 			}
 			count.done(err)
 			if err != nil {
-				receipt = []byte("refused: " + err.Error())
+				doc, sig = []byte("refused: "+err.Error()), ""
 			}
-			_ = m.Respond(receipt)
+			_ = m.RespondMsg(signedMsg(m.Reply, doc, sig))
 		}); err != nil {
 			tb.Fatal(err)
 		}
@@ -234,15 +255,14 @@ func natsAckedOneWay(tb testing.TB) onewaySystem {
 	}
 	return onewaySystem{
 		send: func(context.Context) error {
-			raw, err := signedEvent(a)
+			m, err := signedEvent(a, subject)
 			if err != nil {
 				return err
 			}
-			m, err := pub.Request(subject, raw, natsTimeout)
-			if err != nil {
+			if m, err = pub.RequestMsg(m, natsTimeout); err != nil {
 				return err
 			}
-			_, err = a.open(m.Data)
+			_, err = openMsg(a, m)
 			return err
 		},
 		received: count.load,
@@ -280,7 +300,7 @@ func jetStreamOneWay(tb testing.TB, syncAlways bool) onewaySystem {
 	var count receiverCount
 	for range receiverWorkers() {
 		cc, err := cons.Consume(func(m jetstream.Msg) {
-			_, err := b.open(m.Data())
+			_, err := b.open(m.Data(), m.Headers().Get(sigHeader))
 			if err == nil {
 				err = m.Ack()
 			}
@@ -300,13 +320,13 @@ func jetStreamOneWay(tb testing.TB, syncAlways bool) onewaySystem {
 	}
 	return onewaySystem{
 		send: func(ctx context.Context) error {
-			raw, err := signedEvent(a)
+			m, err := signedEvent(a, subject)
 			if err != nil {
 				return err
 			}
 			ctx, cancel := context.WithTimeout(ctx, natsTimeout)
 			defer cancel()
-			ack, err := pubJS.Publish(ctx, subject, raw)
+			ack, err := pubJS.PublishMsg(ctx, m)
 			if err == nil && ack.Duplicate {
 				err = errors.New("JetStream: duplicate")
 			}

@@ -8,9 +8,11 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,12 +38,6 @@ type envelope struct {
 	Payload       json.RawMessage `json:"payload"`
 }
 
-// signedDoc is what goes on the wire: the canonical document and its signature.
-type signedDoc struct {
-	Doc json.RawMessage `json:"doc"`
-	Sig []byte          `json:"sig"`
-}
-
 // signer signs documents from one agent and verifies documents from its peer.
 type signer struct {
 	agent   string
@@ -63,45 +59,47 @@ func signerPair(tb testing.TB, a, b string) (*signer, *signer) {
 	return &signer{agent: a, priv: privA, peerPub: pubB}, &signer{agent: b, priv: privB, peerPub: pubA}
 }
 
-// seal encodes payload in a new envelope to `to`, canonicalises it, and signs its digest.
-func (s *signer) seal(to, typ, intent, correlation string, payload any) ([]byte, error) {
+// seal encodes payload in a new envelope to `to`, canonicalises it, and signs its digest. It
+// returns the canonical document, which is what is sent, and the signature in base64 (as IACP
+// writes sender.identity_sig), which travels beside it in a NATS header.
+func (s *signer) seal(to, typ, intent, correlation string, payload any) (doc []byte, sig string, err error) {
 	id, err := uuid.NewV7()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	p, err := json.Marshal(payload)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	doc, err := json.Marshal(envelope{MessageID: id.String(), CorrelationID: correlation, From: s.agent,
+	raw, err := json.Marshal(envelope{MessageID: id.String(), CorrelationID: correlation, From: s.agent,
 		To: to, Type: typ, Intent: intent, Timestamp: time.Now().UTC().Format(time.RFC3339Nano), TTLSeconds: 300, Payload: p})
 	if err != nil {
-		return nil, err
+		return nil, "", err
+	}
+	if doc, err = protocol.CanonicalJSON(raw); err != nil {
+		return nil, "", err
+	}
+	digest := sha256.Sum256(doc)
+	return doc, base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, digest[:])), nil
+}
+
+// open verifies a document sealed by the peer, over its canonical form as IACP's receiver
+// does (the bytes received need not be canonical), and decodes its envelope.
+func (s *signer) open(doc []byte, sig string) (envelope, error) {
+	rawSig, err := base64.StdEncoding.DecodeString(sig)
+	if err != nil {
+		return envelope{}, err
 	}
 	canon, err := protocol.CanonicalJSON(doc)
 	if err != nil {
-		return nil, err
-	}
-	digest := sha256.Sum256(canon)
-	return json.Marshal(signedDoc{Doc: canon, Sig: ed25519.Sign(s.priv, digest[:])})
-}
-
-// open verifies a document sealed by the peer and decodes its envelope.
-func (s *signer) open(raw []byte) (envelope, error) {
-	var sd signedDoc
-	if err := json.Unmarshal(raw, &sd); err != nil {
-		return envelope{}, err
-	}
-	canon, err := protocol.CanonicalJSON(sd.Doc)
-	if err != nil {
 		return envelope{}, err
 	}
 	digest := sha256.Sum256(canon)
-	if !ed25519.Verify(s.peerPub, digest[:], sd.Sig) {
+	if !ed25519.Verify(s.peerPub, digest[:], rawSig) {
 		return envelope{}, errors.New("signature does not verify")
 	}
 	var env envelope
-	if err := json.Unmarshal(sd.Doc, &env); err != nil {
+	if err := json.Unmarshal(doc, &env); err != nil {
 		return envelope{}, err
 	}
 	if env.To != s.agent {
@@ -114,11 +112,11 @@ func (s *signer) open(raw []byte) (envelope, error) {
 // byte of the document or the wrong key is refused.
 func TestSigned(t *testing.T) {
 	a, b := signerPair(t, "bench:nats:a", "bench:nats:b")
-	raw, err := a.seal("bench:nats:b", "request", "handoff", "", payload1K())
+	doc, sig, err := a.seal("bench:nats:b", "request", "handoff", "", payload1K())
 	if err != nil {
 		t.Fatal(err)
 	}
-	env, err := b.open(raw)
+	env, err := b.open(doc, sig)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,16 +124,33 @@ func TestSigned(t *testing.T) {
 	if err := json.Unmarshal(env.Payload, &p); err != nil || p["task"] != "summarise" || env.From != "bench:nats:a" {
 		t.Fatalf("opened %+v, payload %v (%v)", env, p, err)
 	}
-	if _, err := a.open(raw); err == nil {
+	if _, err := a.open(doc, sig); err == nil {
 		t.Fatal("a opened its own document with b's key")
 	}
-	var sd signedDoc
-	if err := json.Unmarshal(raw, &sd); err != nil {
-		t.Fatal(err)
-	}
-	sd.Doc = bytes.Replace(sd.Doc, []byte("summarise"), []byte("summarize"), 1)
-	tampered, _ := json.Marshal(sd)
-	if _, err := b.open(tampered); err == nil {
+	if _, err := b.open(bytes.Replace(doc, []byte("summarise"), []byte("summarize"), 1), sig); err == nil {
 		t.Fatal("a changed document verified")
+	}
+}
+
+// signedCPU returns the work of one NATS-signed exchange without a transport: the requester
+// seals the request, the replier opens it and seals the response, the requester opens that.
+func signedCPU(tb testing.TB) func(context.Context) error {
+	tb.Helper()
+	a, b := signerPair(tb, natsSender, natsReceiver)
+	payload := payload1K()
+	return func(context.Context) error {
+		doc, sig, err := a.seal(natsReceiver, "request", "handoff", "", payload)
+		if err != nil {
+			return err
+		}
+		env, err := b.open(doc, sig)
+		if err != nil {
+			return err
+		}
+		if doc, sig, err = b.seal(env.From, "response", env.Intent, env.MessageID, map[string]string{"status": protocol.ResponseAccepted}); err != nil {
+			return err
+		}
+		_, err = a.open(doc, sig)
+		return err
 	}
 }
