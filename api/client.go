@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -363,6 +364,7 @@ func (c *Client) Inbox(ctx context.Context, after uint64, wait time.Duration) (I
 		q.Set("after", strconv.FormatUint(after, 10))
 	}
 	q.Set("max_bytes", strconv.FormatInt(min(DefaultInboxPageBytes, c.limit-inboxPageSlack), 10))
+	q.Set(DialectParam, string(dialect.IACP)) // InboxItem.Message is IACP, whatever the agent speaks
 	if wait > 0 {
 		q.Set("wait", wait.String())
 	}
@@ -373,6 +375,21 @@ func (c *Client) Inbox(ctx context.Context, after uint64, wait time.Duration) (I
 // Ack takes a message out of the inbox.
 func (c *Client) Ack(ctx context.Context, messageID string) error {
 	return c.do(ctx, http.MethodPost, "/v1/inbox/"+url.PathEscape(messageID)+"/ack", nil, "", nil)
+}
+
+// Conversation lists conversation id from the node's audit log, the entries after audit seq
+// after, at most limit (0: the server's default, 1000). Ask again with after = NextAfter to
+// follow on.
+func (c *Client) Conversation(ctx context.Context, id string, after uint64, limit int) (ConversationDoc, error) {
+	q := url.Values{}
+	if after > 0 {
+		q.Set("after", strconv.FormatUint(after, 10))
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var d ConversationDoc
+	return d, c.do(ctx, http.MethodGet, "/v1/conversations/"+url.PathEscape(id)+"?"+q.Encode(), nil, "", &d)
 }
 
 // Health calls /healthz (no token needed).

@@ -1,6 +1,8 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
 	"mime"
 	"net/http"
 
@@ -28,46 +30,54 @@ func requestDialect(r *http.Request) (dialect.Dialect, error) {
 	if name == "" {
 		return "", nil
 	}
-	d := dialect.Dialect(name)
-	if d == dialect.IACP {
-		return d, nil
+	return dialect.Parse(name)
+}
+
+// agentDialect is the dialect to hand the agent its messages in: the one the request names
+// (?dialect=), else the one the node's agent speaks (Config.Dialect).
+func (s *Server) agentDialect(r *http.Request) (dialect.Dialect, error) {
+	d, err := requestDialect(r)
+	if err != nil || d != "" {
+		return d, err
 	}
-	for _, t := range append(dialect.Translated, dialect.A2ACP) {
-		if d == t {
-			return d, nil
-		}
-	}
-	return "", errorf(protocol.CodePayloadInvalid, "dialect %q is unknown: use iacp, %s, %s, %s or %s",
-		name, dialect.IaCP1, dialect.ElizaOS, dialect.ACPv2, dialect.A2ACP)
+	return s.n.Dialect(), nil
 }
 
 // decodeJSON reads a JSON document as the IACP message it is or maps to: in dialect d when
 // the client named one, else the one it is recognised as (dialect.Recognise, skipped when
 // dialect.MayBeForeign says it can only find IACP). A document of another draft goes through
 // dialect.ToIACP, one that is IACP's own (or none the node can place) through the IACP
-// decoder. It returns the dialect to answer in.
+// decoder. It returns the dialect to answer in, also with an error: a document of another
+// draft is refused in that draft (failIn).
 func (s *Server) decodeJSON(d dialect.Dialect, body []byte) (*protocol.Message, dialect.Dialect, error) {
-	if d == "" && dialect.MayBeForeign(body) {
-		if found, err := dialect.Recognise(body); err == nil {
-			d = found
+	var doc *dialect.Document
+	var err error
+	switch {
+	case d == "" && dialect.MayBeForeign(body):
+		// One parse both recognises and decodes; what it cannot place is read as IACP, whose
+		// decoder says what is wrong with it.
+		if found, got, rerr := dialect.DecodeRecognised(body); rerr == nil || found != dialect.IACP {
+			d, doc, err = found, got, rerr
 		}
+	case d != "" && d != dialect.IACP:
+		doc, err = dialect.Decode(d, body)
 	}
-	if d == "" || d == dialect.IACP {
+	if err != nil {
+		return nil, d, err
+	}
+	if doc == nil {
 		m, err := protocol.DecodeJSON(body)
 		return m, dialect.IACP, err
 	}
-	doc, err := dialect.Decode(d, body)
-	if err != nil {
-		return nil, "", err
-	}
 	draft, err := dialect.ToIACP(doc, s.n.Now())
 	if err != nil {
-		return nil, "", err
+		return nil, d, err
 	}
 	m, err := draft.Message()
 	if err != nil {
-		return nil, "", err
+		return nil, d, err
 	}
+	s.book.answering(m, s.n.Now())
 	return m, d, nil
 }
 
@@ -94,14 +104,90 @@ func writeDialect(w http.ResponseWriter, r *http.Request, status int, d dialect.
 	return nil
 }
 
-// renderDialect is an inbound message as a client of dialect d reads it: its IACP document
-// when d is IACP or m has no shape in d (an event, say: the client still gets everything, in
-// IACP, rather than nothing), else the document of d.
-func renderDialect(m *protocol.Message, d dialect.Dialect) ([]byte, error) {
+// render is an inbound message as the agent reads it in dialect d, and the dialect it is in:
+// the document of d, or its IACP document when d is IACP or m has no shape in d (a broadcast
+// event, say: the node refuses a direct message the agent's dialect cannot express, but an
+// agent that asks for another dialect than its own still gets everything, in IACP, rather
+// than nothing). An answer is correlated as d expects (answerBook).
+func (s *Server) render(m *protocol.Message, d dialect.Dialect) ([]byte, dialect.Dialect, error) {
 	if d != "" && d != dialect.IACP {
-		if raw, err := dialect.FromIACP(m, d); err == nil {
-			return raw, nil
+		if raw, err := dialect.FromIACP(s.book.shown(m, d, s.n.Now()), d); err == nil {
+			s.book.noteShown(m, d)
+			return raw, d, nil
 		}
 	}
-	return protocol.EncodeJSON(m)
+	raw, err := protocol.EncodeJSON(m)
+	return raw, dialect.IACP, err
+}
+
+// failIn answers err, the refusal of a document of dialect d, in d, with err's status: the
+// error as d writes one (ElizaOS NOT_UNDERSTOOD for a document the node cannot read, FAILURE
+// for one it could not deliver; an IaCP 1.0 error_response, INVALID_FORMAT and the rest by
+// protocol's code table; an ACP v2 AgentResponse failed), correlated to the refused
+// document's own id when it has one. What d has no shape for is answered as IACP, naming
+// messageID (the IACP message's id, when it got one).
+func (s *Server) failIn(w http.ResponseWriter, r *http.Request, err error, d dialect.Dialect, body []byte, messageID string) {
+	if d == "" || d == dialect.IACP {
+		s.fail(w, r, err, messageID)
+		return
+	}
+	s.metrics.errors.WithLabelValues(string(protocol.CodeOf(err))).Inc()
+	raw, derr := s.refusalIn(err, d, body)
+	if derr != nil {
+		writeError(w, r, err, messageID)
+		return
+	}
+	status := StatusOf(protocol.CodeOf(err))
+	var he *httpError
+	if errors.As(err, &he) {
+		status = he.status
+	}
+	writeBytes(w, status, mediaJSON+"; "+DialectParam+"="+string(d), append(raw, '\n'))
+}
+
+// refusalIn is the document of dialect d that refuses body with err, from this node's agent.
+func (s *Server) refusalIn(err error, d dialect.Dialect, body []byte) ([]byte, error) {
+	code := protocol.CodeOf(err)
+	p := protocol.ErrorPayload{Code: code, Message: err.Error(), Retryable: code.Retryable()}
+	var pe *protocol.Error
+	if errors.As(err, &pe) && pe.Message != "" {
+		p.Message = pe.Message
+	}
+	payload, jerr := json.Marshal(p)
+	if jerr != nil {
+		return nil, jerr
+	}
+	intent := protocol.IntentHandoff // delivered no further: ElizaOS FAILURE
+	switch code {
+	case protocol.CodePayloadInvalid, protocol.CodeVersionUnsupported, protocol.CodeCapabilityMismatch:
+		intent = protocol.IntentNotify // not understood: ElizaOS NOT_UNDERSTOOD
+	}
+	m := &protocol.Message{}
+	m.Envelope.Recipient.AgentID = s.n.AgentID()
+	m.Envelope.CorrelationID = refusedID(body)
+	m.Message = protocol.Body{Type: protocol.TypeError, Intent: intent, Payload: payload}
+	if err := s.n.Builder().Seal(m); err != nil {
+		return nil, err
+	}
+	return dialect.FromIACP(m, d)
+}
+
+// refusedID is the id a refused document gives itself (message_id, or ACP v2's id), when it
+// is a JSON object with such a string member of at most 128 bytes; "" otherwise. Only the
+// refused sender's own agent reads it back.
+func refusedID(body []byte) string {
+	var doc struct {
+		MessageID json.RawMessage `json:"message_id"`
+		ID        json.RawMessage `json:"id"`
+	}
+	if json.Unmarshal(body, &doc) != nil {
+		return ""
+	}
+	for _, raw := range []json.RawMessage{doc.MessageID, doc.ID} {
+		var id string
+		if json.Unmarshal(raw, &id) == nil && id != "" && len(id) <= protocol.MaxCorrelationIDLen {
+			return id
+		}
+	}
+	return ""
 }

@@ -114,6 +114,54 @@ func TestDialect_ACPv2CommandIsAnsweredByAnAgentResponse(t *testing.T) {
 	}
 }
 
+// An agent that speaks A2ACP posts the draft's request (without its placeholder token, which
+// the recipient's node would refuse); it crosses the mesh as an IACP request with the custom
+// intent x-provision_test_dataset, and the IACP agent's answer comes back as an A2ACP response
+// carrying the request's correlation_id.
+func TestDialect_A2ACPRequestIsAnsweredInA2ACP(t *testing.T) {
+	m := newAPIMesh(t, 2, meshOpts{})
+	ctx := testCtx(t, 20*time.Second)
+	raw, err := os.ReadFile("../dialect/testdata/a2acp/request.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	doc["target_agent"] = map[string]any{"agent_id": agentName(1), "domain": "test", "version": "1.0.0"}
+	delete(doc, "security")
+	body, _ := json.Marshal(doc)
+	got := make(chan *protocol.Message, 1)
+	go func() {
+		if in, err := m.clients[1].Inbox(ctx, 0, 10*time.Second); err == nil && len(in.Messages) > 0 {
+			got <- in.Messages[0].Message
+		}
+		_ = answerOnce(ctx, m.clients[1], agentName(1))
+	}()
+	resp, out := postDoc(t, m.servers[0], "?wait=10s", "application/json", string(body))
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json; dialect=a2acp" {
+		t.Fatalf("status %d, type %q: %s", resp.StatusCode, resp.Header.Get("Content-Type"), out)
+	}
+	var answer struct {
+		MessageType string `json:"message_type"`
+		Intent      string
+		Payload     struct {
+			CorrelationID string `json:"correlation_id"`
+			Status        string
+		}
+	}
+	if err := json.Unmarshal(out, &answer); err != nil || answer.MessageType != "response" || answer.Intent != "provision_test_dataset" ||
+		answer.Payload.CorrelationID != "correlation-789" || answer.Payload.Status != protocol.ResponseAccepted {
+		t.Fatalf("answer %s (%v)", out, err)
+	}
+	req := <-got
+	if req.Message.Type != protocol.TypeRequest || req.Message.Intent != "x-provision_test_dataset" ||
+		req.Envelope.CorrelationID != "correlation-789" || protocol.Verify(req) != nil {
+		t.Fatalf("the IACP agent got %+v %s/%s", req.Envelope, req.Message.Type, req.Message.Intent)
+	}
+}
+
 // A named dialect wins over recognition; a wrong or unknown one is refused, naming the field.
 func TestDialect_NamedDialectsAndRefusals(t *testing.T) {
 	m := newAPIMesh(t, 2, meshOpts{})
@@ -126,7 +174,7 @@ func TestDialect_NamedDialectsAndRefusals(t *testing.T) {
 		{"unknown dialect", "?dialect=klingon", "application/json", elizaRequest(t, agentName(1)), 400, `klingon\" is unknown`},
 		{"disagreeing names", "?dialect=elizaos", "application/json; dialect=iacp-1.0", elizaRequest(t, agentName(1)), 400, "disagree"},
 		{"named, but not that dialect", "?dialect=iacp-1.0", "application/json", elizaRequest(t, agentName(1)), 400, "iacp-1.0 document"},
-		{"not yet translated", "?dialect=a2acp", "application/json", `{"protocol_version":"1.0","source_agent":{},"target_agent":{}}`, 422, "a2acp is recognised but not yet translated"},
+		{"bad A2ACP document", "?dialect=a2acp", "application/json", `{"protocol_version":"1.0","source_agent":{},"target_agent":{}}`, 400, "a2acp document: /message_id is required"},
 		{"bad ACP v2 command", "", "application/json", `{"version":"2.0","action":"FLY"}`, 400, "acp-v2 document"},
 		{"YAML of another draft", "?dialect=elizaos", "application/x-yaml", "performative: TASK_REQUEST\n", 400, "is JSON"},
 		{"bad ElizaOS document", "", "application/json", `{"performative":"TASK_REQUEST","mcp_version":"0.1.0"}`, 400, "elizaos document"},

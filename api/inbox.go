@@ -3,10 +3,12 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -42,6 +44,11 @@ func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
+	d, err := s.agentDialect(r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
 	ib := s.n.Inbox()
 	ds := ib.Page(after, limit+1) // one more than the page, to tell whether more wait
 	if len(ds) == 0 && waiting {
@@ -49,7 +56,9 @@ func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
 		ds, _ = ib.Wait(ctx, after) // an empty list when the wait ends
 		cancel()
 	}
-	raw, err := inboxPage(ds, after, limit, budget)
+	raw, err := inboxPage(ds, after, limit, budget, func(m *protocol.Message) ([]byte, dialect.Dialect, error) {
+		return s.render(m, d)
+	})
 	if err != nil {
 		s.fail(w, r, errorf(protocol.CodeInternalError, "encode the inbox: %w", err), "")
 		return
@@ -57,17 +66,17 @@ func (s *Server) getInbox(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, r, http.StatusOK, raw)
 }
 
-// inboxPage encodes the InboxDoc of the first messages of ds: at most limit of them, and
-// while their JSON stays within budget bytes, but at least one. The messages are counted as
-// they are written, so the page is what the budget says.
-func inboxPage(ds []node.Delivery, after uint64, limit, budget int) ([]byte, error) {
+// inboxPage encodes the InboxDoc of the first messages of ds, each as render writes it: at
+// most limit of them, and while their JSON stays within budget bytes, but at least one. The
+// messages are counted as they are written, so the page is what the budget says.
+func inboxPage(ds []node.Delivery, after uint64, limit, budget int, render renderFunc) ([]byte, error) {
 	buf := append(make([]byte, 0, 256), `{"messages":[`...)
 	used, n := 0, 0
 	for _, d := range ds {
 		if n == limit {
 			break
 		}
-		item, err := inboxItemJSON(d)
+		item, err := inboxItemJSON(d, render)
 		if err != nil {
 			return nil, err
 		}
@@ -89,19 +98,28 @@ func inboxPage(ds []node.Delivery, after uint64, limit, budget int) ([]byte, err
 	return append(buf, '}'), nil
 }
 
-// inboxItemJSON encodes an InboxItem with its message in the wire encoding, byte for byte
+// renderFunc writes a message as the agent reads it, and says in which dialect.
+type renderFunc func(*protocol.Message) ([]byte, dialect.Dialect, error)
+
+// inboxItemJSON encodes an InboxItem with its message as render writes it, byte for byte
 // (encoding/json would escape <, > and & again, and a message full of them would grow up to
 // six times its size).
-func inboxItemJSON(d node.Delivery) ([]byte, error) {
-	msg, err := protocol.EncodeJSON(d.Msg)
+func inboxItemJSON(d node.Delivery, render renderFunc) ([]byte, error) {
+	msg, in, err := render(d.Msg)
 	if err != nil {
 		return nil, err
 	}
-	head, err := json.Marshal(struct {
-		Seq      uint64    `json:"seq"`
-		Received time.Time `json:"received"`
-		Peer     string    `json:"peer"`
-	}{d.Seq, d.Received, d.Peer.String()})
+	item := struct {
+		Seq       uint64    `json:"seq"`
+		Received  time.Time `json:"received"`
+		Peer      string    `json:"peer"`
+		MessageID string    `json:"message_id"`
+		Dialect   string    `json:"dialect,omitempty"`
+	}{d.Seq, d.Received, d.Peer.String(), d.Msg.Envelope.MessageID, ""}
+	if in != dialect.IACP {
+		item.Dialect = string(in)
+	}
+	head, err := json.Marshal(item)
 	if err != nil {
 		return nil, err
 	}
@@ -133,4 +151,37 @@ func (s *Server) ackInbox(w http.ResponseWriter, r *http.Request) {
 	}
 	s.metrics.received.WithLabelValues("pull").Inc()
 	write(w, r, http.StatusOK, AckResult{Acked: id})
+}
+
+// getConversation lists a conversation from the node's audit log (Node.Conversation):
+// ?after=SEQ follows on from an earlier answer, ?limit=N (default 1000) bounds it.
+func (s *Server) getConversation(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	after, err := parseUint(q.Get("after"))
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	limit, err := queryInt(q.Get("limit"), "limit", 1000, 1, node.MaxConversationEntries)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	id := r.PathValue("id")
+	entries, more, err := s.n.Conversation(r.Context(), id, after, limit)
+	if errors.Is(err, node.ErrNoAuditLog) {
+		err = &httpError{status: http.StatusConflict, err: errorf(protocol.CodeCapabilityMismatch, "%w", err)}
+	}
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
+	doc := ConversationDoc{Conversation: id, Messages: entries, More: more, NextAfter: after}
+	if len(entries) > 0 {
+		doc.NextAfter = entries[len(entries)-1].Seq
+	}
+	if doc.Messages == nil {
+		doc.Messages = []node.ConversationEntry{}
+	}
+	write(w, r, http.StatusOK, doc)
 }

@@ -32,7 +32,7 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	}
 	m, d, err := s.decodeMessage(r, body)
 	if err != nil {
-		s.fail(w, r, err, "")
+		s.failIn(w, r, err, d, body, "")
 		return
 	}
 	if m.Envelope.Recipient.AgentID == protocol.Broadcast {
@@ -40,36 +40,42 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err := s.prepare(m); err != nil {
-		s.fail(w, r, err, m.Envelope.MessageID)
+		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
 		return
 	}
-	id := m.Envelope.MessageID
+	s.book.noteSent(m, d)
 	if waiting {
-		if m.Message.Type != protocol.TypeRequest {
-			s.fail(w, r, errorf(protocol.CodePayloadInvalid, "wait needs a request; this is a %s", m.Message.Type), id)
-			return
-		}
-		ctx, cancel := context.WithTimeout(r.Context(), wait)
-		defer cancel()
-		resp, err := s.n.Request(ctx, m)
-		if err != nil {
-			s.fail(w, r, err, id)
-			return
-		}
-		s.metrics.sent.Inc()
-		if err := writeDialect(w, r, http.StatusOK, d, resp, m); err != nil {
-			s.fail(w, r, err, id)
-		}
+		s.requestAndWait(w, r, m, d, body, wait)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.sendTimeout)
 	defer cancel()
 	if err := s.n.Send(ctx, m); err != nil {
-		s.fail(w, r, err, id)
+		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
 		return
 	}
 	s.metrics.sent.Inc()
-	write(w, r, http.StatusAccepted, SendResult{MessageID: id, Status: protocol.ResponseAccepted})
+	write(w, r, http.StatusAccepted, SendResult{MessageID: m.Envelope.MessageID, Status: protocol.ResponseAccepted})
+}
+
+// requestAndWait sends the request m, posted as body in dialect d, and answers with its
+// response in d, or with TIMEOUT when none came within wait.
+func (s *Server) requestAndWait(w http.ResponseWriter, r *http.Request, m *protocol.Message, d dialect.Dialect, body []byte, wait time.Duration) {
+	if m.Message.Type != protocol.TypeRequest {
+		s.failIn(w, r, errorf(protocol.CodePayloadInvalid, "wait needs a request; this is a %s", m.Message.Type), d, body, m.Envelope.MessageID)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), wait)
+	defer cancel()
+	resp, err := s.n.Request(ctx, m)
+	if err != nil {
+		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
+		return
+	}
+	s.metrics.sent.Inc()
+	if err := writeDialect(w, r, http.StatusOK, d, resp, m); err != nil {
+		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
+	}
 }
 
 // decodeMessage decodes a document by Content-Type: an IACP document, or one of another

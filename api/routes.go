@@ -42,6 +42,7 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/outbox", Auth: true, handler: s.getOutbox},
 		{Method: "GET", Path: "/v1/inbox", Auth: true, handler: s.getInbox},
 		{Method: "POST", Path: "/v1/inbox/{message_id}/ack", Auth: true, handler: s.ackInbox},
+		{Method: "GET", Path: "/v1/conversations/{id}", Auth: true, handler: s.getConversation},
 		{Method: "GET", Path: "/v1/trust", Auth: true, handler: s.getTrust},
 		{Method: "POST", Path: "/v1/trust/forget", Auth: true, handler: s.forgetTrust},
 		{Method: "POST", Path: "/v1/trust/invites", Auth: true, handler: s.invite},

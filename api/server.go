@@ -39,6 +39,8 @@ type Server struct {
 	loopback bool
 	metrics  *metrics
 	limiter  *rate.Limiter // nil when the API is not rate-limited
+	// book links the other drafts' answer correlation with IACP's (answers.go).
+	book *answerBook
 
 	ctx       context.Context // cancelled by Close: ends streams, sockets, the webhook loop
 	cancel    context.CancelFunc
@@ -74,7 +76,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	if log == nil {
 		log = n.Logger()
 	}
-	s := &Server{n: n, cfg: cfg, token: tok, log: log.With("component", "api"), mux: http.NewServeMux()}
+	s := &Server{n: n, cfg: cfg, token: tok, log: log.With("component", "api"), mux: http.NewServeMux(), book: newAnswerBook()}
 	if cfg.ratePerSecond > 0 {
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.ratePerSecond), cfg.rateBurst)
 	}

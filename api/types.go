@@ -159,10 +159,29 @@ type OutboxDoc struct {
 
 // InboxItem is one inbound message waiting for the agent.
 type InboxItem struct {
-	Seq      uint64            `json:"seq"`
-	Received time.Time         `json:"received"`
-	Peer     string            `json:"peer"`
-	Message  *protocol.Message `json:"message"`
+	Seq      uint64    `json:"seq"`
+	Received time.Time `json:"received"`
+	Peer     string    `json:"peer"`
+	// MessageID is the IACP message id, what POST /v1/inbox/{message_id}/ack takes, whatever
+	// dialect the message is shown in.
+	MessageID string `json:"message_id"`
+	// Dialect is the dialect Message is in, when it is not IACP (docs/dialects.md): the
+	// agent's own, or ?dialect=. Client.Inbox always asks for IACP.
+	Dialect string `json:"dialect,omitempty"`
+	// Message is the message: an IACP document, or the document of Dialect.
+	Message *protocol.Message `json:"message"`
+}
+
+// ConversationDoc is GET /v1/conversations/{id}: the conversation as the node's audit log
+// recorded it (node.Node.Conversation).
+type ConversationDoc struct {
+	Conversation string                   `json:"conversation"`
+	Messages     []node.ConversationEntry `json:"messages"`
+	// More says that more entries follow: ask again with ?after=NextAfter.
+	More bool `json:"more"`
+	// NextAfter is the audit seq of the last entry (the request's ?after= when there is
+	// none): the ?after= that follows on.
+	NextAfter uint64 `json:"next_after"`
 }
 
 // InboxDoc is one page of GET /v1/inbox.

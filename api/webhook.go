@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -91,10 +92,10 @@ func (s *Server) hookDone(plan *hookPlan, r hookResult) {
 func (s *Server) hook(hc *http.Client, d node.Delivery, results chan<- hookResult) {
 	defer s.wg.Done()
 	id := d.Msg.Envelope.MessageID
-	raw, err := protocol.EncodeJSON(d.Msg)
+	raw, in, err := s.render(d.Msg, s.n.Dialect())
 	var reply *protocol.Message
 	if err == nil {
-		reply, err = s.post(hc, raw)
+		reply, err = s.post(hc, raw, in)
 	}
 	if err == nil {
 		if aerr := s.n.Inbox().Ack(id); aerr != nil {
@@ -108,14 +109,19 @@ func (s *Server) hook(hc *http.Client, d node.Delivery, results chan<- hookResul
 	}
 }
 
-// post sends one attempt; it returns the reply document of a 200 with an IACP body.
-func (s *Server) post(hc *http.Client, raw []byte) (*protocol.Message, error) {
+// post sends one attempt, a document of dialect in; it returns the reply of a 200 whose body
+// is an answer, in IACP or (recognised) in the agent's dialect.
+func (s *Server) post(hc *http.Client, raw []byte, in dialect.Dialect) (*protocol.Message, error) {
 	req, err := http.NewRequestWithContext(s.ctx, http.MethodPost, s.cfg.webhook, bytes.NewReader(raw))
 	if err != nil {
 		return nil, err
 	}
-	req.Header.Set("Content-Type", mediaJSON)
-	req.Header.Set("Accept", mediaJSON)
+	media := mediaJSON
+	if in != dialect.IACP {
+		media += "; " + DialectParam + "=" + string(in)
+	}
+	req.Header.Set("Content-Type", media)
+	req.Header.Set("Accept", media)
 	if s.cfg.webhookToken != "" {
 		req.Header.Set("Authorization", "Bearer "+s.cfg.webhookToken)
 	}
@@ -134,7 +140,12 @@ func (s *Server) post(hc *http.Client, raw []byte) (*protocol.Message, error) {
 	if resp.StatusCode != http.StatusOK || len(bytes.TrimSpace(body)) == 0 {
 		return nil, nil
 	}
-	m, err := protocol.Decode(body)
+	var m *protocol.Message
+	if trimmed := bytes.TrimSpace(body); len(trimmed) > 0 && trimmed[0] == '{' {
+		m, _, err = s.decodeJSON("", body)
+	} else {
+		m, err = protocol.Decode(body) // YAML
+	}
 	if err != nil || (m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError) {
 		return nil, nil // a 200 with some other body is a plain acknowledgement
 	}

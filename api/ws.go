@@ -41,9 +41,10 @@ type wsConn struct {
 	close context.CancelFunc
 	wg    sync.WaitGroup
 	slots chan struct{}
-	// dialect is what the agent speaks (?dialect= on connect): its documents are read as it,
-	// and its inbound messages written in it.
-	dialect dialect.Dialect
+	// dialect is what the agent speaks: ?dialect= on connect, else the node's agent's
+	// (Config.Dialect). Its inbound messages are written in it. named is ?dialect= alone:
+	// its documents are read as that, else recognised (Server.decodeJSON).
+	dialect, named dialect.Dialect
 }
 
 // connect is the WebSocket binding: inbound messages go to the agent as text frames, one IACP
@@ -53,11 +54,12 @@ type wsConn struct {
 // and that also ends the pending read. An agent that speaks another draft names it with
 // ?dialect= (docs/dialects.md): it sends and receives that draft's documents.
 func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
-	d, err := requestDialect(r)
+	named, err := requestDialect(r)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
 	}
+	d, _ := s.agentDialect(r) // requestDialect said the request's is good
 	// The WebSocket outlives this request: no deadline of the request may stay on its
 	// connection. The library bounds each read and write by its context instead.
 	rc := http.NewResponseController(w)
@@ -71,7 +73,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(s.ctx)
-	wc := &wsConn{s: s, c: c, ctx: ctx, close: cancel, slots: make(chan struct{}, maxWSSends), dialect: d}
+	wc := &wsConn{s: s, c: c, ctx: ctx, close: cancel, slots: make(chan struct{}, maxWSSends), dialect: d, named: named}
 	wc.wg.Add(2)
 	go wc.pump()
 	go wc.pinger()
@@ -149,7 +151,7 @@ func (wc *wsConn) send(data []byte) {
 		fail(err, "")
 		return
 	}
-	m, _, err := s.decodeJSON(wc.dialect, data)
+	m, d, err := s.decodeJSON(wc.named, data)
 	if err != nil {
 		fail(err, "")
 		return
@@ -158,6 +160,7 @@ func (wc *wsConn) send(data []byte) {
 		fail(err, m.Envelope.MessageID)
 		return
 	}
+	s.book.noteSent(m, d)
 	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.sendTimeout)
 	defer cancel()
 	if err := s.n.Send(ctx, m); err != nil {
@@ -196,7 +199,7 @@ func (wc *wsConn) pump() {
 			return
 		}
 		for _, d := range ds {
-			raw, err := renderDialect(d.Msg, wc.dialect)
+			raw, _, err := wc.s.render(d.Msg, wc.dialect)
 			if err != nil {
 				continue
 			}

@@ -315,8 +315,10 @@ func acpDeriveResponse(v *view, p, doc Members) (Members, error) {
 	}
 	doc["commandId"] = raw(v.Correlation)
 	if v.Type == protocol.TypeResponse {
-		status := map[string]string{protocol.ResponsePending: "partial", protocol.ResponseRejected: "failed",
-			protocol.ResponseCounter: "failed"}[str(p, "status")]
+		// A rejection is a command not carried out, without fault: cancelled, which reads back
+		// as a response rejected (a counter-proposal is one too: the command as sent was not).
+		status := map[string]string{protocol.ResponsePending: "partial", protocol.ResponseRejected: "cancelled",
+			protocol.ResponseCounter: "cancelled"}[str(p, "status")]
 		if status == "" {
 			status = "success"
 		}

@@ -47,3 +47,48 @@ func BenchmarkMayBeForeignIACP(b *testing.B) {
 		}
 	}
 }
+
+// The translation an API request/response in another dialect costs: the request in
+// (Recognise, Decode, ToIACP, Message) and the answer out (FromIACP), for ElizaOS section
+// 4.1's TASK_REQUEST and a TASK_ACCEPT.
+func BenchmarkTranslateElizaOSRoundTrip(b *testing.B) {
+	doc := examples(b, ElizaOS)["s4.1-task-request.json"]
+	bl := builder(b)
+	answer, err := bl.Response(mustMessage(b, doc, bl), protocol.ResponseAccepted, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		mustMessage(b, doc, nil)
+		if _, err := FromIACP(answer, ElizaOS); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// mustMessage translates doc to its IACP message, sealed by bl when bl is not nil.
+func mustMessage(b *testing.B, doc []byte, bl *protocol.Builder) *protocol.Message {
+	d, err := Recognise(doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dec, err := Decode(d, doc)
+	if err != nil {
+		b.Fatal(err)
+	}
+	draft, err := ToIACP(dec, now)
+	if err != nil {
+		b.Fatal(err)
+	}
+	m, err := draft.Message()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if bl != nil {
+		if err := bl.Seal(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return m
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -12,14 +13,37 @@ import (
 )
 
 // checker validates the members of one object of a dialect's document; field names in its
-// errors are dotted paths from the document's root (metadata.priority).
+// errors are dotted paths from the document's root (metadata.priority), or JSON pointers
+// (/payload/error/code) when pointer is set.
 type checker struct {
 	d      Dialect
 	prefix string
 	m      Members
+	// pointer names fields as JSON pointers, as A2ACP's schema errors do; its root checker's
+	// prefix is "/".
+	pointer bool
 }
 
 func (c checker) path(k string) string { return c.prefix + k }
+
+// sep separates a member's name from its parent's.
+func (c checker) sep() string {
+	if c.pointer {
+		return "/"
+	}
+	return "."
+}
+
+// inner is the prefix of the members of member k.
+func (c checker) inner(k string) string { return c.path(k) + c.sep() }
+
+// elem names element i of the array member k.
+func (c checker) elem(k string, i int) string {
+	if c.pointer {
+		return fmt.Sprintf("%s/%d", c.path(k), i)
+	}
+	return fmt.Sprintf("%s[%d]", c.path(k), i)
+}
 
 // str returns member k as a string; required says whether it must be present and non-empty.
 func (c checker) str(k string, required bool) (string, error) {
@@ -30,8 +54,8 @@ func (c checker) str(k string, required bool) (string, error) {
 		}
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, ok := unquote(raw)
+	if !ok {
 		return "", invalid(c.d, c.path(k), "must be a string")
 	}
 	if required && strings.TrimSpace(s) == "" {
@@ -65,7 +89,7 @@ func (c checker) object(k string, required bool) (checker, bool, error) {
 	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
 		return checker{}, false, invalid(c.d, c.path(k), "must be a JSON object")
 	}
-	return checker{d: c.d, prefix: c.path(k) + ".", m: m}, true, nil
+	return checker{d: c.d, prefix: c.inner(k), m: m, pointer: c.pointer}, true, nil
 }
 
 // present checks that member k is there, whatever its value.
@@ -139,7 +163,7 @@ func (c checker) strs(k string, required bool, limit int) ([]string, error) {
 	out := make([]string, len(a))
 	for i, e := range a {
 		if json.Unmarshal(e, &out[i]) != nil || strings.TrimSpace(out[i]) == "" {
-			return nil, invalid(c.d, fmt.Sprintf("%s[%d]", c.path(k), i), "must be a non-empty string")
+			return nil, invalid(c.d, c.elem(k, i), "must be a non-empty string")
 		}
 	}
 	return out, nil
@@ -156,9 +180,9 @@ func (c checker) objects(k string) ([]checker, error) {
 	for i, e := range a {
 		var m Members
 		if json.Unmarshal(e, &m) != nil || m == nil {
-			return nil, invalid(c.d, fmt.Sprintf("%s[%d]", c.path(k), i), "must be a JSON object")
+			return nil, invalid(c.d, c.elem(k, i), "must be a JSON object")
 		}
-		out[i] = checker{d: c.d, prefix: fmt.Sprintf("%s[%d].", c.path(k), i), m: m}
+		out[i] = checker{d: c.d, prefix: c.elem(k, i) + c.sep(), m: m, pointer: c.pointer}
 	}
 	return out, nil
 }
@@ -187,9 +211,17 @@ func (c checker) number(k string, lo, hi float64) (float64, bool, error) {
 	}
 	var f float64
 	if err := json.Unmarshal(raw, &f); err != nil || math.IsNaN(f) || f < lo || f > hi {
-		return 0, false, invalid(c.d, c.path(k), "must be a number from %v to %v", lo, hi)
+		return 0, false, invalid(c.d, c.path(k), "must be a number from %s to %s", decimal(lo), decimal(hi))
 	}
 	return f, true, nil
+}
+
+// decimal writes a bound as people do: 2147483647, not 2.147483647e+09 (but 1.8e+308).
+func decimal(f float64) string {
+	if math.Abs(f) < 1e15 {
+		return strconv.FormatFloat(f, 'f', -1, 64)
+	}
+	return strconv.FormatFloat(f, 'g', 2, 64)
 }
 
 // boolean checks that member k, when present, is true or false.

@@ -26,13 +26,12 @@ const (
 	ElizaOS Dialect = protocol.DialectElizaOS
 	// ACPv2 is ACP v2.0 (specs/002): AgentCommand and AgentResponse.
 	ACPv2 Dialect = protocol.DialectACPv2
-	// A2ACP is A2ACP v1.0 (specs/003): recognised, not yet translated (it needs the draft's
-	// JSON Schema).
+	// A2ACP is A2ACP v1.0 (specs/003), validated against the draft's own JSON Schema.
 	A2ACP Dialect = protocol.DialectA2ACP
 )
 
 // Translated lists the dialects Decode, ToIACP and FromIACP handle, besides IACP itself.
-var Translated = []Dialect{IaCP1, ElizaOS, ACPv2}
+var Translated = []Dialect{IaCP1, ElizaOS, ACPv2, A2ACP}
 
 // Members are a JSON object's members, each kept verbatim.
 type Members map[string]json.RawMessage
@@ -56,7 +55,8 @@ type Draft struct {
 	// reply correlates to the id the sender knows; empty otherwise (Seal makes one).
 	MessageID string
 	// Sender is the sender's agent id as the document names it (sender.agent_id, ACP v2's
-	// from). A node sends as its own agent and replaces it; a translation alone may keep it.
+	// from, A2ACP's source_agent.agent_id). A node sends as its own agent and replaces it; a
+	// translation alone may keep it.
 	Sender string
 	// To is the recipient as the document names it, or protocol.Broadcast. A dialect's bare name
 	// ("Jules") is not an IACP agent id: resolving it is the caller's job.
@@ -69,10 +69,12 @@ type Draft struct {
 	// TTL is from the document's expiry or timeout, rounded up to seconds; zero leaves the
 	// builder's default.
 	TTL time.Duration
-	// CorrelationID continues a conversation: in_reply_to, parent_message_id, conversation_id.
+	// CorrelationID continues a conversation: in_reply_to, parent_message_id, conversation_id,
+	// A2ACP's payload.correlation_id.
 	CorrelationID string
 	// Security is the IACP document's top-level security member (protocol.WithSecurity): ACP
-	// v2's security.permissions, which the node checks against the sender's grants.
+	// v2's security.permissions, which the node checks against the sender's grants, and
+	// A2ACP's security.auth_token, the token the node verifies (its five rules).
 	Security protocol.Security
 	// Extension is what the IACP fields do not carry, kept under ExtensionMember.
 	Extension Extension
@@ -131,29 +133,14 @@ func Recognise(doc []byte) (Dialect, error) {
 	if err != nil {
 		return "", err
 	}
-	var found []Dialect
-	var why []string
-	for _, r := range recognisers {
-		for _, name := range r.members {
-			if _, ok := m[name]; ok {
-				found = append(found, r.d)
-				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
-				break
-			}
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
+	d, err := recognise(m)
+	if err == nil && d == "" {
 		return "", protocol.Errorf(protocol.CodePayloadInvalid,
 			"the document's dialect is unknown: it has none of envelope (iacp), iacp_version (iacp-1.0), "+
 				"mcp_version or performative (elizaos), commandId or action (acp-v2), protocol_version, "+
 				"source_agent or target_agent (a2acp); name the dialect explicitly")
 	}
-	return "", protocol.Errorf(protocol.CodePayloadInvalid,
-		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
-		strings.Join(why, " and "))
+	return d, err
 }
 
 // foreignMarks are the quoted member names that mark a dialect other than IACP.
@@ -257,7 +244,7 @@ type codec interface {
 	derive(v *view) (Members, error)
 }
 
-var codecs = map[Dialect]codec{IaCP1: iacp1{}, ElizaOS: eliza{}, ACPv2: acpv2{}}
+var codecs = map[Dialect]codec{IaCP1: iacp1{}, ElizaOS: eliza{}, ACPv2: acpv2{}, A2ACP: a2acp{}}
 
 func codecOf(d Dialect) (codec, error) {
 	if c, ok := codecs[d]; ok {
@@ -266,10 +253,6 @@ func codecOf(d Dialect) (codec, error) {
 	names := []string{string(IACP)}
 	for _, t := range Translated {
 		names = append(names, string(t))
-	}
-	if d == A2ACP {
-		return nil, protocol.Errorf(protocol.CodeCapabilityMismatch,
-			"dialect %s is recognised but not yet translated; send it as one of %s", d, strings.Join(names, ", "))
 	}
 	return nil, protocol.Errorf(protocol.CodePayloadInvalid, "unknown dialect %q; use one of %s", d, strings.Join(names, ", "))
 }
@@ -290,6 +273,53 @@ func Decode(d Dialect, doc []byte) (*Document, error) {
 		return nil, err
 	}
 	return &Document{Dialect: d, Members: m}, nil
+}
+
+// DecodeRecognised is Recognise and Decode in one parse: it reads doc once, tells its dialect
+// by the member names, and checks it against that dialect's draft. An IACP document, or one
+// that marks no dialect, gives dialect IACP and no Document (decode it as IACP); one that
+// marks two is PAYLOAD_INVALID, as Recognise says.
+func DecodeRecognised(doc []byte) (Dialect, *Document, error) {
+	m, err := parseObject("", doc)
+	if err != nil {
+		return "", nil, err
+	}
+	d, err := recognise(m)
+	if err != nil || d == IACP || d == "" {
+		return IACP, nil, err
+	}
+	c, err := codecOf(d)
+	if err != nil {
+		return d, nil, err
+	}
+	if err := c.validate(m); err != nil {
+		return d, nil, err
+	}
+	return d, &Document{Dialect: d, Members: m}, nil
+}
+
+// recognise is Recognise over parsed members; "" when none marks a dialect.
+func recognise[V any](m map[string]V) (Dialect, error) {
+	var found []Dialect
+	var why []string
+	for _, r := range recognisers {
+		for _, name := range r.members {
+			if _, ok := m[name]; ok {
+				found = append(found, r.d)
+				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
+				break
+			}
+		}
+	}
+	switch len(found) {
+	case 0:
+		return "", nil
+	case 1:
+		return found[0], nil
+	}
+	return "", protocol.Errorf(protocol.CodePayloadInvalid,
+		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
+		strings.Join(why, " and "))
 }
 
 // sortedKeys returns m's names, sorted.

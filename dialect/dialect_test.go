@@ -102,14 +102,16 @@ func TestExamples_RoundTrip(t *testing.T) {
 					t.Fatalf("recognised as %q (%v), want %s", got, err, d)
 				}
 				draft, m := carry(t, b, d, doc)
+				type agent struct {
+					AgentID string `json:"agent_id"`
+				}
 				var sender struct {
-					From   string `json:"from"`
-					Sender struct {
-						AgentID string `json:"agent_id"`
-					} `json:"sender"`
+					From        string `json:"from"`
+					Sender      agent  `json:"sender"`
+					SourceAgent agent  `json:"source_agent"`
 				}
 				if err := json.Unmarshal(doc, &sender); err != nil || draft.Sender == "" ||
-					draft.Sender != sender.From && draft.Sender != sender.Sender.AgentID {
+					draft.Sender != sender.From && draft.Sender != sender.Sender.AgentID && draft.Sender != sender.SourceAgent.AgentID {
 					t.Errorf("Draft.Sender %q, the document's %+v (%v)", draft.Sender, sender, err)
 				}
 				// A dialect's bare agent name is resolved to an IACP id by the node, not here.
@@ -177,8 +179,8 @@ func TestRecognise_AmbiguousAndUnknown(t *testing.T) {
 			t.Errorf("Recognise(%s) = %q, %v; want %s", doc, got, err, want)
 		}
 	}
-	if _, err := Decode(A2ACP, []byte(`{}`)); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
-		t.Errorf("Decode(a2acp) = %v, want CAPABILITY_MISMATCH (not yet translated)", err)
+	if _, err := Decode("klingon", []byte(`{}`)); protocol.CodeOf(err) != protocol.CodePayloadInvalid || !strings.Contains(err.Error(), "a2acp") {
+		t.Errorf("Decode(klingon) = %v, want PAYLOAD_INVALID naming the dialects, a2acp among them", err)
 	}
 }
 
@@ -226,6 +228,29 @@ func TestDecode_RefusesBadDocuments(t *testing.T) {
 		{ACPv2, "structure-2-agent-response.json", `"duration": 1200`, `"duration": -1`, protocol.CodePayloadInvalid, "execution.duration"},
 		{ACPv2, "implementation-failed-response.json", `"recoverable": false`, `"recoverable": 0`, protocol.CodePayloadInvalid, "error.recoverable"},
 		{ACPv2, "implementation-failed-response.json", `"commandId": "0193a5b0-7c1e-7000-8000-000000000071"`, `"commandId": ""`, protocol.CodePayloadInvalid, "commandId"},
+		{A2ACP, "request.json", `"protocol_version": "1.0"`, `"protocol_version": "2.0"`, protocol.CodeVersionUnsupported, "protocol_version"},
+		{A2ACP, "request.json", `"protocol_version": "1.0"`, `"protocol_version": "1"`, protocol.CodePayloadInvalid, "/protocol_version"},
+		{A2ACP, "request.json", `"timestamp": "2026-01-27T14:30:00Z",`, ``, protocol.CodePayloadInvalid, "/timestamp is required"},
+		{A2ACP, "request.json", `"timestamp": "2026-01-27T14:30:00Z"`, `"timestamp": "2026-01-27 14:30:00"`, protocol.CodePayloadInvalid, "/timestamp"},
+		{A2ACP, "request.json", `"timestamp": "2026-01-27T14:30:00Z"`, `"timestamp": "2026-13-27T14:30:00Z"`, protocol.CodePayloadInvalid, "/timestamp"},
+		{A2ACP, "request.json", `"message_id": "550e8400-e29b-41d4-a716-446655440000"`, `"message_id": "uuid-v4-string"`, protocol.CodePayloadInvalid, "/message_id"},
+		{A2ACP, "request.json", `"message_id": "550e8400-e29b-41d4-a716-446655440000"`, `"message_id": "550e8400-e29b-41d4-a716-44665544000g"`, protocol.CodePayloadInvalid, "/message_id"},
+		{A2ACP, "request.json", `"version": "1.2.3"`, `"version": "1.2"`, protocol.CodePayloadInvalid, `/source_agent/version "1.2" does not match pattern ^\d+\.\d+\.\d+$`},
+		{A2ACP, "request.json", `"message_type": "request"`, `"message_type": "notice"`, protocol.CodePayloadInvalid, "/message_type"},
+		{A2ACP, "request.json", `"intent": "provision_test_dataset"`, `"intent": 5`, protocol.CodePayloadInvalid, "/intent must be string"},
+		{A2ACP, "request.json", `"domain": "a_domain"`, `"domain": ""`, protocol.CodePayloadInvalid, "/source_agent/domain"},
+		{A2ACP, "request.json", `"agent_id": "sdlc-test-agent"`, `"agent_id": "` + strings.Repeat("a", 65) + `"`, protocol.CodePayloadInvalid, "/source_agent/agent_id"},
+		{A2ACP, "request.json", `"encryption": "none"`, `"encryption": "rsa"`, protocol.CodePayloadInvalid, "/security/encryption"},
+		{A2ACP, "request.json", `"auth_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9...",`, ``, protocol.CodePayloadInvalid, "/security/auth_token is required"},
+		{A2ACP, "request.json", `"auth_token": "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9..."`, `"auth_token": " "`, protocol.CodePayloadInvalid, "/security/auth_token"},
+		{A2ACP, "request.json", `"correlation_id": "correlation-789"`, `"correlation_id": ""`, protocol.CodePayloadInvalid, "/payload/correlation_id"},
+		{A2ACP, "response.json", `"target_agent": {`, `"target": {`, protocol.CodePayloadInvalid, "/target_agent is required"},
+		{A2ACP, "error.json", `"code": "SCHEMA_MISMATCH",`, ``, protocol.CodePayloadInvalid, "/payload/error/code is required"},
+		{A2ACP, "error.json", `"code": "SCHEMA_MISMATCH"`, `"code": "SCHEMA_MISSING"`, protocol.CodePayloadInvalid, "/payload/error/code"},
+		{A2ACP, "error.json", `"message": "Input schema incompatible with target agent's expected schema",`, ``, protocol.CodePayloadInvalid, "/payload/error/message"},
+		{A2ACP, "error.json", `"retry_after": 0,`, ``, protocol.CodePayloadInvalid, "/payload/error/retry_after"},
+		{A2ACP, "error.json", `"retry_after": 0`, `"retry_after": -1`, protocol.CodePayloadInvalid, "/payload/error/retry_after must be a number from 0 to 2147483647"},
+		{A2ACP, "error.json", `"error": {`, `"fault": {`, protocol.CodePayloadInvalid, "/payload/error is required"},
 	}
 	for _, c := range cases {
 		doc := examples(t, c.d)[c.example]

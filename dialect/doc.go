@@ -1,8 +1,8 @@
 // Package dialect translates between IACP (draft-vystartas-iacp-00, package protocol) and the
 // other drafts' message shapes, so that an agent written against one of them can use the mesh
-// unchanged: IaCP 1.0 (specs/000), the ElizaOS performatives (specs/004) and ACP v2's
-// AgentCommand and AgentResponse (specs/002). A2ACP (specs/003) is recognised but not yet
-// translated.
+// unchanged: IaCP 1.0 (specs/000), the ElizaOS performatives (specs/004), ACP v2's
+// AgentCommand and AgentResponse (specs/002) and A2ACP v1.0 (specs/003), which is validated
+// against the draft's own JSON Schema.
 //
 // The package is pure: it does no I/O, starts no goroutine and reads no clock (ToIACP takes the
 // time to measure an expiry against from its caller).

@@ -54,6 +54,24 @@ func FuzzDecodeIaCP1(f *testing.F)   { fuzzDecode(f, IaCP1) }
 func FuzzDecodeElizaOS(f *testing.F) { fuzzDecode(f, ElizaOS) }
 func FuzzDecodeACPv2(f *testing.F)   { fuzzDecode(f, ACPv2) }
 
+// FuzzDecodeA2ACP starts, besides the draft's examples, from the shapes they do not show: an
+// event, a document without intent, payload or security, an intent that is no custom intent, a
+// handshake's refusal, an error whose correlation id is the payload's.
+func FuzzDecodeA2ACP(f *testing.F) {
+	const agents = `"protocol_version":"1.0","message_id":"0193a5b0-7c1e-7000-8000-000000000001","timestamp":"2026-01-27T14:30:00.5+01:00",` +
+		`"source_agent":{"agent_id":"a","domain":"d","version":"1.0.0"},"target_agent":{"agent_id":"ns:h:b","domain":"ns","version":"0.0.0"}`
+	for _, rest := range []string{
+		`"message_type":"event","intent":"dataset_ready","payload":{"dataset_id":"d-1"}`,
+		`"message_type":"event"`,
+		`"message_type":"request","intent":"a b","payload":{"correlation_id":"c-1"},"security":{"auth_token":"t"}`,
+		`"message_type":"response","intent":"accept_handshake","payload":{"accepted":false,"reason":"busy","status":"done"}`,
+		`"message_type":"error","payload":{"correlation_id":"c-1","code":5,"error":{"code":"RATE_LIMIT_EXCEEDED","message":"slow down","retry_after":1.5}}`,
+	} {
+		f.Add([]byte(`{` + agents + `,` + rest + `}`))
+	}
+	fuzzDecode(f, A2ACP)
+}
+
 func FuzzRecognise(f *testing.F) {
 	for _, d := range Translated {
 		fuzzSeeds(f, d)

@@ -52,6 +52,8 @@ type view struct {
 	Priority string
 	// Permissions are the IACP document's security.permissions.
 	Permissions []string
+	// AuthToken is the IACP document's security.auth_token (an A2ACP token).
+	AuthToken string
 }
 
 // placeholder stands for what Seal fills later (a new message id, the timestamp, the sender):
@@ -76,7 +78,7 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 	}
 	v := &view{Type: d.Type, Intent: d.Intent, MessageID: d.MessageID, Timestamp: placeholder, From: placeholder,
 		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original,
-		Priority: d.Priority, Permissions: d.Security.Permissions}
+		Priority: d.Priority, Permissions: d.Security.Permissions, AuthToken: d.Security.AuthToken}
 	if v.MessageID == "" {
 		v.MessageID = placeholder
 	}
@@ -224,7 +226,7 @@ func viewOf(msg *protocol.Message) *view {
 		v.Payload = json.RawMessage("{}")
 	}
 	if sec, err := msg.Security(); err == nil {
-		v.Permissions = sec.Permissions
+		v.Permissions, v.AuthToken = sec.Permissions, sec.AuthToken
 	}
 	return v
 }
@@ -240,36 +242,59 @@ func payloadOf(raw json.RawMessage) Members {
 
 // str returns a member's string value, or "" when it is absent or not a string.
 func str(m Members, k string) string {
-	var s string
-	if raw, ok := m[k]; ok && json.Unmarshal(raw, &s) == nil {
-		return s
+	s, _ := unquote(m[k])
+	return s
+}
+
+// unquote decodes a JSON string value; ok is false for anything else. A string without
+// escapes, what nearly every member holds, is sliced out rather than decoded: translation
+// reads dozens of members a document.
+func unquote(v json.RawMessage) (s string, ok bool) {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
+		return string(v[1 : n-1]), true
 	}
-	return ""
+	return s, json.Unmarshal(v, &s) == nil
+}
+
+// plain reports whether b is the inside of a JSON string that needs no escaping, as
+// json.Marshal writes it: printable ASCII without ", \, <, > and &.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+			return false
+		}
+	}
+	return true
 }
 
 // raw encodes v as a member value; v is always encodable (strings, bools, numbers, Members).
 func raw(v any) json.RawMessage {
+	if s, ok := v.(string); ok && plain([]byte(s)) {
+		return json.RawMessage(`"` + s + `"`)
+	}
 	b, _ := json.Marshal(v)
 	return b
 }
 
 // AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
 // correlated to. An ACP v2 AgentResponse's commandId is the command's own id: the message id,
-// or the id the document carried when it was no UUID (kept in the extension). The other
-// drafts' answers continue what the request named for them (ElizaOS reply_with, IaCP 1.0
-// conversation_id), which became req's correlation id.
+// or the id the document carried when it was no UUID (kept in the extension). An IaCP 1.0
+// answer's parent_message_id is the request's message_id, as IACP's correlation is. ElizaOS
+// and A2ACP answers continue what the request named for them (reply_with,
+// payload.correlation_id), which became req's correlation id.
 func AnswerCorrelation(req *protocol.Message, d Dialect) string {
-	if d == ACPv2 {
+	switch d {
+	case ACPv2:
 		var e Extension
 		if json.Unmarshal(req.Message.Extra[ExtensionMember], &e) == nil && e.Name == ACPv2 {
 			if id := str(e.Members, "id"); id != "" {
 				return id
 			}
 		}
-		return req.Envelope.MessageID
-	}
-	if c := req.Envelope.CorrelationID; c != "" {
-		return c
+	case ElizaOS, A2ACP:
+		if c := req.Envelope.CorrelationID; c != "" {
+			return c
+		}
 	}
 	return req.Envelope.MessageID
 }

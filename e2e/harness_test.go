@@ -55,7 +55,8 @@ type proc struct {
 	p2pPort int
 	apiPort int
 	boot    string
-	beat    string // --heartbeat-interval; 1s unless a test says otherwise
+	beat    string   // --heartbeat-interval; 1s unless a test says otherwise
+	args    []string // more run flags
 	cmd     *exec.Cmd
 	log     *lockedBuffer
 	token   string
@@ -158,6 +159,7 @@ func (p *proc) start() {
 	if p.boot != "" {
 		args = append(args, "--bootstrap", p.boot)
 	}
+	args = append(args, p.args...)
 	p.log = &lockedBuffer{}
 	p.cmd = exec.Command(binary, args...)
 	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log

@@ -11,6 +11,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -142,6 +143,12 @@ type Config struct {
 	// with CAPABILITY_MISMATCH and such events are dropped after their receipt. `iacp-node
 	// run` turns it on. Default false.
 	Inbox bool `yaml:"inbox"`
+	// Dialect is the draft the agent speaks (docs/dialects.md): iacp, iacp-1.0, elizaos,
+	// acp-v2 or a2acp. The local API hands it every message in that dialect (inbox, WebSocket,
+	// webhook) and reads its answers in it, and the node refuses a direct message that has no
+	// shape in it with CAPABILITY_MISMATCH, so that its sender learns why instead of the agent
+	// missing it. Default iacp.
+	Dialect string `yaml:"dialect"`
 
 	// Durable stores every outgoing direct message until its receipt (retrying with backoff
 	// until its TTL) and every accepted inbound message until the agent takes it, in
@@ -295,6 +302,8 @@ func DefaultConfig() Config {
 		KeepAlive:    15 * time.Second,
 		ReconnectMin: time.Second,
 		ReconnectMax: time.Minute,
+		// The agent speaks IACP itself.
+		Dialect: string(dialect.IACP),
 		// Durable delivery, retrying from 1 s to 1 min between attempts.
 		Durable:  true,
 		RetryMin: time.Second,
@@ -372,6 +381,9 @@ func (c *Config) Validate() error {
 		if !ch.ok {
 			return fmt.Errorf("invalid config: %s", ch.what)
 		}
+	}
+	if _, err := dialect.Parse(c.Dialect); err != nil {
+		return fmt.Errorf("invalid config: dialect: %w", err)
 	}
 	for intent, caps := range c.IntentPolicy {
 		if intent == "" || len(caps) == 0 || len(caps) > protocol.MaxPermissions {

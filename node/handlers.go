@@ -2,11 +2,13 @@ package node
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -108,6 +110,9 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 	if h == nil {
 		switch {
 		case n.cfg.Inbox:
+			if err := n.expressible(r.Msg); err != nil {
+				return nil, nil, err
+			}
 			// The room is reserved now, so that a message accepted and receipted always gets
 			// into the inbox: a batch cannot pass room checks one by one and then overflow.
 			size, err := n.inbox.reserve(r.Msg, r.Peer, r.size)
@@ -152,6 +157,17 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 		n.inflight.Done()
 	}
 	return start, cancel, nil
+}
+
+// expressible refuses a message that has no shape in the dialect the agent speaks, with the
+// translator's code (CAPABILITY_MISMATCH) and a reason that names the agent and its dialect.
+func (n *Node) expressible(m *protocol.Message) error {
+	err := dialect.Expressible(m, n.Dialect())
+	var e *protocol.Error
+	if err == nil || !errors.As(err, &e) {
+		return err
+	}
+	return &protocol.Error{Code: e.Code, Message: "agent " + n.cfg.AgentID + " speaks " + string(n.Dialect()) + ": " + e.Message}
 }
 
 func (n *Node) handlerFor(m *protocol.Message) Handler {

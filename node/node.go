@@ -18,6 +18,7 @@ import (
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/delivery"
+	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -253,6 +254,13 @@ func (n *Node) ID() peer.ID { return n.host.ID() }
 
 // AgentID returns the agent this node serves.
 func (n *Node) AgentID() string { return n.cfg.AgentID }
+
+// Dialect returns the draft the agent speaks (Config.Dialect): the local API hands it
+// messages, and reads its answers, in it.
+func (n *Node) Dialect() dialect.Dialect {
+	d, _ := dialect.Parse(n.cfg.Dialect) // Validate checked it
+	return d
+}
 
 // Builder returns the builder that signs as this node's agent.
 func (n *Node) Builder() *protocol.Builder { return n.builder }

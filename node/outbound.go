@@ -123,6 +123,7 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Mess
 	}
 	select {
 	case <-w.done:
+		n.record(audit.EventReceived, w.reply) // the answer Request took: its conversation lists it
 		if w.reply.Message.Type == protocol.TypeError {
 			return w.reply, replyError(w.reply)
 		}

@@ -29,6 +29,8 @@ const (
 	DefaultMaxNesting      = 10
 	DefaultMaxClockSkew    = 30 * time.Second
 	DefaultMaxTTL          = 7 * 24 * time.Hour
+	// MaxCorrelationIDLen bounds envelope.correlation_id, in bytes.
+	MaxCorrelationIDLen = 128
 )
 
 func (l Limits) withDefaults() Limits {
@@ -71,8 +73,8 @@ func Validate(m *Message, now time.Time, size int, lim Limits) error {
 	if _, err := uuid.Parse(env.MessageID); err != nil || len(env.MessageID) != 36 {
 		return Errorf(CodePayloadInvalid, "envelope.message_id %q is not a UUID (RFC 9562, 8-4-4-4-12 hex)", clip(env.MessageID))
 	}
-	if len(env.CorrelationID) > 128 {
-		return Errorf(CodePayloadInvalid, "envelope.correlation_id is longer than 128 characters")
+	if len(env.CorrelationID) > MaxCorrelationIDLen {
+		return Errorf(CodePayloadInvalid, "envelope.correlation_id is longer than %d characters", MaxCorrelationIDLen)
 	}
 	if err := ValidateAgentID(env.Sender.AgentID); err != nil {
 		return prefix(err, "envelope.sender.agent_id")

@@ -122,6 +122,17 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 	if code, out, errOut := runIn(t, eliza, "send", "--data-dir", d0, "-f", "-"); code != 0 || !strings.Contains(out, "7c9e6679-7425-40de-944b-e07fc1f90ae7") {
 		t.Fatalf("send -f an ElizaOS document: exit %d, %s %s", code, out, errOut)
 	}
+	// Its conversation, named by its reply_with, as node 0's audit log holds it.
+	if code, out, errOut := runIn(t, "", "conversation", "debug-task-42", "--data-dir", d0, "-o", "json"); code != 0 ||
+		!strings.Contains(out, `"event":"sent"`) || !strings.Contains(out, "7c9e6679-7425-40de-944b-e07fc1f90ae7") {
+		t.Fatalf("conversation: exit %d, %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runIn(t, "", "conversation", "debug-task-42", "--data-dir", d0); code != 0 || !strings.Contains(out, "request/handoff") {
+		t.Fatalf("conversation table: exit %d, %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runIn(t, "", "conversation", "--data-dir", d0); code == 0 || !strings.Contains(errOut, "accepts 1 arg") {
+		t.Fatalf("conversation without an id: exit %d, %s", code, errOut)
+	}
 	if code, _, errOut := runIn(t, eliza, "send", "--data-dir", d0, "-f", "-", "--dialect", "iacp-1.0"); code == 0 || !strings.Contains(errOut, "iacp-1.0 document") {
 		t.Fatalf("send -f with the wrong --dialect: exit %d, %s", code, errOut)
 	}

@@ -96,6 +96,9 @@ of its life is left and issues A2ACP tokens (POST /auth/token). Empty: the boots
 
 	"inbox": `Inbound messages no Go handler takes wait here until the agent acknowledges them through
 the local API. 'iacp-node run' always turns this on.`,
+	"dialect": `The draft the agent speaks: iacp, iacp-1.0, elizaos, acp-v2 or a2acp (docs/dialects.md).
+The local API hands it its inbox, WebSocket and webhook messages in it, and the node refuses a
+direct message that has no shape in it (CAPABILITY_MISMATCH, at the sender).`,
 	"durable": `Durable delivery: every message is on disk before it is sent or receipted (<data dir>/store),
 retried with backoff between retry_min and retry_max until its TTL.`,
 	"retry_min": "",

@@ -21,7 +21,7 @@ func init() { register(newRunCmd) }
 // file and from an IACP_ environment variable.
 type runFlags struct {
 	dataDir, config, agentID, apiAddr, logLevel string
-	webhook, webhookToken                       string
+	webhook, webhookToken, dialect              string
 	caps, listen, bootstrap                     []string
 	heartbeat                                   time.Duration
 	mdns, nat, dhtClient                        bool
@@ -72,6 +72,7 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.BoolVar(&f.dhtClient, "dht-client", defaults.DHTClient, "run the DHT in client mode (env IACP_DHT_CLIENT)")
 	fl.StringVar(&f.webhook, "webhook", "", "POST inbound messages to this agent URL (its /.well-known/iacp/v1/message; env IACP_WEBHOOK)")
 	fl.StringVar(&f.webhookToken, "webhook-token", "", "bearer token the webhook sends to the agent (env IACP_WEBHOOK_TOKEN)")
+	fl.StringVar(&f.dialect, "dialect", "", "the draft the agent speaks: iacp, iacp-1.0, elizaos, acp-v2 or a2acp; the local API hands it messages in it (default "+defaults.Dialect+"; env IACP_DIALECT)")
 	return cmd
 }
 
@@ -115,6 +116,9 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 	}
 	if changed("dht-client") {
 		cfg.DHTClient = f.dhtClient
+	}
+	if changed("dialect") {
+		cfg.Dialect = f.dialect
 	}
 	if cfg.AgentID == "" {
 		key, _, err := identity.LoadOrCreate(filepath.Join(cfg.DataDir, node.KeyFile))

@@ -17,8 +17,8 @@ func newEnvelopeTranslateCmd() *cobra.Command {
 		Use:   "translate --to DIALECT [--from DIALECT] [IN]",
 		Short: "Convert a document between IACP and the other drafts' shapes",
 		Long: `translate reads one JSON document and writes it in another draft's shape
-(docs/dialects.md): iacp (ours), iacp-1.0 (IaCP 1.0), elizaos (ElizaOS performatives) or
-acp-v2 (ACP v2 AgentCommand and AgentResponse).
+(docs/dialects.md): iacp (ours), iacp-1.0 (IaCP 1.0), elizaos (ElizaOS performatives),
+acp-v2 (ACP v2 AgentCommand and AgentResponse) or a2acp (A2ACP v1.0).
 Without --from the dialect is recognised by the document's members. What the target has no
 field for travels under the IACP message's "x-dialect" member, so translating back gives the
 original document. An IACP document written here is unsigned: sign it with 'envelope sign'.
@@ -43,7 +43,7 @@ A document the target cannot express is refused, saying why.`,
 	}
 	cmd.Flags().StringVar(&from, "from", "", "the input's dialect, one of "+strings.Join(names, ", ")+" (default: recognised)")
 	cmd.Flags().StringVar(&to, "to", "", "the output's dialect, one of "+strings.Join(names, ", ")+" (required)")
-	cmd.Flags().StringVar(&sender, "sender", "", "the sender's agent id, which a node fills when it sends (default: the input's own, sender.agent_id or ACP v2's from)")
+	cmd.Flags().StringVar(&sender, "sender", "", "the sender's agent id, which a node fills when it sends (default: the input's own, sender.agent_id, ACP v2's from or A2ACP's source_agent.agent_id)")
 	_ = cmd.MarkFlagRequired("to")
 	return cmd
 }
