@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit fuzz bench clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck unit fuzz bench bench-compare clean
 
 all: build
 
@@ -63,6 +63,14 @@ fuzz:
 ## bench: every benchmark; see docs/ for what each measures.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./...
+
+## bench-compare: IACP against a raw libp2p echo and NATS (plain, signed as IACP signs, and
+## JetStream) in interleaved rounds, from the bench/ module, whose own go.mod keeps NATS out
+## of the node's. Not part of `make test`. BENCH_FLAGS sets the sizes, e.g. BENCH_FLAGS="-rounds
+## 5" (defaults: -rounds 10 -requests 500 -oneway 2000 -senders 256); see docs/bench.md.
+BENCH_FLAGS ?=
+bench-compare:
+	cd bench && $(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m -args $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin .data

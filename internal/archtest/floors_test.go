@@ -52,6 +52,12 @@ func root(t *testing.T) string {
 	return dir
 }
 
+// isFile reports whether path is a regular file.
+func isFile(path string) bool {
+	fi, err := os.Stat(path)
+	return err == nil && fi.Mode().IsRegular()
+}
+
 // packages returns the module's package directories, relative to root, with their imports
 // of the module's own packages (tests excluded: a test may import what its package may not).
 func packages(t *testing.T, rootDir string) map[string][]string {
@@ -67,6 +73,9 @@ func packages(t *testing.T, rootDir string) map[string][]string {
 		name := d.Name()
 		if path != rootDir && (strings.HasPrefix(name, ".") || name == "testdata" || name == "node_modules" || name == "bin") {
 			return filepath.SkipDir
+		}
+		if path != rootDir && isFile(filepath.Join(path, "go.mod")) {
+			return filepath.SkipDir // a nested module (bench/): not this module's, as for the go tool
 		}
 		pkg, err := build.ImportDir(path, 0)
 		if err != nil {
