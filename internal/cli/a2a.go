@@ -73,7 +73,9 @@ are signed with the node's identity key (<data-dir>/identity.key) unless --unsig
 					return err
 				}
 				defer b.Close()
-				return serveA2A(cmd.Context(), cmd, b, listen)
+				ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+				defer stop()
+				return serveA2A(ctx, cmd, b, listen)
 			})
 		},
 	}
