@@ -29,7 +29,7 @@ var floors = map[string]int{
 	"delivery": 4,
 	"node":     5,
 	"api":      6, "sim": 6,
-	"mcpserver":     7,
+	"mcpserver": 7, "a2abridge": 7,
 	"internal/cli":  8,
 	"cmd/iacp-node": 9, "e2e": 9, "internal/archtest": 9,
 }
