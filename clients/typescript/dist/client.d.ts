@@ -93,6 +93,11 @@ export interface EventsOptions {
      * {@link TimeoutError} (default 45 s; the node sends a keep-alive every 15 s).
      */
     idleTimeout?: number;
+    /**
+     * Called once the node accepted the stream: every item from then on will be yielded (call
+     * what should be watched after it, not before, to miss nothing).
+     */
+    onOpen?: () => void;
 }
 /** Options of {@link Client.conversation}. */
 export interface ConversationOptions extends CallOptions {

@@ -234,6 +234,7 @@ export class Client {
                 throw new NodeUnreachableError(`${what}: the node at ${ep.base} sent no stream`, { addr: ep.base });
             rearm();
             const reader = res.body.getReader();
+            options.onOpen?.();
             try {
                 for await (const ev of parseSSE(reader, 2 << 20, rearm)) {
                     let item;

@@ -141,6 +141,11 @@ export interface EventsOptions {
    * {@link TimeoutError} (default 45 s; the node sends a keep-alive every 15 s).
    */
   idleTimeout?: number;
+  /**
+   * Called once the node accepted the stream: every item from then on will be yielded (call
+   * what should be watched after it, not before, to miss nothing).
+   */
+  onOpen?: () => void;
 }
 
 /** Options of {@link Client.conversation}. */
@@ -390,6 +395,7 @@ export class Client {
       if (!res.body) throw new NodeUnreachableError(`${what}: the node at ${ep.base} sent no stream`, { addr: ep.base });
       rearm();
       const reader = res.body.getReader();
+      options.onOpen?.();
       try {
         for await (const ev of parseSSE(reader, 2 << 20, rearm)) {
           let item: EventItem;

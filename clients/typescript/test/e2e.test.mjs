@@ -143,14 +143,12 @@ describe("the client against two real nodes", { timeout: 120_000 }, () => {
     let ready;
     const opened = new Promise((r) => (ready = r));
     const watch = (async () => {
-      ready();
-      for await (const ev of alice.events({ kinds: ["message"], signal: watching.signal })) {
+      for await (const ev of alice.events({ kinds: ["message"], signal: watching.signal, onOpen: ready })) {
         seen.push(ev);
         if (seen.length >= 1) break;
       }
     })();
-    await opened;
-    await sleep(200); // the stream subscribes as its headers go out
+    await Promise.race([opened, watch]);
 
     const sent = await alice.send({ to: b.agentId, intent: "handoff", payload: { task: "translate" } });
     assert.equal(sent.status, "accepted");
@@ -199,14 +197,17 @@ describe("the client against two real nodes", { timeout: 120_000 }, () => {
   it("broadcast reaches bob's event stream", async () => {
     const stop = AbortSignal.timeout(20_000);
     let got;
+    let ready;
+    const opened = new Promise((r) => (ready = r));
     const watch = (async () => {
-      for await (const ev of bob.events({ kinds: ["event"], signal: stop })) {
+      for await (const ev of bob.events({ kinds: ["event"], signal: stop, onOpen: ready })) {
         if (ev.event?.event_type === "deploy.done") {
           got = ev;
           return;
         }
       }
     })();
+    await Promise.race([opened, watch]);
     // Gossip may need a moment to carry the first one: publish until bob hears one.
     while (!got && !stop.aborted) {
       const res = await alice.broadcast({ event_type: "deploy.done", detail: "v1.2", severity: "info" });
