@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit fuzz bench bench-compare clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test fuzz bench bench-compare clean
 
 all: build
 
@@ -29,8 +29,9 @@ SIM_FLAGS ?=
 sim: build
 	./$(BIN) sim $(SIM_FLAGS)
 
-## test: formatting, vet, staticcheck, then every test under the race detector.
-test: fmt-check vet staticcheck unit
+## test: formatting, vet, staticcheck, then every test under the race detector, and the
+## TypeScript client's tests when node is installed.
+test: fmt-check vet staticcheck unit ts-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -49,6 +50,15 @@ staticcheck: $(STATICCHECK)
 
 unit:
 	$(GO) test -race -timeout 15m ./...
+
+## ts-test: the TypeScript client's tests (clients/typescript, node --test against its committed
+## dist/) with two real nodes of bin/iacp-node; skipped with a message without Node.js 20+.
+ts-test: build
+	@if command -v node >/dev/null 2>&1 && node -e 'process.exit(parseInt(process.versions.node) >= 20 ? 0 : 1)'; then \
+		cd clients/typescript && IACP_NODE_BINARY=$(CURDIR)/$(BIN) node --test test/*.test.mjs; \
+	else \
+		echo "ts-test: skipped: Node.js 20+ is not installed (the TypeScript client needs it)"; \
+	fi
 
 ## fuzz: every fuzz target for $(FUZZTIME) each.
 fuzz:
