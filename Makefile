@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit python-test python-bench fuzz bench clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare clean
 
 all: build
 
@@ -29,9 +29,10 @@ SIM_FLAGS ?=
 sim: build
 	./$(BIN) sim $(SIM_FLAGS)
 
-## test: formatting, vet, staticcheck, every Go test under the race detector, then the Python
-## client's tests (skipped, with a message, without python3).
-test: fmt-check vet staticcheck unit python-test
+## test: formatting, vet, staticcheck, every Go test under the race detector, then the
+## TypeScript client's tests when Node.js 20+ is installed and the Python client's when
+## python3 is (each skipped with a message otherwise).
+test: fmt-check vet staticcheck unit ts-test python-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -50,6 +51,15 @@ staticcheck: $(STATICCHECK)
 
 unit:
 	$(GO) test -race -timeout 15m ./...
+
+## ts-test: the TypeScript client's tests (clients/typescript, node --test against its committed
+## dist/) with two real nodes of bin/iacp-node; skipped with a message without Node.js 20+.
+ts-test: build
+	@if command -v node >/dev/null 2>&1 && node -e 'process.exit(parseInt(process.versions.node) >= 20 ? 0 : 1)'; then \
+		cd clients/typescript && IACP_NODE_BINARY=$(CURDIR)/$(BIN) node --test test/*.test.mjs; \
+	else \
+		echo "ts-test: skipped: Node.js 20+ is not installed (the TypeScript client needs it)"; \
+	fi
 
 ## python-test: the Python client (clients/python, standard library only: nothing to install)
 ## against two real nodes of this build; about 5 s.
@@ -82,6 +92,14 @@ fuzz:
 ## bench: every benchmark; see docs/ for what each measures.
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem -benchtime=$(BENCHTIME) -timeout 60m ./...
+
+## bench-compare: IACP against a raw libp2p echo and NATS (plain, signed as IACP signs, and
+## JetStream) in interleaved rounds, from the bench/ module, whose own go.mod keeps NATS out
+## of the node's. Not part of `make test`. BENCH_FLAGS sets the sizes, e.g. BENCH_FLAGS="-rounds
+## 5" (defaults: -rounds 10 -requests 500 -oneway 2000 -senders 256); see docs/bench.md.
+BENCH_FLAGS ?=
+bench-compare:
+	cd bench && $(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m -args $(BENCH_FLAGS)
 
 clean:
 	rm -rf bin .data

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -124,12 +125,11 @@ func TestAgentDialect_ElizaOSAgentAnswersAnIACPRequestFromItsInbox(t *testing.T)
 	}
 }
 
-// An ElizaOS agent's TASK_REQUEST with reply_with, answered later by an IACP agent (twice),
-// reaches the ElizaOS agent's inbox as TASK_ACCEPT and INFORM_RESULT in_reply_to its
-// reply_with, not the IACP message id.
-func TestAgentDialect_LaterAnswersAreInReplyToTheRequestsReplyWith(t *testing.T) {
-	m := newAPIMesh(t, 2, speaks(0, "elizaos"))
-	ctx := testCtx(t, 30*time.Second)
+// elizaRequestAnsweredTwice posts section 4.1's TASK_REQUEST (reply_with debug-task-42) from
+// agent 0 to agent 1, whose IACP agent answers it twice (accepted, then a result) and returns
+// the request as it got it.
+func elizaRequestAnsweredTwice(t *testing.T, ctx context.Context, m *apiMesh) *protocol.Message {
+	t.Helper()
 	if resp, raw := postDoc(t, m.servers[0], "", "application/json", elizaRequest(t, agentName(1))); resp.StatusCode != http.StatusAccepted {
 		t.Fatalf("request refused: %d %s", resp.StatusCode, raw)
 	}
@@ -147,6 +147,16 @@ func TestAgentDialect_LaterAnswersAreInReplyToTheRequestsReplyWith(t *testing.T)
 			t.Fatal(err)
 		}
 	}
+	return req
+}
+
+// An ElizaOS agent's TASK_REQUEST with reply_with, answered later by an IACP agent (twice),
+// reaches the ElizaOS agent's inbox as TASK_ACCEPT and INFORM_RESULT in_reply_to its
+// reply_with, not the IACP message id.
+func TestAgentDialect_LaterAnswersAreInReplyToTheRequestsReplyWith(t *testing.T) {
+	m := newAPIMesh(t, 2, speaks(0, "elizaos"))
+	ctx := testCtx(t, 30*time.Second)
+	elizaRequestAnsweredTwice(t, ctx, m)
 	items := rawInbox(t, m.servers[0], "", 2)
 	var got []string
 	for _, it := range items {
@@ -223,23 +233,7 @@ func TestAgentDialect_InexpressibleMessageIsRefusedAtTheSender(t *testing.T) {
 func TestConversation_ListedByItsReplyWithOnBothNodes(t *testing.T) {
 	m := newAPIMesh(t, 2, speaks(0, "elizaos"))
 	ctx := testCtx(t, 30*time.Second)
-	if resp, raw := postDoc(t, m.servers[0], "", "application/json", elizaRequest(t, agentName(1))); resp.StatusCode != http.StatusAccepted {
-		t.Fatalf("request refused: %d %s", resp.StatusCode, raw)
-	}
-	page, err := m.clients[1].Inbox(ctx, 0, 10*time.Second)
-	if err != nil || len(page.Messages) != 1 {
-		t.Fatalf("inbox: %v, %+v", err, page)
-	}
-	req := page.Messages[0].Message
-	for _, payload := range []string{`{"status":"accepted"}`, `{"status":"accepted","task_status":"success","result":{}}`} {
-		a := &protocol.Message{}
-		a.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
-		a.Envelope.CorrelationID = req.Envelope.MessageID
-		a.Message = protocol.Body{Type: protocol.TypeResponse, Intent: req.Message.Intent, Payload: []byte(payload)}
-		if _, err := m.clients[1].Send(ctx, a); err != nil {
-			t.Fatal(err)
-		}
-	}
+	req := elizaRequestAnsweredTwice(t, ctx, m)
 	if err := m.clients[1].Ack(ctx, req.Envelope.MessageID); err != nil {
 		t.Fatal(err)
 	}

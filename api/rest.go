@@ -24,6 +24,7 @@ func (s *Server) getStatus(w http.ResponseWriter, r *http.Request) {
 		AgentID:         s.n.AgentID(),
 		PeerID:          s.n.ID().String(),
 		Addrs:           addrStrings(s.n.Addrs()),
+		Manifest:        s.n.Manifest(),
 		Status:          s.n.Status(),
 		UptimeSeconds:   s.n.Manifest().UptimeSeconds,
 		Peers:           s.n.PeerCount(),

@@ -19,9 +19,11 @@ type SendResult struct {
 
 // StatusDoc is GET /v1/status.
 type StatusDoc struct {
-	AgentID       string                    `json:"agent_id"`
-	PeerID        string                    `json:"peer_id"`
-	Addrs         []string                  `json:"addrs"`
+	AgentID string   `json:"agent_id"`
+	PeerID  string   `json:"peer_id"`
+	Addrs   []string `json:"addrs"`
+	// Manifest is the agent's capability manifest, as the node publishes it.
+	Manifest      protocol.Manifest         `json:"manifest"`
 	Status        protocol.HeartbeatPayload `json:"status"`
 	UptimeSeconds int64                     `json:"uptime_seconds"`
 	Peers         int                       `json:"peers"`

@@ -196,10 +196,13 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 func TestAPICommands_NoNodeRunning(t *testing.T) {
 	defer goleak.VerifyNone(t)
 	dir := t.TempDir()
-	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail"} {
+	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail", "mcp", "conversation"} {
 		args := []string{cmd, "--data-dir", dir}
-		if cmd == "send" {
+		switch cmd {
+		case "send":
 			args = append(args, "--to", "a:b:c")
+		case "conversation":
+			args = append(args, "conv-1")
 		}
 		code, _, errOut := runIn(t, "", args...)
 		if code == 0 || !strings.Contains(errOut, "no node is running with data dir "+dir) || !strings.Contains(errOut, "iacp-node run") {

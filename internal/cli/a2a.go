@@ -1,0 +1,231 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	logging "github.com/ipfs/go-log/v2"
+	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/spf13/cobra"
+
+	"github.com/iacp-node/iacp-node/a2abridge"
+	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/node"
+)
+
+func init() { register(newA2ACmd) }
+
+// defaultA2AAddr is where `a2a serve` listens by default: loopback, beside the API's 9700.
+const defaultA2AAddr = "127.0.0.1:9701"
+
+func newA2ACmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "a2a",
+		Short: "Bridge the mesh and the A2A protocol (Agent2Agent): serve mesh agents to A2A clients, or attach an A2A agent to the mesh",
+		Long: `a2a bridges the mesh and A2A (docs/a2a.md). 'a2a serve' runs beside a node and serves its
+agent, and any mesh agent by id, to A2A clients: an agent card and a JSON-RPC endpoint each.
+'a2a attach' runs a node of its own whose agent is an external A2A agent, named by its card.`,
+	}
+	cmd.AddCommand(newA2AServeCmd(), newA2AAttachCmd())
+	return cmd
+}
+
+func newA2AServeCmd() *cobra.Command {
+	var cf clientFlags
+	var listen, baseURL string
+	var wait time.Duration
+	var unsigned bool
+	cmd := &cobra.Command{
+		Use:   "serve [--listen 127.0.0.1:PORT]",
+		Short: "Serve the node's agent and the mesh's agents to A2A clients",
+		Long: `serve is an A2A server for the agent whose node runs with --data-dir, a client of its local
+API (start 'iacp-node run' first). On a loopback address it serves:
+
+  /.well-known/agent-card.json                     the agent's card, from its manifest
+  /                                                its A2A JSON-RPC endpoint
+  /agents/{agent_id}/.well-known/agent-card.json   a mesh agent's card, from its record
+  /agents/{agent_id}/                              its JSON-RPC endpoint
+
+A message/send becomes an IACP request to the agent and waits up to --wait for the answer.
+JSON-RPC calls must send the node's API token as a bearer token (the cards say so); the cards
+are signed with the node's identity key (<data-dir>/identity.key) unless --unsigned.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return cf.withClient(func(c *api.Client) error {
+				if _, err := c.Status(cmd.Context()); err != nil {
+					return err // say now that no node answers, not at the first call
+				}
+				o, err := a2aOptions(&cf, baseURL, wait, unsigned)
+				if err != nil {
+					return err
+				}
+				b, err := a2abridge.NewServer(c, o)
+				if err != nil {
+					return err
+				}
+				defer b.Close()
+				ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+				defer stop()
+				return serveA2A(ctx, cmd, b, listen)
+			})
+		},
+	}
+	addClientFlags(cmd, &cf)
+	cmd.Flags().StringVar(&listen, "listen", defaultA2AAddr, "serve A2A on this loopback address")
+	cmd.Flags().StringVar(&baseURL, "base-url", "", "the URL A2A clients reach the bridge at, named in the cards (default http://<the Host they asked>)")
+	cmd.Flags().DurationVar(&wait, "wait", a2abridge.DefaultWait, "how long one call waits for the agent's answer (at most 5m)")
+	cmd.Flags().BoolVar(&unsigned, "unsigned", false, "serve unsigned cards (default: signed with <data-dir>/identity.key)")
+	return cmd
+}
+
+// a2aOptions are the bridge's options from the flags: the node's API token, and its identity
+// key unless unsigned.
+func a2aOptions(cf *clientFlags, baseURL string, wait time.Duration, unsigned bool) (a2abridge.Options, error) {
+	o := a2abridge.Options{BaseURL: baseURL, Wait: wait, Version: Version, Token: cf.token}
+	if o.Token == "" {
+		t, err := api.ReadToken(cf.dataDir)
+		if err != nil {
+			return o, fmt.Errorf("no API token to ask of A2A clients: pass --token or --data-dir of the node (%w)", err)
+		}
+		o.Token = t
+	}
+	if !unsigned {
+		key, err := readKey(cf.dataDir)
+		if err != nil {
+			return o, err
+		}
+		o.Key = key
+	}
+	return o, nil
+}
+
+// readKey reads the node's identity key from its data directory, to sign the cards with.
+func readKey(dataDir string) (crypto.PrivKey, error) {
+	path := filepath.Join(dataDir, node.KeyFile)
+	key, err := identity.Load(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("no identity key at %s to sign the cards with: pass --data-dir of the node, or --unsigned", path)
+	}
+	return key, err
+}
+
+// serveA2A serves the bridge on addr, a loopback address, until ctx ends.
+func serveA2A(ctx context.Context, cmd *cobra.Command, b *a2abridge.Server, addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("--listen %q: want host:port: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("--listen %q: serve A2A on a loopback address (127.0.0.1, ::1); it acts with the node's API token", addr)
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	fmt.Fprintf(cmd.OutOrStdout(), "a2a       http://%s/.well-known/agent-card.json (calls: bearer the node's API token)\n", ln.Addr())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shut)
+	<-done
+	return err
+}
+
+func newA2AAttachCmd() *cobra.Command {
+	var f runFlags
+	var cardURL string
+	var wait time.Duration
+	cmd := &cobra.Command{
+		Use:   "attach --card URL",
+		Short: "Run a node whose agent is an external A2A agent, named by its card",
+		Long: `attach fetches the A2A agent card at --card (the card's URL, or a base URL it is under at
+/.well-known/agent-card.json) and runs a node whose agent is that A2A agent: its manifest's
+tools are the card's skill ids, its domains the skills' tags, published in discovery like any
+agent's. Every IACP request to it becomes an A2A message/send to the card's endpoint, waiting
+up to --wait; the task's result is the IACP answer (docs/a2a.md).
+
+The node takes its settings as 'run' does (config file, IACP_ variables, flags), with its own
+--data-dir; its agent id is --agent-id or the config's, else a2a:HOST:NAME from the card. Its
+local API listens on a free loopback port unless --api says otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := applyEnv(cmd.Flags()); err != nil {
+				return err
+			}
+			cfg, err := runConfig(cmd, &f)
+			if err != nil {
+				return err
+			}
+			if !cmd.Flags().Changed("agent-id") {
+				if fromFile, _, err := loadConfig(configPath(f.dataDir, f.config)); err == nil && fromFile.AgentID == "" {
+					cfg.AgentID = "" // the card names it
+				}
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+			defer stop()
+			return attachA2A(ctx, cmd, cfg, &f, cardURL, wait)
+		},
+	}
+	fl := cmd.Flags()
+	dataDirFlag(cmd, &f.dataDir)
+	fl.StringVar(&cardURL, "card", "", "the A2A agent card's URL, or the base URL it is under")
+	fl.DurationVar(&wait, "wait", a2abridge.DefaultWait, "how long one A2A call may take (at most 5m; a request's TTL bounds it too)")
+	fl.StringVar(&f.config, "config", "", "config file (default <data-dir>/config.yaml; env IACP_CONFIG)")
+	fl.StringVar(&f.agentID, "agent-id", "", "agent id, namespace:host:name (default a2a:HOST:NAME from the card; env IACP_AGENT_ID)")
+	fl.StringArrayVar(&f.listen, "listen", nil, "libp2p listen multiaddr, repeatable (env IACP_LISTEN)")
+	fl.StringArrayVar(&f.bootstrap, "bootstrap", nil, "bootstrap peer multiaddr with /p2p/, repeatable (env IACP_BOOTSTRAP)")
+	fl.StringVar(&f.apiAddr, "api", "127.0.0.1:0", "local API listen address (env IACP_API)")
+	fl.StringVar(&f.logLevel, "log-level", "", "debug, info, warn or error (env IACP_LOG_LEVEL)")
+	_ = cmd.MarkFlagRequired("card")
+	return cmd
+}
+
+// attachA2A fetches the card, runs the attached node and its local API until ctx ends.
+func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags, cardURL string, wait time.Duration) error {
+	if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	card, err := a2abridge.FetchCard(ctx, cardURL, nil)
+	if err != nil {
+		return err
+	}
+	att, err := a2abridge.Attach(ctx, card, a2abridge.AttachOptions{Wait: wait}, node.WithConfig(cfg))
+	if err != nil {
+		return err
+	}
+	n := att.Node()
+	out := cmd.OutOrStdout()
+	fmt.Fprintf(out, "iacp-node %s\nagent id  %s (the A2A agent %q at %s)\npeer id   %s\ncapabilities %s\n",
+		Version, n.AgentID(), card.Name, card.URL, n.ID(), capabilityList(n.Manifest()))
+	for _, a := range n.Addrs() {
+		fmt.Fprintf(out, "listen    %s\n", a)
+	}
+	stopServices, err := startServices(ctx, n, cfg, f, out)
+	if err != nil {
+		att.Close()
+		return err
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping: finishing in-flight exchanges")
+	err = stopServices()
+	if cerr := att.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
