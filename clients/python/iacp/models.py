@@ -441,12 +441,14 @@ class Peer(Model):
 
 @dataclass
 class NodeStatus(Model):
-    """The node's status (``GET /v1/status``). ``discovery`` and ``safety`` are kept as the
-    node writes them (docs/api.md lists their members)."""
+    """The node's status (``GET /v1/status``): the agent's manifest, its heartbeat state, the
+    inbox and peers. ``discovery`` and ``safety`` are kept as the node writes them (docs/api.md
+    lists their members)."""
 
     agent_id: str = ""
     peer_id: str = ""
     addrs: List[str] = field(default_factory=list)
+    manifest: Optional[Manifest] = None
     status: Heartbeat = field(default_factory=Heartbeat)
     uptime_seconds: int = 0
     peers: int = 0

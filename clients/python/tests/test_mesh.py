@@ -82,6 +82,7 @@ class MeshTest(unittest.TestCase):
         self.assertGreater(st.max_message_bytes, 0)
         self.assertIn("queue_bytes", st.safety)
         self.assertEqual(self.a.health().agent_id, ALICE)
+        self.assertEqual(self.b.status().manifest.tools, ["python"])
         peers = eventually(self.a.peers, what="alice's node has a peer")
         self.assertIn(self.b.status().peer_id, [p.peer_id for p in peers])
 
