@@ -18,7 +18,11 @@
 // Sender:
 //
 //  1. Node.Send or Node.Request (node): seal and sign the message.
-//  2. Engine.Send: claim the id, Store.Put, audit "sent", then the first attempt.
+//  2. Engine.Send: claim the id, Store.PreparePut (every refusal of the store but a failed
+//     commit), then the first attempt at once; meanwhile writeOutbox audits "sent" and waits
+//     for the attempt's outcome at most OutboxDelay (50 ms): a receipt or a refusal not to
+//     retry abandons the outbox write (the recipient holds the message durably, or nobody
+//     need), anything else commits it, and Send returns only once that commit has.
 //  3. Node.deliver (node; Config.Deliver): waiterFor, then transmit (resolve the recipient's
 //     peer, write on a session to it), then wait for the receipt.
 //
@@ -39,9 +43,11 @@
 //  8. session.serveAll and serveOne (node): matchReply hands the receipt or reply to the
 //     waiter; a reply nobody waits for is routed and accepted like any inbound message, and
 //     so is one that came inline to a Send that did not wait for it (lateReply).
-//  9. Engine.settle: a receipt removes the entry (Store.Delivered, audit "delivered"); a
-//     retryable failure reschedules it with backoff (Store.Reschedule); any other refusal
-//     removes it (audit "refused"). Then the claim is released.
+//  9. Engine.settle: a receipt removes the entry (Store.DeliveredLazily, a lazy write that
+//     rides in the store's next commit; audit "delivered"); a retryable failure reschedules
+//     it with backoff (Store.Reschedule); any other refusal removes it (Store.Delivered,
+//     audit "refused"). A first attempt answered before its outbox write only audits its
+//     outcome (answered). Then the claim is released.
 //
 // Retry loop (Engine.run, one goroutine), on every tick or wake:
 //
