@@ -35,8 +35,10 @@
 //     sender to its peer, audit "received"; then start hands it over, and the receipt goes back
 //     (queueReceipt, flush, sendReceipt).
 //  7. The handler answers (Request.Reply, answer: inline within the receipt window, else
-//     Node.Send) and returns, or the agent acknowledges the inbox entry: Node.taken (node),
-//     Engine.Taken (audit "acked", then Store.Ack).
+//     Node.Send) and returns: Node.handled (node), Engine.TakenLazily (audit "acked", then
+//     Store.AckLazily on an engine goroutine, riding in the store's next commit); or the
+//     agent acknowledges the inbox entry: Node.taken (node), Engine.Taken (audit "acked",
+//     then Store.Ack, committed before the agent is answered).
 //
 // Back at the sender:
 //
@@ -60,6 +62,7 @@
 //
 // At start: Engine.Pending is read before the node serves the protocol, Engine.Start starts
 // the loop, and Engine.Redeliver hands the agent again what it had not taken (auditing
-// "received" for a message a crash left unaudited). Engine.Close stops the loop and waits
+// "received" for a message a crash left unaudited, and forgetting one the audit log says was
+// acked). Engine.Close stops the loop and waits
 // for every goroutine the engine started.
 package delivery

@@ -31,6 +31,7 @@ type Store interface {
 	AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error)
 	Pending() ([]store.InboxEntry, error)
 	Ack(id string) error
+	AckLazily(ctx context.Context, id string) error
 }
 
 var _ Store = (*store.Store)(nil)

@@ -314,7 +314,7 @@ func TestRestartRedeliversPending(t *testing.T) {
 		t.Fatal("a message accepted before the restart is not a duplicate after it")
 	}
 	pending := again.Pending()
-	again.Redeliver(pending, map[string]bool{in[2].Envelope.MessageID: true})
+	again.Redeliver(pending, delivery.Audited{Unaudited: map[string]bool{in[2].Envelope.MessageID: true}})
 	for _, want := range in[1:] {
 		if got := <-r.handed; got.Envelope.MessageID != want.Envelope.MessageID {
 			t.Fatalf("handed over %s, want %s (not taken, in arrival order)", got.Envelope.MessageID, want.Envelope.MessageID)

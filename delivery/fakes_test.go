@@ -310,6 +310,9 @@ func (s *fakeStore) Ack(id string) error {
 	return nil
 }
 
+// AckLazily is Ack: the fake has no commits to ride in.
+func (s *fakeStore) AckLazily(_ context.Context, id string) error { return s.Ack(id) }
+
 // queued returns a copy of the outbox entry of id, and whether there is one.
 func (s *fakeStore) queued(id string) (store.OutboxEntry, bool) {
 	s.mu.Lock()

@@ -166,3 +166,37 @@ func TestCrashBeforeTheCommitLosesNothingAcknowledged(t *testing.T) {
 	release(errDisk) // the dead process's goroutines, for goleak
 	<-done
 }
+
+// A handler's acknowledgement (TakenLazily) writes the "acked" entry before the store forgets
+// the message, without waiting for the store; after a restart, Redeliver goes by the audit
+// log: a pending message it says was acked is forgotten, not handed over again.
+func TestTakenLazilyAuditsFirstAndRestartGoesByTheLog(t *testing.T) {
+	r := newRig(t, time.Hour)
+	in := make([]*protocol.Message, 2)
+	raws := make([][]byte, 2)
+	for i := range in {
+		in[i], raws[i] = r.message(t, time.Hour)
+	}
+	r.engine.Accept(in, raws)
+	if err := r.engine.TakenLazily(in[0].Envelope.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if got := r.audit.events(in[0].Envelope.MessageID); !slices.Equal(got, []audit.Event{audit.EventAcked}) {
+		t.Fatalf("audit %v when TakenLazily returned, want acked", got)
+	}
+	eventually(t, &r.store.changes, "the store to forget it", func() bool { p, _ := r.store.Pending(); return len(p) == 1 })
+	r.engine.Close()
+
+	again := r.start(t, time.Hour)
+	pending := again.Pending()
+	// As if the store's removal of in[1] had been lost in a crash after its "acked" entry.
+	again.Redeliver(pending, delivery.Audited{Acked: map[string]bool{in[1].Envelope.MessageID: true}})
+	if p, _ := r.store.Pending(); len(p) != 0 {
+		t.Fatalf("%d pending after Redeliver, want the acked message forgotten", len(p))
+	}
+	select {
+	case m := <-r.handed:
+		t.Fatalf("%s handed over again though the audit log says it was taken", m.Envelope.MessageID)
+	default:
+	}
+}

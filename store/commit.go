@@ -33,8 +33,9 @@ import (
 // A write returns only when the commit that carried it has returned (committed and, unless
 // WithNoSync, fsynced), or with the error that stopped it.
 //
-// A lazy write (batchLazy: DeliveredLazily) is one whose loss in a crash costs nothing but a
-// repetition, so it need not be durable on its own: it starts no commit, and rides in the
+// A lazy write (batchLazy: DeliveredLazily, AckLazily) is one whose loss in a crash costs
+// nothing but a repetition, or that its caller keeps a record of elsewhere, so it need not be
+// durable on its own: it starts no commit, and rides in the
 // next commit of other writes, which carries every lazy write waiting (in arrival order with
 // its own writes). Only when no commit comes within lazyDelay, or its caller's context ends,
 // does it commit as any write does.
@@ -224,7 +225,7 @@ func (s *Store) commitAll(calls []*call) {
 // machine where their writes overlap.
 const busyCommit = 4
 
-// DefaultLazyDelay is the longest a lazy write (DeliveredLazily) waits for a commit of other
+// DefaultLazyDelay is the longest a lazy write (DeliveredLazily, AckLazily) waits for a commit of other
 // writes to ride in before it commits on its own: 100 ms.
 const DefaultLazyDelay = 100 * time.Millisecond
 

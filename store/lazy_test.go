@@ -143,3 +143,32 @@ func TestLazyRemovalCommitsAloneWhenNoCommitComes(t *testing.T) {
 		})
 	}
 }
+
+// AckLazily rides in the next commit, as DeliveredLazily does: an AcceptAll carries it.
+func TestLazyAckRidesTheNextAccept(t *testing.T) {
+	s := open(t, t.TempDir())
+	s.cfg.lazyDelay = time.Hour
+	m, raw := msgFrom(t, "p1", "a:h:me", time.Now(), 600, 100)
+	if _, err := s.Accept(m, raw); err != nil {
+		t.Fatal(err)
+	}
+	c0, _ := groupStats(s)
+	acked := make(chan error, 1)
+	go func() { acked <- s.AckLazily(context.Background(), m.Envelope.MessageID) }()
+	for lazyWaiting(s) == 0 {
+		runtime.Gosched()
+	}
+	m2, raw2 := msgFrom(t, "p1", "a:h:me", time.Now(), 600, 100)
+	if _, err := s.Accept(m2, raw2); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-acked; err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := groupStats(s); c-c0 != 1 {
+		t.Fatalf("a lazy ack and an accept made %d commits, want 1", c-c0)
+	}
+	if p, err := s.Pending(); err != nil || len(p) != 1 || p[0].MessageID != m2.Envelope.MessageID {
+		t.Fatalf("pending %d (%v), want only the second message", len(p), err)
+	}
+}
