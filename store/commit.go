@@ -35,10 +35,11 @@ import (
 //
 // A lazy write (batchLazy: DeliveredLazily, AckLazily) is one whose loss in a crash costs
 // nothing but a repetition, or that its caller keeps a record of elsewhere, so it need not be
-// durable on its own: it starts no commit, and rides in the
-// next commit of other writes, which carries every lazy write waiting (in arrival order with
-// its own writes). Only when no commit comes within lazyDelay, or its caller's context ends,
-// does it commit as any write does.
+// durable on its own: it starts no commit, and rides in the next commit of other writes,
+// which carries every lazy write waiting (in arrival order with its own writes). Only when
+// no commit comes within lazyDelay, or its caller's context ends, does it commit as any
+// write does. The commits a request/response used to make for its Delivered and its
+// handler's Ack (two of the four, issue 20) thus ride in the next request's.
 type group struct {
 	mu      sync.Mutex
 	running bool          // a leader is committing; new writes queue behind it
@@ -143,11 +144,11 @@ func (s *Store) lead(arrived time.Time) {
 	g.mu.Unlock()
 }
 
-// take removes from the queue and the lazy writes what the next commit carries: at most max
-// queued writes, then lazy ones up to max in all, in arrival order. g.mu is held.
-func (g *group) take(max int) []*call {
-	n := min(len(g.queue), max)
-	k := min(len(g.lazy), max-n)
+// take removes from the queue and the lazy writes what the next commit carries: at most
+// limit queued writes, then lazy ones up to limit in all, in arrival order. g.mu is held.
+func (g *group) take(limit int) []*call {
+	n := min(len(g.queue), limit)
+	k := min(len(g.lazy), limit-n)
 	calls := make([]*call, 0, n+k)
 	calls = append(append(calls, g.queue[:n]...), g.lazy[:k]...)
 	g.queue = append(g.queue[:0], g.queue[n:]...)
@@ -220,9 +221,9 @@ func (s *Store) commitAll(calls []*call) {
 }
 
 // busyCommit is the fewest writes of the last commit that make the store busy: 4, more than
-// the two writes a round trip makes in one store at once (a request's Delivered and the
-// next one's Put), so sequential round trips never wait for company, even on a loaded
-// machine where their writes overlap.
+// the writes a round trip makes in one store at once (a request's AcceptAll and the last
+// one's lazy Ack, or a Put and a lazy Delivered), so sequential round trips never wait for
+// company, even on a loaded machine where their writes overlap.
 const busyCommit = 4
 
 // DefaultLazyDelay is the longest a lazy write (DeliveredLazily, AckLazily) waits for a commit of other
