@@ -18,7 +18,11 @@
 // Sender:
 //
 //  1. Node.Send or Node.Request (node): seal and sign the message.
-//  2. Engine.Send: claim the id, Store.Put, audit "sent", then the first attempt.
+//  2. Engine.Send: claim the id, Store.PreparePut (every refusal of the store but a failed
+//     commit), then the first attempt at once; meanwhile writeOutbox audits "sent" and waits
+//     for the attempt's outcome at most OutboxDelay (50 ms): a receipt or a refusal not to
+//     retry abandons the outbox write (the recipient holds the message durably, or nobody
+//     need), anything else commits it, and Send returns only once that commit has.
 //  3. Node.deliver (node; Config.Deliver): waiterFor, then transmit (resolve the recipient's
 //     peer, write on a session to it), then wait for the receipt.
 //
@@ -31,17 +35,21 @@
 //     sender to its peer, audit "received"; then start hands it over, and the receipt goes back
 //     (queueReceipt, flush, sendReceipt).
 //  7. The handler answers (Request.Reply, answer: inline within the receipt window, else
-//     Node.Send) and returns, or the agent acknowledges the inbox entry: Node.taken (node),
-//     Engine.Taken (audit "acked", then Store.Ack).
+//     Node.Send) and returns: Node.handled (node), Engine.TakenLazily (audit "acked", then
+//     Store.AckLazily on an engine goroutine, riding in the store's next commit); or the
+//     agent acknowledges the inbox entry: Node.taken (node), Engine.Taken (audit "acked",
+//     then Store.Ack, committed before the agent is answered).
 //
 // Back at the sender:
 //
 //  8. session.serveAll and serveOne (node): matchReply hands the receipt or reply to the
 //     waiter; a reply nobody waits for is routed and accepted like any inbound message, and
 //     so is one that came inline to a Send that did not wait for it (lateReply).
-//  9. Engine.settle: a receipt removes the entry (Store.Delivered, audit "delivered"); a
-//     retryable failure reschedules it with backoff (Store.Reschedule); any other refusal
-//     removes it (audit "refused"). Then the claim is released.
+//  9. Engine.settle: a receipt removes the entry (Store.DeliveredLazily, a lazy write that
+//     rides in the store's next commit; audit "delivered"); a retryable failure reschedules
+//     it with backoff (Store.Reschedule); any other refusal removes it (Store.Delivered,
+//     audit "refused"). A first attempt answered before its outbox write only audits its
+//     outcome (answered). Then the claim is released.
 //
 // Retry loop (Engine.run, one goroutine), on every tick or wake:
 //
@@ -54,6 +62,7 @@
 //
 // At start: Engine.Pending is read before the node serves the protocol, Engine.Start starts
 // the loop, and Engine.Redeliver hands the agent again what it had not taken (auditing
-// "received" for a message a crash left unaudited). Engine.Close stops the loop and waits
+// "received" for a message a crash left unaudited, and forgetting one the audit log says was
+// acked). Engine.Close stops the loop and waits
 // for every goroutine the engine started.
 package delivery

@@ -19,17 +19,19 @@ import (
 // semantics its methods document (docs/delivery.md, "Store API").
 type Store interface {
 	// The outbox.
-	Put(m *protocol.Message, raw []byte) error
+	PreparePut(m *protocol.Message, raw []byte) (store.PreparedPut, error)
 	Due(now time.Time, limit int) ([]store.OutboxEntry, error)
 	Reschedule(id string, next time.Time, lastErr string) error
 	RetryNow(recipient string, now time.Time) (int, error)
 	Delivered(id string) (bool, error)
+	DeliveredLazily(ctx context.Context, id string) (bool, error)
 	Expired(now time.Time) ([]store.OutboxEntry, error)
 	Recipients() []string
 	// The inbox.
 	AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error)
 	Pending() ([]store.InboxEntry, error)
 	Ack(id string) error
+	AckLazily(ctx context.Context, id string) error
 }
 
 var _ Store = (*store.Store)(nil)
@@ -64,12 +66,23 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// AttemptTimeout bounds each delivery attempt; 10 s when 0.
 	AttemptTimeout time.Duration
+	// OutboxDelay is how long Send's outbox write waits for the outcome of the first
+	// attempt, which is on the wire meanwhile: a message its recipient acknowledged (or
+	// refused for good) within it is never written to the outbox; any other is committed
+	// then, or as soon as the attempt fails, and Send waits for that commit. 50 ms when 0;
+	// negative: commit at once, while the attempt is made.
+	OutboxDelay time.Duration
 	// Tick is how often the retry loop looks for due and expired messages when nothing wakes
 	// it sooner; 250 ms when 0.
 	Tick time.Duration
 	// Log gets what goes wrong; nothing is logged when nil.
 	Log *slog.Logger
 }
+
+// DefaultOutboxDelay is Config.OutboxDelay's default: 50 ms, more than a round trip to a
+// recipient that answers (a request's receipt comes within the recipient's receipt window,
+// 20 ms by default), far less than a recipient that cannot be reached takes to fail.
+const DefaultOutboxDelay = 50 * time.Millisecond
 
 // retryConcurrency bounds the delivery attempts the retry loop runs at once.
 const retryConcurrency = 32
@@ -112,6 +125,9 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	cfg.RetryMin = orDefault(cfg.RetryMin, time.Second)
 	cfg.RetryMax = orDefault(cfg.RetryMax, max(time.Minute, cfg.RetryMin))
 	cfg.AttemptTimeout = orDefault(cfg.AttemptTimeout, 10*time.Second)
+	if cfg.OutboxDelay == 0 {
+		cfg.OutboxDelay = DefaultOutboxDelay
+	}
 	cfg.Tick = orDefault(cfg.Tick, 250*time.Millisecond)
 	if cfg.Now == nil {
 		cfg.Now = time.Now

@@ -42,14 +42,19 @@ type rig struct {
 	expired chan expiry
 	handed  chan *protocol.Message
 	engine  *delivery.Engine
+	// outboxDelay is the engines' Config.OutboxDelay (set before start; 0: the default).
+	outboxDelay time.Duration
 }
 
 // newRig starts an engine whose retry loop looks every tick (an hour: only a wake moves it).
-func newRig(t *testing.T, tick time.Duration) *rig {
+func newRig(t *testing.T, tick time.Duration) *rig { return newRigDelay(t, tick, 0) }
+
+// newRigDelay is newRig with the engines' Config.OutboxDelay.
+func newRigDelay(t *testing.T, tick, outboxDelay time.Duration) *rig {
 	t.Helper()
 	c := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
 	r := &rig{clock: c, store: newFakeStore(c.Now), wire: newWire(), audit: &auditLog{},
-		expired: make(chan expiry, 16), handed: make(chan *protocol.Message, 16)}
+		expired: make(chan expiry, 16), handed: make(chan *protocol.Message, 16), outboxDelay: outboxDelay}
 	r.sender = newBuilder(t, "test:host:a", c.Now)
 	r.engine = r.start(t, tick)
 	return r
@@ -65,7 +70,7 @@ func (r *rig) start(t *testing.T, tick time.Duration) *delivery.Engine {
 		PeerOf: func(agentID string) (peer.ID, bool) {
 			return recipientPeer, agentID == recipient
 		},
-		RetryMin: retryMin, RetryMax: retryMax, AttemptTimeout: time.Hour, Tick: tick,
+		RetryMin: retryMin, RetryMax: retryMax, AttemptTimeout: time.Hour, Tick: tick, OutboxDelay: r.outboxDelay,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -309,7 +314,7 @@ func TestRestartRedeliversPending(t *testing.T) {
 		t.Fatal("a message accepted before the restart is not a duplicate after it")
 	}
 	pending := again.Pending()
-	again.Redeliver(pending, map[string]bool{in[2].Envelope.MessageID: true})
+	again.Redeliver(pending, delivery.Audited{Unaudited: map[string]bool{in[2].Envelope.MessageID: true}})
 	for _, want := range in[1:] {
 		if got := <-r.handed; got.Envelope.MessageID != want.Envelope.MessageID {
 			t.Fatalf("handed over %s, want %s (not taken, in arrival order)", got.Envelope.MessageID, want.Envelope.MessageID)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +94,10 @@ type fakeStore struct {
 	inbox    []store.InboxEntry
 	seen     map[string]bool
 	dueCalls int
+	hold     *held        // when set, commits wait for it (holdCommits)
+	holding  atomic.Int32 // commits that waited on a hold
+
+	abandoned atomic.Int32 // prepared puts abandoned
 }
 
 var _ delivery.Store = (*fakeStore)(nil)
@@ -101,7 +106,70 @@ func newFakeStore(now func() time.Time) *fakeStore {
 	return &fakeStore{now: now, out: map[string]*store.OutboxEntry{}, seen: map[string]bool{}}
 }
 
-func (s *fakeStore) Put(m *protocol.Message, raw []byte) error {
+// PreparePut returns a prepared put whose Commit stores m, after waiting for the test to let
+// it go when the test holds commits (holdCommits), and whose Abandon counts itself.
+func (s *fakeStore) PreparePut(m *protocol.Message, raw []byte) (store.PreparedPut, error) {
+	s.mu.Lock()
+	h := s.hold
+	s.mu.Unlock()
+	return &fakePut{s: s, m: m, raw: raw, hold: h}, nil
+}
+
+// fakePut is fakeStore's store.PreparedPut.
+type fakePut struct {
+	s    *fakeStore
+	m    *protocol.Message
+	raw  []byte
+	hold *held
+}
+
+func (p *fakePut) Commit() error {
+	if h := p.hold; h != nil {
+		p.s.holding.Add(1)
+		p.s.changed()
+		<-h.release
+		if h.err != nil {
+			return h.err
+		}
+	}
+	return p.s.put(p.m, p.raw)
+}
+
+func (p *fakePut) Abandon() {
+	p.s.abandoned.Add(1)
+	p.s.changed()
+}
+
+// held is a hold on the commits PreparePut returns: they wait for release, then fail with err
+// when it is set.
+type held struct {
+	release chan struct{}
+	err     error
+}
+
+// holdCommits makes every commit PreparePut returns from now on wait until the returned
+// func is first called, which lets them go, failing with err when err is not nil; holding
+// counts the commits that waited.
+func (s *fakeStore) holdCommits() (release func(err error)) {
+	h := &held{release: make(chan struct{})}
+	s.mu.Lock()
+	s.hold = h
+	s.mu.Unlock()
+	var once sync.Once
+	return func(err error) {
+		once.Do(func() {
+			s.mu.Lock()
+			if s.hold == h {
+				s.hold = nil
+			}
+			s.mu.Unlock()
+			h.err = err
+			close(h.release)
+		})
+	}
+}
+
+func (s *fakeStore) put(m *protocol.Message, raw []byte) error {
 	defer s.changed()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -172,6 +240,11 @@ func (s *fakeStore) Delivered(id string) (bool, error) {
 	return ok, nil
 }
 
+// DeliveredLazily is Delivered: the fake has no commits to ride in.
+func (s *fakeStore) DeliveredLazily(_ context.Context, id string) (bool, error) {
+	return s.Delivered(id)
+}
+
 func (s *fakeStore) Expired(now time.Time) ([]store.OutboxEntry, error) {
 	defer s.changed()
 	s.mu.Lock()
@@ -236,6 +309,9 @@ func (s *fakeStore) Ack(id string) error {
 	s.inbox = slices.Delete(s.inbox, i, i+1)
 	return nil
 }
+
+// AckLazily is Ack: the fake has no commits to ride in.
+func (s *fakeStore) AckLazily(_ context.Context, id string) error { return s.Ack(id) }
 
 // queued returns a copy of the outbox entry of id, and whether there is one.
 func (s *fakeStore) queued(id string) (store.OutboxEntry, bool) {

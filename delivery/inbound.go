@@ -44,6 +44,28 @@ func (e *Engine) Taken(id string) error {
 	return nil
 }
 
+// TakenLazily is Taken for a message the agent took without waiting on the store: a Go
+// handler that returned. The "acked" entry is written first, as by Taken, and is the record a
+// restart goes by (Redeliver does not offer again a pending message the audit log says was
+// acked); the store's removal is a lazy write (Store.AckLazily) on a goroutine of the engine,
+// riding in the store's next commit, and the caller does not wait for it. Without an audit
+// log there is no such record: it is Taken.
+func (e *Engine) TakenLazily(id string) error {
+	if e.cfg.Audit == nil {
+		return e.Taken(id)
+	}
+	e.cfg.Audit(audit.Entry{Event: audit.EventAcked, MessageID: id})
+	forget := func() {
+		if err := e.cfg.Store.AckLazily(e.ctx, id); err != nil && !errors.Is(err, store.ErrNotFound) {
+			e.cfg.Log.Error("inbox: ack", "id", id, "err", err.Error())
+		}
+	}
+	if !e.spawn(forget) {
+		forget()
+	}
+	return nil
+}
+
 // Pending reads what the agent had not taken before a restart. The node reads it before it
 // serves the protocol: what is accepted from then on is handed over by its own acceptance,
 // and must not be offered a second time by Redeliver.
@@ -55,20 +77,39 @@ func (e *Engine) Pending() []store.InboxEntry {
 	return pending
 }
 
+// Audited is what the audit log says about the messages pending at a restart (the node
+// reads it, Redeliver goes by it).
+type Audited struct {
+	// Unaudited holds the ids with no "received" entry: a crash came between the store's
+	// commit and the audit append.
+	Unaudited map[string]bool
+	// Acked holds the ids with an "acked" entry: the agent took them, and the store's
+	// removal (a lazy write, TakenLazily) was lost in a crash.
+	Acked map[string]bool
+}
+
 // Redeliver hands the agent again, through HandOver, what it had not taken before a restart.
-// unaudited holds the ids the audit log has no "received" entry for (a crash came between
-// the store's commit and the audit append): they are recorded now, saying so.
-func (e *Engine) Redeliver(pending []store.InboxEntry, unaudited map[string]bool) {
+// The ids a.Unaudited holds are recorded "received" now, saying so; those a.Acked holds were
+// taken: they are removed from the store, not handed over.
+func (e *Engine) Redeliver(pending []store.InboxEntry, a Audited) {
+	offered := 0
 	for _, en := range pending {
+		if a.Acked[en.MessageID] {
+			if err := e.cfg.Store.Ack(en.MessageID); err != nil && !errors.Is(err, store.ErrNotFound) {
+				e.cfg.Log.Warn("forgetting a message the audit log says was taken failed", "id", en.MessageID, "err", err.Error())
+			}
+			continue
+		}
 		m, err := protocol.DecodeJSON(en.Raw)
 		if err != nil {
 			continue
 		}
-		if unaudited[en.MessageID] && e.cfg.Audit != nil {
+		if a.Unaudited[en.MessageID] && e.cfg.Audit != nil {
 			ae := audit.FromMessage(audit.EventReceived, m)
 			ae.Reason = "recorded at restart: a crash came between storing the message and its audit entry"
 			e.cfg.Audit(ae)
 		}
+		offered++
 		if e.cfg.HandOver == nil {
 			continue
 		}
@@ -76,7 +117,7 @@ func (e *Engine) Redeliver(pending []store.InboxEntry, unaudited map[string]bool
 			e.cfg.Log.Warn("re-offering a message after restart failed; it stays stored", "id", en.MessageID, "err", err.Error())
 		}
 	}
-	if len(pending) > 0 {
-		e.cfg.Log.Info("re-offered messages the agent had not taken before the restart", "count", len(pending))
+	if offered > 0 {
+		e.cfg.Log.Info("re-offered messages the agent had not taken before the restart", "count", offered)
 	}
 }

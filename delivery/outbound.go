@@ -32,6 +32,15 @@ func (r *Refusal) Unwrap() error { return r.Err }
 // (unwrapped from its *Refusal) when it refused m; the store's refusal when m could not be
 // queued (a full queue is RATE_LIMITED); DUPLICATE when m is being sent already.
 //
+// The first attempt does not wait for the outbox. The store checks m and reserves its room
+// first (Store.PreparePut), so that nothing it would refuse is sent; then the attempt goes
+// on the wire while the outbox write waits for its outcome (Config.OutboxDelay, see
+// writeOutbox). A message the recipient acknowledged is durable there (its node stores it
+// before its receipt), so it need not be written here at all; any other is committed, and
+// Send reports it queued only once that commit returned. A crash before then loses nothing
+// Send acknowledged: the recipient may hold m while the sender does not, and a resend of m
+// is a DUPLICATE there.
+//
 // Recording the outcome (settle) is off Send's path: a removal lost in a crash only means one
 // more delivery, which the recipient recognises as a duplicate.
 func (e *Engine) Send(ctx context.Context, m *protocol.Message, raw []byte) error {
@@ -42,24 +51,116 @@ func (e *Engine) Send(ctx context.Context, m *protocol.Message, raw []byte) erro
 	if !e.claims.take(id) {
 		return protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent; send a new message, or wait for this one", id)
 	}
-	if err := e.cfg.Store.Put(m, raw); err != nil {
+	p, err := e.cfg.Store.PreparePut(m, raw)
+	if err != nil {
 		e.claims.release(id)
 		return err
 	}
-	e.record(audit.EventSent, m, nil)
+	outcome := make(chan error, 1)
+	stored := e.writeOutbox(m, p, outcome)
 	actx, cancel := context.WithTimeout(ctx, e.cfg.AttemptTimeout)
-	err := e.cfg.Deliver(actx, m, raw, false)
+	err = e.cfg.Deliver(actx, m, raw, false)
 	cancel()
-	settle := func() {
-		defer e.claims.release(id)
-		e.settle(m, 0, err)
+	outcome <- err
+	return e.sendOutcome(m, <-stored, err)
+}
+
+// written is what became of Send's outbox write: committed (err nil), failed, or not made
+// because the first attempt was final first (skipped).
+type written struct {
+	skipped bool
+	err     error
+}
+
+// writeOutbox makes Send's outbox write on a goroutine of its own and returns the channel its
+// result comes on. It audits "sent" (while the attempt is on the wire), then waits for the
+// first attempt's outcome (on outcome) at most OutboxDelay: a final one (a receipt, or a
+// refusal not to retry) abandons the write; otherwise, or when the delay passed or Close came
+// first, it commits p. After Close it does all that at once, on the caller's goroutine.
+func (e *Engine) writeOutbox(m *protocol.Message, p store.PreparedPut, outcome <-chan error) <-chan written {
+	stored := make(chan written, 1)
+	write := func(wait bool) {
+		e.record(audit.EventSent, m, nil)
+		if wait && e.answeredForGood(outcome) {
+			p.Abandon()
+			stored <- written{skipped: true}
+			return
+		}
+		stored <- written{err: p.Commit()}
 	}
-	if !e.spawn(settle) {
+	if !e.spawn(func() { write(e.cfg.OutboxDelay > 0) }) {
+		write(false)
+	}
+	return stored
+}
+
+// answeredForGood waits at most OutboxDelay (or until Close) for the first attempt's outcome,
+// and reports whether it came and was final: a receipt, or a refusal not to retry.
+func (e *Engine) answeredForGood(outcome <-chan error) bool {
+	t := time.NewTimer(e.cfg.OutboxDelay)
+	defer t.Stop()
+	select {
+	case err := <-outcome:
+		return err == nil || !retryable(err)
+	case <-t.C:
+	case <-e.ctx.Done():
+	}
+	return false
+}
+
+// sendOutcome settles Send's first attempt, whose outcome is err, off the caller's path, and
+// returns what Send returns. A message the outbox does not hold was answered for good by its
+// recipient (w skipped), or its commit failed: then m is not queued, which is Send's error,
+// unless the recipient took it or refused it for good (its durable copy is the recipient's,
+// or there is nothing to keep).
+func (e *Engine) sendOutcome(m *protocol.Message, w written, err error) error {
+	id := m.Envelope.MessageID
+	var settle func()
+	switch {
+	case w.err != nil && retryable(err):
+		e.record(audit.EventRefused, m, protocol.Errorf(protocol.CodeInternalError, "not queued: the outbox commit failed: %v", w.err))
+		e.claims.release(id)
+		return w.err
+	case w.skipped || w.err != nil:
+		if w.err != nil {
+			e.cfg.Log.Error("outbox: commit failed after the first attempt was answered", "id", id, "err", w.err.Error())
+		}
+		settle = func() { e.answered(m, err) }
+	default:
+		settle = func() { e.settle(m, 0, err) }
+	}
+	run := func() {
+		defer e.claims.release(id)
 		settle()
+	}
+	if !e.spawn(run) {
+		run()
 	}
 	if err == nil || retryable(err) {
 		return nil
 	}
+	return refusalOf(err)
+}
+
+// answered records the final outcome of an attempt whose message the outbox does not hold:
+// delivered, or refused.
+func (e *Engine) answered(m *protocol.Message, err error) {
+	e.record(outcomeEvent(err), m, refusalOf(err))
+	if err != nil {
+		e.cfg.Log.Info("message refused by its recipient", "id", m.Envelope.MessageID, "to", m.Envelope.Recipient.AgentID, "code", protocol.CodeOf(err))
+	}
+}
+
+// outcomeEvent is the audit event of a final attempt's outcome: delivered, or refused.
+func outcomeEvent(err error) audit.Event {
+	if err == nil {
+		return audit.EventDelivered
+	}
+	return audit.EventRefused
+}
+
+// refusalOf returns the refusal a *Refusal wraps, or err itself.
+func refusalOf(err error) error {
 	var r *Refusal
 	if errors.As(err, &r) {
 		return r.Err
@@ -227,7 +328,9 @@ func (e *Engine) settle(m *protocol.Message, backoff int, err error) {
 	id := m.Envelope.MessageID
 	switch {
 	case err == nil:
-		if ok, _ := e.cfg.Store.Delivered(id); ok {
+		// The removal rides in the store's next commit: losing it in a crash only means one
+		// more delivery, which the recipient answers DUPLICATE.
+		if ok, _ := e.cfg.Store.DeliveredLazily(e.ctx, id); ok {
 			e.record(audit.EventDelivered, m, nil)
 		}
 	case retryable(err):

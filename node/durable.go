@@ -135,7 +135,7 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	n.wg.Add(1)
 	go n.journalLoop()
 	n.engine.Start()
-	n.engine.Redeliver(pending, n.unaudited(pending))
+	n.engine.Redeliver(pending, n.audited(pending))
 }
 
 // watchReturns follows gossip's liveness transitions and revocation lists.
@@ -238,6 +238,16 @@ func (n *Node) taken(id string) error {
 	return n.engine.Taken(id)
 }
 
+// handled tells the engine that a handler took an inbound message: like taken, but the
+// store's removal rides in its next commit (delivery.Engine.TakenLazily), since nobody waits
+// for it; the audit log's "acked" entry is what a restart goes by.
+func (n *Node) handled(id string) error {
+	if n.engine == nil {
+		return nil
+	}
+	return n.engine.TakenLazily(id)
+}
+
 // pendingAtStart reads what the agent had not taken before a restart (nil without a store).
 func (n *Node) pendingAtStart() []store.InboxEntry {
 	if n.engine == nil {
@@ -246,29 +256,34 @@ func (n *Node) pendingAtStart() []store.InboxEntry {
 	return n.engine.Pending()
 }
 
-// unaudited returns the pending messages that the audit log has no "received" entry for: the
-// store and the audit log are two files, and a crash between the store's commit and the audit
-// append leaves the message stored but unrecorded. It reads the whole log, only at start and
-// only when messages are pending.
-func (n *Node) unaudited(pending []store.InboxEntry) map[string]bool {
+// audited reads what the audit log says about the pending messages (delivery.Audited): those
+// it has no "received" entry for (the store and the audit log are two files, and a crash
+// between the store's commit and the audit append leaves the message stored but
+// unrecorded), and those it has an "acked" entry for (a handler took them, and the store's
+// removal, a lazy write, was lost in a crash). It reads the whole log, only at start and only
+// when messages are pending.
+func (n *Node) audited(pending []store.InboxEntry) delivery.Audited {
 	if n.audit == nil || len(pending) == 0 {
-		return nil
+		return delivery.Audited{}
 	}
-	missing := make(map[string]bool, len(pending))
+	missing, acked := make(map[string]bool, len(pending)), map[string]bool{}
 	for _, e := range pending {
 		missing[e.MessageID] = true
 	}
 	err := audit.Tail(n.ctx, filepath.Join(n.cfg.DataDir, "audit"), 0, false, func(e audit.Entry) error {
-		if e.Event == audit.EventReceived {
+		switch e.Event {
+		case audit.EventReceived:
 			delete(missing, e.MessageID)
+		case audit.EventAcked:
+			acked[e.MessageID] = true
 		}
 		return nil
 	})
 	if err != nil {
 		n.log.Warn("audit log not readable at start; not reconciling it", "err", err.Error())
-		return nil
+		return delivery.Audited{}
 	}
-	return missing
+	return delivery.Audited{Unaudited: missing, Acked: acked}
 }
 
 // OutboxEntries lists what waits for delivery (nil when durability is off).

@@ -139,3 +139,57 @@ func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
 		t.Fatalf("a taken message came back after restart")
 	}
 }
+
+// Issue 20: a handler's acknowledgement does not wait for the store (the removal rides in its
+// next commit); the audit log's "acked" entry, written first, is what a restart goes by. A
+// crash between the two (here: the entry appended while the node is down, the message still
+// pending in the store) does not offer the message again, and the store forgets it.
+func TestDurable_AckedInTheAuditLogIsNotOfferedAgain(t *testing.T) {
+	dir := t.TempDir()
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	start := func() *Node {
+		n, err := New(WithDataDir(dir), WithKey(key), WithAgent("test:acked:b", protocolManifest()),
+			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
+			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b := start()
+	a, err := New(WithDataDir(t.TempDir()), WithAgent("test:acked:a", protocolManifest()), WithNAT(false),
+		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.AddPeer("test:acked:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
+	taken, kept := event(t, a.Builder(), "test:acked:b"), event(t, a.Builder(), "test:acked:b")
+	for _, ev := range []*protocol.Message{taken, kept} {
+		if err := a.Send(testCtx(t), ev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := b.Inbox().Len(); n != 2 {
+		t.Fatalf("inbox holds %d, want both messages", n)
+	}
+	b.Close()
+	lg, err := audit.Open(dir + "/audit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Append(audit.Entry{Event: audit.EventAcked, MessageID: taken.Envelope.MessageID}); err != nil {
+		t.Fatal(err)
+	}
+	if err := lg.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b = start()
+	defer b.Close()
+	if ds := b.Inbox().List(0); len(ds) != 1 || ds[0].Msg.Envelope.MessageID != kept.Envelope.MessageID {
+		t.Fatalf("after restart the inbox holds %d messages, want only the one not acked", len(ds))
+	}
+	if p, err := b.store.Pending(); err != nil || len(p) != 1 {
+		t.Fatalf("the store holds %d pending (%v), want the acked one forgotten", len(p), err)
+	}
+}

@@ -126,7 +126,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 		}
 		return func() {
 			n.log.Debug("no handler and no inbox; message taken as it is", "id", id, "type", r.Msg.Message.Type)
-			_ = n.taken(id)
+			_ = n.handled(id)
 		}, func() {}, nil
 	}
 	select {
@@ -147,7 +147,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 			if err := h(ctx, r); err != nil && r.Msg.Message.Type == protocol.TypeRequest {
 				_ = r.Fail(err)
 			}
-			if err := n.taken(id); err != nil {
+			if err := n.handled(id); err != nil {
 				n.log.Error("inbox: ack after handler", "id", id, "err", err.Error())
 			}
 		}()

@@ -20,6 +20,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -438,7 +439,7 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending %d, %v", len(pending), err)
 	}
-	b.engine.Redeliver(pending, nil)
+	b.engine.Redeliver(pending, delivery.Audited{})
 	if n := b.Inbox().Len(); n != 1 {
 		t.Fatalf("the inbox holds the message %d times", n)
 	}

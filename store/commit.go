@@ -1,7 +1,9 @@
 package store
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,10 +32,19 @@ import (
 //
 // A write returns only when the commit that carried it has returned (committed and, unless
 // WithNoSync, fsynced), or with the error that stopped it.
+//
+// A lazy write (batchLazy: DeliveredLazily, AckLazily) is one whose loss in a crash costs
+// nothing but a repetition, or that its caller keeps a record of elsewhere, so it need not be
+// durable on its own: it starts no commit, and rides in the next commit of other writes,
+// which carries every lazy write waiting (in arrival order with its own writes). Only when
+// no commit comes within lazyDelay, or its caller's context ends, does it commit as any
+// write does. The commits a request/response used to make for its Delivered and its
+// handler's Ack (two of the four, issue 20) thus ride in the next request's.
 type group struct {
 	mu      sync.Mutex
 	running bool          // a leader is committing; new writes queue behind it
 	queue   []*call       // writes waiting for the next commit, in arrival order
+	lazy    []*call       // lazy writes waiting for a commit to ride in, in arrival order
 	full    chan struct{} // set while a leader waits for company: closed at BatchSize writes
 	last    int           // writes the last commit carried
 
@@ -44,6 +55,7 @@ type group struct {
 	commits      int
 	queued       int
 	waits        int
+	lazyAlone    int // lazy writes that found no commit to ride in and joined the queue
 }
 
 // call is one write waiting in the group.
@@ -63,7 +75,12 @@ type outcome struct {
 // its commit fails, the rest run again without it), so it must reset what it sets outside
 // tx; it must not start transactions of its own.
 func (s *Store) batch(fn func(*bolt.Tx) error) error {
-	c := &call{fn: fn, done: make(chan outcome, 1), at: time.Now()}
+	return s.join(&call{fn: fn, done: make(chan outcome, 1), at: time.Now()})
+}
+
+// join queues c for the next commit, leads it when no commit is in flight, and returns c's
+// result.
+func (s *Store) join(c *call) error {
 	g := &s.group
 	g.mu.Lock()
 	g.queue = append(g.queue, c)
@@ -108,11 +125,9 @@ func (s *Store) lead(arrived time.Time) {
 		g.mu.Lock()
 		g.full = nil
 	}
-	n := min(len(g.queue), s.cfg.batchSize)
+	calls := g.take(s.cfg.batchSize)
+	n := len(calls)
 	g.last = n
-	calls := make([]*call, n)
-	copy(calls, g.queue)
-	g.queue = append(g.queue[:0], g.queue[n:]...)
 	g.commits++
 	hook := g.beforeCommit
 	g.mu.Unlock()
@@ -127,6 +142,51 @@ func (s *Store) lead(arrived time.Time) {
 		g.running = false
 	}
 	g.mu.Unlock()
+}
+
+// take removes from the queue and the lazy writes what the next commit carries: at most
+// limit queued writes, then lazy ones up to limit in all, in arrival order. g.mu is held.
+func (g *group) take(limit int) []*call {
+	n := min(len(g.queue), limit)
+	k := min(len(g.lazy), limit-n)
+	calls := make([]*call, 0, n+k)
+	calls = append(append(calls, g.queue[:n]...), g.lazy[:k]...)
+	g.queue = append(g.queue[:0], g.queue[n:]...)
+	g.lazy = append(g.lazy[:0], g.lazy[k:]...)
+	if k > 0 {
+		slices.SortStableFunc(calls, func(a, b *call) int { return a.at.Compare(b.at) })
+	}
+	return calls
+}
+
+// batchLazy runs fn like batch, as a lazy write (see group): it waits for the next commit of
+// other writes and rides in it, or commits as batch does after lazyDelay or when ctx ends.
+// It returns once the commit that carried it has returned.
+func (s *Store) batchLazy(ctx context.Context, fn func(*bolt.Tx) error) error {
+	c := &call{fn: fn, done: make(chan outcome, 1), at: time.Now()}
+	g := &s.group
+	g.mu.Lock()
+	g.lazy = append(g.lazy, c)
+	g.mu.Unlock()
+	t := time.NewTimer(s.cfg.lazyDelay)
+	defer t.Stop()
+	select {
+	case o := <-c.done:
+		return o.err
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	g.mu.Lock()
+	i := slices.Index(g.lazy, c)
+	if i < 0 { // a commit took it meanwhile
+		g.mu.Unlock()
+		return (<-c.done).err
+	}
+	g.lazy = slices.Delete(g.lazy, i, i+1)
+	g.lazyAlone++
+	g.mu.Unlock()
+	c.at = time.Now()
+	return s.join(c)
 }
 
 // commitAll runs calls in one transaction and sends each its result. When one fails, the
@@ -161,10 +221,14 @@ func (s *Store) commitAll(calls []*call) {
 }
 
 // busyCommit is the fewest writes of the last commit that make the store busy: 4, more than
-// the two writes a round trip makes in one store at once (a request's Delivered and the
-// next one's Put), so sequential round trips never wait for company, even on a loaded
-// machine where their writes overlap.
+// the writes a round trip makes in one store at once (a request's AcceptAll and the last
+// one's lazy Ack, or a Put and a lazy Delivered), so sequential round trips never wait for
+// company, even on a loaded machine where their writes overlap.
 const busyCommit = 4
+
+// DefaultLazyDelay is the longest a lazy write (DeliveredLazily, AckLazily) waits for a commit of other
+// writes to ride in before it commits on its own: 100 ms.
+const DefaultLazyDelay = 100 * time.Millisecond
 
 // safely runs fn, turning a panic into an error, so that one write's bug fails that write
 // and does not leave the writes queued behind it waiting for ever.

@@ -7,7 +7,8 @@
 // Put, Accept, Ack, Delivered, Reschedule, RetryNow and RememberGossip go through the
 // store's group commit (commit.go): a write with no commit in flight commits at once, and the
 // writes that arrive during a commit share the next one and its fsync. A call that returns
-// nil has been committed and, unless the store was opened WithNoSync, fsynced.
+// nil has been committed and, unless the store was opened WithNoSync, fsynced. The lazy
+// writes (DeliveredLazily, AckLazily) make no commit of their own: they ride in the next one.
 //
 // The store reads the clock only where it stamps a time of its own (enqueued at, received
 // at); every decision that depends on time (Due, Expired, PurgeSeen) takes now from the

@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -206,11 +207,24 @@ func (s *Store) Pending() ([]InboxEntry, error) {
 // Ack removes a message the local agent has taken. Its id stays in the seen set until the
 // message expires, so a late retransmission is still a duplicate. Ack returns ErrNotFound if
 // the message is not in the inbox (already acknowledged).
-func (s *Store) Ack(id string) error {
+func (s *Store) Ack(id string) error { return s.ack(id, s.batch) }
+
+// AckLazily is Ack as a lazy write (commit.go): the removal starts no commit of its own but
+// rides in the next commit of another write (the next AcceptAll, say), or commits on its own
+// when none comes within DefaultLazyDelay or ctx ends. It returns once committed. For a caller
+// that keeps its own record that the message was taken, which a restart goes by (the node's
+// audit log: delivery.Engine.TakenLazily); without one, a removal lost in a crash offers the
+// message again.
+func (s *Store) AckLazily(ctx context.Context, id string) error {
+	return s.ack(id, func(fn func(*bolt.Tx) error) error { return s.batchLazy(ctx, fn) })
+}
+
+// ack removes the inbox entry of id through write (batch or batchLazy).
+func (s *Store) ack(id string, write func(func(*bolt.Tx) error) error) error {
 	var size int64
 	var peer string
 	var found bool
-	err := s.batch(func(tx *bolt.Tx) error {
+	err := write(func(tx *bolt.Tx) error {
 		found, size, peer = false, 0, ""
 		ids := tx.Bucket(bktInboxID)
 		seq := ids.Get([]byte(id))

@@ -49,6 +49,7 @@ type config struct {
 	maxInboxBytes     int64
 	batchDelay        time.Duration
 	batchSize         int
+	lazyDelay         time.Duration // how long a lazy write waits for company (commit.go)
 	lockTimeout       time.Duration
 	maxSenderBytes    int64
 	senderSet         bool // WithMaxSenderInboxBytes was given
@@ -63,6 +64,7 @@ func defaults() config {
 		maxInboxBytes:     DefaultMaxInboxBytes,
 		batchDelay:        DefaultBatchDelay,
 		batchSize:         DefaultBatchSize,
+		lazyDelay:         DefaultLazyDelay,
 		lockTimeout:       DefaultLockTimeout,
 		now:               time.Now,
 		log:               slog.New(slog.DiscardHandler),

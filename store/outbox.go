@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -63,18 +64,55 @@ func rcptPrefix(recipient string) []byte { return append([]byte(recipient), 0) }
 // which matches ErrQueueFull and protocol.ErrRateLimited). Putting an id that is already
 // queued is a no-op that returns nil, so a caller may retry a Put whose result it lost.
 func (s *Store) Put(m *protocol.Message, raw []byte) error {
+	p, err := s.PreparePut(m, raw)
+	if err != nil {
+		return err
+	}
+	return p.Commit()
+}
+
+// PreparedPut is an outgoing message that PreparePut checked and counted against the limits
+// but did not store. Exactly one of its methods must be called, once: until then its bytes
+// count against the limits.
+type PreparedPut interface {
+	// Commit stores the message and returns what Put returns after its checks: nil once it
+	// is committed (and fsynced unless WithNoSync), or the failure of the commit. It gives
+	// the bytes back when the commit fails or finds the id queued already.
+	Commit() error
+	// Abandon gives the bytes back and stores nothing: for a message whose recipient
+	// acknowledged (or refused) it before it needed to be stored.
+	Abandon()
+}
+
+// PreparePut is Put in two steps. It checks m and counts it against the limits, and refuses
+// it as Put does, storing nothing; the PreparedPut's Commit then stores it. Put is
+// PreparePut followed by Commit. A caller may send m on the wire before or while it commits
+// (delivery.Engine.Send does), and tells its agent that m is queued only once Commit
+// returned nil.
+func (s *Store) PreparePut(m *protocol.Message, raw []byte) (PreparedPut, error) {
 	now := s.cfg.now()
-	e := OutboxEntry{
+	e := &OutboxEntry{
 		MessageID: m.Envelope.MessageID, Recipient: m.Envelope.Recipient.AgentID,
 		Raw: raw, EnqueuedAt: now, ExpiresAt: m.Expires(), NextAttemptAt: now,
 	}
 	if err := checkMessage(e.MessageID, e.Recipient, e.ExpiresAt, now, len(raw)); err != nil {
-		return err
+		return nil, err
 	}
-	size := e.Size()
-	if err := s.reserveOutbox(e.Recipient, size); err != nil {
-		return err
+	if err := s.reserveOutbox(e.Recipient, e.Size()); err != nil {
+		return nil, err
 	}
+	return &preparedPut{s: s, e: e}, nil
+}
+
+// preparedPut is the store's PreparedPut: e's bytes are reserved.
+type preparedPut struct {
+	s *Store
+	e *OutboxEntry
+}
+
+// Commit stores e (PreparedPut.Commit).
+func (p *preparedPut) Commit() error {
+	s, e := p.s, p.e
 	var existed bool
 	err := s.batch(func(tx *bolt.Tx) error {
 		existed = false
@@ -88,13 +126,16 @@ func (s *Store) Put(m *protocol.Message, raw []byte) error {
 			return err
 		}
 		e.Seq = seq
-		return putOutbox(tx, &e)
+		return putOutbox(tx, e)
 	})
 	if err != nil || existed {
-		s.releaseOutbox(e.Recipient, size)
+		s.releaseOutbox(e.Recipient, e.Size())
 	}
 	return s.wrap("put", err)
 }
+
+// Abandon gives e's bytes back (PreparedPut.Abandon).
+func (p *preparedPut) Abandon() { p.s.releaseOutbox(p.e.Recipient, p.e.Size()) }
 
 func checkMessage(id, recipient string, expires, now time.Time, size int) error {
 	if _, err := uuid.Parse(id); err != nil {
@@ -278,9 +319,25 @@ func (s *Store) RetryNow(recipient string, now time.Time) (int, error) {
 
 // Delivered removes the entry once its receipt arrived. It reports whether an entry was
 // removed (false: already delivered or expired), so that a caller records delivery once.
+// When it returns the removal is committed (and fsynced unless WithNoSync).
 func (s *Store) Delivered(id string) (bool, error) {
+	return s.delivered(id, s.batch)
+}
+
+// DeliveredLazily is Delivered as a lazy write (commit.go): the removal starts no commit of
+// its own but rides in the next commit of another write (the next Put, say), or commits on
+// its own when none comes within DefaultLazyDelay or ctx ends. It returns once committed.
+// For the removal of a message the recipient acknowledged: losing it in a crash only means
+// that the message is delivered once more after the restart, and the recipient, which
+// remembers its id, answers DUPLICATE.
+func (s *Store) DeliveredLazily(ctx context.Context, id string) (bool, error) {
+	return s.delivered(id, func(fn func(*bolt.Tx) error) error { return s.batchLazy(ctx, fn) })
+}
+
+// delivered removes the entry of id through write (batch or batchLazy).
+func (s *Store) delivered(id string, write func(func(*bolt.Tx) error) error) (bool, error) {
 	var removed *OutboxEntry
-	err := s.batch(func(tx *bolt.Tx) error {
+	err := write(func(tx *bolt.Tx) error {
 		removed = nil
 		e, err := getOutbox(tx, []byte(id))
 		if err != nil || e == nil {
