@@ -85,8 +85,8 @@ func (c checker) object(k string, required bool) (checker, bool, error) {
 		}
 		return checker{}, false, nil
 	}
-	var m Members
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+	m := payloadOf(raw)
+	if m == nil {
 		return checker{}, false, invalid(c.d, c.path(k), "must be a JSON object")
 	}
 	return checker{d: c.d, prefix: c.inner(k), m: m, pointer: c.pointer}, true, nil
@@ -178,8 +178,8 @@ func (c checker) objects(k string) ([]checker, error) {
 	}
 	out := make([]checker, len(a))
 	for i, e := range a {
-		var m Members
-		if json.Unmarshal(e, &m) != nil || m == nil {
+		m := payloadOf(e)
+		if m == nil {
 			return nil, invalid(c.d, c.elem(k, i), "must be a JSON object")
 		}
 		out[i] = checker{d: c.d, prefix: c.elem(k, i) + c.sep(), m: m, pointer: c.pointer}

@@ -178,8 +178,24 @@ func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // topNames returns the names of the members of the JSON object doc, skipping their values.
 // Like parseObject it refuses a document that is no object or repeats a member (at the top:
-// the rest is Decode's to check), with the same errors.
+// the rest is Decode's to check), with the same errors. One pass of protocol's scanner reads a
+// valid document; encoding/json reads the others.
 func topNames(doc []byte) (map[string]struct{}, error) {
+	names := map[string]struct{}{}
+	isObject, err := protocol.ObjectMembers(doc, func(name string, _ []byte) { names[strings.Clone(name)] = struct{}{} })
+	switch {
+	case err == nil && isObject:
+		return names, nil
+	case err == nil:
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "document must be a JSON object")
+	}
+	// What protocol's scanner refuses, encoding/json may read (a nested duplicate, a number
+	// beyond a double): it decides, member by member, as it always did.
+	return topNamesSlow(doc)
+}
+
+// topNamesSlow is topNames with encoding/json's reader, which checks duplicates at the top only.
+func topNamesSlow(doc []byte) (map[string]struct{}, error) {
 	notJSON := func(err error) error {
 		return protocol.Errorf(protocol.CodePayloadInvalid, "document is not valid JSON: %v", err)
 	}
@@ -213,23 +229,6 @@ func topNames(doc []byte) (map[string]struct{}, error) {
 		return nil, notJSON(fmt.Errorf("data after the top-level value"))
 	}
 	return names, nil
-}
-
-// parseObject checks that doc is one RFC 8259 JSON object (no duplicate member, numbers a
-// double holds: protocol.CanonicalJSON's rules) and returns its members.
-func parseObject(d Dialect, doc []byte) (Members, error) {
-	what := "document"
-	if d != "" {
-		what = string(d) + " document"
-	}
-	if _, err := protocol.CanonicalJSON(doc); err != nil {
-		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)
-	}
-	var m Members
-	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
-		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s must be a JSON object", what)
-	}
-	return m, nil
 }
 
 // codec is one dialect's translator.
@@ -332,8 +331,13 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// sameJSON reports whether two JSON values are canonically equal.
+// sameJSON reports whether two JSON values are canonically equal. Equal bytes are, when
+// protocol.CanonicalJSON accepts them: that is checked without writing the canonical form.
 func sameJSON(a, b []byte) bool {
+	if bytes.Equal(a, b) {
+		_, err := protocol.ObjectMembers(a, func(string, []byte) {})
+		return err == nil
+	}
 	ca, err1 := protocol.CanonicalJSON(a)
 	cb, err2 := protocol.CanonicalJSON(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)

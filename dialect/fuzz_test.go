@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"bytes"
+	"encoding/json"
 	"testing"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -26,6 +27,9 @@ func fuzzDecode(f *testing.F, d Dialect) {
 			}
 			return
 		}
+		if got, err := marshal(dec.Members); err != nil || !bytes.Equal(got, mustMarshal(t, dec.Members)) {
+			t.Fatalf("marshal = %s, %v; json.Marshal writes %s", got, err, mustMarshal(t, dec.Members))
+		}
 		draft, err := ToIACP(dec, now)
 		if err != nil {
 			if protocol.CodeOf(err) != protocol.CodeTimeout {
@@ -48,6 +52,15 @@ func fuzzDecode(f *testing.F, d Dialect) {
 			t.Fatalf("round trip differs:\n got %s\nwant %s", canonical(t, back), canonical(t, doc))
 		}
 	})
+}
+
+// mustMarshal is json.Marshal(m), which marshal must equal.
+func mustMarshal(t *testing.T, m Members) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func FuzzDecodeIaCP1(f *testing.F)   { fuzzDecode(f, IaCP1) }

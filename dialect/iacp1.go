@@ -242,7 +242,7 @@ func (iacp1) derive(v *view) (Members, error) {
 	if v.To == protocol.Broadcast {
 		doc["recipient"] = raw(map[string]bool{"broadcast": true})
 	} else {
-		doc["recipient"] = raw(map[string]string{"agent_id": v.To})
+		doc["recipient"] = raw(Members{"agent_id": raw(v.To)})
 	}
 	if v.Correlation != "" {
 		if iacp1Kinds[mt].t == protocol.TypeRequest || iacp1Kinds[mt].t == protocol.TypeEvent {

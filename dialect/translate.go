@@ -114,8 +114,8 @@ func fitPayload(payload json.RawMessage, fit map[string]any, ext *Extension) (js
 	if len(fit) == 0 {
 		return payload, nil
 	}
-	var p Members
-	if err := json.Unmarshal(payload, &p); err != nil || p == nil {
+	p := payloadOf(payload)
+	if p == nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s document: payload must be a JSON object", ext.Name)
 	}
 	for _, k := range sortedKeys(fit) {
@@ -137,7 +137,7 @@ func fitPayload(payload json.RawMessage, fit map[string]any, ext *Extension) (js
 		}
 		p[k] = want
 	}
-	return json.Marshal(p)
+	return marshal(p)
 }
 
 // unfitPayload undoes fitPayload.
@@ -145,8 +145,8 @@ func unfitPayload(payload json.RawMessage, ext *Extension) (json.RawMessage, err
 	if len(ext.PayloadReplaced) == 0 && len(ext.PayloadAdded) == 0 {
 		return payload, nil
 	}
-	var p Members
-	if err := json.Unmarshal(payload, &p); err != nil || p == nil {
+	p := payloadOf(payload)
+	if p == nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "the IACP payload is not a JSON object")
 	}
 	for _, k := range ext.PayloadAdded {
@@ -155,7 +155,7 @@ func unfitPayload(payload json.RawMessage, ext *Extension) (json.RawMessage, err
 	for k, v := range ext.PayloadReplaced {
 		p[k] = v
 	}
-	return json.Marshal(p)
+	return marshal(p)
 }
 
 // FromIACP writes msg as a document of the target dialect. When msg carries an extension of
@@ -203,7 +203,7 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 			}
 		}
 	}
-	out, err := json.Marshal(doc)
+	out, err := marshal(doc)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the %s document: %w", target, err)
 	}
@@ -229,15 +229,6 @@ func viewOf(msg *protocol.Message) *view {
 		v.Permissions, v.AuthToken = sec.Permissions, sec.AuthToken
 	}
 	return v
-}
-
-// payloadOf decodes a payload object's members (nil when it is not an object).
-func payloadOf(raw json.RawMessage) Members {
-	var p Members
-	if json.Unmarshal(raw, &p) != nil {
-		return nil
-	}
-	return p
 }
 
 // str returns a member's string value, or "" when it is absent or not a string.
@@ -267,10 +258,17 @@ func plain(b []byte) bool {
 	return true
 }
 
-// raw encodes v as a member value; v is always encodable (strings, bools, numbers, Members).
+// raw encodes v as a member value, as json.Marshal does; v is always encodable (strings,
+// bools, numbers, Members).
 func raw(v any) json.RawMessage {
-	if s, ok := v.(string); ok && plain([]byte(s)) {
-		return json.RawMessage(`"` + s + `"`)
+	switch v := v.(type) {
+	case string:
+		if plain([]byte(v)) {
+			return json.RawMessage(`"` + v + `"`)
+		}
+	case Members:
+		b, _ := marshal(v)
+		return b
 	}
 	b, _ := json.Marshal(v)
 	return b

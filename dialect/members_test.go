@@ -1,0 +1,68 @@
+package dialect
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// marshal writes what json.Marshal writes, for plain members and for those it must escape or
+// compact: names and values with <, >, &, U+2028, control characters, invalid UTF-8, white
+// space inside and outside strings, and null. (Its values are valid JSON: it does not check.)
+func TestMarshal_IsJSONMarshal(t *testing.T) {
+	values := []string{`"a"`, `1`, `{"b":[1,2]}`, `"a b"`, ` {"b" : [1, 2]} `, `"<&>"`, "\"\u2028\u2029\"", `"\u2028"`,
+		`"\"x\\\" y"`, `{"a":"\\"}`, "[\n1\t]", `null`, `"é"`, `{"z":1,"a":2}`}
+	names := []string{"a", "", "<b>", "a&b", "é", "\u2028", "tab\t", "\xff", `q"`, "zz", "A"}
+	m := Members{}
+	for i, v := range values {
+		m[names[i%len(names)]+strings.Repeat("_", i)] = json.RawMessage(v)
+	}
+	m["nil"] = nil
+	for _, members := range []Members{nil, {}, m, {"one": json.RawMessage(`"1"`)}} {
+		got, err := marshal(members)
+		want, werr := json.Marshal(members)
+		if err != nil || werr != nil || !bytes.Equal(got, want) {
+			t.Errorf("marshal(%v) = %s, %v\njson.Marshal: %s, %v", members, got, err, want, werr)
+		}
+	}
+}
+
+// A document is split into the members encoding/json finds, verbatim, that do not alias the
+// caller's bytes; what encoding/json reads but protocol refuses (a nested duplicate) is still
+// read where encoding/json read it before: payloadOf and Recognise.
+func TestParseObject_SplitsAndOwnsItsCopy(t *testing.T) {
+	doc := []byte(`{ "a" : {"x": [1, 2]}, "b":"s" , "\u0063":null}`)
+	m, err := parseObject(ElizaOS, doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"a": `{"x": [1, 2]}`, "b": `"s"`, "c": `null`}
+	if len(m) != len(want) {
+		t.Fatalf("members %v, want %v", m, want)
+	}
+	for k, v := range want {
+		if string(m[k]) != v {
+			t.Errorf("member %s = %s, want %s", k, m[k], v)
+		}
+	}
+	copy(doc, bytes.Repeat([]byte{' '}, len(doc)))
+	if string(m["b"]) != `"s"` {
+		t.Error("the members alias the caller's document")
+	}
+	for _, bad := range []string{`{"a":{"x":1,"x":2}}`, `{"n":9007199254740993}`} {
+		_, err := parseObject(ElizaOS, []byte(bad))
+		_, cerr := protocol.CanonicalJSON([]byte(bad))
+		if err == nil || cerr == nil || !strings.HasSuffix(err.Error(), "elizaos document is not valid JSON: "+cerr.Error()) {
+			t.Errorf("parseObject(%s) = %v; want CanonicalJSON's refusal %v", bad, err, cerr)
+		}
+		if payloadOf([]byte(bad)) == nil {
+			t.Errorf("payloadOf(%s): encoding/json reads it", bad)
+		}
+		if d, err := Recognise([]byte(bad)); err == nil || !strings.Contains(err.Error(), "unknown") {
+			t.Errorf("Recognise(%s) = %s, %v; want it read, and no dialect", bad, d, err)
+		}
+	}
+}
