@@ -82,7 +82,7 @@ type Draft struct {
 
 // Message returns the unsigned IACP message of the draft; seal it with a protocol.Builder.
 func (d *Draft) Message() (*protocol.Message, error) {
-	ext, err := json.Marshal(d.Extension)
+	ext, err := marshalExtension(&d.Extension)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the extension: %w", err)
 	}
@@ -179,10 +179,11 @@ func (*skipped) UnmarshalJSON([]byte) error { return nil }
 // topNames returns the names of the members of the JSON object doc, skipping their values.
 // Like parseObject it refuses a document that is no object or repeats a member (at the top:
 // the rest is Decode's to check), with the same errors. One pass of protocol's scanner reads a
-// valid document; encoding/json reads the others.
+// valid document; encoding/json reads the others. The names may point into doc.
 func topNames(doc []byte) (map[string]struct{}, error) {
 	names := map[string]struct{}{}
-	isObject, err := protocol.ObjectMembers(doc, func(name string, _ []byte) { names[strings.Clone(name)] = struct{}{} })
+	// The names may point into doc, which the caller holds while it reads them.
+	isObject, err := protocol.ObjectMembers(doc, func(name string, _ []byte) { names[name] = struct{}{} })
 	switch {
 	case err == nil && isObject:
 		return names, nil

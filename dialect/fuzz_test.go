@@ -37,6 +37,9 @@ func fuzzDecode(f *testing.F, d Dialect) {
 			}
 			return
 		}
+		if got, err := marshalExtension(&draft.Extension); err != nil || !bytes.Equal(got, mustMarshal(t, draft.Extension)) {
+			t.Fatalf("marshalExtension = %s, %v; json.Marshal writes %s", got, err, mustMarshal(t, draft.Extension))
+		}
 		m, err := draft.Message()
 		if err != nil {
 			t.Fatal(err)
@@ -54,8 +57,8 @@ func fuzzDecode(f *testing.F, d Dialect) {
 	})
 }
 
-// mustMarshal is json.Marshal(m), which marshal must equal.
-func mustMarshal(t *testing.T, m Members) []byte {
+// mustMarshal is json.Marshal(m), which marshal and marshalExtension must equal.
+func mustMarshal(t *testing.T, m any) []byte {
 	b, err := json.Marshal(m)
 	if err != nil {
 		t.Fatal(err)

@@ -62,10 +62,8 @@ func payloadOf(raw []byte) Members {
 	return p
 }
 
-// marshal is json.Marshal(m), without reflection when every name and value is plain: the
-// members sorted by name, each value compact, with <, > and & escaped. The values must be
-// valid JSON, as every value of a parsed document or of raw is: marshal does not check them
-// (FromIACP decodes what it writes anyway).
+// marshal is json.Marshal(m), without reflection: the members sorted by name, each value
+// compact (checked by encoding/json's own Compact), with <, > and & escaped.
 func marshal(m Members) ([]byte, error) {
 	if m == nil {
 		return []byte("null"), nil
@@ -74,62 +72,105 @@ func marshal(m Members) ([]byte, error) {
 	for k, v := range m {
 		size += len(k) + len(v) + 4
 	}
-	return appendMembers(make([]byte, 0, size), m)
+	b := bytes.NewBuffer(make([]byte, 0, size))
+	if err := writeMembers(b, m); err != nil {
+		return nil, err
+	}
+	return b.Bytes(), nil
 }
 
-// appendMembers appends marshal(m) for a non-nil m.
-func appendMembers(dst []byte, m Members) ([]byte, error) {
-	dst = append(dst, '{')
+// writeMembers writes marshal(m) for a non-nil m.
+func writeMembers(b *bytes.Buffer, m Members) error {
+	b.WriteByte('{')
 	for i, k := range sortedKeys(m) {
 		if i > 0 {
-			dst = append(dst, ',')
+			b.WriteByte(',')
 		}
-		dst = appendName(dst, k)
-		dst = append(dst, ':')
-		v := m[k]
-		if !compactPlain(v) {
-			var err error
-			if v, err = json.Marshal(v); err != nil {
+		writeString(b, k)
+		b.WriteByte(':')
+		if err := writeValue(b, m[k]); err != nil {
+			return err
+		}
+	}
+	b.WriteByte('}')
+	return nil
+}
+
+// writeString writes s as json.Marshal writes a string.
+func writeString(b *bytes.Buffer, s string) {
+	if plain([]byte(s)) {
+		b.WriteByte('"')
+		b.WriteString(s)
+		b.WriteByte('"')
+		return
+	}
+	enc, _ := json.Marshal(s) // a string always encodes
+	b.Write(enc)
+}
+
+// writeValue writes v as json.Marshal writes a json.RawMessage: compact, and checked. Only a
+// value holding a byte it escapes (<, >, &, the first of U+2028 and U+2029), or none, takes
+// json.Marshal itself.
+func writeValue(b *bytes.Buffer, v json.RawMessage) error {
+	if len(v) > 0 && !htmlEscaped(v) {
+		return json.Compact(b, v)
+	}
+	enc, err := json.Marshal(v)
+	if err == nil {
+		b.Write(enc)
+	}
+	return err
+}
+
+// htmlEscaped reports whether v holds a byte that json.Marshal escapes in a value: <, >, &,
+// or 0xE2, with which U+2028 and U+2029 begin.
+func htmlEscaped(v []byte) bool {
+	for _, c := range v {
+		if c == '<' || c == '>' || c == '&' || c == 0xE2 {
+			return true
+		}
+	}
+	return false
+}
+
+// marshalExtension is json.Marshal(ext), written as marshal writes Members.
+func marshalExtension(ext *Extension) ([]byte, error) {
+	b := bytes.NewBuffer(make([]byte, 0, 256))
+	b.WriteString(`{"name":`)
+	writeString(b, string(ext.Name))
+	if ext.Priority != "" {
+		b.WriteString(`,"priority":`)
+		writeString(b, ext.Priority)
+	}
+	for _, f := range []struct {
+		name    string
+		members Members
+		names   []string
+	}{{"members", ext.Members, nil}, {"absent", nil, ext.Absent},
+		{"payload_replaced", ext.PayloadReplaced, nil}, {"payload_added", nil, ext.PayloadAdded}} {
+		switch {
+		case len(f.members) > 0:
+			b.WriteString(`,"` + f.name + `":`)
+			if err := writeMembers(b, f.members); err != nil {
 				return nil, err
 			}
-		}
-		dst = append(dst, v...)
-	}
-	return append(dst, '}'), nil
-}
-
-// appendName appends k as json.Marshal writes a member name.
-func appendName(dst []byte, k string) []byte {
-	if plain([]byte(k)) {
-		dst = append(dst, '"')
-		dst = append(dst, k...)
-		return append(dst, '"')
-	}
-	b, _ := json.Marshal(k) // a string always encodes
-	return append(dst, b...)
-}
-
-// compactPlain reports whether v, a valid JSON value, is what json.Marshal writes for it as a
-// json.RawMessage: not empty, no white space outside strings, and none of the bytes it escapes
-// (<, >, &, and the first byte of U+2028 and U+2029).
-func compactPlain(v []byte) bool {
-	if len(v) == 0 {
-		return false
-	}
-	inString, escaped := false, false
-	for _, c := range v {
-		switch {
-		case c == '<' || c == '>' || c == '&' || c == 0xE2:
-			return false
-		case inString && escaped:
-			escaped = false
-		case inString && c == '\\':
-			escaped = true
-		case c == '"':
-			inString = !inString
-		case !inString && (c == ' ' || c == '\t' || c == '\n' || c == '\r'):
-			return false
+		case len(f.names) > 0:
+			b.WriteString(`,"` + f.name + `":`)
+			writeStrings(b, f.names)
 		}
 	}
-	return true
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// writeStrings writes a JSON array of strings.
+func writeStrings(b *bytes.Buffer, names []string) {
+	b.WriteByte('[')
+	for i, s := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeString(b, s)
+	}
+	b.WriteByte(']')
 }

@@ -11,7 +11,7 @@ import (
 
 // marshal writes what json.Marshal writes, for plain members and for those it must escape or
 // compact: names and values with <, >, &, U+2028, control characters, invalid UTF-8, white
-// space inside and outside strings, and null. (Its values are valid JSON: it does not check.)
+// space inside and outside strings, and null; and it refuses what json.Marshal refuses.
 func TestMarshal_IsJSONMarshal(t *testing.T) {
 	values := []string{`"a"`, `1`, `{"b":[1,2]}`, `"a b"`, ` {"b" : [1, 2]} `, `"<&>"`, "\"\u2028\u2029\"", `"\u2028"`,
 		`"\"x\\\" y"`, `{"a":"\\"}`, "[\n1\t]", `null`, `"é"`, `{"z":1,"a":2}`}
@@ -21,10 +21,11 @@ func TestMarshal_IsJSONMarshal(t *testing.T) {
 		m[names[i%len(names)]+strings.Repeat("_", i)] = json.RawMessage(v)
 	}
 	m["nil"] = nil
-	for _, members := range []Members{nil, {}, m, {"one": json.RawMessage(`"1"`)}} {
+	for _, members := range []Members{nil, {}, m, {"one": json.RawMessage(`"1"`)}, {"a": json.RawMessage(`{`)},
+		{"a": json.RawMessage(`"<"`), "b": json.RawMessage(`{"x":}`)}, {"a": json.RawMessage{}}} {
 		got, err := marshal(members)
 		want, werr := json.Marshal(members)
-		if err != nil || werr != nil || !bytes.Equal(got, want) {
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
 			t.Errorf("marshal(%v) = %s, %v\njson.Marshal: %s, %v", members, got, err, want, werr)
 		}
 	}
@@ -63,6 +64,21 @@ func TestParseObject_SplitsAndOwnsItsCopy(t *testing.T) {
 		}
 		if d, err := Recognise([]byte(bad)); err == nil || !strings.Contains(err.Error(), "unknown") {
 			t.Errorf("Recognise(%s) = %s, %v; want it read, and no dialect", bad, d, err)
+		}
+	}
+}
+
+// An extension is written as json.Marshal writes it, whichever members it has.
+func TestMarshalExtension_IsJSONMarshal(t *testing.T) {
+	for _, ext := range []Extension{{Name: ElizaOS}, {Name: "a<b", Priority: "high"},
+		{Name: A2ACP, Members: Members{"b": json.RawMessage(`1`), "a": json.RawMessage(` "x" `)}, Absent: []string{"z", "<y>"},
+			PayloadReplaced: Members{"status": json.RawMessage(`"done"`)}, PayloadAdded: []string{"status"}},
+		{Name: IaCP1, Members: Members{}, Absent: []string{}, PayloadAdded: []string{"code", "message"}},
+		{Name: IaCP1, Members: Members{"bad": json.RawMessage(`{`)}}} {
+		got, err := marshalExtension(&ext)
+		want, werr := json.Marshal(ext)
+		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
+			t.Errorf("marshalExtension(%+v) = %s, %v\njson.Marshal: %s, %v", ext, got, err, want, werr)
 		}
 	}
 }
