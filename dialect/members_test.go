@@ -3,8 +3,11 @@ package dialect
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -79,6 +82,19 @@ func TestMarshalExtension_IsJSONMarshal(t *testing.T) {
 		want, werr := json.Marshal(ext)
 		if (err == nil) != (werr == nil) || !bytes.Equal(got, want) {
 			t.Errorf("marshalExtension(%+v) = %s, %v\njson.Marshal: %s, %v", ext, got, err, want, werr)
+		}
+	}
+}
+
+// The A2ACP schema's instance is read as jsonschema.UnmarshalJSON reads it: numbers as
+// json.Number, at every depth, whatever the escapes.
+func TestSchemaValue_IsUnmarshalJSON(t *testing.T) {
+	for _, v := range []string{`"a"`, `"\u00e9\n"`, `"\ud800"`, `-1.5e3`, `9007199254740993`, `true`, `false`, `null`,
+		`{"a":{"b":{"c":[1,{"d":2}]}},"e":"f","g":[]}`, `[1,"2",[3]]`, `{}`, `{"a":1,"a":2}`, `{"\u0061":"\u0062"}`} {
+		got, err := schemaValue([]byte(v), 0)
+		want, werr := jsonschema.UnmarshalJSON(strings.NewReader(v))
+		if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+			t.Errorf("schemaValue(%s) = %#v, %v; UnmarshalJSON: %#v, %v", v, got, err, want, werr)
 		}
 	}
 }
