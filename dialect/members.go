@@ -3,6 +3,7 @@ package dialect
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -21,7 +22,7 @@ func parseObject(d Dialect, doc []byte) (Members, error) {
 	if d != "" {
 		what = string(d) + " document"
 	}
-	m, isObject, err := splitObject(bytes.Clone(doc))
+	m, isObject, err := splitObject(bytes.Clone(doc), true)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)
 	}
@@ -32,11 +33,15 @@ func parseObject(d Dialect, doc []byte) (Members, error) {
 }
 
 // splitObject validates raw as parseObject does and, when it is an object, returns its members
-// as views of raw (capped, so that an append to one never writes into the next).
-func splitObject(raw []byte) (m Members, isObject bool, err error) {
+// as views of raw (capped, so that an append to one never writes into the next). Their names
+// are copies when own is set, else they may point into raw too.
+func splitObject(raw []byte, own bool) (m Members, isObject bool, err error) {
 	m = Members{}
 	isObject, err = protocol.ObjectMembers(raw, func(name string, v []byte) {
-		m[strings.Clone(name)] = v[:len(v):len(v)]
+		if own {
+			name = strings.Clone(name)
+		}
+		m[name] = v[:len(v):len(v)]
 	})
 	if err != nil || !isObject {
 		return nil, isObject, err
@@ -45,11 +50,12 @@ func splitObject(raw []byte) (m Members, isObject bool, err error) {
 }
 
 // payloadOf decodes a JSON object's members (nil when raw is not an object), as
-// json.Unmarshal into Members does: the members are views of raw. What protocol's scanner
-// refuses but encoding/json reads (a duplicate member, a number beyond a double) is read by
-// encoding/json, as before.
+// json.Unmarshal into Members does, for the caller to read while it holds raw: the members,
+// and their names, may be views of raw (copy a name to keep it beyond raw's use). What
+// protocol's scanner refuses but encoding/json reads (a duplicate member, a number beyond a
+// double) is read by encoding/json, as before.
 func payloadOf(raw []byte) Members {
-	if m, isObject, err := splitObject(raw); err == nil {
+	if m, isObject, err := splitObject(raw, false); err == nil {
 		if !isObject {
 			return nil
 		}
@@ -81,8 +87,14 @@ func marshal(m Members) ([]byte, error) {
 
 // writeMembers writes marshal(m) for a non-nil m.
 func writeMembers(b *bytes.Buffer, m Members) error {
+	var stack [16]string
+	keys := stack[:0]
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys) // as json.Marshal sorts names: by their bytes
 	b.WriteByte('{')
-	for i, k := range sortedKeys(m) {
+	for i, k := range keys {
 		if i > 0 {
 			b.WriteByte(',')
 		}
@@ -112,6 +124,10 @@ func writeString(b *bytes.Buffer, s string) {
 // value holding a byte it escapes (<, >, &, the first of U+2028 and U+2029), or none, takes
 // json.Marshal itself.
 func writeValue(b *bytes.Buffer, v json.RawMessage) error {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
+		b.Write(v) // a string that is as json.Marshal writes it, as most values are
+		return nil
+	}
 	if len(v) > 0 && !htmlEscaped(v) {
 		return json.Compact(b, v)
 	}
