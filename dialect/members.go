@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -15,19 +16,23 @@ import (
 // plain case.
 
 // parseObject checks that doc is one RFC 8259 JSON object (no duplicate member at any level,
-// numbers a double holds: protocol.CanonicalJSON's rules, whose errors it gives) and returns
-// its members: views of one copy of doc, so that the caller's bytes are not kept.
+// numbers a double holds: protocol.CanonicalJSON's rules, whose errors it gives) in UTF-8, as
+// protocol.DecodeJSON requires of an IACP document, and returns its members: views of one copy
+// of doc, so that the caller's bytes are not kept. (A member name in invalid UTF-8 could not
+// come back: the extension, JSON, names it in UTF-8.)
 func parseObject(d Dialect, doc []byte) (Members, error) {
 	what := "document"
 	if d != "" {
 		what = string(d) + " document"
 	}
 	m, isObject, err := splitObject(bytes.Clone(doc), true)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)
-	}
-	if !isObject {
+	case !isObject:
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s must be a JSON object", what)
+	case !utf8.Valid(doc):
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid UTF-8", what)
 	}
 	return m, nil
 }

@@ -98,3 +98,14 @@ func TestSchemaValue_IsUnmarshalJSON(t *testing.T) {
 		}
 	}
 }
+
+// A document in invalid UTF-8 is refused, as IACP's decoder refuses one: a member name in it
+// could not come back from the extension (testdata/fuzz/FuzzDecodeIaCP1 found one).
+func TestParseObject_RefusesInvalidUTF8(t *testing.T) {
+	for _, doc := range []string{"{\"\x81\":{}}", "{\"a\":\"\xff\"}"} {
+		_, err := Decode(ElizaOS, []byte(doc))
+		if protocol.CodeOf(err) != protocol.CodePayloadInvalid || !strings.Contains(err.Error(), "elizaos document is not valid UTF-8") {
+			t.Errorf("Decode(%q) = %v, want PAYLOAD_INVALID: not valid UTF-8", doc, err)
+		}
+	}
+}
