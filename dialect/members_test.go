@@ -109,3 +109,20 @@ func TestParseObject_RefusesInvalidUTF8(t *testing.T) {
 		}
 	}
 }
+
+// sameJSON finds values canonically equal as protocol.CanonicalJSON does, whether their bytes
+// are equal or not, and never equal when either is refused (equal bytes included).
+func TestSameJSON_IsCanonicalEquality(t *testing.T) {
+	values := []string{`{"a":"x y","b":[1,2]}`, ` { "a" : "x y" , "b" : [ 1 , 2 ] } `, `{"b":[1,2],"a":"x\u0020y"}`,
+		`{"a":"xy","b":[1,2]}`, `[1 2]`, `[12]`, `"a b"`, `1.0`, `1`, `{"a":1,"a":1}`, ``, `9007199254740993`}
+	for _, a := range values {
+		for _, b := range values {
+			ca, err1 := protocol.CanonicalJSON([]byte(a))
+			cb, err2 := protocol.CanonicalJSON([]byte(b))
+			want := err1 == nil && err2 == nil && bytes.Equal(ca, cb)
+			if got := sameJSON([]byte(a), []byte(b)); got != want {
+				t.Errorf("sameJSON(%s, %s) = %v, want %v", a, b, got, want)
+			}
+		}
+	}
+}
