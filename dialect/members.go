@@ -41,15 +41,25 @@ func parseObject(d Dialect, doc []byte) (Members, error) {
 // as views of raw (capped, so that an append to one never writes into the next). Their names
 // are copies when own is set, else they may point into raw too.
 func splitObject(raw []byte, own bool) (m Members, isObject bool, err error) {
-	m = Members{}
+	// The members are listed first, so that the map is made once, of its size.
+	type member struct {
+		name string
+		v    []byte
+	}
+	var stack [16]member
+	list := stack[:0]
 	isObject, err = protocol.ObjectMembers(raw, func(name string, v []byte) {
-		if own {
-			name = strings.Clone(name)
-		}
-		m[name] = v[:len(v):len(v)]
+		list = append(list, member{name, v[:len(v):len(v)]})
 	})
 	if err != nil || !isObject {
 		return nil, isObject, err
+	}
+	m = make(Members, len(list))
+	for _, e := range list {
+		if own {
+			e.name = strings.Clone(e.name)
+		}
+		m[e.name] = e.v
 	}
 	return m, true, nil
 }
