@@ -275,6 +275,19 @@ func Decode(d Dialect, doc []byte) (*Document, error) {
 	return &Document{Dialect: d, Members: m}, nil
 }
 
+// check is Decode's verdict on doc, without the Document: its members are read in place.
+func check(d Dialect, doc []byte) error {
+	c, err := codecOf(d)
+	if err != nil {
+		return err
+	}
+	m, err := readObject(d, doc, false)
+	if err != nil {
+		return err
+	}
+	return c.validate(m)
+}
+
 // DecodeRecognised is Recognise and Decode in one parse: it reads doc once, tells its dialect
 // by the member names, and checks it against that dialect's draft. An IACP document, or one
 // that marks no dialect, gives dialect IACP and no Document (decode it as IACP); one that

@@ -20,12 +20,19 @@ import (
 // protocol.DecodeJSON requires of an IACP document, and returns its members: views of one copy
 // of doc, so that the caller's bytes are not kept. (A member name in invalid UTF-8 could not
 // come back: the extension, JSON, names it in UTF-8.)
-func parseObject(d Dialect, doc []byte) (Members, error) {
+func parseObject(d Dialect, doc []byte) (Members, error) { return readObject(d, doc, true) }
+
+// readObject is parseObject; without own, the members and their names are views of doc.
+func readObject(d Dialect, doc []byte, own bool) (Members, error) {
 	what := "document"
 	if d != "" {
 		what = string(d) + " document"
 	}
-	m, isObject, err := splitObject(bytes.Clone(doc), true)
+	raw := doc
+	if own {
+		raw = bytes.Clone(doc)
+	}
+	m, isObject, err := splitObject(raw, own)
 	switch {
 	case err != nil:
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)

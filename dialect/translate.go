@@ -207,7 +207,7 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the %s document: %w", target, err)
 	}
-	if _, err := Decode(target, out); err != nil {
+	if err := check(target, out); err != nil {
 		return nil, inexpressible(target, "the translation breaks the draft: %v", err)
 	}
 	return out, nil
