@@ -1,13 +1,14 @@
 package dialect
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -45,35 +46,45 @@ func (c checker) elem(k string, i int) string {
 	return fmt.Sprintf("%s[%d]", c.path(k), i)
 }
 
-// str returns member k as a string; required says whether it must be present and non-empty.
-func (c checker) str(k string, required bool) (string, error) {
+// text returns member k's string value, unescaped (a view of the document when it holds no
+// escape, to read and not keep); required says whether it must be present and not blank.
+func (c checker) text(k string, required bool) ([]byte, error) {
 	raw, ok := c.m[k]
 	if !ok {
 		if required {
-			return "", invalid(c.d, c.path(k), "is required")
+			return nil, invalid(c.d, c.path(k), "is required")
 		}
-		return "", nil
+		return nil, nil
 	}
-	s, ok := unquote(raw)
+	b, ok := unquoteBytes(raw)
 	if !ok {
-		return "", invalid(c.d, c.path(k), "must be a string")
+		return nil, invalid(c.d, c.path(k), "must be a string")
 	}
-	if required && strings.TrimSpace(s) == "" {
-		return "", invalid(c.d, c.path(k), "must not be empty")
+	if required && len(bytes.TrimSpace(b)) == 0 {
+		return nil, invalid(c.d, c.path(k), "must not be empty")
 	}
-	return s, nil
+	return b, nil
 }
 
-// oneOf checks that member k, when present (or always, when required), is one of the values.
+// str returns member k as a string, as text checks it.
+func (c checker) str(k string, required bool) (string, error) {
+	b, err := c.text(k, required)
+	return string(b), err
+}
+
+// oneOf checks that member k, when present (or always, when required), is one of the values,
+// and returns it.
 func (c checker) oneOf(k string, required bool, values ...string) (string, error) {
-	s, err := c.str(k, required)
-	if err != nil {
+	b, err := c.text(k, required)
+	if _, present := c.m[k]; err != nil || !present {
 		return "", err
 	}
-	if _, present := c.m[k]; present && !slices.Contains(values, s) {
-		return "", invalid(c.d, c.path(k), "%q is not one of %s", clip(s), strings.Join(values, ", "))
+	for _, v := range values {
+		if string(b) == v {
+			return v, nil
+		}
 	}
-	return s, nil
+	return "", invalid(c.d, c.path(k), "%q is not one of %s", clip(string(b)), strings.Join(values, ", "))
 }
 
 // object returns member k as an object checker.
@@ -101,15 +112,15 @@ func (c checker) present(k string) error {
 }
 
 // uuid checks that member k is an RFC 9562 UUID (any version).
-func (c checker) uuid(k string) (string, error) {
-	s, err := c.str(k, true)
+func (c checker) uuid(k string) error {
+	b, err := c.text(k, true)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if !isUUID(s) {
-		return "", invalid(c.d, c.path(k), "%q is not a UUID (8-4-4-4-12 hex digits)", clip(s))
+	if _, perr := uuid.ParseBytes(b); perr != nil || len(b) != 36 {
+		return invalid(c.d, c.path(k), "%q is not a UUID (8-4-4-4-12 hex digits)", clip(string(b)))
 	}
-	return s, nil
+	return nil
 }
 
 // isUUID reports whether s is an RFC 9562 UUID (any version) in its 36-character form.
@@ -123,15 +134,15 @@ const maxIDLen = 128
 
 // id checks that member k, when present (or always, when required), is a non-empty string of
 // at most maxIDLen characters.
-func (c checker) id(k string, required bool) (string, error) {
-	s, err := c.str(k, required)
+func (c checker) id(k string, required bool) error {
+	b, err := c.text(k, required)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if _, present := c.m[k]; present && (strings.TrimSpace(s) == "" || len(s) > maxIDLen) {
-		return "", invalid(c.d, c.path(k), "must be a non-empty string of at most %d bytes", maxIDLen)
+	if _, present := c.m[k]; present && (len(bytes.TrimSpace(b)) == 0 || len(b) > maxIDLen) {
+		return invalid(c.d, c.path(k), "must be a non-empty string of at most %d bytes", maxIDLen)
 	}
-	return s, nil
+	return nil
 }
 
 // array returns member k's elements, verbatim; required says whether it must be present.
@@ -239,15 +250,15 @@ func (c checker) boolean(k string) (bool, error) {
 
 // agentID checks an agent id: a non-empty string of at most 64 characters (IaCP 1.0 section
 // 10.1's limit, which the ElizaOS draft does not contradict).
-func (c checker) agentID(k string) (string, error) {
-	s, err := c.str(k, true)
+func (c checker) agentID(k string) error {
+	b, err := c.text(k, true)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if len([]rune(s)) > 64 {
-		return "", invalid(c.d, c.path(k), "is %d characters; at most 64 are allowed", len([]rune(s)))
+	if n := utf8.RuneCount(b); n > 64 {
+		return invalid(c.d, c.path(k), "is %d characters; at most 64 are allowed", n)
 	}
-	return s, nil
+	return nil
 }
 
 // clip shortens a quoted value in an error message.

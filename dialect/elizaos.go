@@ -56,7 +56,7 @@ func (eliza) validate(m Members) error {
 	if major, _, _ := strings.Cut(v, "."); major != "0" {
 		return protocol.Errorf(protocol.CodeVersionUnsupported, "elizaos document: mcp_version %q is not supported; supported: 0.1.0", clip(v))
 	}
-	if _, err := c.uuid("message_id"); err != nil {
+	if err := c.uuid("message_id"); err != nil {
 		return err
 	}
 	perf, err := c.oneOf("performative", true, elizaPerformatives...)
@@ -68,17 +68,17 @@ func (eliza) validate(m Members) error {
 		if err != nil {
 			return err
 		}
-		if _, err := o.agentID("agent_id"); err != nil {
+		if err := o.agentID("agent_id"); err != nil {
 			return err
 		}
 	}
 	for _, k := range []string{"in_reply_to", "reply_with", "language", "ontology"} {
-		if _, err := c.str(k, false); err != nil {
+		if _, err := c.text(k, false); err != nil {
 			return err
 		}
 	}
 	kind := elizaKinds[perf]
-	if _, err := c.str("in_reply_to", kind.reply); err != nil {
+	if _, err := c.text("in_reply_to", kind.reply); err != nil {
 		return invalid(ElizaOS, "in_reply_to", "is required in a %s: set it to the message_id (or reply_with) of the message it answers", perf)
 	}
 	if _, err := c.time("timestamp", true); err != nil {
@@ -100,7 +100,7 @@ func elizaPayload(c checker, perf string) error {
 	}
 	switch perf {
 	case "TASK_REQUEST":
-		if _, err = p.str("task_type", true); err == nil {
+		if _, err = p.text("task_type", true); err == nil {
 			_, err = p.oneOf("priority", false, elizaPriorities...)
 		}
 	case "INFORM_RESULT":
@@ -111,10 +111,10 @@ func elizaPayload(c checker, perf string) error {
 		_, err = p.oneOf("status", false, "rejected")
 	case "FAILURE":
 		if _, err = p.oneOf("status", false, "failure"); err == nil {
-			_, err = p.str("error_text", true)
+			_, err = p.text("error_text", true)
 		}
 	case "NOT_UNDERSTOOD", "QUERY_REF":
-		_, err = p.str(kind.need, true)
+		_, err = p.text(kind.need, true)
 	case "INFORM_CAPABILITIES":
 		_, _, err = p.object("capabilities", true)
 	}

@@ -58,7 +58,7 @@ func (iacp1) validate(m Members) error {
 	if major, _, _ := strings.Cut(v, "."); major != "1" {
 		return protocol.Errorf(protocol.CodeVersionUnsupported, "iacp-1.0 document: iacp_version %q is not supported; supported: 1.0", clip(v))
 	}
-	if _, err := c.uuid("message_id"); err != nil {
+	if err := c.uuid("message_id"); err != nil {
 		return err
 	}
 	if _, err := c.time("timestamp", true); err != nil {
@@ -72,12 +72,12 @@ func (iacp1) validate(m Members) error {
 		return err
 	}
 	for _, k := range []string{"conversation_id", "parent_message_id"} {
-		if _, err := c.str(k, false); err != nil {
+		if _, err := c.text(k, false); err != nil {
 			return err
 		}
 	}
 	if iacp1Kinds[mt].reply {
-		if _, err := c.str("parent_message_id", true); err != nil {
+		if _, err := c.text("parent_message_id", true); err != nil {
 			return invalid(IaCP1, "parent_message_id", "is required in a %s: set it to the message_id of the request", mt)
 		}
 	}
@@ -92,7 +92,7 @@ func iacp1Parties(c checker) error {
 	if err != nil {
 		return err
 	}
-	if _, err := s.agentID("agent_id"); err != nil {
+	if err := s.agentID("agent_id"); err != nil {
 		return err
 	}
 	r, _, err := c.object("recipient", true)
@@ -104,7 +104,7 @@ func iacp1Parties(c checker) error {
 		return err
 	}
 	if _, has := r.m["agent_id"]; has || !broadcast {
-		if _, err := r.agentID("agent_id"); err != nil {
+		if err := r.agentID("agent_id"); err != nil {
 			return invalid(IaCP1, "recipient.agent_id", "is required unless recipient.broadcast is true (%v)", err)
 		}
 	}
@@ -140,7 +140,7 @@ func iacp1Payload(c checker, mt string) error {
 	}
 	switch mt {
 	case "task_request":
-		if _, err = p.str("task_type", true); err == nil {
+		if _, err = p.text("task_type", true); err == nil {
 			_, err = p.oneOf("priority", false, iacp1Priorities...)
 		}
 	case "task_response":
@@ -154,10 +154,10 @@ func iacp1Payload(c checker, mt string) error {
 	case "agent_register":
 		var info checker
 		if info, _, err = p.object("agent_info", true); err == nil {
-			_, err = info.agentID("agent_id")
+			err = info.agentID("agent_id")
 		}
 	case "tool_request", "context_share", "event_notification", "agent_discover", "workflow_start", "error_response":
-		_, err = p.str(kind.need, true)
+		_, err = p.text(kind.need, true)
 	}
 	return err
 }

@@ -247,6 +247,18 @@ func unquote(v json.RawMessage) (s string, ok bool) {
 	return s, json.Unmarshal(v, &s) == nil
 }
 
+// unquoteBytes is unquote, giving a view of v when the string holds no escape.
+func unquoteBytes(v []byte) ([]byte, bool) {
+	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
+		return v[1 : n-1], true
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
+}
+
 // plain reports whether b is the inside of a JSON string that needs no escaping, as
 // json.Marshal writes it: printable ASCII without ", \, <, > and &.
 func plain(b []byte) bool {
