@@ -177,7 +177,7 @@ func (eliza) derive(v *view) (Members, error) {
 	}
 	elizaFillPayload(perf, v, p)
 	doc := Members{"mcp_version": raw("0.1.0"), "message_id": raw(v.MessageID), "performative": raw(perf),
-		"sender": raw(Members{"agent_id": raw(v.From)}), "receiver": raw(Members{"agent_id": raw(v.To)}),
+		"sender": agentObject(v.From), "receiver": agentObject(v.To),
 		"timestamp": raw(v.Timestamp), "payload": raw(p)}
 	if v.Correlation != "" {
 		if elizaKinds[perf].reply {

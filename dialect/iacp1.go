@@ -238,11 +238,11 @@ func (iacp1) derive(v *view) (Members, error) {
 	}
 	iacp1FillPayload(mt, p)
 	doc := Members{"iacp_version": raw("1.0"), "message_id": raw(v.MessageID), "timestamp": raw(v.Timestamp),
-		"sender": raw(Members{"agent_id": raw(v.From)}), "message_type": raw(mt), "payload": raw(p)}
+		"sender": agentObject(v.From), "message_type": raw(mt), "payload": raw(p)}
 	if v.To == protocol.Broadcast {
 		doc["recipient"] = raw(map[string]bool{"broadcast": true})
 	} else {
-		doc["recipient"] = raw(Members{"agent_id": raw(v.To)})
+		doc["recipient"] = agentObject(v.To)
 	}
 	if v.Correlation != "" {
 		if iacp1Kinds[mt].t == protocol.TypeRequest || iacp1Kinds[mt].t == protocol.TypeEvent {

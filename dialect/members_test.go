@@ -126,3 +126,12 @@ func TestSameJSON_IsCanonicalEquality(t *testing.T) {
 		}
 	}
 }
+
+// agentObject writes what raw writes for an object of one agent_id, escapes included.
+func TestAgentObject_IsRaw(t *testing.T) {
+	for _, id := range []string{"a", "", "ns:h:n", "<&>", "é\u2028", "q\"\\", "\xff"} {
+		if got, want := agentObject(id), raw(Members{"agent_id": raw(id)}); !bytes.Equal(got, want) {
+			t.Errorf("agentObject(%q) = %s, want %s", id, got, want)
+		}
+	}
+}

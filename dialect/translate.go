@@ -286,6 +286,13 @@ func raw(v any) json.RawMessage {
 	return b
 }
 
+// agentObject is raw(Members{"agent_id": raw(id)}), {"agent_id":"id"}, without the map.
+func agentObject(id string) json.RawMessage {
+	v := raw(id)
+	b := make(json.RawMessage, 0, len(v)+13)
+	return append(append(append(b, `{"agent_id":`...), v...), '}')
+}
+
 // AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
 // correlated to. An ACP v2 AgentResponse's commandId is the command's own id: the message id,
 // or the id the document carried when it was no UUID (kept in the extension). An IaCP 1.0
