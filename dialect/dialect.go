@@ -313,26 +313,45 @@ func DecodeRecognised(doc []byte) (Dialect, *Document, error) {
 
 // recognise is Recognise over parsed members; "" when none marks a dialect.
 func recognise[V any](m map[string]V) (Dialect, error) {
-	var found []Dialect
-	var why []string
+	var found Dialect
+	var first string
+	var why []string // "name (dialect)" of each mark, once there are two
 	for _, r := range recognisers {
 		for _, name := range r.members {
-			if _, ok := m[name]; ok {
-				found = append(found, r.d)
-				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
-				break
+			if _, ok := m[name]; !ok {
+				continue
 			}
+			if found == "" {
+				found, first = r.d, name
+			} else {
+				if why == nil {
+					why = []string{fmt.Sprintf("%s (%s)", first, found)}
+				}
+				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
+			}
+			break
 		}
 	}
-	switch len(found) {
-	case 0:
-		return "", nil
-	case 1:
-		return found[0], nil
+	if why == nil {
+		return found, nil
 	}
 	return "", protocol.Errorf(protocol.CodePayloadInvalid,
 		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
 		strings.Join(why, " and "))
+}
+
+// validJSON reports whether protocol.CanonicalJSON accepts v, without writing its canonical
+// form.
+func validJSON(v []byte) bool {
+	_, err := protocol.ObjectMembers(v, func(string, []byte) {})
+	return err == nil
+}
+
+// plainString reports whether v is a JSON string that holds no escape and no byte that
+// json.Marshal escapes (plain).
+func plainString(v []byte) bool {
+	n := len(v)
+	return n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1])
 }
 
 // sortedKeys returns m's names, sorted.
@@ -348,9 +367,11 @@ func sortedKeys[V any](m map[string]V) []string {
 // sameJSON reports whether two JSON values are canonically equal. Equal bytes are, when
 // protocol.CanonicalJSON accepts them: that is checked without writing the canonical form.
 func sameJSON(a, b []byte) bool {
+	if plainString(a) && plainString(b) { // each its own canonical form
+		return bytes.Equal(a, b)
+	}
 	if bytes.Equal(a, b) {
-		_, err := protocol.ObjectMembers(a, func(string, []byte) {})
-		return err == nil
+		return validJSON(a)
 	}
 	ca, err1 := protocol.CanonicalJSON(a)
 	cb, err2 := protocol.CanonicalJSON(b)

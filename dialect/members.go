@@ -146,7 +146,7 @@ func writeString(b *bytes.Buffer, s string) {
 // value holding a byte it escapes (<, >, &, the first of U+2028 and U+2029), or none, takes
 // json.Marshal itself.
 func writeValue(b *bytes.Buffer, v json.RawMessage) error {
-	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
+	if plainString(v) {
 		b.Write(v) // a string that is as json.Marshal writes it, as most values are
 		return nil
 	}

@@ -2,6 +2,7 @@ package dialect
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -92,19 +93,20 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 	if err != nil {
 		derived = Members{} // the document is kept whole in the extension
 	}
-	for _, k := range sortedKeys(doc.Members) {
-		if dv, ok := derived[k]; !ok || !sameJSON(dv, doc.Members[k]) {
+	for k, v := range doc.Members {
+		if dv, ok := derived[k]; !ok || !sameJSON(dv, v) {
 			if ext.Members == nil {
 				ext.Members = Members{}
 			}
-			ext.Members[k] = doc.Members[k]
+			ext.Members[k] = v
 		}
 	}
-	for _, k := range sortedKeys(derived) {
+	for k := range derived {
 		if _, ok := doc.Members[k]; !ok {
 			ext.Absent = append(ext.Absent, k)
 		}
 	}
+	slices.Sort(ext.Absent)
 	d.Extension = ext
 	return d, nil
 }
@@ -241,16 +243,16 @@ func str(m Members, k string) string {
 // escapes, what nearly every member holds, is sliced out rather than decoded: translation
 // reads dozens of members a document.
 func unquote(v json.RawMessage) (s string, ok bool) {
-	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
-		return string(v[1 : n-1]), true
+	if plainString(v) {
+		return string(v[1 : len(v)-1]), true
 	}
 	return s, json.Unmarshal(v, &s) == nil
 }
 
 // unquoteBytes is unquote, giving a view of v when the string holds no escape.
 func unquoteBytes(v []byte) ([]byte, bool) {
-	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
-		return v[1 : n-1], true
+	if plainString(v) {
+		return v[1 : len(v)-1], true
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
