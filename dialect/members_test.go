@@ -135,3 +135,16 @@ func TestAgentObject_IsRaw(t *testing.T) {
 		}
 	}
 }
+
+// unquote reads a member as json.Unmarshal into a string does, null and absence included.
+func TestUnquote_IsJSONUnmarshal(t *testing.T) {
+	for _, v := range []string{``, `"a"`, `"a\u0062"`, `"<é>"`, `null`, `true`, `false`, `1`, `-1`, `{}`, `[]`, ` "a"`, `"a`, `nul`, `x`} {
+		var want string
+		werr := json.Unmarshal([]byte(v), &want)
+		got, ok := unquote(json.RawMessage(v))
+		gotb, okb := unquoteBytes([]byte(v))
+		if ok != (werr == nil) || got != want || okb != ok || string(gotb) != got {
+			t.Errorf("unquote(%q) = %q, %v and %q, %v; json.Unmarshal: %q, %v", v, got, ok, gotb, okb, want, werr)
+		}
+	}
+}

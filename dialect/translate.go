@@ -3,6 +3,7 @@ package dialect
 import (
 	"encoding/json"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -243,16 +244,28 @@ func str(m Members, k string) string {
 // escapes, what nearly every member holds, is sliced out rather than decoded: translation
 // reads dozens of members a document.
 func unquote(v json.RawMessage) (s string, ok bool) {
-	if plainString(v) {
+	switch {
+	case plainString(v):
 		return string(v[1 : len(v)-1]), true
+	case notString(v):
+		return "", false
 	}
 	return s, json.Unmarshal(v, &s) == nil
 }
 
+// notString reports whether v is, for encoding/json, certainly no string (nor null, which it
+// reads as an unchanged one): absent, or beginning as no string does. Nothing to decode.
+func notString(v []byte) bool {
+	return len(v) == 0 || strings.IndexByte("{[tf-0123456789", v[0]) >= 0
+}
+
 // unquoteBytes is unquote, giving a view of v when the string holds no escape.
 func unquoteBytes(v []byte) ([]byte, bool) {
-	if plainString(v) {
+	switch {
+	case plainString(v):
 		return v[1 : len(v)-1], true
+	case notString(v):
+		return nil, false
 	}
 	var s string
 	if json.Unmarshal(v, &s) != nil {
