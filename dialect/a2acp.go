@@ -173,12 +173,12 @@ func (a2acp) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
 	p := payloadOf(payload)
 	t := a2acpTypes[mt]
 	d := &Draft{Type: t, Intent: a2acpIntent(t, intent), MessageID: str(m, "message_id"), Payload: payload,
-		Sender: str(payloadOf(m["source_agent"]), "agent_id"), To: str(payloadOf(m["target_agent"]), "agent_id")}
+		Sender: strField(m["source_agent"], "agent_id"), To: strField(m["target_agent"], "agent_id")}
 	d.CorrelationID = str(p, "correlation_id")
 	if id := str(payloadOf(p["error"]), "correlation_id"); id != "" && t == protocol.TypeError {
 		d.CorrelationID = id
 	}
-	d.Security.AuthToken = str(payloadOf(m["security"]), "auth_token")
+	d.Security.AuthToken = strField(m["security"], "auth_token")
 	return d, a2acpFit(t, intent, p), nil
 }
 

@@ -249,7 +249,7 @@ func acpResponseDraft(m Members, d *Draft) map[string]any {
 		}
 		msg := str(e, "message")
 		if msg == "" {
-			msg = str(payloadOf(m["results"]), "summary")
+			msg = strField(m["results"], "summary")
 		}
 		if msg == "" {
 			msg = "the command's status is " + status

@@ -50,6 +50,11 @@ func (c checker) elem(k string, i int) string {
 // escape, to read and not keep); required says whether it must be present and not blank.
 func (c checker) text(k string, required bool) ([]byte, error) {
 	raw, ok := c.m[k]
+	return c.textOf(k, raw, ok, required)
+}
+
+// textOf is text of member k, given its value raw and whether it is present.
+func (c checker) textOf(k string, raw []byte, ok, required bool) ([]byte, error) {
 	if !ok {
 		if required {
 			return nil, invalid(c.d, c.path(k), "is required")
@@ -101,6 +106,20 @@ func (c checker) object(k string, required bool) (checker, bool, error) {
 		return checker{}, false, invalid(c.d, c.path(k), "must be a JSON object")
 	}
 	return checker{d: c.d, prefix: c.inner(k), m: m, pointer: c.pointer}, true, nil
+}
+
+// agent checks that member k is an object whose agent_id is an agent id: object(k, true) and
+// agentID("agent_id") in one, reading that member only (field), without a map.
+func (c checker) agent(k string) error {
+	raw, ok := c.m[k]
+	if !ok {
+		return invalid(c.d, c.path(k), "is required (a JSON object)")
+	}
+	v, found, isObject := field(raw, "agent_id")
+	if !isObject {
+		return invalid(c.d, c.path(k), "must be a JSON object")
+	}
+	return checker{d: c.d, prefix: c.inner(k), pointer: c.pointer}.agentIDOf("agent_id", v, found)
 }
 
 // present checks that member k is there, whatever its value.
@@ -251,7 +270,13 @@ func (c checker) boolean(k string) (bool, error) {
 // agentID checks an agent id: a non-empty string of at most 64 characters (IaCP 1.0 section
 // 10.1's limit, which the ElizaOS draft does not contradict).
 func (c checker) agentID(k string) error {
-	b, err := c.text(k, true)
+	raw, ok := c.m[k]
+	return c.agentIDOf(k, raw, ok)
+}
+
+// agentIDOf is agentID of member k, given its value raw and whether it is present.
+func (c checker) agentIDOf(k string, raw []byte, ok bool) error {
+	b, err := c.textOf(k, raw, ok, true)
 	if err != nil {
 		return err
 	}

@@ -64,11 +64,7 @@ func (eliza) validate(m Members) error {
 		return err
 	}
 	for _, k := range []string{"sender", "receiver"} {
-		o, _, err := c.object(k, true)
-		if err != nil {
-			return err
-		}
-		if err := o.agentID("agent_id"); err != nil {
+		if err := c.agent(k); err != nil {
 			return err
 		}
 	}
@@ -127,18 +123,24 @@ var elizaPriority = map[string]string{"low": "low", "medium": "normal", "high": 
 func (eliza) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
 	perf := str(m, "performative")
 	kind := elizaKinds[perf]
-	p := payloadOf(m["payload"])
 	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"],
-		Sender: str(payloadOf(m["sender"]), "agent_id"), To: str(payloadOf(m["receiver"]), "agent_id"), Priority: elizaPriority[str(p, "priority")]}
+		Sender: strField(m["sender"], "agent_id"), To: strField(m["receiver"], "agent_id"),
+		Priority: elizaPriority[strField(m["payload"], "priority")]}
 	d.CorrelationID = str(m, "in_reply_to")
 	if d.CorrelationID == "" {
 		d.CorrelationID = str(m, "reply_with")
 	}
-	return d, elizaFit(perf, p), nil
+	return d, elizaFit(perf, m["payload"]), nil
 }
 
-// elizaFit returns the payload members IACP needs for a performative.
-func elizaFit(perf string, p Members) map[string]any {
+// elizaFit returns the payload members IACP needs for a performative; payload is read only
+// for those that need it.
+func elizaFit(perf string, payload []byte) map[string]any {
+	var p Members
+	switch perf {
+	case "INFORM_RESULT", "FAILURE", "NOT_UNDERSTOOD":
+		p = payloadOf(payload)
+	}
 	switch perf {
 	case "TASK_ACCEPT", "INFORM_CAPABILITIES":
 		return map[string]any{"status": protocol.ResponseAccepted}

@@ -88,11 +88,7 @@ func (iacp1) validate(m Members) error {
 }
 
 func iacp1Parties(c checker) error {
-	s, _, err := c.object("sender", true)
-	if err != nil {
-		return err
-	}
-	if err := s.agentID("agent_id"); err != nil {
+	if err := c.agent("sender"); err != nil {
 		return err
 	}
 	r, _, err := c.object("recipient", true)
@@ -166,7 +162,7 @@ func (iacp1) toIACP(m Members, now time.Time) (*Draft, map[string]any, error) {
 	mt := str(m, "message_type")
 	kind := iacp1Kinds[mt]
 	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"],
-		Sender: str(payloadOf(m["sender"]), "agent_id")}
+		Sender: strField(m["sender"], "agent_id")}
 	recipient := payloadOf(m["recipient"])
 	var broadcast bool
 	_ = json.Unmarshal(recipient["broadcast"], &broadcast)

@@ -90,6 +90,29 @@ func payloadOf(raw []byte) Members {
 	return p
 }
 
+// field is payloadOf(raw)[name] without the map: the value of member name of the object raw
+// (a view of raw), whether it is there, and whether raw is an object at all.
+func field(raw []byte, name string) (v []byte, found, isObject bool) {
+	isObject, err := protocol.ObjectMembers(raw, func(n string, val []byte) {
+		if n == name {
+			v, found = val[:len(val):len(val)], true
+		}
+	})
+	if err != nil {
+		m := payloadOf(raw)
+		v, found = m[name]
+		return v, found, m != nil
+	}
+	return v, found, isObject
+}
+
+// strField is str(payloadOf(raw), name), without the map.
+func strField(raw []byte, name string) string {
+	v, _, _ := field(raw, name)
+	s, _ := unquote(v)
+	return s
+}
+
 // marshal is json.Marshal(m), without reflection: the members sorted by name, each value
 // compact (checked by encoding/json's own Compact), with <, > and & escaped.
 func marshal(m Members) ([]byte, error) {

@@ -148,3 +148,17 @@ func TestUnquote_IsJSONUnmarshal(t *testing.T) {
 		}
 	}
 }
+
+// field finds what payloadOf finds, where protocol's scanner reads the object and where only
+// encoding/json does (a duplicate member: the last one).
+func TestField_IsPayloadOf(t *testing.T) {
+	for _, raw := range []string{`{"agent_id":"a","x":1}`, `{"x":1}`, `{}`, `[1]`, `"s"`, ``, `{"agent_id":"a","agent_id":"b"}`,
+		`{"\u0061gent_id":"c"}`, `{"agent_id":{"agent_id":"d"}}`, `{"agent_id":`} {
+		m := payloadOf([]byte(raw))
+		want, wantFound := m["agent_id"]
+		v, found, isObject := field([]byte(raw), "agent_id")
+		if !bytes.Equal(v, want) || found != wantFound || isObject != (m != nil) {
+			t.Errorf("field(%s) = %s, %v, %v; payloadOf: %s, %v, %v", raw, v, found, isObject, want, wantFound, m != nil)
+		}
+	}
+}
