@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -17,12 +16,13 @@ import (
 
 // parseObject checks that doc is one RFC 8259 JSON object (no duplicate member at any level,
 // numbers a double holds: protocol.CanonicalJSON's rules, whose errors it gives) in UTF-8, as
-// protocol.DecodeJSON requires of an IACP document, and returns its members: views of one copy
-// of doc, so that the caller's bytes are not kept. (A member name in invalid UTF-8 could not
-// come back: the extension, JSON, names it in UTF-8.)
+// protocol.DecodeJSON requires of an IACP document, and returns its members: they and their
+// names are views of one copy of doc, so that the caller's bytes are not kept, which nothing
+// writes (a value is capped: an append to it copies). (A member name in invalid UTF-8 could
+// not come back: the extension, JSON, names it in UTF-8.)
 func parseObject(d Dialect, doc []byte) (Members, error) { return readObject(d, doc, true) }
 
-// readObject is parseObject; without own, the members and their names are views of doc.
+// readObject is parseObject; without own, the members and their names are views of doc itself.
 func readObject(d Dialect, doc []byte, own bool) (Members, error) {
 	what := "document"
 	if d != "" {
@@ -32,7 +32,7 @@ func readObject(d Dialect, doc []byte, own bool) (Members, error) {
 	if own {
 		raw = bytes.Clone(doc)
 	}
-	m, isObject, err := splitObject(raw, own)
+	m, isObject, err := splitObject(raw)
 	switch {
 	case err != nil:
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)
@@ -46,8 +46,8 @@ func readObject(d Dialect, doc []byte, own bool) (Members, error) {
 
 // splitObject validates raw as parseObject does and, when it is an object, returns its members
 // as views of raw (capped, so that an append to one never writes into the next). Their names
-// are copies when own is set, else they may point into raw too.
-func splitObject(raw []byte, own bool) (m Members, isObject bool, err error) {
+// may point into raw too.
+func splitObject(raw []byte) (m Members, isObject bool, err error) {
 	// The members are listed first, so that the map is made once, of its size.
 	type member struct {
 		name string
@@ -63,9 +63,6 @@ func splitObject(raw []byte, own bool) (m Members, isObject bool, err error) {
 	}
 	m = make(Members, len(list))
 	for _, e := range list {
-		if own {
-			e.name = strings.Clone(e.name)
-		}
 		m[e.name] = e.v
 	}
 	return m, true, nil
@@ -77,7 +74,7 @@ func splitObject(raw []byte, own bool) (m Members, isObject bool, err error) {
 // protocol's scanner refuses but encoding/json reads (a duplicate member, a number beyond a
 // double) is read by encoding/json, as before.
 func payloadOf(raw []byte) Members {
-	if m, isObject, err := splitObject(raw, false); err == nil {
+	if m, isObject, err := splitObject(raw); err == nil {
 		if !isObject {
 			return nil
 		}

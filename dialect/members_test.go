@@ -53,8 +53,8 @@ func TestParseObject_SplitsAndOwnsItsCopy(t *testing.T) {
 		}
 	}
 	copy(doc, bytes.Repeat([]byte{' '}, len(doc)))
-	if string(m["b"]) != `"s"` {
-		t.Error("the members alias the caller's document")
+	if string(m["b"]) != `"s"` || string(m["a"]) != `{"x": [1, 2]}` {
+		t.Error("the members, or their names, alias the caller's document")
 	}
 	for _, bad := range []string{`{"a":{"x":1,"x":2}}`, `{"n":9007199254740993}`} {
 		_, err := parseObject(ElizaOS, []byte(bad))
