@@ -119,6 +119,9 @@ func (c checker) agent(k string) error {
 	if !isObject {
 		return invalid(c.d, c.path(k), "must be a JSON object")
 	}
+	if (checker{d: c.d}).agentIDOf("agent_id", v, found) == nil {
+		return nil // no error to name the member in: its path is not written
+	}
 	return checker{d: c.d, prefix: c.inner(k), pointer: c.pointer}.agentIDOf("agent_id", v, found)
 }
 

@@ -152,7 +152,7 @@ func writeMembers(b *bytes.Buffer, m Members) error {
 
 // writeString writes s as json.Marshal writes a string.
 func writeString(b *bytes.Buffer, s string) {
-	if plain([]byte(s)) {
+	if plainText(s) {
 		b.WriteByte('"')
 		b.WriteString(s)
 		b.WriteByte('"')

@@ -278,19 +278,37 @@ func unquoteBytes(v []byte) ([]byte, bool) {
 // json.Marshal writes it: printable ASCII without ", \, <, > and &.
 func plain(b []byte) bool {
 	for _, c := range b {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !plainByte[c] {
 			return false
 		}
 	}
 	return true
 }
 
+// plainText is plain for a string (without converting it, which would copy a long one).
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// plainByte tells the bytes plain allows.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
 // raw encodes v as a member value, as json.Marshal does; v is always encodable (strings,
 // bools, numbers, Members).
 func raw(v any) json.RawMessage {
 	switch v := v.(type) {
 	case string:
-		if plain([]byte(v)) {
+		if plainText(v) {
 			return json.RawMessage(`"` + v + `"`)
 		}
 	case Members:
