@@ -79,7 +79,7 @@ func (a2acp) validate(m Members) error {
 		return err
 	}
 	c := checker{d: A2ACP, prefix: "/", m: m, pointer: true}
-	if _, err := c.uuid("message_id"); err != nil {
+	if err := c.uuid("message_id"); err != nil {
 		return err
 	}
 	for _, k := range []string{"source_agent", "target_agent"} {
@@ -87,10 +87,10 @@ func (a2acp) validate(m Members) error {
 		if err != nil {
 			return err
 		}
-		if _, err := a.agentID("agent_id"); err != nil {
+		if err := a.agentID("agent_id"); err != nil {
 			return err
 		}
-		if _, err := a.str("domain", true); err != nil {
+		if _, err := a.text("domain", true); err != nil {
 			return err
 		}
 	}
@@ -135,7 +135,7 @@ func a2acpPayload(c checker) error {
 	case !ok:
 		return nil
 	}
-	if _, err := p.id("correlation_id", false); err != nil {
+	if err := p.id("correlation_id", false); err != nil {
 		return err
 	}
 	if !isError {
@@ -151,7 +151,7 @@ func a2acpPayload(c checker) error {
 	if _, err := e.oneOf("code", true, a2acpCodes...); err != nil {
 		return err
 	}
-	if _, err := e.str("message", true); err != nil {
+	if _, err := e.text("message", true); err != nil {
 		return err
 	}
 	if err := e.present("retry_after"); err != nil {
@@ -160,7 +160,7 @@ func a2acpPayload(c checker) error {
 	if _, _, err := e.number("retry_after", 0, math.MaxInt32); err != nil {
 		return err
 	}
-	_, err = e.id("correlation_id", false)
+	err = e.id("correlation_id", false)
 	return err
 }
 
@@ -173,12 +173,12 @@ func (a2acp) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
 	p := payloadOf(payload)
 	t := a2acpTypes[mt]
 	d := &Draft{Type: t, Intent: a2acpIntent(t, intent), MessageID: str(m, "message_id"), Payload: payload,
-		Sender: str(payloadOf(m["source_agent"]), "agent_id"), To: str(payloadOf(m["target_agent"]), "agent_id")}
+		Sender: strField(m["source_agent"], "agent_id"), To: strField(m["target_agent"], "agent_id")}
 	d.CorrelationID = str(p, "correlation_id")
 	if id := str(payloadOf(p["error"]), "correlation_id"); id != "" && t == protocol.TypeError {
 		d.CorrelationID = id
 	}
-	d.Security.AuthToken = str(payloadOf(m["security"]), "auth_token")
+	d.Security.AuthToken = strField(m["security"], "auth_token")
 	return d, a2acpFit(t, intent, p), nil
 }
 
@@ -317,7 +317,7 @@ func a2acpFillPayload(v *view, p Members) {
 	if _, err := ec.oneOf("code", true, a2acpCodes...); err != nil {
 		e["code"] = raw(a2acpCode(code))
 	}
-	if _, err := ec.str("message", true); err != nil {
+	if _, err := ec.text("message", true); err != nil {
 		msg := str(p, "message")
 		if strings.TrimSpace(msg) == "" {
 			msg = a2acpCodeText(code)

@@ -3,6 +3,7 @@ package dialect
 import (
 	"bytes"
 	_ "embed" // the A2ACP draft's schema
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -52,8 +53,7 @@ func a2acpSchemaCheck(m Members) error {
 	}
 	inst := make(map[string]any, len(m))
 	for k, v := range m {
-		// UnmarshalJSON keeps numbers as json.Number, which the validator expects.
-		if inst[k], err = jsonschema.UnmarshalJSON(bytes.NewReader(v)); err != nil {
+		if inst[k], err = schemaValue(v, 0); err != nil {
 			return invalid(A2ACP, pointer([]string{k}), "is not valid JSON: %v", err)
 		}
 	}
@@ -61,6 +61,48 @@ func a2acpSchemaCheck(m Members) error {
 		return schemaProblem(err)
 	}
 	return nil
+}
+
+// schemaValue is jsonschema.UnmarshalJSON(raw): the value as the validator expects it, numbers
+// as json.Number. The top two levels, which the schema reads, are built from protocol's
+// scanner, that reads them at depth 0 and 1 anyway; a deeper object or array, and anything
+// the scanner refuses, is left to UnmarshalJSON itself.
+func schemaValue(raw []byte, depth int) (any, error) {
+	if len(raw) > 0 {
+		switch c := raw[0]; {
+		case c == '{' && depth < 2:
+			if obj, ok := schemaObject(raw, depth); ok {
+				return obj, nil
+			}
+		case c == '"':
+			if s, ok := unquote(raw); ok {
+				return s, nil
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			if _, err := protocol.ObjectMembers(raw, func(string, []byte) {}); err == nil {
+				return json.Number(raw), nil
+			}
+		case string(raw) == "true", string(raw) == "false":
+			return raw[0] == 't', nil
+		case string(raw) == "null":
+			return nil, nil
+		}
+	}
+	// UnmarshalJSON keeps numbers as json.Number, which the validator expects.
+	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+}
+
+// schemaObject is schemaValue of an object at depth; ok is false when protocol's scanner
+// refuses it.
+func schemaObject(raw []byte, depth int) (map[string]any, bool) {
+	obj := map[string]any{}
+	var ferr error
+	isObject, err := protocol.ObjectMembers(raw, func(name string, v []byte) {
+		if ferr == nil {
+			obj[strings.Clone(name)], ferr = schemaValue(v, depth+1)
+		}
+	})
+	return obj, err == nil && ferr == nil && isObject
 }
 
 // schemaLeaf is one thing the schema found wrong: where (a JSON pointer) and what.

@@ -49,13 +49,13 @@ func (acpv2) validate(m Members) error {
 	if major, _, _ := strings.Cut(v, "."); major != "2" {
 		return protocol.Errorf(protocol.CodeVersionUnsupported, "acp-v2 document: version %q is not supported; supported: 2.0", clip(v))
 	}
-	if _, err := c.id("id", true); err != nil {
+	if err := c.id("id", true); err != nil {
 		return err
 	}
 	if _, err := c.time("timestamp", true); err != nil {
 		return err
 	}
-	if _, err := c.agentID("from"); err != nil {
+	if err := c.agentID("from"); err != nil {
 		return err
 	}
 	if acpIsResponse(m) {
@@ -66,7 +66,7 @@ func (acpv2) validate(m Members) error {
 
 // acpCommand checks an AgentCommand's members beyond the identity.
 func acpCommand(c checker) error {
-	if _, err := c.agentID("to"); err != nil {
+	if err := c.agentID("to"); err != nil {
 		return err
 	}
 	if _, err := c.oneOf("priority", true, acpPriorities...); err != nil {
@@ -83,7 +83,7 @@ func acpCommand(c checker) error {
 		return err
 	}
 	if ok {
-		if _, err := ctx.id("correlationId", false); err != nil {
+		if err := ctx.id("correlationId", false); err != nil {
 			return err
 		}
 		if _, _, err := ctx.number("timeout", 1, acpMaxMillis); err != nil {
@@ -122,11 +122,11 @@ func acpRetryPolicy(ctx checker) error {
 
 // acpResponse checks an AgentResponse's members beyond the identity.
 func acpResponse(c checker) error {
-	if _, err := c.id("commandId", true); err != nil {
+	if err := c.id("commandId", true); err != nil {
 		return err
 	}
 	if _, has := c.m["to"]; has { // not the draft's, but its own example logs one
-		if _, err := c.agentID("to"); err != nil {
+		if err := c.agentID("to"); err != nil {
 			return err
 		}
 	}
@@ -152,13 +152,13 @@ func acpResponse(c checker) error {
 	if err != nil || !ok {
 		return err
 	}
-	if _, err := e.str("code", true); err != nil {
+	if _, err := e.text("code", true); err != nil {
 		return err
 	}
 	if err := e.present("message"); err != nil {
 		return err
 	}
-	if _, err := e.str("message", false); err != nil {
+	if _, err := e.text("message", false); err != nil {
 		return err
 	}
 	if err := e.present("recoverable"); err != nil {
@@ -173,7 +173,7 @@ func acpResults(c checker) error {
 	if err != nil {
 		return err
 	}
-	if _, err := r.str("summary", false); err != nil {
+	if _, err := r.text("summary", false); err != nil {
 		return err
 	}
 	artifacts, err := r.objects("artifacts")
@@ -182,14 +182,14 @@ func acpResults(c checker) error {
 	}
 	for _, a := range artifacts {
 		for _, k := range []string{"id", "type", "path"} {
-			if _, err := a.str(k, true); err != nil {
+			if _, err := a.text(k, true); err != nil {
 				return err
 			}
 		}
 		if err := a.present("description"); err != nil {
 			return err
 		}
-		if _, err := a.str("description", false); err != nil {
+		if _, err := a.text("description", false); err != nil {
 			return err
 		}
 	}
@@ -249,7 +249,7 @@ func acpResponseDraft(m Members, d *Draft) map[string]any {
 		}
 		msg := str(e, "message")
 		if msg == "" {
-			msg = str(payloadOf(m["results"]), "summary")
+			msg = strField(m["results"], "summary")
 		}
 		if msg == "" {
 			msg = "the command's status is " + status

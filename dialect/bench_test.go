@@ -52,7 +52,22 @@ func BenchmarkMayBeForeignIACP(b *testing.B) {
 // (Recognise, Decode, ToIACP, Message) and the answer out (FromIACP), for ElizaOS section
 // 4.1's TASK_REQUEST and a TASK_ACCEPT.
 func BenchmarkTranslateElizaOSRoundTrip(b *testing.B) {
-	doc := examples(b, ElizaOS)["s4.1-task-request.json"]
+	benchRoundTrip(b, ElizaOS, "s4.1-task-request.json")
+}
+
+// The same for A2ACP's request example, which is also checked against the draft's JSON Schema
+// on the way in and on the way out, and its answer, a response.
+func BenchmarkTranslateA2ACPRoundTrip(b *testing.B) {
+	benchRoundTrip(b, A2ACP, "request.json")
+}
+
+// benchRoundTrip translates the example name of dialect d to IACP and an accepting answer to
+// it back to d, once per iteration.
+func benchRoundTrip(b *testing.B, d Dialect, name string) {
+	doc := examples(b, d)[name]
+	if doc == nil {
+		b.Fatalf("no example %s of %s", name, d)
+	}
 	bl := builder(b)
 	answer, err := bl.Response(mustMessage(b, doc, bl), protocol.ResponseAccepted, nil)
 	if err != nil {
@@ -61,7 +76,7 @@ func BenchmarkTranslateElizaOSRoundTrip(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		mustMessage(b, doc, nil)
-		if _, err := FromIACP(answer, ElizaOS); err != nil {
+		if _, err := FromIACP(answer, d); err != nil {
 			b.Fatal(err)
 		}
 	}

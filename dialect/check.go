@@ -1,13 +1,14 @@
 package dialect
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 )
@@ -45,35 +46,50 @@ func (c checker) elem(k string, i int) string {
 	return fmt.Sprintf("%s[%d]", c.path(k), i)
 }
 
-// str returns member k as a string; required says whether it must be present and non-empty.
-func (c checker) str(k string, required bool) (string, error) {
+// text returns member k's string value, unescaped (a view of the document when it holds no
+// escape, to read and not keep); required says whether it must be present and not blank.
+func (c checker) text(k string, required bool) ([]byte, error) {
 	raw, ok := c.m[k]
-	if !ok {
-		if required {
-			return "", invalid(c.d, c.path(k), "is required")
-		}
-		return "", nil
-	}
-	s, ok := unquote(raw)
-	if !ok {
-		return "", invalid(c.d, c.path(k), "must be a string")
-	}
-	if required && strings.TrimSpace(s) == "" {
-		return "", invalid(c.d, c.path(k), "must not be empty")
-	}
-	return s, nil
+	return c.textOf(k, raw, ok, required)
 }
 
-// oneOf checks that member k, when present (or always, when required), is one of the values.
+// textOf is text of member k, given its value raw and whether it is present.
+func (c checker) textOf(k string, raw []byte, ok, required bool) ([]byte, error) {
+	if !ok {
+		if required {
+			return nil, invalid(c.d, c.path(k), "is required")
+		}
+		return nil, nil
+	}
+	b, ok := unquoteBytes(raw)
+	if !ok {
+		return nil, invalid(c.d, c.path(k), "must be a string")
+	}
+	if required && len(bytes.TrimSpace(b)) == 0 {
+		return nil, invalid(c.d, c.path(k), "must not be empty")
+	}
+	return b, nil
+}
+
+// str returns member k as a string, as text checks it.
+func (c checker) str(k string, required bool) (string, error) {
+	b, err := c.text(k, required)
+	return string(b), err
+}
+
+// oneOf checks that member k, when present (or always, when required), is one of the values,
+// and returns it.
 func (c checker) oneOf(k string, required bool, values ...string) (string, error) {
-	s, err := c.str(k, required)
-	if err != nil {
+	b, err := c.text(k, required)
+	if _, present := c.m[k]; err != nil || !present {
 		return "", err
 	}
-	if _, present := c.m[k]; present && !slices.Contains(values, s) {
-		return "", invalid(c.d, c.path(k), "%q is not one of %s", clip(s), strings.Join(values, ", "))
+	for _, v := range values {
+		if string(b) == v {
+			return v, nil
+		}
 	}
-	return s, nil
+	return "", invalid(c.d, c.path(k), "%q is not one of %s", clip(string(b)), strings.Join(values, ", "))
 }
 
 // object returns member k as an object checker.
@@ -85,11 +101,28 @@ func (c checker) object(k string, required bool) (checker, bool, error) {
 		}
 		return checker{}, false, nil
 	}
-	var m Members
-	if err := json.Unmarshal(raw, &m); err != nil || m == nil {
+	m := payloadOf(raw)
+	if m == nil {
 		return checker{}, false, invalid(c.d, c.path(k), "must be a JSON object")
 	}
 	return checker{d: c.d, prefix: c.inner(k), m: m, pointer: c.pointer}, true, nil
+}
+
+// agent checks that member k is an object whose agent_id is an agent id: object(k, true) and
+// agentID("agent_id") in one, reading that member only (field), without a map.
+func (c checker) agent(k string) error {
+	raw, ok := c.m[k]
+	if !ok {
+		return invalid(c.d, c.path(k), "is required (a JSON object)")
+	}
+	v, found, isObject := field(raw, "agent_id")
+	if !isObject {
+		return invalid(c.d, c.path(k), "must be a JSON object")
+	}
+	if (checker{d: c.d}).agentIDOf("agent_id", v, found) == nil {
+		return nil // no error to name the member in: its path is not written
+	}
+	return checker{d: c.d, prefix: c.inner(k), pointer: c.pointer}.agentIDOf("agent_id", v, found)
 }
 
 // present checks that member k is there, whatever its value.
@@ -101,15 +134,15 @@ func (c checker) present(k string) error {
 }
 
 // uuid checks that member k is an RFC 9562 UUID (any version).
-func (c checker) uuid(k string) (string, error) {
-	s, err := c.str(k, true)
+func (c checker) uuid(k string) error {
+	b, err := c.text(k, true)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if !isUUID(s) {
-		return "", invalid(c.d, c.path(k), "%q is not a UUID (8-4-4-4-12 hex digits)", clip(s))
+	if _, perr := uuid.ParseBytes(b); perr != nil || len(b) != 36 {
+		return invalid(c.d, c.path(k), "%q is not a UUID (8-4-4-4-12 hex digits)", clip(string(b)))
 	}
-	return s, nil
+	return nil
 }
 
 // isUUID reports whether s is an RFC 9562 UUID (any version) in its 36-character form.
@@ -123,15 +156,15 @@ const maxIDLen = 128
 
 // id checks that member k, when present (or always, when required), is a non-empty string of
 // at most maxIDLen characters.
-func (c checker) id(k string, required bool) (string, error) {
-	s, err := c.str(k, required)
+func (c checker) id(k string, required bool) error {
+	b, err := c.text(k, required)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if _, present := c.m[k]; present && (strings.TrimSpace(s) == "" || len(s) > maxIDLen) {
-		return "", invalid(c.d, c.path(k), "must be a non-empty string of at most %d bytes", maxIDLen)
+	if _, present := c.m[k]; present && (len(bytes.TrimSpace(b)) == 0 || len(b) > maxIDLen) {
+		return invalid(c.d, c.path(k), "must be a non-empty string of at most %d bytes", maxIDLen)
 	}
-	return s, nil
+	return nil
 }
 
 // array returns member k's elements, verbatim; required says whether it must be present.
@@ -178,8 +211,8 @@ func (c checker) objects(k string) ([]checker, error) {
 	}
 	out := make([]checker, len(a))
 	for i, e := range a {
-		var m Members
-		if json.Unmarshal(e, &m) != nil || m == nil {
+		m := payloadOf(e)
+		if m == nil {
 			return nil, invalid(c.d, c.elem(k, i), "must be a JSON object")
 		}
 		out[i] = checker{d: c.d, prefix: c.elem(k, i) + c.sep(), m: m, pointer: c.pointer}
@@ -239,15 +272,21 @@ func (c checker) boolean(k string) (bool, error) {
 
 // agentID checks an agent id: a non-empty string of at most 64 characters (IaCP 1.0 section
 // 10.1's limit, which the ElizaOS draft does not contradict).
-func (c checker) agentID(k string) (string, error) {
-	s, err := c.str(k, true)
+func (c checker) agentID(k string) error {
+	raw, ok := c.m[k]
+	return c.agentIDOf(k, raw, ok)
+}
+
+// agentIDOf is agentID of member k, given its value raw and whether it is present.
+func (c checker) agentIDOf(k string, raw []byte, ok bool) error {
+	b, err := c.textOf(k, raw, ok, true)
 	if err != nil {
-		return "", err
+		return err
 	}
-	if len([]rune(s)) > 64 {
-		return "", invalid(c.d, c.path(k), "is %d characters; at most 64 are allowed", len([]rune(s)))
+	if n := utf8.RuneCount(b); n > 64 {
+		return invalid(c.d, c.path(k), "is %d characters; at most 64 are allowed", n)
 	}
-	return s, nil
+	return nil
 }
 
 // clip shortens a quoted value in an error message.

@@ -82,7 +82,7 @@ type Draft struct {
 
 // Message returns the unsigned IACP message of the draft; seal it with a protocol.Builder.
 func (d *Draft) Message() (*protocol.Message, error) {
-	ext, err := json.Marshal(d.Extension)
+	ext, err := marshalExtension(&d.Extension)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the extension: %w", err)
 	}
@@ -178,8 +178,25 @@ func (*skipped) UnmarshalJSON([]byte) error { return nil }
 
 // topNames returns the names of the members of the JSON object doc, skipping their values.
 // Like parseObject it refuses a document that is no object or repeats a member (at the top:
-// the rest is Decode's to check), with the same errors.
+// the rest is Decode's to check), with the same errors. One pass of protocol's scanner reads a
+// valid document; encoding/json reads the others. The names may point into doc.
 func topNames(doc []byte) (map[string]struct{}, error) {
+	names := map[string]struct{}{}
+	// The names may point into doc, which the caller holds while it reads them.
+	isObject, err := protocol.ObjectMembers(doc, func(name string, _ []byte) { names[name] = struct{}{} })
+	switch {
+	case err == nil && isObject:
+		return names, nil
+	case err == nil:
+		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "document must be a JSON object")
+	}
+	// What protocol's scanner refuses, encoding/json may read (a nested duplicate, a number
+	// beyond a double): it decides, member by member, as it always did.
+	return topNamesSlow(doc)
+}
+
+// topNamesSlow is topNames with encoding/json's reader, which checks duplicates at the top only.
+func topNamesSlow(doc []byte) (map[string]struct{}, error) {
 	notJSON := func(err error) error {
 		return protocol.Errorf(protocol.CodePayloadInvalid, "document is not valid JSON: %v", err)
 	}
@@ -213,23 +230,6 @@ func topNames(doc []byte) (map[string]struct{}, error) {
 		return nil, notJSON(fmt.Errorf("data after the top-level value"))
 	}
 	return names, nil
-}
-
-// parseObject checks that doc is one RFC 8259 JSON object (no duplicate member, numbers a
-// double holds: protocol.CanonicalJSON's rules) and returns its members.
-func parseObject(d Dialect, doc []byte) (Members, error) {
-	what := "document"
-	if d != "" {
-		what = string(d) + " document"
-	}
-	if _, err := protocol.CanonicalJSON(doc); err != nil {
-		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s is not valid JSON: %v", what, err)
-	}
-	var m Members
-	if err := json.Unmarshal(doc, &m); err != nil || m == nil {
-		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s must be a JSON object", what)
-	}
-	return m, nil
 }
 
 // codec is one dialect's translator.
@@ -275,6 +275,19 @@ func Decode(d Dialect, doc []byte) (*Document, error) {
 	return &Document{Dialect: d, Members: m}, nil
 }
 
+// check is Decode's verdict on doc, without the Document: its members are read in place.
+func check(d Dialect, doc []byte) error {
+	c, err := codecOf(d)
+	if err != nil {
+		return err
+	}
+	m, err := readObject(d, doc, false)
+	if err != nil {
+		return err
+	}
+	return c.validate(m)
+}
+
 // DecodeRecognised is Recognise and Decode in one parse: it reads doc once, tells its dialect
 // by the member names, and checks it against that dialect's draft. An IACP document, or one
 // that marks no dialect, gives dialect IACP and no Document (decode it as IACP); one that
@@ -300,26 +313,45 @@ func DecodeRecognised(doc []byte) (Dialect, *Document, error) {
 
 // recognise is Recognise over parsed members; "" when none marks a dialect.
 func recognise[V any](m map[string]V) (Dialect, error) {
-	var found []Dialect
-	var why []string
+	var found Dialect
+	var first string
+	var why []string // "name (dialect)" of each mark, once there are two
 	for _, r := range recognisers {
 		for _, name := range r.members {
-			if _, ok := m[name]; ok {
-				found = append(found, r.d)
-				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
-				break
+			if _, ok := m[name]; !ok {
+				continue
 			}
+			if found == "" {
+				found, first = r.d, name
+			} else {
+				if why == nil {
+					why = []string{fmt.Sprintf("%s (%s)", first, found)}
+				}
+				why = append(why, fmt.Sprintf("%s (%s)", name, r.d))
+			}
+			break
 		}
 	}
-	switch len(found) {
-	case 0:
-		return "", nil
-	case 1:
-		return found[0], nil
+	if why == nil {
+		return found, nil
 	}
 	return "", protocol.Errorf(protocol.CodePayloadInvalid,
 		"the document's dialect is ambiguous: it has %s; remove the other dialect's members or name the dialect explicitly",
 		strings.Join(why, " and "))
+}
+
+// validJSON reports whether protocol.CanonicalJSON accepts v, without writing its canonical
+// form.
+func validJSON(v []byte) bool {
+	_, err := protocol.ObjectMembers(v, func(string, []byte) {})
+	return err == nil
+}
+
+// plainString reports whether v is a JSON string that holds no escape and no byte that
+// json.Marshal escapes (plain).
+func plainString(v []byte) bool {
+	n := len(v)
+	return n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1])
 }
 
 // sortedKeys returns m's names, sorted.
@@ -332,8 +364,15 @@ func sortedKeys[V any](m map[string]V) []string {
 	return keys
 }
 
-// sameJSON reports whether two JSON values are canonically equal.
+// sameJSON reports whether two JSON values are canonically equal. Equal bytes are, when
+// protocol.CanonicalJSON accepts them: that is checked without writing the canonical form.
 func sameJSON(a, b []byte) bool {
+	if plainString(a) && plainString(b) { // each its own canonical form
+		return bytes.Equal(a, b)
+	}
+	if bytes.Equal(a, b) {
+		return validJSON(a)
+	}
 	ca, err1 := protocol.CanonicalJSON(a)
 	cb, err2 := protocol.CanonicalJSON(b)
 	return err1 == nil && err2 == nil && bytes.Equal(ca, cb)

@@ -56,7 +56,7 @@ func (eliza) validate(m Members) error {
 	if major, _, _ := strings.Cut(v, "."); major != "0" {
 		return protocol.Errorf(protocol.CodeVersionUnsupported, "elizaos document: mcp_version %q is not supported; supported: 0.1.0", clip(v))
 	}
-	if _, err := c.uuid("message_id"); err != nil {
+	if err := c.uuid("message_id"); err != nil {
 		return err
 	}
 	perf, err := c.oneOf("performative", true, elizaPerformatives...)
@@ -64,21 +64,17 @@ func (eliza) validate(m Members) error {
 		return err
 	}
 	for _, k := range []string{"sender", "receiver"} {
-		o, _, err := c.object(k, true)
-		if err != nil {
-			return err
-		}
-		if _, err := o.agentID("agent_id"); err != nil {
+		if err := c.agent(k); err != nil {
 			return err
 		}
 	}
 	for _, k := range []string{"in_reply_to", "reply_with", "language", "ontology"} {
-		if _, err := c.str(k, false); err != nil {
+		if _, err := c.text(k, false); err != nil {
 			return err
 		}
 	}
 	kind := elizaKinds[perf]
-	if _, err := c.str("in_reply_to", kind.reply); err != nil {
+	if _, err := c.text("in_reply_to", kind.reply); err != nil {
 		return invalid(ElizaOS, "in_reply_to", "is required in a %s: set it to the message_id (or reply_with) of the message it answers", perf)
 	}
 	if _, err := c.time("timestamp", true); err != nil {
@@ -100,7 +96,7 @@ func elizaPayload(c checker, perf string) error {
 	}
 	switch perf {
 	case "TASK_REQUEST":
-		if _, err = p.str("task_type", true); err == nil {
+		if _, err = p.text("task_type", true); err == nil {
 			_, err = p.oneOf("priority", false, elizaPriorities...)
 		}
 	case "INFORM_RESULT":
@@ -111,10 +107,10 @@ func elizaPayload(c checker, perf string) error {
 		_, err = p.oneOf("status", false, "rejected")
 	case "FAILURE":
 		if _, err = p.oneOf("status", false, "failure"); err == nil {
-			_, err = p.str("error_text", true)
+			_, err = p.text("error_text", true)
 		}
 	case "NOT_UNDERSTOOD", "QUERY_REF":
-		_, err = p.str(kind.need, true)
+		_, err = p.text(kind.need, true)
 	case "INFORM_CAPABILITIES":
 		_, _, err = p.object("capabilities", true)
 	}
@@ -127,18 +123,24 @@ var elizaPriority = map[string]string{"low": "low", "medium": "normal", "high": 
 func (eliza) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
 	perf := str(m, "performative")
 	kind := elizaKinds[perf]
-	p := payloadOf(m["payload"])
 	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"],
-		Sender: str(payloadOf(m["sender"]), "agent_id"), To: str(payloadOf(m["receiver"]), "agent_id"), Priority: elizaPriority[str(p, "priority")]}
+		Sender: strField(m["sender"], "agent_id"), To: strField(m["receiver"], "agent_id"),
+		Priority: elizaPriority[strField(m["payload"], "priority")]}
 	d.CorrelationID = str(m, "in_reply_to")
 	if d.CorrelationID == "" {
 		d.CorrelationID = str(m, "reply_with")
 	}
-	return d, elizaFit(perf, p), nil
+	return d, elizaFit(perf, m["payload"]), nil
 }
 
-// elizaFit returns the payload members IACP needs for a performative.
-func elizaFit(perf string, p Members) map[string]any {
+// elizaFit returns the payload members IACP needs for a performative; payload is read only
+// for those that need it.
+func elizaFit(perf string, payload []byte) map[string]any {
+	var p Members
+	switch perf {
+	case "INFORM_RESULT", "FAILURE", "NOT_UNDERSTOOD":
+		p = payloadOf(payload)
+	}
 	switch perf {
 	case "TASK_ACCEPT", "INFORM_CAPABILITIES":
 		return map[string]any{"status": protocol.ResponseAccepted}
@@ -177,7 +179,7 @@ func (eliza) derive(v *view) (Members, error) {
 	}
 	elizaFillPayload(perf, v, p)
 	doc := Members{"mcp_version": raw("0.1.0"), "message_id": raw(v.MessageID), "performative": raw(perf),
-		"sender": raw(map[string]string{"agent_id": v.From}), "receiver": raw(map[string]string{"agent_id": v.To}),
+		"sender": agentObject(v.From), "receiver": agentObject(v.To),
 		"timestamp": raw(v.Timestamp), "payload": raw(p)}
 	if v.Correlation != "" {
 		if elizaKinds[perf].reply {

@@ -2,7 +2,11 @@ package dialect
 
 import (
 	"bytes"
+	"encoding/json"
+	"reflect"
 	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -19,6 +23,7 @@ func fuzzDecode(f *testing.F, d Dialect) {
 	fuzzSeeds(f, d)
 	b := builder(f)
 	f.Fuzz(func(t *testing.T, doc []byte) {
+		sameSchemaValues(t, doc)
 		dec, err := Decode(d, doc)
 		if err != nil {
 			if protocol.CodeOf(err) == "" || protocol.CodeOf(err) == protocol.CodeInternalError {
@@ -26,12 +31,18 @@ func fuzzDecode(f *testing.F, d Dialect) {
 			}
 			return
 		}
+		if got, err := marshal(dec.Members); err != nil || !bytes.Equal(got, mustMarshal(t, dec.Members)) {
+			t.Fatalf("marshal = %s, %v; json.Marshal writes %s", got, err, mustMarshal(t, dec.Members))
+		}
 		draft, err := ToIACP(dec, now)
 		if err != nil {
 			if protocol.CodeOf(err) != protocol.CodeTimeout {
 				t.Fatalf("a valid document did not translate: %v", err)
 			}
 			return
+		}
+		if got, err := marshalExtension(&draft.Extension); err != nil || !bytes.Equal(got, mustMarshal(t, draft.Extension)) {
+			t.Fatalf("marshalExtension = %s, %v; json.Marshal writes %s", got, err, mustMarshal(t, draft.Extension))
 		}
 		m, err := draft.Message()
 		if err != nil {
@@ -48,6 +59,31 @@ func fuzzDecode(f *testing.F, d Dialect) {
 			t.Fatalf("round trip differs:\n got %s\nwant %s", canonical(t, back), canonical(t, doc))
 		}
 	})
+}
+
+// sameSchemaValues checks that schemaValue reads every member of doc, when doc parses, as
+// jsonschema.UnmarshalJSON does.
+func sameSchemaValues(t *testing.T, doc []byte) {
+	m, err := parseObject("", doc)
+	if err != nil {
+		return
+	}
+	for k, v := range m {
+		got, err := schemaValue(v, 0)
+		want, werr := jsonschema.UnmarshalJSON(bytes.NewReader(v))
+		if (err == nil) != (werr == nil) || !reflect.DeepEqual(got, want) {
+			t.Fatalf("schemaValue(%s) of member %q = %#v, %v; UnmarshalJSON: %#v, %v", v, k, got, err, want, werr)
+		}
+	}
+}
+
+// mustMarshal is json.Marshal(m), which marshal and marshalExtension must equal.
+func mustMarshal(t *testing.T, m any) []byte {
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 func FuzzDecodeIaCP1(f *testing.F)   { fuzzDecode(f, IaCP1) }

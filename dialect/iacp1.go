@@ -58,7 +58,7 @@ func (iacp1) validate(m Members) error {
 	if major, _, _ := strings.Cut(v, "."); major != "1" {
 		return protocol.Errorf(protocol.CodeVersionUnsupported, "iacp-1.0 document: iacp_version %q is not supported; supported: 1.0", clip(v))
 	}
-	if _, err := c.uuid("message_id"); err != nil {
+	if err := c.uuid("message_id"); err != nil {
 		return err
 	}
 	if _, err := c.time("timestamp", true); err != nil {
@@ -72,12 +72,12 @@ func (iacp1) validate(m Members) error {
 		return err
 	}
 	for _, k := range []string{"conversation_id", "parent_message_id"} {
-		if _, err := c.str(k, false); err != nil {
+		if _, err := c.text(k, false); err != nil {
 			return err
 		}
 	}
 	if iacp1Kinds[mt].reply {
-		if _, err := c.str("parent_message_id", true); err != nil {
+		if _, err := c.text("parent_message_id", true); err != nil {
 			return invalid(IaCP1, "parent_message_id", "is required in a %s: set it to the message_id of the request", mt)
 		}
 	}
@@ -88,11 +88,7 @@ func (iacp1) validate(m Members) error {
 }
 
 func iacp1Parties(c checker) error {
-	s, _, err := c.object("sender", true)
-	if err != nil {
-		return err
-	}
-	if _, err := s.agentID("agent_id"); err != nil {
+	if err := c.agent("sender"); err != nil {
 		return err
 	}
 	r, _, err := c.object("recipient", true)
@@ -104,7 +100,7 @@ func iacp1Parties(c checker) error {
 		return err
 	}
 	if _, has := r.m["agent_id"]; has || !broadcast {
-		if _, err := r.agentID("agent_id"); err != nil {
+		if err := r.agentID("agent_id"); err != nil {
 			return invalid(IaCP1, "recipient.agent_id", "is required unless recipient.broadcast is true (%v)", err)
 		}
 	}
@@ -140,7 +136,7 @@ func iacp1Payload(c checker, mt string) error {
 	}
 	switch mt {
 	case "task_request":
-		if _, err = p.str("task_type", true); err == nil {
+		if _, err = p.text("task_type", true); err == nil {
 			_, err = p.oneOf("priority", false, iacp1Priorities...)
 		}
 	case "task_response":
@@ -154,10 +150,10 @@ func iacp1Payload(c checker, mt string) error {
 	case "agent_register":
 		var info checker
 		if info, _, err = p.object("agent_info", true); err == nil {
-			_, err = info.agentID("agent_id")
+			err = info.agentID("agent_id")
 		}
 	case "tool_request", "context_share", "event_notification", "agent_discover", "workflow_start", "error_response":
-		_, err = p.str(kind.need, true)
+		_, err = p.text(kind.need, true)
 	}
 	return err
 }
@@ -166,7 +162,7 @@ func (iacp1) toIACP(m Members, now time.Time) (*Draft, map[string]any, error) {
 	mt := str(m, "message_type")
 	kind := iacp1Kinds[mt]
 	d := &Draft{Type: kind.t, Intent: kind.intent, MessageID: str(m, "message_id"), Payload: m["payload"],
-		Sender: str(payloadOf(m["sender"]), "agent_id")}
+		Sender: strField(m["sender"], "agent_id")}
 	recipient := payloadOf(m["recipient"])
 	var broadcast bool
 	_ = json.Unmarshal(recipient["broadcast"], &broadcast)
@@ -238,11 +234,11 @@ func (iacp1) derive(v *view) (Members, error) {
 	}
 	iacp1FillPayload(mt, p)
 	doc := Members{"iacp_version": raw("1.0"), "message_id": raw(v.MessageID), "timestamp": raw(v.Timestamp),
-		"sender": raw(Members{"agent_id": raw(v.From)}), "message_type": raw(mt), "payload": raw(p)}
+		"sender": agentObject(v.From), "message_type": raw(mt), "payload": raw(p)}
 	if v.To == protocol.Broadcast {
 		doc["recipient"] = raw(map[string]bool{"broadcast": true})
 	} else {
-		doc["recipient"] = raw(map[string]string{"agent_id": v.To})
+		doc["recipient"] = agentObject(v.To)
 	}
 	if v.Correlation != "" {
 		if iacp1Kinds[mt].t == protocol.TypeRequest || iacp1Kinds[mt].t == protocol.TypeEvent {

@@ -2,6 +2,8 @@ package dialect
 
 import (
 	"encoding/json"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -92,19 +94,20 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 	if err != nil {
 		derived = Members{} // the document is kept whole in the extension
 	}
-	for _, k := range sortedKeys(doc.Members) {
-		if dv, ok := derived[k]; !ok || !sameJSON(dv, doc.Members[k]) {
+	for k, v := range doc.Members {
+		if dv, ok := derived[k]; !ok || !sameJSON(dv, v) {
 			if ext.Members == nil {
 				ext.Members = Members{}
 			}
-			ext.Members[k] = doc.Members[k]
+			ext.Members[k] = v
 		}
 	}
-	for _, k := range sortedKeys(derived) {
+	for k := range derived {
 		if _, ok := doc.Members[k]; !ok {
 			ext.Absent = append(ext.Absent, k)
 		}
 	}
+	slices.Sort(ext.Absent)
 	d.Extension = ext
 	return d, nil
 }
@@ -114,8 +117,8 @@ func fitPayload(payload json.RawMessage, fit map[string]any, ext *Extension) (js
 	if len(fit) == 0 {
 		return payload, nil
 	}
-	var p Members
-	if err := json.Unmarshal(payload, &p); err != nil || p == nil {
+	p := payloadOf(payload)
+	if p == nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%s document: payload must be a JSON object", ext.Name)
 	}
 	for _, k := range sortedKeys(fit) {
@@ -137,7 +140,7 @@ func fitPayload(payload json.RawMessage, fit map[string]any, ext *Extension) (js
 		}
 		p[k] = want
 	}
-	return json.Marshal(p)
+	return marshal(p)
 }
 
 // unfitPayload undoes fitPayload.
@@ -145,8 +148,8 @@ func unfitPayload(payload json.RawMessage, ext *Extension) (json.RawMessage, err
 	if len(ext.PayloadReplaced) == 0 && len(ext.PayloadAdded) == 0 {
 		return payload, nil
 	}
-	var p Members
-	if err := json.Unmarshal(payload, &p); err != nil || p == nil {
+	p := payloadOf(payload)
+	if p == nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "the IACP payload is not a JSON object")
 	}
 	for _, k := range ext.PayloadAdded {
@@ -155,7 +158,7 @@ func unfitPayload(payload json.RawMessage, ext *Extension) (json.RawMessage, err
 	for k, v := range ext.PayloadReplaced {
 		p[k] = v
 	}
-	return json.Marshal(p)
+	return marshal(p)
 }
 
 // FromIACP writes msg as a document of the target dialect. When msg carries an extension of
@@ -203,11 +206,11 @@ func FromIACP(msg *protocol.Message, target Dialect) ([]byte, error) {
 			}
 		}
 	}
-	out, err := json.Marshal(doc)
+	out, err := marshal(doc)
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "dialect: encode the %s document: %w", target, err)
 	}
-	if _, err := Decode(target, out); err != nil {
+	if err := check(target, out); err != nil {
 		return nil, inexpressible(target, "the translation breaks the draft: %v", err)
 	}
 	return out, nil
@@ -231,15 +234,6 @@ func viewOf(msg *protocol.Message) *view {
 	return v
 }
 
-// payloadOf decodes a payload object's members (nil when it is not an object).
-func payloadOf(raw json.RawMessage) Members {
-	var p Members
-	if json.Unmarshal(raw, &p) != nil {
-		return nil
-	}
-	return p
-}
-
 // str returns a member's string value, or "" when it is absent or not a string.
 func str(m Members, k string) string {
 	s, _ := unquote(m[k])
@@ -250,30 +244,86 @@ func str(m Members, k string) string {
 // escapes, what nearly every member holds, is sliced out rather than decoded: translation
 // reads dozens of members a document.
 func unquote(v json.RawMessage) (s string, ok bool) {
-	if n := len(v); n >= 2 && v[0] == '"' && v[n-1] == '"' && plain(v[1:n-1]) {
-		return string(v[1 : n-1]), true
+	switch {
+	case plainString(v):
+		return string(v[1 : len(v)-1]), true
+	case notString(v):
+		return "", false
 	}
 	return s, json.Unmarshal(v, &s) == nil
+}
+
+// notString reports whether v is, for encoding/json, certainly no string (nor null, which it
+// reads as an unchanged one): absent, or beginning as no string does. Nothing to decode.
+func notString(v []byte) bool {
+	return len(v) == 0 || strings.IndexByte("{[tf-0123456789", v[0]) >= 0
+}
+
+// unquoteBytes is unquote, giving a view of v when the string holds no escape.
+func unquoteBytes(v []byte) ([]byte, bool) {
+	switch {
+	case plainString(v):
+		return v[1 : len(v)-1], true
+	case notString(v):
+		return nil, false
+	}
+	var s string
+	if json.Unmarshal(v, &s) != nil {
+		return nil, false
+	}
+	return []byte(s), true
 }
 
 // plain reports whether b is the inside of a JSON string that needs no escaping, as
 // json.Marshal writes it: printable ASCII without ", \, <, > and &.
 func plain(b []byte) bool {
 	for _, c := range b {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' || c == '<' || c == '>' || c == '&' {
+		if !plainByte[c] {
 			return false
 		}
 	}
 	return true
 }
 
-// raw encodes v as a member value; v is always encodable (strings, bools, numbers, Members).
+// plainText is plain for a string (without converting it, which would copy a long one).
+func plainText(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if !plainByte[s[i]] {
+			return false
+		}
+	}
+	return true
+}
+
+// plainByte tells the bytes plain allows.
+var plainByte = func() (t [256]bool) {
+	for c := 0x20; c < 0x7f; c++ {
+		t[c] = c != '"' && c != '\\' && c != '<' && c != '>' && c != '&'
+	}
+	return t
+}()
+
+// raw encodes v as a member value, as json.Marshal does; v is always encodable (strings,
+// bools, numbers, Members).
 func raw(v any) json.RawMessage {
-	if s, ok := v.(string); ok && plain([]byte(s)) {
-		return json.RawMessage(`"` + s + `"`)
+	switch v := v.(type) {
+	case string:
+		if plainText(v) {
+			return json.RawMessage(`"` + v + `"`)
+		}
+	case Members:
+		b, _ := marshal(v)
+		return b
 	}
 	b, _ := json.Marshal(v)
 	return b
+}
+
+// agentObject is raw(Members{"agent_id": raw(id)}), {"agent_id":"id"}, without the map.
+func agentObject(id string) json.RawMessage {
+	v := raw(id)
+	b := make(json.RawMessage, 0, len(v)+13)
+	return append(append(append(b, `{"agent_id":`...), v...), '}')
 }
 
 // AnswerCorrelation returns the id that an answer to req, shown in req's own dialect d, is
