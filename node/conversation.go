@@ -44,8 +44,9 @@ var ErrNoAuditLog = errors.New("conversations are read from the audit log, which
 // Conversation lists conversation id as this node's audit log recorded it, oldest first: every
 // message whose message_id or correlation_id is id, then every message correlated to one of
 // those (its answers, and theirs). So an IACP correlation id, an ElizaOS reply_with or
-// conversation_id, an ACP v2 correlationId or command id, or the message_id of the request
-// that began it all name the same conversation. Only entries after seq after are returned,
+// conversation_id, an ACP v2 correlationId or command id (one that is a UUID: another lives
+// in the dialect extension only), or the message_id of the request that began it all name
+// the same conversation. Only entries after seq after are returned,
 // at most limit (1 to MaxConversationEntries); more reports that others follow.
 //
 // It reads the whole log (bounded by audit_max_bytes), so it costs a scan of it.

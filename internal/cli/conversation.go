@@ -24,7 +24,7 @@ func newConversationCmd() *cobra.Command {
 ID: every message whose message_id or correlation_id is ID, then every message correlated to
 one of those (the answers, and theirs), each with what happened to it here: sent, delivered,
 received, acked (taken by the agent), refused, expired. ID may be an IACP correlation id, an
-ElizaOS reply_with or conversation_id, an ACP v2 correlationId or command id, or the message
+ElizaOS reply_with or conversation_id, an ACP v2 correlationId (or a command id that is a UUID), or the message
 id of the request that began it. With --follow it keeps printing new entries until
 interrupted. With -o json each entry is one JSON line. Needs the audit log (audit: true).`,
 		Args: cobra.ExactArgs(1),
