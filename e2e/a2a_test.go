@@ -3,7 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -11,6 +14,8 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 	"github.com/a2aproject/a2a-go/a2aclient"
 	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/a2asrv"
+	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
 
 	"github.com/iacp-node/iacp-node/a2abridge"
 )
@@ -90,3 +95,73 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 func (b bearer) CloseIdleConnections() { bearerTransport.CloseIdleConnections() }
+
+// echoAgent is an A2A agent for the attach test: it answers every message with a completed
+// task whose artifact is the message's text in upper case.
+type echoAgent struct{}
+
+func (echoAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	text, _ := a2abridge.PayloadOf(rc.Message.Parts)["text"].(string)
+	if err := q.Write(ctx, a2a.NewArtifactEvent(rc, a2a.TextPart{Text: strings.ToUpper(text)})); err != nil {
+		return err
+	}
+	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
+	ev.Final = true
+	return q.Write(ctx, ev)
+}
+
+func (echoAgent) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
+	return q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil))
+}
+
+// Issue 19: `iacp-node a2a attach --card URL`. An A2A agent (a2a-go's server on loopback)
+// joins a real mesh as an agent of its own: the attached node runs from the command line
+// with an invitation of the founder, and the founder's agent's request to it (the HTTP API,
+// ?wait) comes back as the A2A agent's answer.
+func TestA2A_AttachBringsAnA2AAgentIntoARealMesh(t *testing.T) {
+	mux := http.NewServeMux()
+	hs := httptest.NewServer(mux)
+	defer hs.Close()
+	card := &a2a.AgentCard{Name: "Shouter", Description: "upper-cases text", URL: hs.URL + "/invoke",
+		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2abridge.ProtocolVersion, Version: "1.0",
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []a2a.AgentSkill{{ID: "shout", Name: "shout", Description: "upper-case a text", Tags: []string{"text"}}}}
+	mux.Handle("/invoke", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(echoAgent{}, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))))
+	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
+
+	founder := newProc(t, "founder", "e2e:lab:founder")
+	founder.start()
+	defer founder.stop()
+	shouter := joinProc(t, "shouter", "e2e:lab:shouter", founder)
+	log := &lockedBuffer{}
+	cmd := execBinary("a2a", "attach", "--card", hs.URL, "--data-dir", shouter.dir, "--listen", shouter.addr(),
+		"--bootstrap", founder.peerAddr(), "--api", fmt.Sprintf("127.0.0.1:%d", shouter.apiPort), "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("a2a attach did not stop cleanly: %v\n%s", err, log.String())
+		}
+	}()
+	req := map[string]any{
+		"envelope": map[string]any{"recipient": map[string]any{"agent_id": "e2e:lab:shouter"}},
+		"message":  map[string]any{"type": "request", "intent": "handoff", "payload": map[string]any{"text": "hello"}},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		code, body, err := founder.do("POST", "/.well-known/iacp/v1/message?wait=5s", req)
+		if err == nil && code == http.StatusOK {
+			if !strings.Contains(string(body), "HELLO") {
+				t.Fatalf("the A2A agent's answer: %s", body)
+			}
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no answer from the attached agent: %d %s %v\n%s", code, body, err, log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
