@@ -21,6 +21,10 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
+// MaxCallBytes bounds one JSON-RPC call's body: the node's largest message (16 MiB by
+// default) and room for the A2A envelope around it.
+const MaxCallBytes = 17 << 20
+
 // AgentsPrefix is where the bridge serves the mesh's other agents: /agents/{agent_id}/ is an
 // agent's JSON-RPC endpoint, /agents/{agent_id}/.well-known/agent-card.json its card.
 const AgentsPrefix = "/agents/"
@@ -155,6 +159,7 @@ func (s *Server) serveRPC(w http.ResponseWriter, r *http.Request, agent string) 
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return
 	}
+	r.Body = http.MaxBytesReader(w, r.Body, MaxCallBytes) // the SDK decodes the body unbounded
 	s.rpc.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), targetKey{}, agent)))
 }
 
