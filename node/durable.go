@@ -266,15 +266,17 @@ func (n *Node) audited(pending []store.InboxEntry) delivery.Audited {
 	if n.audit == nil || len(pending) == 0 {
 		return delivery.Audited{}
 	}
-	missing, acked := make(map[string]bool, len(pending)), map[string]bool{}
+	// Only the pending ids are kept: the log names every message the node ever took.
+	isPending, missing, acked := make(map[string]bool, len(pending)), make(map[string]bool, len(pending)), map[string]bool{}
 	for _, e := range pending {
-		missing[e.MessageID] = true
+		isPending[e.MessageID], missing[e.MessageID] = true, true
 	}
 	err := audit.Tail(n.ctx, filepath.Join(n.cfg.DataDir, "audit"), 0, false, func(e audit.Entry) error {
-		switch e.Event {
-		case audit.EventReceived:
+		switch {
+		case !isPending[e.MessageID]:
+		case e.Event == audit.EventReceived:
 			delete(missing, e.MessageID)
-		case audit.EventAcked:
+		case e.Event == audit.EventAcked:
 			acked[e.MessageID] = true
 		}
 		return nil
