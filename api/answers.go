@@ -9,7 +9,12 @@ import (
 )
 
 // maxBookEntries bounds the answer book: at about 200 bytes an entry, 3 MiB at most.
-const maxBookEntries = 16384
+// maxSenderEntries bounds one sender's share of the links learned from requests shown to the
+// agent, so that a peer sending many requests cannot push the others' links out.
+const (
+	maxBookEntries   = 16384
+	maxSenderEntries = maxBookEntries / 16
+)
 
 // answerBook links the ids the other drafts correlate answers with to IACP's own, so that an
 // agent of another draft reads and writes answers as its draft says, whichever draft the
@@ -32,6 +37,8 @@ type answerBook struct {
 	recv  map[string]bookEntry // what the agent's draft correlates to -> the request
 	order []bookKey            // insertion order, for eviction; a ring of at most maxBookEntries
 	head  int
+	// perSender counts each sender's entries in recv (at most maxSenderEntries).
+	perSender map[string]int
 }
 
 // bookEntry is one link: the id on the other side, the request's sender (recv only), and
@@ -49,10 +56,11 @@ type bookKey struct {
 }
 
 func newAnswerBook() *answerBook {
-	return &answerBook{sent: map[string]bookEntry{}, recv: map[string]bookEntry{}}
+	return &answerBook{sent: map[string]bookEntry{}, recv: map[string]bookEntry{}, perSender: map[string]int{}}
 }
 
-// put adds an entry, evicting the oldest when the book is full.
+// put adds an entry, evicting the oldest when the book is full. A sender over its share of
+// recv adds nothing more: its later answers are shown correlated to the message_id.
 func (b *answerBook) put(k bookKey, e bookEntry) {
 	m := b.sent
 	if k.recv {
@@ -61,23 +69,43 @@ func (b *answerBook) put(k bookKey, e bookEntry) {
 	if old, ok := m[k.key]; ok {
 		if k.recv && old.from != e.from {
 			e.ambiguous = true
+			b.count(old.from, -1)
+			b.count(e.from, +1)
 		}
 		m[k.key] = e
+		return
+	}
+	if k.recv && b.perSender[e.from] >= maxSenderEntries {
 		return
 	}
 	if len(b.order) < maxBookEntries {
 		b.order = append(b.order, k)
 	} else {
-		old := b.order[b.head]
-		if old.recv {
-			delete(b.recv, old.key)
-		} else {
-			delete(b.sent, old.key)
-		}
+		b.evict(b.order[b.head])
 		b.order[b.head] = k
 		b.head = (b.head + 1) % maxBookEntries
 	}
 	m[k.key] = e
+	if k.recv {
+		b.count(e.from, +1)
+	}
+}
+
+// count adds d to sender's share of recv.
+func (b *answerBook) count(sender string, d int) {
+	if b.perSender[sender] += d; b.perSender[sender] <= 0 {
+		delete(b.perSender, sender)
+	}
+}
+
+// evict removes the entry k names.
+func (b *answerBook) evict(k bookKey) {
+	if !k.recv {
+		delete(b.sent, k.key)
+		return
+	}
+	b.count(b.recv[k.key].from, -1)
+	delete(b.recv, k.key)
 }
 
 // noteSent records a request the agent sent in draft d, when d correlates its answers to

@@ -74,7 +74,7 @@ func TestAnswerBook_AddressesAndExpires(t *testing.T) {
 func TestAnswerBook_Bounded(t *testing.T) {
 	b := newAnswerBook()
 	for i := range maxBookEntries + 10 {
-		b.noteShown(shownRequest(fmt.Sprint("id-", i), "t:h:a", fmt.Sprint("conv-", i)), dialect.ElizaOS)
+		b.noteShown(shownRequest(fmt.Sprint("id-", i), fmt.Sprint("t:h:a", i%32), fmt.Sprint("conv-", i)), dialect.ElizaOS)
 	}
 	if len(b.recv) != maxBookEntries || len(b.order) != maxBookEntries {
 		t.Fatalf("%d entries, %d in order; want %d", len(b.recv), len(b.order), maxBookEntries)
@@ -84,5 +84,23 @@ func TestAnswerBook_Bounded(t *testing.T) {
 	}
 	if _, ok := b.recv[fmt.Sprint("conv-", maxBookEntries+9)]; !ok {
 		t.Fatal("the newest entry is missing")
+	}
+}
+
+// One sender's requests take at most maxSenderEntries of the book: a peer that sends many
+// cannot push the others' links out.
+func TestAnswerBook_OneSendersShareIsBounded(t *testing.T) {
+	b := newAnswerBook()
+	b.noteShown(shownRequest("id-alice", "t:h:alice", "conv-alice"), dialect.ElizaOS)
+	for i := range maxBookEntries {
+		b.noteShown(shownRequest(fmt.Sprint("id-", i), "t:h:mallory", fmt.Sprint("conv-", i)), dialect.ElizaOS)
+	}
+	if len(b.recv) != maxSenderEntries+1 || b.perSender["t:h:mallory"] != maxSenderEntries {
+		t.Fatalf("%d entries, mallory's %d; want mallory's at %d", len(b.recv), b.perSender["t:h:mallory"], maxSenderEntries)
+	}
+	a := answer("t:h:alice", "conv-alice")
+	b.answering(a, time.Now())
+	if a.Envelope.CorrelationID != "id-alice" {
+		t.Fatalf("alice's link went: answer correlated to %q", a.Envelope.CorrelationID)
 	}
 }
