@@ -60,7 +60,7 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 		if err := q.Write(ctx, statusEvent(rc, a2a.TaskStateWorking, resp, false)); err != nil {
 			return err
 		}
-		resp, err = s.next(call, resp.Envelope.CorrelationID)
+		resp, err = s.next(call, resp.Envelope.CorrelationID, resp.Envelope.Sender.AgentID)
 	}
 	if call.Err() != nil && s.ctx.Err() == nil {
 		err = protocol.Errorf(protocol.CodeTimeout, "no final answer from %s within %s", target, s.o.Wait)
@@ -140,10 +140,10 @@ func fail(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, er
 	return q.Write(ctx, ev)
 }
 
-// next waits for the next answer to the request reqID after a pending one: it comes to the
-// node's inbox, correlated to the request, and is taken from there (other messages are left
-// for the agent).
-func (s *Server) next(ctx context.Context, reqID string) (*protocol.Message, error) {
+// next waits for the next answer from agent from to the request reqID after a pending one: it
+// comes to the node's inbox, correlated to the request, and is taken from there (other
+// messages, an answer from anyone else among them, are left for the agent).
+func (s *Server) next(ctx context.Context, reqID, from string) (*protocol.Message, error) {
 	var after uint64
 	for {
 		if err := ctx.Err(); err != nil {
@@ -159,7 +159,8 @@ func (s *Server) next(ctx context.Context, reqID string) (*protocol.Message, err
 		}
 		for _, it := range page.Messages {
 			m := it.Message
-			if m == nil || m.Envelope.CorrelationID != reqID || (m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError) {
+			if m == nil || m.Envelope.CorrelationID != reqID || m.Envelope.Sender.AgentID != from ||
+				(m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError) {
 				continue
 			}
 			if err := s.c.Ack(ctx, it.MessageID); err != nil {
