@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare idle clean
 
 all: build
 
@@ -72,6 +72,11 @@ python-test: build
 	else \
 		cd clients/python && IACP_NODE_BINARY=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s tests -v; \
 	fi
+
+## idle: the idle node (issue 20): time from exec until the local API serves, and RSS split into
+## the node's own (anonymous) memory and the binary's pages, ROUNDS runs (docs/node.md).
+idle: build
+	bench/idle.sh $(BIN)
 
 ## python-bench: a request through the Python client against raw HTTP, p50 of each (BENCH_N
 ## requests a side).

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# idle.sh: the idle node of issue 20. Starts `iacp-node run` on the defaults (a fresh data
+# directory, loopback listen addresses) ROUNDS times and prints, per run: how long from exec
+# until it prints its local API's address (the API is serving by then), and after SETTLE seconds its RSS split into anonymous memory
+# (the node's own) and file-backed pages (the binary's code and read-only data, mapped from
+# the page cache and shared by every process that runs the same file).
+# Usage: bench/idle.sh [BIN] (default bin/iacp-node; `make idle` builds it first).
+set -euo pipefail
+BIN=${1:-bin/iacp-node}
+ROUNDS=${ROUNDS:-5}
+SETTLE=${SETTLE:-10}
+printf '%-5s %9s %9s %9s %9s\n' run ready_ms rss_kb anon_kb file_kb
+for i in $(seq 1 "$ROUNDS"); do
+	dir=$(mktemp -d)
+	"$BIN" init --data-dir "$dir" >/dev/null 2>&1
+	port=$((20000 + RANDOM % 20000))
+	fifo="$dir/out"
+	mkfifo "$fifo"
+	t0=$(date +%s%N)
+	"$BIN" run --data-dir "$dir" --api "127.0.0.1:$port" \
+		--listen /ip4/127.0.0.1/tcp/0 --listen /ip4/127.0.0.1/udp/0/quic-v1 >"$fifo" 2>/dev/null &
+	pid=$!
+	exec 3<"$fifo"
+	while IFS= read -r line <&3; do
+		case $line in api*) break ;; esac
+	done
+	t1=$(date +%s%N)
+	cat <&3 >/dev/null &
+	drain=$!
+	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz" || true)
+	[ "$code" = 200 ] || { echo "run $i: /healthz answered $code" >&2; exit 1; }
+	sleep "$SETTLE"
+	rss=$(awk '/^VmRSS/{print $2}' "/proc/$pid/status")
+	anon=$(awk '/^RssAnon/{print $2}' "/proc/$pid/status")
+	file=$(awk '/^RssFile/{print $2}' "/proc/$pid/status")
+	printf '%-5s %9d %9d %9d %9d\n' "$i" $(((t1 - t0) / 1000000)) "$rss" "$anon" "$file"
+	kill "$pid"
+	wait "$pid" || true
+	wait "$drain" || true
+	exec 3<&-
+	rm -rf "$dir"
+done
