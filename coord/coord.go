@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/iacp-node/iacp-node/node"
@@ -37,14 +38,27 @@ func New(n *node.Node, opts ...Option) (*Coordinator, error) {
 	if now == nil {
 		now = time.Now
 	}
-	r := cfg.Rand
-	if r == nil {
-		r = globalRand{}
+	var r Rand = globalRand{}
+	if cfg.Rand != nil {
+		r = &lockedRand{r: cfg.Rand}
 	}
 	return &Coordinator{n: n, cfg: cfg, br: newBreakers(&cfg, now), rnd: r}, nil
 }
 
 type globalRand struct{}
+
+// lockedRand serialises a caller's Rand, which need not be safe for concurrent use.
+type lockedRand struct {
+	mu sync.Mutex
+	r  Rand
+}
+
+func (l *lockedRand) Float64() float64 { l.mu.Lock(); defer l.mu.Unlock(); return l.r.Float64() }
+func (l *lockedRand) Int64N(n int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.r.Int64N(n)
+}
 
 func (globalRand) Float64() float64     { return rand.Float64() }
 func (globalRand) Int64N(n int64) int64 { return rand.Int64N(n) }
