@@ -161,7 +161,7 @@ func (c *Coordinator) Call(ctx context.Context, agentID string, ask Ask, opts Ca
 		}
 		a.Attempts++
 		if err == nil {
-			a.Response = resp
+			a.Response, a.Err = resp, nil
 			return a
 		}
 		a.Err = err
