@@ -37,6 +37,8 @@ type rigOpts struct {
 	gossip bool
 	// handle answers agent i's requests (default: reply accepted, by = its name).
 	handle func(i int, r *node.Request) error
+	// node adds options to every node.
+	node []node.Option
 }
 
 func newRig(t testing.TB, n int, o rigOpts) *rig {
@@ -56,7 +58,7 @@ func newRig(t testing.TB, n int, o rigOpts) *rig {
 		} else {
 			opts = append(opts, node.WithGossip(false))
 		}
-		nd, err := node.New(opts...)
+		nd, err := node.New(append(opts, o.node...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
