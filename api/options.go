@@ -105,6 +105,7 @@ type config struct {
 	rateBurst      int
 	sseKeepAlive   time.Duration
 	coord          *coord.Coordinator
+	coordOpts      []coord.Option
 	log            *slog.Logger
 	now            func() time.Time
 	// listenFunc listens (net.Listen; tests put a listener of their own on 127.0.0.1).
@@ -294,6 +295,15 @@ func WithSSEKeepAlive(d time.Duration) Option {
 func WithCoordinator(c *coord.Coordinator) Option {
 	return func(cfg *config) error {
 		cfg.coord = c
+		return nil
+	}
+}
+
+// WithCoordOptions sets the options of the coordinator the server builds for its /v1/coord
+// routes (coord's defaults otherwise; docs/coordination.md). WithCoordinator overrides it.
+func WithCoordOptions(opts ...coord.Option) Option {
+	return func(cfg *config) error {
+		cfg.coordOpts = append(cfg.coordOpts, opts...)
 		return nil
 	}
 }

@@ -84,7 +84,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.ratePerSecond), cfg.rateBurst)
 	}
 	if s.coord = cfg.coord; s.coord == nil {
-		if s.coord, err = coord.New(n); err != nil {
+		if s.coord, err = coord.New(n, cfg.coordOpts...); err != nil {
 			return nil, err
 		}
 	}
