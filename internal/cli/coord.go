@@ -25,7 +25,6 @@ type coordFlags struct {
 	capability string
 	timeout    time.Duration
 	attempts   int
-	wait       time.Duration
 }
 
 func addCoordFlags(cmd *cobra.Command, f *coordFlags, withCapability bool) {
