@@ -53,7 +53,7 @@ func TestScatter_FirstKReturnsAtK(t *testing.T) {
 }
 
 // Issue 17: quorum returns as soon as k targets agreed; the one that disagreed is kept with
-// its answer, the slow one is cancelled.
+// its answer if it came first, the slow one is cancelled.
 func TestScatter_QuorumReturnsAtAgreement(t *testing.T) {
 	var r *rig
 	r = newRig(t, 6, rigOpts{handle: func(i int, req *node.Request) error {
@@ -75,8 +75,10 @@ func TestScatter_QuorumReturnsAtAgreement(t *testing.T) {
 	if err := json.Unmarshal(g.Agreed, &agreed); err != nil || agreed["v"] != 1.0 {
 		t.Fatalf("agreed %s, want v=1", g.Agreed)
 	}
-	if !g.Met || !slices.Equal(g.Cancelled, agents(5)) {
-		t.Fatalf("met %v, cancelled %v: want agent 5 cancelled", g.Met, g.Cancelled)
+	// Agent 4's dissenting answer may come before the third agreeing one, or be cancelled.
+	slices.Sort(g.Cancelled)
+	if !g.Met || !(slices.Equal(g.Cancelled, agents(5)) || slices.Equal(g.Cancelled, agents(4, 5))) {
+		t.Fatalf("met %v, cancelled %v: want agent 5 cancelled (and perhaps 4)", g.Met, g.Cancelled)
 	}
 	if got := answered(g); !slices.Contains(got, agentName(1)) || !slices.Contains(got, agentName(2)) || !slices.Contains(got, agentName(3)) {
 		t.Fatalf("answers from %v, want 1, 2 and 3 among them", got)
