@@ -77,9 +77,8 @@ func newBreakers(cfg *Config, now func() time.Time) *breakers {
 	return &breakers{cfg: cfg, now: now, m: map[string]*breaker{}, changed: make(chan struct{})}
 }
 
-// admit decides whether a call to agent may go: nil, with done to report its outcome
-// (failed: the agent is unhealthy; nil-effect outcomes call done(false, "")... see record), or
-// the open-circuit error.
+// admit decides whether a call to agent may go: nil (probe says it is a half-open circuit's
+// probe), or the open-circuit error. A call admitted reports its outcome with record.
 func (b *breakers) admit(agent string) (probe bool, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

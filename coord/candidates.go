@@ -16,6 +16,7 @@ type Capability struct {
 	Name string `json:"name"`
 }
 
+// String returns KIND:NAME.
 func (c Capability) String() string { return c.Kind + ":" + c.Name }
 
 func (c Capability) validate() error {

@@ -96,6 +96,7 @@ func (p RetryPolicy) delay(attempt int, err error, r Rand) time.Duration {
 	return d
 }
 
+// String describes the policy with its defaults filled in.
 func (p RetryPolicy) String() string {
 	return fmt.Sprintf("%d attempts, backoff %s..%s", p.attempts(), p.backoff().Min, p.backoff().Max)
 }

@@ -2,7 +2,6 @@ package coord
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -228,4 +227,3 @@ func (r *rule) outOfReach(pending int) bool {
 	return have+pending < r.k
 }
 
-func (r *rule) String() string { return fmt.Sprintf("%s(k=%d)", r.name, r.k) }

@@ -16,6 +16,9 @@ func newAgentsCmd() *cobra.Command {
 	return showCmd("agents", "List the agents heard through heartbeats, with their liveness and circuit breaker", (*api.Client).Agents, func(tw *tabwriter.Writer, doc api.AgentsDoc) {
 		if doc.Note != "" {
 			fmt.Fprintln(tw, doc.Note)
+			if len(doc.Breakers) > 0 {
+				fmt.Fprintln(tw, "AGENT\tSTATE\tLOAD\tTASKS\tLAST SEEN\tCIRCUIT")
+			}
 		} else {
 			fmt.Fprintln(tw, "AGENT\tSTATE\tLOAD\tTASKS\tLAST SEEN\tCIRCUIT")
 			for _, a := range doc.Agents {
