@@ -226,4 +226,3 @@ func (r *rule) outOfReach(pending int) bool {
 	}
 	return have+pending < r.k
 }
-
