@@ -92,3 +92,22 @@ func n(m *protocol.Message) float64 {
 	_ = json.Unmarshal(m.Message.Payload, &p)
 	return p.N
 }
+
+// After 5 failures to an agent nobody serves, its circuit is open: `agents` lists it, and the
+// next request fails at once naming the open circuit.
+func TestCoordCommands_AgentsShowsAnOpenCircuit(t *testing.T) {
+	t.Cleanup(func() { goleak.VerifyNone(t, testsupport.ProcessWorkers()...) })
+	dirs, _ := twoNodes(t, node.WithDurable(false))
+	for range 5 {
+		if code, _, errOut := runIn(t, "", "request", "--data-dir", dirs[0], "--fallback", "test:cli:ghost", "--intent", "query"); code == 0 || !strings.Contains(errOut, "AGENT_NOT_FOUND") {
+			t.Fatalf("request to a ghost: exit %d, %s", code, errOut)
+		}
+	}
+	if code, _, errOut := runIn(t, "", "request", "--data-dir", dirs[0], "--fallback", "test:cli:ghost", "--intent", "query"); code == 0 || !strings.Contains(errOut, "circuit") {
+		t.Fatalf("request to an open circuit: exit %d, %s", code, errOut)
+	}
+	code, out, _ := runIn(t, "", "agents", "--data-dir", dirs[0])
+	if code != 0 || !strings.Contains(out, "CIRCUIT") || !strings.Contains(out, "test:cli:ghost") || !strings.Contains(out, "open") {
+		t.Fatalf("agents: exit %d, %s", code, out)
+	}
+}
