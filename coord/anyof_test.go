@@ -2,6 +2,7 @@ package coord
 
 import (
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -140,7 +141,12 @@ func TestRank_LivenessThenLoad(t *testing.T) {
 // Fallback asks an explicit list in order; a refusal moves on to the next, a bad payload
 // does not (the next agent would refuse it too).
 func TestFallback_InOrderUntilOneAnswers(t *testing.T) {
+	var mu sync.Mutex
+	corr := map[string]bool{}
 	r := newRig(t, 4, rigOpts{handle: func(i int, req *node.Request) error {
+		mu.Lock()
+		corr[req.Msg.Envelope.CorrelationID] = true
+		mu.Unlock()
 		if i == 1 {
 			return req.Fail(protocol.Errorf(protocol.CodeCapabilityMismatch, "not me"))
 		}
@@ -161,6 +167,11 @@ func TestFallback_InOrderUntilOneAnswers(t *testing.T) {
 	if r.hits[2].Load() != 0 {
 		t.Fatal("agent 2, last in order, was asked")
 	}
+	mu.Lock()
+	if len(corr) != 1 {
+		t.Fatalf("correlation ids %v: want one for every candidate of a fallback", corr)
+	}
+	mu.Unlock()
 	_, err = c.Fallback(ctx, Targets{Agents: []string{agentName(1)}}, query, CallOptions{})
 	if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
 		t.Fatalf("every candidate refusing: %v, want the last refusal's code", err)

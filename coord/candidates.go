@@ -201,6 +201,10 @@ func failsOver(ctx context.Context, err error) bool {
 // tryInOrder asks the candidates one after the other until one answers.
 func (c *Coordinator) tryInOrder(ctx context.Context, order []Candidate, skipped []string, ask Ask, opts CallOptions, what string) (Result, error) {
 	res := Result{Skipped: skipped}
+	if err := ask.correlate(); err != nil {
+		res.Err = err
+		return res, err
+	}
 	if len(order) == 0 {
 		err := protocol.Errorf(protocol.CodeAgentNotFound, "%s: no candidate to ask (%d left out as suspect, stuck, draining, offline or with an open circuit)", what, len(skipped))
 		res.Err = err

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -88,7 +90,8 @@ type Ask struct {
 	Payload json.RawMessage `json:"payload,omitempty"`
 	// Channel is recipient.channel (empty: the intent's default).
 	Channel string `json:"channel,omitempty"`
-	// CorrelationID, when set, is every request's correlation_id (a pipeline sets its own).
+	// CorrelationID is every request's correlation_id: all attempts, candidates and targets of
+	// one pattern carry the same (empty: a new UUIDv7 per pattern; a pipeline sets its own).
 	CorrelationID string `json:"correlation_id,omitempty"`
 }
 
@@ -102,6 +105,20 @@ func (a Ask) validate() error {
 			return protocol.Errorf(protocol.CodePayloadInvalid, "the payload must be a JSON object")
 		}
 	}
+	return nil
+}
+
+// correlate gives the ask a correlation id of its own when it has none, so that every attempt
+// and every candidate of one pattern carries the same one.
+func (a *Ask) correlate() error {
+	if a.CorrelationID != "" {
+		return nil
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return protocol.Errorf(protocol.CodeInternalError, "new correlation id: %w", err)
+	}
+	a.CorrelationID = id.String()
 	return nil
 }
 
@@ -151,6 +168,10 @@ func (c *Coordinator) Call(ctx context.Context, agentID string, ask Ask, opts Ca
 	}
 	if err := protocol.ValidateAgentID(agentID); err != nil {
 		a.Err = protocol.Errorf(protocol.CodePayloadInvalid, "agent %q: %w", agentID, err)
+		return a
+	}
+	if err := ask.correlate(); err != nil {
+		a.Err = err
 		return a
 	}
 	for {

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/google/uuid"
-
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -59,13 +57,11 @@ func (c *Coordinator) Pipeline(ctx context.Context, correlationID string, input 
 	if err := opts.Retry.Validate(); err != nil {
 		return nil, err
 	}
-	if correlationID == "" {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return nil, protocol.Errorf(protocol.CodeInternalError, "new correlation id: %w", err)
-		}
-		correlationID = id.String()
+	first := Ask{CorrelationID: correlationID}
+	if err := first.correlate(); err != nil {
+		return nil, err
 	}
+	correlationID = first.CorrelationID
 	out := &PipelineResult{CorrelationID: correlationID}
 	prev := input
 	for i, s := range steps {

@@ -82,6 +82,9 @@ func (c *Coordinator) Scatter(ctx context.Context, t Targets, ask Ask, opts Scat
 	if err != nil {
 		return nil, err
 	}
+	if err := ask.correlate(); err != nil {
+		return nil, err
+	}
 	deadline := opts.Deadline
 	if deadline <= 0 {
 		deadline = DefaultScatterDeadline
