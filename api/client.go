@@ -442,3 +442,43 @@ func (c *Client) Events(ctx context.Context, f EventFilter, fn func(EventItem) e
 	}
 	return io.ErrUnexpectedEOF
 }
+
+// coordCall posts a coordination request to path with ?wait=wait (0: the server's maximum).
+func (c *Client) coordCall(ctx context.Context, path string, body any, wait time.Duration, out any) error {
+	raw, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	if wait > 0 {
+		path += "?wait=" + wait.String()
+	}
+	return c.do(ctx, http.MethodPost, path, raw, mediaJSON, out)
+}
+
+// CoordAny asks an agent with q.Capability (POST /v1/coord/any); a failure of every candidate
+// is an *APIError whose detail lists them.
+func (c *Client) CoordAny(ctx context.Context, q CoordRequest, wait time.Duration) (ResultDoc, error) {
+	var d ResultDoc
+	return d, c.coordCall(ctx, "/v1/coord/any", q, wait, &d)
+}
+
+// CoordFallback asks q.Agents in order, or q.Capability's providers, until one answers
+// (POST /v1/coord/fallback).
+func (c *Client) CoordFallback(ctx context.Context, q CoordRequest, wait time.Duration) (ResultDoc, error) {
+	var d ResultDoc
+	return d, c.coordCall(ctx, "/v1/coord/fallback", q, wait, &d)
+}
+
+// CoordScatter scatters q and returns the aggregate (POST /v1/coord/scatter); a rule not met
+// is in the doc's Met and Error, not an error.
+func (c *Client) CoordScatter(ctx context.Context, q CoordRequest, wait time.Duration) (GatherDoc, error) {
+	var d GatherDoc
+	return d, c.coordCall(ctx, "/v1/coord/scatter", q, wait, &d)
+}
+
+// CoordPipeline runs a pipeline (POST /v1/coord/pipeline); a failed step is in the doc's
+// Error, not an error.
+func (c *Client) CoordPipeline(ctx context.Context, q PipelineRequest, wait time.Duration) (PipelineDoc, error) {
+	var d PipelineDoc
+	return d, c.coordCall(ctx, "/v1/coord/pipeline", q, wait, &d)
+}

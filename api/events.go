@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -31,9 +32,9 @@ func filterFromParams(r *http.Request) (EventFilter, error) {
 	f := EventFilter{Kinds: list(v, "kinds"), AgentID: v.Get("agent"), Group: v.Get("group")}
 	for _, k := range f.Kinds {
 		switch k {
-		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust:
+		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust, KindBreaker:
 		default:
-			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message or trust.conflict", k)
+			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message, trust.conflict or breaker", k)
 		}
 	}
 	return f, nil
@@ -70,6 +71,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if f.wants(KindTrust) {
 		_, trustAfter, trustChanged = s.n.TrustConflicts(^uint64(0)) // conflicts from now on
 	}
+	var brChanged <-chan struct{}
+	var brAfter uint64
+	if f.wants(KindBreaker) {
+		_, brAfter, brChanged = s.coord.Transitions(^uint64(0)) // transitions from now on
+	}
 	out := s.openSSE(w)
 	if out == nil {
 		return
@@ -93,6 +99,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			var cs []node.TrustConflict
 			cs, _, trustChanged = s.n.TrustConflicts(trustAfter)
 			trustAfter, ok = emitConflicts(out, f, cs, trustAfter)
+		case <-brChanged:
+			var ts []coord.BreakerTransition
+			ts, _, brChanged = s.coord.Transitions(brAfter)
+			brAfter, ok = emitBreakers(out, f, ts, brAfter)
 		case <-changed:
 			changed = ib.Changed()
 			after, ok = emitInbound(out, f, ib.List(after), after)
@@ -200,6 +210,20 @@ func emitConflicts(out *sseStream, f EventFilter, cs []node.TrustConflict, after
 
 // emitInbound writes a notice of each inbound message f selects and returns the inbox seq of
 // the last one seen.
+// emitBreakers writes the breaker transitions f selects and returns the seq of the last one seen.
+func emitBreakers(out *sseStream, f EventFilter, ts []coord.BreakerTransition, after uint64) (uint64, bool) {
+	for _, t := range ts {
+		after = t.Seq
+		if f.AgentID != "" && t.AgentID != f.AgentID {
+			continue
+		}
+		if !out.emit(EventItem{Kind: KindBreaker, At: t.At, AgentID: t.AgentID, Breaker: &t}) {
+			return after, false
+		}
+	}
+	return after, true
+}
+
 func emitInbound(out *sseStream, f EventFilter, ds []node.Delivery, after uint64) (uint64, bool) {
 	for _, d := range ds {
 		after = d.Seq

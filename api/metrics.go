@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -51,6 +52,7 @@ func newMetrics(s *Server) *metrics {
 			func() float64 { return float64(n.PeerCount()) }),
 	}
 	gauges = append(gauges, safetyGauges(n)...)
+	gauges = append(gauges, breakerGauges(s.coord)...)
 	m.reg.MustRegister(append(gauges, m.sent, m.received, m.errors, m.latency)...)
 	m.handler = promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 	return m
@@ -87,6 +89,24 @@ func safetyGauges(n *node.Node) []prometheus.Collector {
 		g("iacp_dht_evicted", "DHT records evicted (a peer over its quota, or the store full).",
 			func(s node.Safety) float64 { return float64(s.DHTStore.EvictedQuota + s.DHTStore.EvictedFull) }),
 	}
+}
+
+// breakerGauges expose the coordinator's circuit breakers (docs/coordination.md).
+func breakerGauges(c *coord.Coordinator) []prometheus.Collector {
+	var out []prometheus.Collector
+	for _, st := range []coord.BreakerState{coord.Closed, coord.Open, coord.HalfOpen} {
+		out = append(out, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "iacp_coord_breakers", Help: "Circuit breakers the coordinator keeps, by state.", ConstLabels: prometheus.Labels{"state": string(st)},
+		}, func() float64 { return float64(c.BreakerStats().ByState[st]) }))
+	}
+	return append(out,
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "iacp_coord_breaker_opened_total",
+			Help: "How many times a circuit opened after repeated failures."},
+			func() float64 { return float64(c.BreakerStats().Opened) }),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "iacp_coord_breaker_refused_total",
+			Help: "Calls an open circuit failed at once (AGENT_NOT_FOUND, circuit open)."},
+			func() float64 { return float64(c.BreakerStats().Refused) }),
+	)
 }
 
 func b2f(b bool) float64 {

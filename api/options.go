@@ -6,6 +6,8 @@ import (
 	"net"
 	"net/url"
 	"time"
+
+	"github.com/iacp-node/iacp-node/coord"
 )
 
 // DefaultPort is the API's TCP port: IaCP 1.0 section 5.1 reserves 9000-9999 for the local
@@ -102,6 +104,8 @@ type config struct {
 	ratePerSecond  float64
 	rateBurst      int
 	sseKeepAlive   time.Duration
+	coord          *coord.Coordinator
+	coordOpts      []coord.Option
 	log            *slog.Logger
 	now            func() time.Time
 	// listenFunc listens (net.Listen; tests put a listener of their own on 127.0.0.1).
@@ -283,4 +287,23 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.log = 
 // WithSSEKeepAlive sets the interval of keep-alive comments on the event stream.
 func WithSSEKeepAlive(d time.Duration) Option {
 	return func(c *config) error { c.sseKeepAlive = d; return nil }
+}
+
+// WithCoordinator makes the /v1/coord routes use c (built over the same node), so that a Go
+// agent and the API share one set of circuit breakers. Default: the server builds its own
+// with coord's defaults.
+func WithCoordinator(c *coord.Coordinator) Option {
+	return func(cfg *config) error {
+		cfg.coord = c
+		return nil
+	}
+}
+
+// WithCoordOptions sets the options of the coordinator the server builds for its /v1/coord
+// routes (coord's defaults otherwise; docs/coordination.md). WithCoordinator overrides it.
+func WithCoordOptions(opts ...coord.Option) Option {
+	return func(cfg *config) error {
+		cfg.coordOpts = append(cfg.coordOpts, opts...)
+		return nil
+	}
 }

@@ -60,17 +60,21 @@ func safetyDoc(sf node.Safety) SafetyDoc {
 }
 
 func (s *Server) getAgents(w http.ResponseWriter, r *http.Request) {
-	doc := AgentsDoc{Agents: []AgentDoc{}}
+	doc := AgentsDoc{Agents: []AgentDoc{}, Breakers: s.coord.Breakers()}
 	if !s.n.GossipOn() {
 		doc.Note = "gossip is off on this node: no heartbeats, so no liveness table"
 		write(w, r, http.StatusOK, doc)
 		return
 	}
 	for _, a := range s.n.Agents() {
-		doc.Agents = append(doc.Agents, AgentDoc{
+		d := AgentDoc{
 			AgentID: a.AgentID, PeerID: a.PeerID.String(), State: string(a.State), LastSeen: a.LastSeen,
 			Load: a.Load, ActiveTasks: a.ActiveTasks, Version: a.Version,
-		})
+		}
+		if b, ok := s.coord.Breaker(a.AgentID); ok {
+			d.Circuit = string(b.State)
+		}
+		doc.Agents = append(doc.Agents, d)
 	}
 	write(w, r, http.StatusOK, doc)
 }

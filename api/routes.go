@@ -50,6 +50,10 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/trust/certificates", Auth: true, handler: s.certificates},
 		{Method: "POST", Path: AuthTokenPath, Auth: true, handler: s.authToken},
 		{Method: "GET", Path: "/v1/events", Auth: true, Stream: true, handler: s.events},
+		{Method: "POST", Path: "/v1/coord/any", Auth: true, handler: s.coordAny},
+		{Method: "POST", Path: "/v1/coord/fallback", Auth: true, handler: s.coordFallback},
+		{Method: "POST", Path: "/v1/coord/scatter", Auth: true, handler: s.coordScatter},
+		{Method: "POST", Path: "/v1/coord/pipeline", Auth: true, handler: s.coordPipeline},
 		{Method: "GET", Path: "/metrics", Auth: false, handler: s.metrics.serve},
 		{Method: "GET", Path: "/healthz", Auth: false, handler: s.healthz},
 	}

@@ -16,6 +16,7 @@ import (
 	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 
+	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -41,6 +42,8 @@ type Server struct {
 	limiter  *rate.Limiter // nil when the API is not rate-limited
 	// book links the other drafts' answer correlation with IACP's (answers.go).
 	book *answerBook
+	// coord runs the coordination patterns and owns their circuit breakers (coord.go).
+	coord *coord.Coordinator
 
 	ctx       context.Context // cancelled by Close: ends streams, sockets, the webhook loop
 	cancel    context.CancelFunc
@@ -79,6 +82,11 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	s := &Server{n: n, cfg: cfg, token: tok, log: log.With("component", "api"), mux: http.NewServeMux(), book: newAnswerBook()}
 	if cfg.ratePerSecond > 0 {
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.ratePerSecond), cfg.rateBurst)
+	}
+	if s.coord = cfg.coord; s.coord == nil {
+		if s.coord, err = coord.New(n, cfg.coordOpts...); err != nil {
+			return nil, err
+		}
 	}
 	s.metrics = newMetrics(s)
 	for _, rt := range s.routes() {
@@ -158,6 +166,10 @@ func (s *Server) URL() string { return "http://" + s.addr }
 // Loopback reports whether the server listens on a loopback address (and so checks the Host
 // of every request); false only with WithAllowRemote(true).
 func (s *Server) Loopback() bool { return s.loopback }
+
+// Coordinator returns the coordinator the server's /v1/coord routes use (WithCoordinator's,
+// or its own over the node, with coord's defaults).
+func (s *Server) Coordinator() *coord.Coordinator { return s.coord }
 
 // Token returns the bearer token the server requires.
 func (s *Server) Token() string { return s.token }

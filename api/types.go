@@ -3,6 +3,7 @@ package api
 import (
 	"time"
 
+	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -96,11 +97,16 @@ type AgentDoc struct {
 	Load        float64   `json:"load"`
 	ActiveTasks int       `json:"active_tasks"`
 	Version     string    `json:"version,omitempty"`
+	// Circuit is the state of this node's circuit breaker to the agent (closed, open,
+	// half-open), when the coordinator keeps one (docs/coordination.md).
+	Circuit string `json:"circuit,omitempty"`
 }
 
 // AgentsDoc is GET /v1/agents.
 type AgentsDoc struct {
 	Agents []AgentDoc `json:"agents"`
+	// Breakers are the coordinator's circuit breakers, heard of by heartbeat or not.
+	Breakers []coord.Breaker `json:"breakers"`
 	// Note explains an empty list that is not about the mesh (gossip off).
 	Note string `json:"note,omitempty"`
 }
@@ -209,6 +215,7 @@ const (
 	KindTransition = "transition"     // a liveness transition of an agent
 	KindMessage    = "message"        // an inbound message arrived in the inbox
 	KindTrust      = "trust.conflict" // a claim on an agent id bound to another peer
+	KindBreaker    = "breaker"        // a circuit breaker of the coordinator changed state
 )
 
 // EventItem is one Server-Sent Event's data.
@@ -226,6 +233,8 @@ type EventItem struct {
 	Inbound    *InboundNotice             `json:"inbound,omitempty"`
 	// Conflict is the claim of a trust item (event name trust.conflict in docs/trust.md).
 	Conflict *node.TrustConflict `json:"conflict,omitempty"`
+	// Breaker is the transition of a breaker item (docs/coordination.md).
+	Breaker *coord.BreakerTransition `json:"breaker,omitempty"`
 }
 
 // TrustDoc is GET /v1/trust: who may speak for which agent id on this node.

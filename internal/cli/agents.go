@@ -13,14 +13,27 @@ import (
 func init() { register(newAgentsCmd) }
 
 func newAgentsCmd() *cobra.Command {
-	return showCmd("agents", "List the agents heard through heartbeats, with their liveness", (*api.Client).Agents, func(tw *tabwriter.Writer, doc api.AgentsDoc) {
+	return showCmd("agents", "List the agents heard through heartbeats, with their liveness and circuit breaker", (*api.Client).Agents, func(tw *tabwriter.Writer, doc api.AgentsDoc) {
 		if doc.Note != "" {
 			fmt.Fprintln(tw, doc.Note)
-			return
+			if len(doc.Breakers) > 0 {
+				fmt.Fprintln(tw, "AGENT\tSTATE\tLOAD\tTASKS\tLAST SEEN\tCIRCUIT")
+			}
+		} else {
+			fmt.Fprintln(tw, "AGENT\tSTATE\tLOAD\tTASKS\tLAST SEEN\tCIRCUIT")
+			for _, a := range doc.Agents {
+				fmt.Fprintf(tw, "%s\t%s\t%.2f\t%d\t%s ago\t%s\n", a.AgentID, a.State, a.Load, a.ActiveTasks, time.Since(a.LastSeen).Round(time.Second), orDash(a.Circuit))
+			}
 		}
-		fmt.Fprintln(tw, "AGENT\tSTATE\tLOAD\tTASKS\tLAST SEEN")
+		// Circuits of agents not in the liveness table (gossip off, or never heard).
+		heard := map[string]bool{}
 		for _, a := range doc.Agents {
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%d\t%s ago\n", a.AgentID, a.State, a.Load, a.ActiveTasks, time.Since(a.LastSeen).Round(time.Second))
+			heard[a.AgentID] = true
+		}
+		for _, b := range doc.Breakers {
+			if !heard[b.AgentID] {
+				fmt.Fprintf(tw, "%s\t-\t-\t-\t-\t%s\n", b.AgentID, b.State)
+			}
 		}
 	})
 }

@@ -162,10 +162,20 @@ func (f *messageFlags) message(stdin io.Reader, typ protocol.Type) (*protocol.Me
 	}
 	m.Message.Type = typ
 	m.Message.Intent = protocol.Intent(f.intent)
+	payload, err := readPayload(stdin, f.payload)
+	if err != nil {
+		return nil, err
+	}
+	m.Message.Payload = payload
+	return m, nil
+}
+
+// readPayload reads a --payload value: a JSON or YAML object, or @file (- for stdin); "" is {}.
+func readPayload(stdin io.Reader, arg string) (json.RawMessage, error) {
 	payload := []byte("{}")
-	if f.payload != "" {
-		payload = []byte(f.payload)
-		if name, ok := strings.CutPrefix(f.payload, "@"); ok {
+	if arg != "" {
+		payload = []byte(arg)
+		if name, ok := strings.CutPrefix(arg, "@"); ok {
 			raw, err := readInput(stdin, name)
 			if err != nil {
 				return nil, err
@@ -184,8 +194,7 @@ func (f *messageFlags) message(stdin io.Reader, typ protocol.Type) (*protocol.Me
 			return nil, fmt.Errorf("--payload must be a JSON object: %w", err)
 		}
 	}
-	m.Message.Payload = payload
-	return m, nil
+	return payload, nil
 }
 
 func orDash(s string) string {

@@ -18,15 +18,26 @@ func newRequestCmd() *cobra.Command {
 	var cf clientFlags
 	var mf messageFlags
 	var wait time.Duration
+	var co coordFlags
+	var fallback []string
 	cmd := &cobra.Command{
-		Use:   "request --to AGENT --intent I [--payload JSON|@file] [--wait D] | request -f DOC",
+		Use:   "request (--to AGENT | --capability KIND:NAME | --fallback A,B,...) --intent I [--payload JSON|@file] [--wait D] | request -f DOC",
 		Short: "Send a request through the running node and print the response",
 		Long: `request sends a request like 'send' and waits up to --wait for the correlated response,
 which it prints (-o yaml or json prints the whole signed document). No response in time is a
 TIMEOUT error and exit code 1. A --file document of another draft (IaCP 1.0, ElizaOS, ACP v2)
-is answered in that draft, printed as the node returns it.`,
+is answered in that draft, printed as the node returns it.
+
+--capability KIND:NAME asks "an agent with this capability": the node picks one from discovery,
+ranked by liveness and spread by free capacity, and fails over to the next when one refuses,
+times out or has an open circuit. --fallback A,B,... asks the agents in that order until one
+answers. --attempts retries each agent on a retryable error; --timeout bounds each attempt.
+The table lists the candidates tried before the one that answered (docs/coordination.md).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if co.capability != "" || len(fallback) > 0 {
+				return coordRequest(cmd, &cf, &mf, &co, fallback, wait)
+			}
 			doc, err := mf.foreignDocument(cmd.InOrStdin())
 			if err != nil {
 				return err
@@ -61,5 +72,7 @@ is answered in that draft, printed as the node returns it.`,
 	addClientFlags(cmd, &cf)
 	addMessageFlags(cmd, &mf)
 	cmd.Flags().DurationVar(&wait, "wait", 30*time.Second, "how long to wait for the response")
+	addCoordFlags(cmd, &co, true)
+	cmd.Flags().StringSliceVar(&fallback, "fallback", nil, "ordered candidate agents, comma-separated: the first that answers")
 	return cmd
 }
