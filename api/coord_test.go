@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -88,14 +89,7 @@ func TestCoord_BreakerIsVisible(t *testing.T) {
 	m := coordMesh(t, &failing)
 	c := m.clients[0]
 	ctx := testCtx(t, 30*time.Second)
-	sctx, stop := context.WithCancel(ctx)
-	items := make(chan EventItem, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- c.Events(sctx, EventFilter{Kinds: []string{KindBreaker}}, func(it EventItem) error { items <- it; return nil })
-	}()
-	defer func() { stop(); <-done }()
-	time.Sleep(300 * time.Millisecond) // let the stream subscribe before the circuit opens (it carries transitions from then on)
+	items := breakerEvents(t, ctx, m.servers[0])
 	one := CoordRequest{Agents: []string{agentName(1)}, Intent: protocol.IntentQuery}
 	for range 2 {
 		if _, err := c.CoordFallback(ctx, one, 10*time.Second); protocol.CodeOf(err) != protocol.CodeInternalError {
@@ -130,4 +124,43 @@ func TestCoord_BreakerIsVisible(t *testing.T) {
 			t.Errorf("/metrics lacks %q", want)
 		}
 	}
+}
+
+// breakerEvents opens srv's event stream for breaker transitions and returns once the server
+// answered with its headers, which it sends only after it subscribed: every transition from
+// then on arrives on the channel. The stream ends with the test.
+func breakerEvents(t *testing.T, ctx context.Context, srv *Server) <-chan EventItem {
+	t.Helper()
+	sctx, stop := context.WithCancel(ctx)
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, srv.URL()+"/v1/events?kinds="+KindBreaker, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+srv.Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		stop()
+		t.Fatalf("event stream: %v %v", resp, err)
+	}
+	items := make(chan EventItem, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			var it EventItem
+			if json.Unmarshal([]byte(data), &it) == nil {
+				select {
+				case items <- it:
+				default:
+				}
+			}
+		}
+	}()
+	t.Cleanup(func() { stop(); resp.Body.Close(); <-done })
+	return items
 }

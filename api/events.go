@@ -208,8 +208,6 @@ func emitConflicts(out *sseStream, f EventFilter, cs []node.TrustConflict, after
 	return after, true
 }
 
-// emitInbound writes a notice of each inbound message f selects and returns the inbox seq of
-// the last one seen.
 // emitBreakers writes the breaker transitions f selects and returns the seq of the last one seen.
 func emitBreakers(out *sseStream, f EventFilter, ts []coord.BreakerTransition, after uint64) (uint64, bool) {
 	for _, t := range ts {
@@ -224,6 +222,8 @@ func emitBreakers(out *sseStream, f EventFilter, ts []coord.BreakerTransition, a
 	return after, true
 }
 
+// emitInbound writes a notice of each inbound message f selects and returns the inbox seq of
+// the last one seen.
 func emitInbound(out *sseStream, f EventFilter, ds []node.Delivery, after uint64) (uint64, bool) {
 	for _, d := range ds {
 		after = d.Seq
