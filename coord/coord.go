@@ -224,7 +224,7 @@ func (c *Coordinator) attempt(ctx context.Context, agentID string, ask Ask, opts
 	}
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := c.n.Request(actx, m)
+	resp, err := c.n.RequestOnce(actx, m) // coord retries and fails over itself: no outbox behind its back
 	c.br.record(agentID, probe, classify(err, ctx.Err() != nil), protocol.CodeOf(err))
 	if err != nil {
 		return nil, err

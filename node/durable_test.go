@@ -193,3 +193,33 @@ func TestDurable_AckedInTheAuditLogIsNotOfferedAgain(t *testing.T) {
 		t.Fatalf("the store holds %d pending (%v), want the acked one forgotten", len(p), err)
 	}
 }
+
+// RequestOnce is for callers with their own retry (coord): with durable delivery on, a request
+// to an unreachable recipient fails at once, and nothing is left in the outbox to be resent
+// behind the caller's back; to a reachable one it is answered like Request.
+func TestDurable_RequestOnceKeepsNothingInTheOutbox(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithRetry(50*time.Millisecond, 200*time.Millisecond)}, nil)
+	a, b := m.nodes[0], m.nodes[1]
+	b.Handle(protocol.IntentQuery, func(ctx context.Context, r *Request) error { return r.Reply("accepted", map[string]string{"ok": "yes"}) })
+	q, err := a.Builder().Request(agentName(1), protocol.IntentQuery, map[string]string{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := a.RequestOnce(testCtx(t), q); err != nil || resp.Message.Type != protocol.TypeResponse {
+		t.Fatalf("RequestOnce to a reachable agent: %v, %v", resp, err)
+	}
+	if err := m.mn.UnlinkPeers(a.ID(), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.mn.DisconnectPeers(a.ID(), b.ID())
+	q, err = a.Builder().Request(agentName(1), protocol.IntentQuery, map[string]string{}, protocol.WithTTL(time.Minute))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.RequestOnce(testCtx(t), q); err == nil {
+		t.Fatal("RequestOnce to an unreachable agent answered")
+	}
+	if entries, err := a.OutboxEntries(); err != nil || len(entries) != 0 {
+		t.Fatalf("outbox holds %v (%v), want nothing", entries, err)
+	}
+}

@@ -92,6 +92,19 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 // reply is returned as the message and as an *protocol.Error with its code. With durable
 // delivery the request is queued like any Send and retried while Request waits.
 func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
+	return n.request(ctx, m, n.engine != nil)
+}
+
+// RequestOnce is Request with one attempt and nothing kept: the request is transmitted once
+// (durable delivery or not), never written to the outbox and never resent by the node. It is
+// for a caller that retries or fails over by itself (package coord): with Request, an agent
+// the caller gave up on would still be asked again by the outbox, behind its back. Once the
+// recipient's node acknowledged the request it is durable there, as with Request.
+func (n *Node) RequestOnce(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
+	return n.request(ctx, m, false)
+}
+
+func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool) (*protocol.Message, error) {
 	if m.Message.Type == "" {
 		m.Message.Type = protocol.TypeRequest
 	}
@@ -112,7 +125,7 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Mess
 	if err != nil {
 		return nil, err
 	}
-	if n.engine != nil {
+	if durable {
 		err = n.engine.Send(ctx, m, raw)
 	} else {
 		n.record(audit.EventSent, m)
