@@ -200,7 +200,9 @@ func TestDurable_AckedInTheAuditLogIsNotOfferedAgain(t *testing.T) {
 func TestDurable_RequestOnceKeepsNothingInTheOutbox(t *testing.T) {
 	m := newMesh(t, 2, []Option{WithRetry(50*time.Millisecond, 200*time.Millisecond)}, nil)
 	a, b := m.nodes[0], m.nodes[1]
-	b.Handle(protocol.IntentQuery, func(ctx context.Context, r *Request) error { return r.Reply("accepted", map[string]string{"ok": "yes"}) })
+	b.Handle(protocol.IntentQuery, func(ctx context.Context, r *Request) error {
+		return r.Reply("accepted", map[string]string{"ok": "yes"})
+	})
 	q, err := a.Builder().Request(agentName(1), protocol.IntentQuery, map[string]string{})
 	if err != nil {
 		t.Fatal(err)
