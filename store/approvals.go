@@ -170,73 +170,102 @@ func (s *Store) Held() ([]Approval, error) {
 	return out, s.wrap("held", err)
 }
 
-// Approve marks the held message id approved by by (not empty) at now and returns it; it
-// stays held until Release, so that a crash before the outbox took it loses nothing. It
-// returns ErrNotFound when no message id is held, and a held one approved before as it is.
-func (s *Store) Approve(id, by string) (Approval, error) {
+// ErrApproved is returned by Discard for a message already approved: it is on its way to the
+// outbox and can no longer be rejected.
+var ErrApproved = errors.New("store: the message is approved already")
+
+// Approve marks the held message id approved by by (not empty) at now and returns it, and
+// whether this call approved it (false when it was approved before, by whoever the record
+// names); it stays held until Release, so that a crash before the outbox took it loses
+// nothing. It returns ErrNotFound when no message id is held, and TIMEOUT for a waiting one
+// whose expiry passed (the caller drops it with Discard).
+func (s *Store) Approve(id, by string) (_ Approval, fresh bool, _ error) {
 	if by == "" {
-		return Approval{}, errors.New("store: approve: say who approves")
+		return Approval{}, false, errors.New("store: approve: say who approves")
 	}
 	now := s.cfg.now()
 	var got *Approval
+	var refusal error
 	err := s.batch(func(tx *bolt.Tx) error {
-		got = nil
-		b := tx.Bucket(bktApprovals)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		a, err := decodeApproval(v)
-		if err != nil {
-			return fmt.Errorf("approval %s: %w", id, err)
+		got, fresh, refusal = nil, false, nil
+		a, err := getApproval(tx, id)
+		if a == nil || err != nil {
+			return err
 		}
 		got = a
-		if a.Approved() {
+		switch {
+		case a.Approved():
+			return nil
+		case !a.ExpiresAt.After(now):
+			refusal = protocol.Errorf(protocol.CodeTimeout, "message %s expired at %s while it waited for approval", id, a.ExpiresAt.UTC().Format(time.RFC3339))
 			return nil
 		}
-		a.ApprovedBy, a.ApprovedAt = by, now
+		a.ApprovedBy, a.ApprovedAt, fresh = by, now, true
 		nv, err := encodeApproval(a)
 		if err != nil {
 			return err
 		}
-		return b.Put([]byte(id), nv)
+		return tx.Bucket(bktApprovals).Put([]byte(id), nv)
 	})
-	if err == nil && got == nil {
+	switch {
+	case err == nil && got == nil:
 		err = ErrNotFound
+	case err == nil && refusal != nil:
+		return *got, false, refusal
 	}
 	if err != nil {
-		return Approval{}, s.wrap("approve", err)
+		return Approval{}, false, s.wrap("approve", err)
 	}
-	return *got, nil
+	return *got, fresh, nil
 }
 
-// Release removes the held message id and returns it: rejected, expired, or taken by the
-// outbox once approved. Of concurrent callers for one id, one gets it; the others, and any
-// caller when none is held, get ErrNotFound.
-func (s *Store) Release(id string) (Approval, error) {
+// getApproval reads the held message id in tx; nil when none is held.
+func getApproval(tx *bolt.Tx, id string) (*Approval, error) {
+	b := tx.Bucket(bktApprovals)
+	if b == nil {
+		return nil, nil
+	}
+	v := b.Get([]byte(id))
+	if v == nil {
+		return nil, nil
+	}
+	a, err := decodeApproval(v)
+	if err != nil {
+		return nil, fmt.Errorf("approval %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// Release removes the held message id and returns it: taken by the outbox once approved, or
+// dropped. Of concurrent callers for one id, one gets it; the others, and any caller when
+// none is held, get ErrNotFound.
+func (s *Store) Release(id string) (Approval, error) { return s.release(id, false) }
+
+// Discard is Release for a message that still waits for a decision (rejected, or expired):
+// one approved already is left alone, ErrApproved.
+func (s *Store) Discard(id string) (Approval, error) { return s.release(id, true) }
+
+func (s *Store) release(id string, waiting bool) (Approval, error) {
 	var got *Approval
+	var refusal error
 	err := s.batch(func(tx *bolt.Tx) error {
-		got = nil
-		b := tx.Bucket(bktApprovals)
-		if b == nil {
-			return nil
-		}
-		v := b.Get([]byte(id))
-		if v == nil {
-			return nil
-		}
-		a, err := decodeApproval(v)
-		if err != nil {
-			return fmt.Errorf("approval %s: %w", id, err)
+		got, refusal = nil, nil
+		a, err := getApproval(tx, id)
+		if a == nil || err != nil {
+			return err
 		}
 		got = a
-		return b.Delete([]byte(id))
+		if waiting && a.Approved() {
+			refusal = ErrApproved
+			return nil
+		}
+		return tx.Bucket(bktApprovals).Delete([]byte(id))
 	})
 	if err == nil && got == nil {
 		err = ErrNotFound
+	}
+	if err == nil && refusal != nil {
+		return *got, refusal
 	}
 	if err != nil {
 		return Approval{}, s.wrap("release", err)

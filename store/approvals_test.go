@@ -33,16 +33,24 @@ func TestApprovals_HoldApproveReleaseSurviveReopen(t *testing.T) {
 		t.Fatalf("holding an id twice: %v; want DUPLICATE", err)
 	}
 	c.Set(t0.Add(time.Second))
-	a, err := s.Approve(m1.Envelope.MessageID, "alice")
-	if err != nil || a.ApprovedBy != "alice" || !a.ApprovedAt.Equal(t0.Add(time.Second)) || string(a.Raw) != string(raw1) {
+	a, fresh, err := s.Approve(m1.Envelope.MessageID, "alice")
+	if err != nil || !fresh || a.ApprovedBy != "alice" || !a.ApprovedAt.Equal(t0.Add(time.Second)) || string(a.Raw) != string(raw1) {
 		t.Fatalf("approve: %+v %v", a, err)
 	}
-	if a, err := s.Approve(m1.Envelope.MessageID, "mallory"); err != nil || a.ApprovedBy != "alice" {
+	if a, fresh, err := s.Approve(m1.Envelope.MessageID, "mallory"); err != nil || fresh || a.ApprovedBy != "alice" {
 		t.Fatalf("a second approval must keep the first: %+v %v", a, err)
 	}
-	if _, err := s.Approve("nope", "alice"); !errors.Is(err, ErrNotFound) {
+	if _, _, err := s.Approve("nope", "alice"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("approve unknown: %v", err)
 	}
+	if _, err := s.Discard(m1.Envelope.MessageID); !errors.Is(err, ErrApproved) {
+		t.Fatalf("discarding an approved message: %v; want ErrApproved", err)
+	}
+	c.Set(m2.Expires())
+	if _, _, err := s.Approve(m2.Envelope.MessageID, "alice"); protocol.CodeOf(err) != protocol.CodeTimeout {
+		t.Fatalf("approving an expired message: %v; want TIMEOUT", err)
+	}
+	c.Set(t0.Add(time.Second))
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -63,8 +71,8 @@ func TestApprovals_HoldApproveReleaseSurviveReopen(t *testing.T) {
 		t.Fatalf("check: %+v %v", rep, err)
 	}
 	s = open(t, dir, WithClock(c.Now))
-	if a, err := s.Release(m2.Envelope.MessageID); err != nil || a.MessageID != m2.Envelope.MessageID {
-		t.Fatalf("release: %+v %v", a, err)
+	if a, err := s.Discard(m2.Envelope.MessageID); err != nil || a.MessageID != m2.Envelope.MessageID {
+		t.Fatalf("discard: %+v %v", a, err)
 	}
 	if _, err := s.Release(m2.Envelope.MessageID); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("release twice: %v", err)
