@@ -31,9 +31,9 @@ func filterFromParams(r *http.Request) (EventFilter, error) {
 	f := EventFilter{Kinds: list(v, "kinds"), AgentID: v.Get("agent"), Group: v.Get("group")}
 	for _, k := range f.Kinds {
 		switch k {
-		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust:
+		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust, KindApproval:
 		default:
-			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message or trust.conflict", k)
+			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message, trust.conflict or approval", k)
 		}
 	}
 	return f, nil
@@ -44,7 +44,7 @@ func (f EventFilter) wants(kind string) bool {
 }
 
 // events is a Server-Sent Events stream of gossip events, group messages, heartbeats,
-// liveness transitions, inbound-message notices and trust conflicts, filtered by ?kinds=,
+// liveness transitions, inbound-message notices, trust conflicts and approval changes, filtered by ?kinds=,
 // ?agent= and ?group=. Each SSE event is named by its kind and carries an EventItem as JSON.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	f, err := filterFromParams(r)
@@ -70,6 +70,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if f.wants(KindTrust) {
 		_, trustAfter, trustChanged = s.n.TrustConflicts(^uint64(0)) // conflicts from now on
 	}
+	var approvalsChanged <-chan struct{}
+	var approvalsAfter uint64
+	if f.wants(KindApproval) {
+		_, approvalsAfter, approvalsChanged = s.n.ApprovalEvents(^uint64(0)) // from now on
+	}
 	out := s.openSSE(w)
 	if out == nil {
 		return
@@ -93,6 +98,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			var cs []node.TrustConflict
 			cs, _, trustChanged = s.n.TrustConflicts(trustAfter)
 			trustAfter, ok = emitConflicts(out, f, cs, trustAfter)
+		case <-approvalsChanged:
+			var es []node.ApprovalEvent
+			es, _, approvalsChanged = s.n.ApprovalEvents(approvalsAfter)
+			approvalsAfter, ok = emitApprovals(out, f, es, approvalsAfter)
 		case <-changed:
 			changed = ib.Changed()
 			after, ok = emitInbound(out, f, ib.List(after), after)
