@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"time"
 	"unicode/utf8"
 
 	"github.com/iacp-node/iacp-node/node"
@@ -29,17 +28,12 @@ const DefaultApprovalBy = "operator"
 // SummaryBytes bounds an ApprovalItem's payload summary.
 const SummaryBytes = 200
 
-// ApprovalItem is one held message, as GET /v1/approvals lists it.
+// ApprovalItem is one held message, as GET /v1/approvals lists it: node.HeldMessage with a
+// summary of the payload instead of the payload.
 type ApprovalItem struct {
-	MessageID string    `json:"message_id"`
-	From      string    `json:"from"`
-	To        string    `json:"to"`
-	Type      string    `json:"type"`
-	Intent    string    `json:"intent"`
-	HeldAt    time.Time `json:"held_at"`
-	ExpiresAt time.Time `json:"expires_at"`
-	// ApprovedBy is set when it was approved and waits only for the outbox (a full outbox).
-	ApprovedBy string `json:"approved_by,omitempty"`
+	node.HeldMessage
+	// Payload shadows the held message's: left out of the list, Summary stands for it.
+	Payload json.RawMessage `json:"payload,omitempty"`
 	// Summary is the payload as compact JSON, cut at SummaryBytes (ending in "…" when cut).
 	// The whole payload is in the audit log's "held" entry (with audit_payloads on).
 	Summary string `json:"summary"`
@@ -101,8 +95,9 @@ func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	for _, h := range held {
-		doc.Held = append(doc.Held, ApprovalItem{MessageID: h.MessageID, From: h.From, To: h.To, Type: h.Type, Intent: h.Intent,
-			HeldAt: h.HeldAt, ExpiresAt: h.ExpiresAt, ApprovedBy: h.ApprovedBy, Summary: summarize(h.Payload)})
+		sum := summarize(h.Payload)
+		h.Payload = nil
+		doc.Held = append(doc.Held, ApprovalItem{HeldMessage: h, Summary: sum})
 	}
 	write(w, r, http.StatusOK, doc)
 }

@@ -54,6 +54,17 @@ func TestApprovals_ACPv2CommandHeldUntilApprovedOverHTTP(t *testing.T) {
 	if h := held[0]; h.MessageID != id || h.To != agentName(1) || h.From != agentName(0) || !strings.Contains(h.Summary, `"deploy":"prod"`) || h.ExpiresAt.IsZero() {
 		t.Fatalf("held: %+v", h)
 	}
+	req, _ := http.NewRequest(http.MethodGet, m.servers[0].URL()+"/v1/approvals", nil)
+	req.Header.Set("Authorization", "Bearer "+m.servers[0].Token())
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if strings.Contains(string(raw), `"payload"`) || !strings.Contains(string(raw), `"summary"`) {
+		t.Fatalf("GET /v1/approvals: %s; want a summary, not the payload", raw)
+	}
 	if doc, err := rc.Inbox(testCtx(t, 5*time.Second), 0, 0); err != nil || len(doc.Messages) != 0 {
 		t.Fatalf("the recipient has %d messages before approval (%v)", len(doc.Messages), err)
 	}

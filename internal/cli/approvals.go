@@ -56,47 +56,37 @@ func defaultDecider() string {
 }
 
 func newApproveCmd() *cobra.Command {
-	var cf clientFlags
-	var by string
-	cmd := &cobra.Command{
-		Use:   "approve MESSAGE_ID [--by NAME]",
-		Short: "Approve a held message: the node sends it",
-		Long: `approve approves a message held for approval ('iacp-node approvals' lists them): the node
+	return decisionCmd("approve MESSAGE_ID [--by NAME]", "Approve a held message: the node sends it",
+		`approve approves a message held for approval ('iacp-node approvals' lists them): the node
 sends it through its durable outbox with its own id, and the audit log records "approved" with
 --by (default: the user running this command). It returns once the outbox has the message, or
-with the recipient's refusal.`,
-		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				res, err := c.Approve(cmd.Context(), args[0], by)
-				if err != nil {
-					return err
-				}
-				return cf.print(cmd.OutOrStdout(), res, func(tw *tabwriter.Writer) {
-					fmt.Fprintf(tw, "%s\t%s\tby %s\n", res.Decision, res.MessageID, res.By)
-				})
-			})
-		},
-	}
-	addClientFlags(cmd, &cf)
-	cmd.Flags().StringVar(&by, "by", defaultDecider(), "who approves, as the audit log records it")
-	return cmd
+with the recipient's refusal.`, false)
 }
 
 func newRejectCmd() *cobra.Command {
+	return decisionCmd("reject MESSAGE_ID [--by NAME] [--reason R]", "Reject a held message: the node drops it and tells its sender",
+		`reject rejects a message held for approval ('iacp-node approvals' lists them): the node
+drops it unsent, the audit log records "rejected" with --by (default: the user running this
+command) and --reason, and the sending agent gets a PERMISSION_DENIED error correlated to the
+message that names who rejected it and why. A message approved already cannot be rejected.`, true)
+}
+
+// decisionCmd is approve (reject false) or reject.
+func decisionCmd(use, short, long string, reject bool) *cobra.Command {
 	var cf clientFlags
 	var by, reason string
 	cmd := &cobra.Command{
-		Use:   "reject MESSAGE_ID [--by NAME] [--reason R]",
-		Short: "Reject a held message: the node drops it and tells its sender",
-		Long: `reject rejects a message held for approval ('iacp-node approvals' lists them): the node
-drops it unsent, the audit log records "rejected" with --by (default: the user running this
-command) and --reason, and the sending agent gets a PERMISSION_DENIED error correlated to the
-message that names who rejected it and why. A message approved already cannot be rejected.`,
+		Use: use, Short: short, Long: long,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return cf.withClient(func(c *api.Client) error {
-				res, err := c.Reject(cmd.Context(), args[0], by, reason)
+				var res api.DecisionResult
+				var err error
+				if reject {
+					res, err = c.Reject(cmd.Context(), args[0], by, reason)
+				} else {
+					res, err = c.Approve(cmd.Context(), args[0], by)
+				}
 				if err != nil {
 					return err
 				}
@@ -107,7 +97,9 @@ message that names who rejected it and why. A message approved already cannot be
 		},
 	}
 	addClientFlags(cmd, &cf)
-	cmd.Flags().StringVar(&by, "by", defaultDecider(), "who rejects, as the audit log records it")
-	cmd.Flags().StringVar(&reason, "reason", "", "why (at most 1 KiB); the sender's error carries it")
+	cmd.Flags().StringVar(&by, "by", defaultDecider(), "who decides, as the audit log records it")
+	if reject {
+		cmd.Flags().StringVar(&reason, "reason", "", "why (at most 1 KiB); the sender's error carries it")
+	}
 	return cmd
 }
