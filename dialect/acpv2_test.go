@@ -22,7 +22,7 @@ func TestACPv2_MapsWithValuesKept(t *testing.T) {
 		to, corr, prio string
 		ttl            time.Duration
 		perms          []string
-		approval       bool // security.require_approval
+		approval       bool           // security.require_approval
 		payload        map[string]any // members the IACP payload must have
 		kept           []string       // members that must travel in the extension
 		code           protocol.Code
