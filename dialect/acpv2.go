@@ -304,10 +304,8 @@ func acpDeriveCommand(v *view, p, doc Members) (Members, error) {
 	}
 	doc["context"] = raw(ctx)
 	if len(v.Permissions) > 0 || v.RequireApproval {
-		sec := Members{}
-		if len(v.Permissions) > 0 {
-			sec["permissions"] = raw(v.Permissions)
-		}
+		// The draft requires permissions in a security member: an empty list when none.
+		sec := Members{"permissions": raw(append([]string{}, v.Permissions...))}
 		if v.RequireApproval {
 			sec["requireApproval"] = raw(true)
 		}

@@ -154,3 +154,18 @@ func TestACPv2_FromIACP(t *testing.T) {
 		t.Errorf("a capability query into ACP v2: %v, want CAPABILITY_MISMATCH", err)
 	}
 }
+
+// An IACP request that requires approval reaches an ACP v2 agent as a command with
+// security.requireApproval: true (the flag travels on; docs/coordination.md "Approval").
+func TestACPv2_RequireApprovalTravels(t *testing.T) {
+	b := builder(t)
+	req, err := b.Request("code-agent", protocol.IntentHandoff, map[string]any{"deploy": "prod"},
+		protocol.WithSecurity(protocol.Security{RequireApproval: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := FromIACP(req, ACPv2)
+	if err != nil || !strings.Contains(string(out), `"security":{"permissions":[],"requireApproval":true}`) {
+		t.Fatalf("FromIACP: %s %v; want security.requireApproval true", out, err)
+	}
+}
