@@ -32,9 +32,9 @@ func filterFromParams(r *http.Request) (EventFilter, error) {
 	f := EventFilter{Kinds: list(v, "kinds"), AgentID: v.Get("agent"), Group: v.Get("group")}
 	for _, k := range f.Kinds {
 		switch k {
-		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust, KindBreaker:
+		case KindEvent, KindGroup, KindHeartbeat, KindTransition, KindMessage, KindTrust, KindBreaker, KindApproval:
 		default:
-			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message, trust.conflict or breaker", k)
+			return f, errorf(protocol.CodePayloadInvalid, "kinds=%q: use event, group, heartbeat, transition, message, trust.conflict, breaker or approval", k)
 		}
 	}
 	return f, nil
@@ -45,7 +45,7 @@ func (f EventFilter) wants(kind string) bool {
 }
 
 // events is a Server-Sent Events stream of gossip events, group messages, heartbeats,
-// liveness transitions, inbound-message notices and trust conflicts, filtered by ?kinds=,
+// liveness transitions, inbound-message notices, trust conflicts and approval changes, filtered by ?kinds=,
 // ?agent= and ?group=. Each SSE event is named by its kind and carries an EventItem as JSON.
 func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	f, err := filterFromParams(r)
@@ -76,6 +76,11 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	if f.wants(KindBreaker) {
 		_, brAfter, brChanged = s.coord.Transitions(^uint64(0)) // transitions from now on
 	}
+	var approvalsChanged <-chan struct{}
+	var approvalsAfter uint64
+	if f.wants(KindApproval) {
+		_, approvalsAfter, approvalsChanged = s.n.ApprovalEvents(^uint64(0)) // from now on
+	}
 	out := s.openSSE(w)
 	if out == nil {
 		return
@@ -103,6 +108,10 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			var ts []coord.BreakerTransition
 			ts, _, brChanged = s.coord.Transitions(brAfter)
 			brAfter, ok = emitBreakers(out, f, ts, brAfter)
+		case <-approvalsChanged:
+			var es []node.ApprovalEvent
+			es, _, approvalsChanged = s.n.ApprovalEvents(approvalsAfter)
+			approvalsAfter, ok = emitApprovals(out, f, es, approvalsAfter)
 		case <-changed:
 			changed = ib.Changed()
 			after, ok = emitInbound(out, f, ib.List(after), after)

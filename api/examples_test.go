@@ -27,7 +27,8 @@ import (
 // directly: broadcasts ride gossip, which this mesh has off. The capability queries
 // (QUERY_CAPABILITIES, agent_discover) are the node's to answer, never the agent's: their
 // answer is checked instead (TestDialect_QueryCapabilitiesIsAnsweredByTheNode). An example
-// that asks for ACP v2 security.permissions is refused in this open mesh, in ACP v2's shape,
+// that asks for ACP v2 security.requireApproval is held until approved (202 pending), then
+// sent; one that asks for ACP v2 security.permissions is refused in this open mesh, in ACP v2's shape,
 // and one with the A2ACP draft's placeholder token in A2ACP's, then crosses without it.
 func TestDialect_EveryExampleCrossesTheMeshAndArrivesInEveryDialect(t *testing.T) {
 	m := newAPIMesh(t, 2, meshOpts{})
@@ -43,7 +44,25 @@ func TestDialect_EveryExampleCrossesTheMeshAndArrivesInEveryDialect(t *testing.T
 				posted = withoutPlaceholderToken(t, m.servers[0], f, posted)
 			}
 			resp, raw := postDoc(t, m.servers[0], "", "application/json", string(posted))
-			if needsGrants(posted) {
+			if needsApproval(posted) {
+				// ACP v2 security.requireApproval: held by the sending node until its
+				// operator approves it (docs/coordination.md "Approval"); then it goes.
+				var held SendResult
+				if resp.StatusCode != http.StatusAccepted || json.Unmarshal(raw, &held) != nil || held.Status != protocol.ResponsePending {
+					t.Fatalf("%s: %d %s; want 202 pending (held for approval)", f, resp.StatusCode, raw)
+				}
+				_, err := m.clients[0].Approve(ctx, held.MessageID, "test")
+				if needsGrants(posted) {
+					if protocol.CodeOf(err) != protocol.CodePermissionDenied {
+						t.Fatalf("%s: approved, the recipient answered %v; want PERMISSION_DENIED (no grants in this open mesh)", f, err)
+					}
+					continue
+				}
+				if err != nil {
+					t.Fatalf("%s: approve: %v", f, err)
+				}
+				resp.StatusCode, raw = http.StatusAccepted, []byte(`{"message_id":"`+held.MessageID+`"}`)
+			} else if needsGrants(posted) {
 				// ACP v2 security.permissions are required of the sender's grants, which a
 				// certificate gives (authority mode, node/authorize_test.go); this open mesh
 				// has none, and says so in ACP v2's own shape.
@@ -214,6 +233,16 @@ func withoutPlaceholderToken(t *testing.T, s *Server, f string, posted []byte) [
 }
 
 // needsGrants reports whether an ACP v2 document asks for security.permissions.
+// needsApproval reports whether an ACP v2 document asks for approval (security.requireApproval).
+func needsApproval(doc []byte) bool {
+	var d struct {
+		Security struct {
+			RequireApproval bool `json:"requireApproval"`
+		} `json:"security"`
+	}
+	return json.Unmarshal(doc, &d) == nil && d.Security.RequireApproval
+}
+
 func needsGrants(doc []byte) bool {
 	var d struct {
 		Security struct {

@@ -55,7 +55,11 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.metrics.sent.Inc()
-	write(w, r, http.StatusAccepted, SendResult{MessageID: m.Envelope.MessageID, Status: protocol.ResponseAccepted})
+	status := protocol.ResponseAccepted
+	if sec, _ := m.Security(); sec.RequireApproval {
+		status = protocol.ResponsePending // held until the operator decides
+	}
+	write(w, r, http.StatusAccepted, SendResult{MessageID: m.Envelope.MessageID, Status: status})
 }
 
 // requestAndWait sends the request m, posted as body in dialect d, and answers with its

@@ -14,7 +14,8 @@ import (
 type SendResult struct {
 	MessageID string `json:"message_id"`
 	// Status is "accepted": the recipient's node has the message (a receipt came back), or
-	// for a broadcast, it was published.
+	// for a broadcast, it was published; "pending": the message requires approval and is
+	// held, unsent, until the node's operator decides (docs/coordination.md "Approval").
 	Status string `json:"status"`
 }
 
@@ -235,6 +236,9 @@ type EventItem struct {
 	Conflict *node.TrustConflict `json:"conflict,omitempty"`
 	// Breaker is the transition of a breaker item (docs/coordination.md).
 	Breaker *coord.BreakerTransition `json:"breaker,omitempty"`
+	// Approval is an approval item's change: a message held, approved, rejected or expired
+	// (docs/coordination.md "Approval").
+	Approval *node.ApprovalEvent `json:"approval,omitempty"`
 }
 
 // TrustDoc is GET /v1/trust: who may speak for which agent id on this node.

@@ -26,7 +26,10 @@ type AckFrame struct {
 // ResultFrame is what the server sends back about a client's frame: {"sent":"<id>"} when a
 // message was delivered, {"acked":"<id>"} after an ack, or {"error":{...},"message_id":"<id>"}.
 type ResultFrame struct {
-	Sent      string                 `json:"sent,omitempty"`
+	Sent string `json:"sent,omitempty"`
+	// Held names a message that requires approval, held unsent until the node's operator
+	// decides (docs/coordination.md "Approval"), instead of Sent.
+	Held      string                 `json:"held,omitempty"`
 	Acked     string                 `json:"acked,omitempty"`
 	MessageID string                 `json:"message_id,omitempty"`
 	Error     *protocol.ErrorPayload `json:"error,omitempty"`
@@ -168,6 +171,10 @@ func (wc *wsConn) send(data []byte) {
 		return
 	}
 	s.metrics.sent.Inc()
+	if sec, _ := m.Security(); sec.RequireApproval {
+		wc.result(ResultFrame{Held: m.Envelope.MessageID}) // until the operator decides
+		return
+	}
 	wc.result(ResultFrame{Sent: m.Envelope.MessageID})
 }
 

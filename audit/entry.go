@@ -30,8 +30,17 @@ const (
 	// node refuses or cannot authenticate is recorded with Refusal: no payload, no field of
 	// the document, only who sent it, its size and its hash.
 	EventRefused Event = "refused"
-	// EventExpired: a queued message reached its TTL undelivered (Code TIMEOUT).
+	// EventExpired: a queued message reached its TTL undelivered (Code TIMEOUT); also one
+	// that reached it while it waited for approval (Reason says so).
 	EventExpired Event = "expired"
+	// EventHeld: the node held an outgoing message that requires approval
+	// (security.require_approval); it is not sent until approved.
+	EventHeld Event = "held"
+	// EventApproved: a held message was approved; By says who. It goes to the outbox next.
+	EventApproved Event = "approved"
+	// EventRejected: a held message was rejected and dropped unsent (Code PERMISSION_DENIED);
+	// By says who, Reason why.
+	EventRejected Event = "rejected"
 	// EventRecovered: written by Open itself when it dropped an incomplete last line left
 	// by a crash; Reason says how many bytes and their hash.
 	EventRecovered Event = "recovered"
@@ -68,6 +77,9 @@ type Entry struct {
 	Code protocol.Code `json:"code,omitempty"`
 	// Reason is a human-readable detail (the error text of a refusal).
 	Reason string `json:"reason,omitempty"`
+	// By is who approved or rejected a held message (EventApproved, EventRejected), as the
+	// operator named themself to the local API.
+	By string `json:"by,omitempty"`
 	// Payload is the message payload, verbatim JSON; with WithOmitPayloads it is left out
 	// and PayloadSHA256, the hex SHA-256 of the payload bytes, is recorded instead.
 	Payload       json.RawMessage `json:"payload,omitempty"`

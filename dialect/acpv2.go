@@ -216,10 +216,11 @@ func (acpv2) toIACP(m Members, _ time.Time) (*Draft, map[string]any, error) {
 		d.TTL = time.Duration(math.Ceil(ms/1000)) * time.Second
 	}
 	var sec struct {
-		Permissions []string `json:"permissions"`
+		Permissions     []string `json:"permissions"`
+		RequireApproval bool     `json:"requireApproval"`
 	}
 	_ = json.Unmarshal(m["security"], &sec)
-	d.Security.Permissions = sec.Permissions
+	d.Security.Permissions, d.Security.RequireApproval = sec.Permissions, sec.RequireApproval
 	return d, map[string]any{acpActionMember: str(m, "action")}, nil
 }
 
@@ -302,8 +303,13 @@ func acpDeriveCommand(v *view, p, doc Members) (Members, error) {
 		ctx["correlationId"] = raw(v.Correlation)
 	}
 	doc["context"] = raw(ctx)
-	if len(v.Permissions) > 0 {
-		doc["security"] = raw(Members{"permissions": raw(v.Permissions)})
+	if len(v.Permissions) > 0 || v.RequireApproval {
+		// The draft requires permissions in a security member: an empty list when none.
+		sec := Members{"permissions": raw(append([]string{}, v.Permissions...))}
+		if v.RequireApproval {
+			sec["requireApproval"] = raw(true)
+		}
+		doc["security"] = raw(sec)
 	}
 	return doc, nil
 }

@@ -22,6 +22,7 @@ func TestACPv2_MapsWithValuesKept(t *testing.T) {
 		to, corr, prio string
 		ttl            time.Duration
 		perms          []string
+		approval       bool           // security.require_approval
 		payload        map[string]any // members the IACP payload must have
 		kept           []string       // members that must travel in the extension
 		code           protocol.Code
@@ -30,8 +31,8 @@ func TestACPv2_MapsWithValuesKept(t *testing.T) {
 		{name: "fire-and-forget", doc: "pattern-2-fire-and-forget.json", typ: protocol.TypeRequest, to: "logger", prio: "low", ttl: 5 * time.Second,
 			payload: map[string]any{"action": "EXECUTE", "operation": "log", "level": "info"}, kept: []string{"from", "timestamp"}},
 		{name: "structure", doc: "structure-1-agent-command.json", typ: protocol.TypeRequest, to: "code-agent", prio: "low", ttl: 30 * time.Second,
-			corr: "0193a5b0-7c1e-7000-8000-000000000000", perms: []string{"code:read"}, payload: map[string]any{"action": "ANALYZE"},
-			kept: []string{"context", "security"}},
+			corr: "0193a5b0-7c1e-7000-8000-000000000000", perms: []string{"code:read"}, approval: true, payload: map[string]any{"action": "ANALYZE"},
+			kept: []string{"context"}},
 		{name: "pipeline", doc: "pattern-4-pipeline-implement.json", typ: protocol.TypeRequest, to: "coder", prio: "high",
 			corr: "0193a5b0-7c1e-7000-8000-000000000041", payload: map[string]any{"action": "IMPLEMENT", "design": "designResponse.results.data"}},
 		{name: "response", doc: "structure-2-agent-response.json", typ: protocol.TypeResponse, corr: "0193a5b0-7c1e-7000-8000-000000000001",
@@ -53,8 +54,11 @@ func TestACPv2_MapsWithValuesKept(t *testing.T) {
 		if c.ttl != 0 && env.TTLSeconds != int64(c.ttl/time.Second) {
 			t.Errorf("%s: ttl %d, want %v", c.name, env.TTLSeconds, c.ttl)
 		}
-		if sec, err := m.Security(); err != nil || !slices.Equal(sec.Permissions, c.perms) {
-			t.Errorf("%s: security %+v (%v), want permissions %q", c.name, sec, err, c.perms)
+		if sec, err := m.Security(); err != nil || !slices.Equal(sec.Permissions, c.perms) || sec.RequireApproval != c.approval {
+			t.Errorf("%s: security %+v (%v), want permissions %q, require_approval %v", c.name, sec, err, c.perms, c.approval)
+		}
+		if _, kept := draft.Extension.Members["security"]; kept {
+			t.Errorf("%s: security is kept in the extension; permissions and requireApproval map to IACP's", c.name)
 		}
 		var p map[string]any
 		_ = json.Unmarshal(m.Message.Payload, &p)
@@ -148,5 +152,20 @@ func TestACPv2_FromIACP(t *testing.T) {
 	}
 	if _, err := FromIACP(query, ACPv2); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch || !strings.Contains(err.Error(), "capability query") {
 		t.Errorf("a capability query into ACP v2: %v, want CAPABILITY_MISMATCH", err)
+	}
+}
+
+// An IACP request that requires approval reaches an ACP v2 agent as a command with
+// security.requireApproval: true (the flag travels on; docs/coordination.md "Approval").
+func TestACPv2_RequireApprovalTravels(t *testing.T) {
+	b := builder(t)
+	req, err := b.Request("code-agent", protocol.IntentHandoff, map[string]any{"deploy": "prod"},
+		protocol.WithSecurity(protocol.Security{RequireApproval: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := FromIACP(req, ACPv2)
+	if err != nil || !strings.Contains(string(out), `"security":{"permissions":[],"requireApproval":true}`) {
+		t.Fatalf("FromIACP: %s %v; want security.requireApproval true", out, err)
 	}
 }

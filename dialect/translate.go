@@ -56,6 +56,8 @@ type view struct {
 	Permissions []string
 	// AuthToken is the IACP document's security.auth_token (an A2ACP token).
 	AuthToken string
+	// RequireApproval is the IACP document's security.require_approval.
+	RequireApproval bool
 }
 
 // placeholder stands for what Seal fills later (a new message id, the timestamp, the sender):
@@ -80,7 +82,8 @@ func ToIACP(doc *Document, now time.Time) (*Draft, error) {
 	}
 	v := &view{Type: d.Type, Intent: d.Intent, MessageID: d.MessageID, Timestamp: placeholder, From: placeholder,
 		To: d.To, Correlation: d.CorrelationID, TTL: int64((d.TTL + time.Second - 1) / time.Second), Payload: original,
-		Priority: d.Priority, Permissions: d.Security.Permissions, AuthToken: d.Security.AuthToken}
+		Priority: d.Priority, Permissions: d.Security.Permissions, AuthToken: d.Security.AuthToken,
+		RequireApproval: d.Security.RequireApproval}
 	if v.MessageID == "" {
 		v.MessageID = placeholder
 	}
@@ -229,7 +232,7 @@ func viewOf(msg *protocol.Message) *view {
 		v.Payload = json.RawMessage("{}")
 	}
 	if sec, err := msg.Security(); err == nil {
-		v.Permissions, v.AuthToken = sec.Permissions, sec.AuthToken
+		v.Permissions, v.AuthToken, v.RequireApproval = sec.Permissions, sec.AuthToken, sec.RequireApproval
 	}
 	return v
 }

@@ -158,6 +158,11 @@ type Config struct {
 	// attempts of a queued message. Defaults 1 s and 1 m.
 	RetryMin time.Duration `yaml:"retry_min"`
 	RetryMax time.Duration `yaml:"retry_max"`
+	// ApprovalMax and ApprovalMaxBytes bound the outgoing messages held for approval
+	// (security.require_approval, docs/coordination.md "Approval"): past either, a message
+	// that requires approval is refused with RATE_LIMITED. Defaults 256 and 64 MiB.
+	ApprovalMax      int   `yaml:"approval_max"`
+	ApprovalMaxBytes int64 `yaml:"approval_max_bytes"`
 	// Audit keeps the tamper-evident audit log in <data dir>/audit. Default true.
 	Audit bool `yaml:"audit"`
 	// AuditPayloads records payloads in the audit log; off, only their SHA-256. Refused input
@@ -308,6 +313,9 @@ func DefaultConfig() Config {
 		Durable:  true,
 		RetryMin: time.Second,
 		RetryMax: time.Minute,
+		// At most 256 messages, 64 MiB, wait for approval.
+		ApprovalMax:      256,
+		ApprovalMaxBytes: 64 << 20,
 		// The audit log with payloads, kept up to 1 GiB and 90 days.
 		Audit:         true,
 		AuditPayloads: true,
@@ -365,6 +373,8 @@ func (c *Config) Validate() error {
 			"inbox_sender_bytes: at least max_message_bytes and at most 256 MiB"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
 		{c.RetryMin > 0 && c.RetryMax >= c.RetryMin, "retry_min/retry_max: 0 < min <= max"},
+		{c.ApprovalMax >= 1 && c.ApprovalMax <= 100_000, "approval_max: 1 to 100,000"},
+		{c.ApprovalMaxBytes >= int64(c.MaxMessageBytes) && c.ApprovalMaxBytes <= 1<<30, "approval_max_bytes: max_message_bytes to 1 GiB"},
 		{(!c.Durable && !c.Audit) || c.DataDir != "", "data_dir: durable delivery and the audit log need a data directory"},
 		{!c.Audit || c.AuditMaxBytes >= 2*audit.DefaultMaxFileBytes, "audit_max_bytes: at least 128 MiB (two 64 MiB files)"},
 		{c.AuditMaxAge == 0 || c.AuditMaxAge >= time.Hour, "audit_max_age: 0 (keep forever) or at least 1h"},

@@ -136,6 +136,8 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	go n.journalLoop()
 	n.engine.Start()
 	n.engine.Redeliver(pending, n.audited(pending))
+	n.wg.Add(1)
+	go n.sweepApprovals() // messages held for approval (approval.go)
 }
 
 // watchReturns follows gossip's liveness transitions and revocation lists.
@@ -190,10 +192,15 @@ func (n *Node) heardLiveness(tr pubsub.Transition) {
 // expired tells the sending agent that m's TTL passed in the outbox (delivery.Config.Expired):
 // a TIMEOUT error correlated to m, from the node itself, to whoever waits for m's reply, else
 // handed over like any inbound message.
-func (n *Node) expired(m *protocol.Message, cause *protocol.Error) {
+func (n *Node) expired(m *protocol.Message, cause *protocol.Error) { n.tellSender(m, cause) }
+
+// tellSender gives the sending agent an error about its m from the node itself (an expiry, a
+// rejected approval): correlated to m, to whoever waits for m's reply, else handed over like
+// any inbound message.
+func (n *Node) tellSender(m *protocol.Message, cause *protocol.Error) {
 	em, err := n.builder.Error(m, n.cfg.AgentID, cause)
 	if err != nil {
-		n.log.Error("build TIMEOUT error", "err", err.Error())
+		n.log.Error("build the error for the sender", "code", cause.Code, "err", err.Error())
 		return
 	}
 	n.waitersMu.Lock()
@@ -204,7 +211,7 @@ func (n *Node) expired(m *protocol.Message, cause *protocol.Error) {
 		return
 	}
 	if err := n.handOver(&Request{Msg: em, Peer: n.ID(), n: n}); err != nil {
-		n.log.Warn("TIMEOUT error for the agent could not be queued", "id", m.Envelope.MessageID, "err", err.Error())
+		n.log.Warn("error for the agent could not be queued", "id", m.Envelope.MessageID, "code", cause.Code, "err", err.Error())
 	}
 }
 

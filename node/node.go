@@ -92,6 +92,8 @@ type Node struct {
 	store  *store.Store         // nil when durability is off
 	audit  *audit.Log           // nil when the audit log is off
 	engine *delivery.Engine     // nil when durability is off
+	// approvals are the events and hand-overs of messages held for approval (approval.go).
+	approvals *approvalBook
 
 	ctx       context.Context
 	cancel    context.CancelFunc

@@ -52,9 +52,19 @@ func (w *waiter) complete(m *protocol.Message) {
 // reached yet, Send returns nil once m is safely queued, and the node retries until a receipt
 // or the TTL (then the agent gets a TIMEOUT error correlated to m). A full queue is refused
 // with RATE_LIMITED.
+//
+// An m whose security member requires approval is held in the store instead, unsent, and Send
+// returns nil once it is (docs/coordination.md "Approval"): Approve sends it, Reject drops it
+// and the agent gets a PERMISSION_DENIED error correlated to it.
 func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	if err := n.seal(m); err != nil {
 		return err
+	}
+	if held, err := requiresApproval(m); err != nil || held {
+		if err != nil {
+			return err
+		}
+		return n.hold(m)
 	}
 	if n.engine != nil {
 		raw, err := protocol.EncodeJSON(m)
@@ -91,6 +101,10 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 // request's TTL passes, whichever is first; then it returns a TIMEOUT error. An `error`
 // reply is returned as the message and as an *protocol.Error with its code. With durable
 // delivery the request is queued like any Send and retried while Request waits.
+//
+// A request that requires approval is held (see Send) while Request waits: approved, it is
+// sent and Request returns its answer; rejected, Request returns a PERMISSION_DENIED error;
+// nobody deciding within its TTL is TIMEOUT.
 func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
 	return n.request(ctx, m, n.engine != nil)
 }
@@ -114,6 +128,10 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool) (
 	if err := n.seal(m); err != nil {
 		return nil, err
 	}
+	held, err := requiresApproval(m)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithDeadline(ctx, m.Expires())
 	defer cancel()
 	w, err := n.register(m)
@@ -125,9 +143,12 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool) (
 	if err != nil {
 		return nil, err
 	}
-	if durable {
+	switch {
+	case held:
+		err = n.hold(m)
+	case durable:
 		err = n.engine.Send(ctx, m, raw)
-	} else {
+	default:
 		n.record(audit.EventSent, m)
 		err = n.transmit(ctx, m, raw, w)
 	}

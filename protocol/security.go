@@ -19,6 +19,10 @@ type Security struct {
 	AuthToken string `json:"auth_token,omitempty"`
 	// Permissions are the ACP v2 permissions the message requires of its sender.
 	Permissions []string `json:"permissions,omitempty"`
+	// RequireApproval asks the sending node to hold the message until a human approves it
+	// (ACP v2's security.requireApproval, docs/coordination.md "Approval"). It travels on,
+	// signed, to the recipient, whose node does nothing with it.
+	RequireApproval bool `json:"require_approval,omitempty"`
 }
 
 // Security returns the document's security member; a document without one has the zero
@@ -30,7 +34,7 @@ func (m *Message) Security() (Security, error) {
 		return s, nil
 	}
 	if err := json.Unmarshal(raw, &s); err != nil {
-		return Security{}, Errorf(CodePayloadInvalid, "security: %v (want {\"auth_token\": string, \"permissions\": [string]})", err)
+		return Security{}, Errorf(CodePayloadInvalid, "security: %v (want {\"auth_token\": string, \"permissions\": [string], \"require_approval\": bool})", err)
 	}
 	if len(s.Permissions) > MaxPermissions {
 		return Security{}, Errorf(CodePayloadInvalid, "security.permissions: %d, more than %d", len(s.Permissions), MaxPermissions)
@@ -41,7 +45,7 @@ func (m *Message) Security() (Security, error) {
 // WithSecurity sets the document's security member (removed when s is zero).
 func WithSecurity(s Security) Option {
 	return func(m *Message) {
-		if s.AuthToken == "" && len(s.Permissions) == 0 {
+		if s.AuthToken == "" && len(s.Permissions) == 0 && !s.RequireApproval {
 			delete(m.Extra, securityMember)
 			return
 		}

@@ -15,11 +15,15 @@ func TestSecurity_RoundTripsAndRefusesMalformed(t *testing.T) {
 	if err != nil || s.AuthToken != "a.b.c" || len(s.Permissions) != 1 || s.Permissions[0] != "deploy" {
 		t.Fatalf("round trip: %+v %v", s, err)
 	}
+	WithSecurity(Security{RequireApproval: true})(&m)
+	if s, err := m.Security(); err != nil || !s.RequireApproval || string(m.Extra["security"]) != `{"require_approval":true}` {
+		t.Fatalf("require_approval: %+v %v (%s)", s, err, m.Extra["security"])
+	}
 	WithSecurity(Security{})(&m)
 	if _, ok := m.Extra["security"]; ok {
 		t.Fatal("a zero Security must remove the member")
 	}
-	for _, bad := range []string{`"token"`, `{"auth_token": 5}`, `{"permissions": "deploy"}`} {
+	for _, bad := range []string{`"token"`, `{"auth_token": 5}`, `{"permissions": "deploy"}`, `{"require_approval": "yes"}`} {
 		m.Extra = Extra{"security": []byte(bad)}
 		if _, err := m.Security(); CodeOf(err) != CodePayloadInvalid {
 			t.Errorf("security %s: %v; want PAYLOAD_INVALID", bad, err)
@@ -52,7 +56,7 @@ func FuzzSecurity(f *testing.F) {
 		var again Message
 		WithSecurity(s)(&again)
 		back, err := again.Security()
-		if err != nil || back.AuthToken != s.AuthToken || len(back.Permissions) != len(s.Permissions) {
+		if err != nil || back.AuthToken != s.AuthToken || len(back.Permissions) != len(s.Permissions) || back.RequireApproval != s.RequireApproval {
 			t.Fatalf("set back: %+v %v, want %+v", back, err, s)
 		}
 	})

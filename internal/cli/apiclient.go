@@ -104,6 +104,7 @@ type messageFlags struct {
 	to, intent, payload, channel, file, dialect string
 	ttl                                         time.Duration
 	raw                                         []byte // the --file document, once read
+	approval                                    bool   // security.require_approval
 }
 
 func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
@@ -112,6 +113,7 @@ func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
 	cmd.Flags().StringVar(&f.payload, "payload", "", "payload: a JSON object, or @file")
 	cmd.Flags().StringVar(&f.channel, "channel", "", "channel (default: by intent)")
 	cmd.Flags().DurationVar(&f.ttl, "ttl", 0, "time to live (default: the node's, 1h)")
+	cmd.Flags().BoolVar(&f.approval, "require-approval", false, "hold the message on this node until its operator approves it ('iacp-node approve ID'; docs/coordination.md)")
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "send a whole JSON or YAML document from a file (- for stdin) instead of --to/--intent/--payload")
 	cmd.Flags().StringVar(&f.dialect, "dialect", "", "the --file document's draft: iacp, iacp-1.0, elizaos or acp-v2 (default: recognised by its members; docs/dialects.md)")
 }
@@ -124,6 +126,9 @@ func (f *messageFlags) foreignDocument(stdin io.Reader) ([]byte, error) {
 			return nil, fmt.Errorf("--dialect names the draft of a --file document: give one")
 		}
 		return nil, nil
+	}
+	if f.approval {
+		return nil, fmt.Errorf("--require-approval builds the message from --to/--intent/--payload; a --file document asks for approval itself (IACP: security.require_approval: true; ACP v2: security.requireApproval: true)")
 	}
 	raw, err := readInput(stdin, f.file)
 	if err != nil {
@@ -162,6 +167,7 @@ func (f *messageFlags) message(stdin io.Reader, typ protocol.Type) (*protocol.Me
 	}
 	m.Message.Type = typ
 	m.Message.Intent = protocol.Intent(f.intent)
+	protocol.WithSecurity(protocol.Security{RequireApproval: f.approval})(m)
 	payload, err := readPayload(stdin, f.payload)
 	if err != nil {
 		return nil, err

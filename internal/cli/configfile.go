@@ -103,6 +103,10 @@ direct message that has no shape in it (CAPABILITY_MISMATCH, at the sender).`,
 retried with backoff between retry_min and retry_max until its TTL.`,
 	"retry_min": "",
 	"retry_max": "",
+	"approval_max": `Messages that require approval (security.require_approval) wait on this node until its
+operator approves or rejects them ('iacp-node approvals'); at most this many, and
+approval_max_bytes of them, else RATE_LIMITED (docs/coordination.md).`,
+	"approval_max_bytes": "",
 	"audit": `The tamper-evident audit log (<data dir>/audit); with audit_payloads false it records payload
 hashes only (refused input never has its payload recorded). The oldest files go beyond
 audit_max_bytes or audit_max_age (0: keep forever).`,
