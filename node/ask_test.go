@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"slices"
+	"strconv"
 	"testing"
 	"time"
 
@@ -132,3 +133,107 @@ func TestAsk_EveryAgentAndErrorsByAgent(t *testing.T) {
 		t.Fatalf("ended %q, answers %v, errors %+v; want node 6's CAPABILITY_MISMATCH", res.Ended, answerers(res), res.Errors)
 	}
 }
+
+// Only a verified answer correlated to the query is collected: one whose signature fails is
+// refused, one correlated to another message is an ordinary message (the inbox), and an
+// answer that comes after the query closed is receipted and dropped.
+func TestAsk_ForgedAndLateAnswersAreNotCollected(t *testing.T) {
+	m := askMesh(t)
+	warmAsk(t, m.nodes[0], AskOptions{Group: "summarize", Intent: "x-echo", Count: 5, Deadline: 5 * time.Second})
+	forged := make(chan error, 2)
+	m.nodes[1].Handle("x-forge", func(ctx context.Context, r *Request) error {
+		bad, _ := m.nodes[1].Builder().Response(r.Msg, protocol.ResponseAccepted, map[string]any{"me": "signed"})
+		bad.Message.Payload = json.RawMessage(`{"status":"accepted","me":"forged"}`) // after signing
+		forged <- m.nodes[1].Send(ctx, bad)
+		other, _ := m.nodes[1].Builder().Response(r.Msg, protocol.ResponseAccepted, map[string]any{"me": "elsewhere"},
+			protocol.WithCorrelation("0190f000-0000-7000-8000-000000000001"))
+		forged <- m.nodes[1].Send(ctx, other)
+		return r.Reply(protocol.ResponseAccepted, map[string]any{"me": "genuine"})
+	})
+	res, err := m.nodes[0].Ask(testCtx(t), AskOptions{Group: "summarize", Intent: "x-forge", Expect: []string{agentName(1)}, Deadline: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-forged; protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
+		t.Fatalf("answer with a broken signature: %v, want IDENTITY_INVALID", err)
+	}
+	if err := <-forged; err != nil {
+		t.Fatalf("uncorrelated answer: %v", err)
+	}
+	if len(res.Answers) != 1 || res.Answers[0].AgentID != agentName(1) || res.Refused != 0 {
+		t.Fatalf("answers %v, refused %d; want agent 1's only", answerers(res), res.Refused)
+	}
+	var body struct{ Me string }
+	if err := json.Unmarshal(res.Answers[0].Payload, &body); err != nil || body.Me != "genuine" {
+		t.Fatalf("collected %s, want the genuine answer", res.Answers[0].Payload)
+	}
+	inbox := func(correlation string) int {
+		k := 0
+		for _, d := range m.nodes[0].Inbox().List(0) {
+			if d.Msg.Envelope.CorrelationID == correlation {
+				k++
+			}
+		}
+		return k
+	}
+	if inbox("0190f000-0000-7000-8000-000000000001") != 1 {
+		t.Fatal("the uncorrelated answer did not reach the inbox as an ordinary message")
+	}
+
+	// Late: node 2 takes the query and answers once the query closed.
+	queries := make(chan *protocol.Message, 1)
+	m.nodes[2].Handle("x-late", func(_ context.Context, r *Request) error {
+		queries <- r.Msg
+		return nil
+	})
+	res, err = m.nodes[0].Ask(testCtx(t), AskOptions{Group: "summarize", Intent: "x-late", Expect: []string{agentName(2)}, Deadline: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res.Missing, []string{agentName(2)}) {
+		t.Fatalf("missing %v, want agent 2", res.Missing)
+	}
+	q := <-queries
+	late, _ := m.nodes[2].Builder().Response(q, protocol.ResponseAccepted, map[string]any{"me": "late"}, protocol.WithTTL(time.Minute))
+	if err := m.nodes[2].Send(testCtx(t), late); err != nil {
+		t.Fatalf("late answer: %v, want a receipt", err)
+	}
+	if k := inbox(res.QueryID); k != 0 {
+		t.Fatalf("the late answer reached the asker's inbox (%d)", k)
+	}
+}
+
+// The book bounds the queries open at once and keeps one answer per agent.
+func TestAskBook_Bounds(t *testing.T) {
+	var b askBook
+	for i := range MaxAsks {
+		if err := b.openAsk(string(rune('a'+i%26))+strconv.Itoa(i), &ask{done: make(chan struct{}), expect: map[string]bool{}, answered: map[string]bool{}, count: 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.openAsk("one-more", &ask{}); protocol.CodeOf(err) != protocol.CodeRateLimited {
+		t.Fatalf("query %d: %v, want RATE_LIMITED", MaxAsks+1, err)
+	}
+	id := "a" + strconv.Itoa(0)
+	ans := func(agent string) *protocol.Message {
+		msg := &protocol.Message{}
+		msg.Envelope.CorrelationID, msg.Envelope.Sender.AgentID = id, agent
+		msg.Message.Type, msg.Message.Payload = protocol.TypeResponse, json.RawMessage(`{"status":"accepted"}`)
+		return msg
+	}
+	now := time.Now()
+	for _, agent := range []string{"x", "x", "y", "z"} {
+		if !b.offer(ans(agent), "", now) {
+			t.Fatalf("answer of %s not taken", agent)
+		}
+	}
+	res := b.result(id, "deadline")
+	if len(res.Answers) != 2 || res.Refused != 2 || res.Ended != "count" {
+		t.Fatalf("%d answers, %d refused, ended %q; want 2, 2 (a second x, then z over the count), count", len(res.Answers), res.Refused, res.Ended)
+	}
+	b.closeAsk(id, now.Add(time.Minute))
+	if !b.offer(ans("w"), "", now) || b.offer(ans("w"), "", now.Add(2*time.Minute)) {
+		t.Fatal("a late answer is dropped while its query is remembered, and left to the node after")
+	}
+}
+
