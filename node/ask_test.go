@@ -236,4 +236,3 @@ func TestAskBook_Bounds(t *testing.T) {
 		t.Fatal("a late answer is dropped while its query is remembered, and left to the node after")
 	}
 }
-
