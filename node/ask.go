@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"sync"
@@ -147,7 +148,12 @@ func (n *Node) Ask(ctx context.Context, o AskOptions) (*AskResult, error) {
 	defer cancel()
 	setID := func(m *protocol.Message) { m.Envelope.MessageID = qid }
 	if _, err := n.gossip.SendToGroup(ctx, group, o.Intent, o.Payload, ttl, setID); err != nil {
-		return nil, err
+		var pe *protocol.Error
+		if errors.As(err, &pe) {
+			return nil, err
+		}
+		return nil, &protocol.Error{Code: protocol.CodeAgentNotFound, Err: err,
+			Message: "the query to group " + group + " reached nobody: no member is connected yet (check the group's name, or ask again once the mesh formed)"}
 	}
 	ended := "deadline"
 	select {
@@ -167,7 +173,7 @@ func (o *AskOptions) normalise() (string, error) {
 		group = AllGroup
 	}
 	if err := ValidateGroup(group); err != nil {
-		return "", err
+		return "", protocol.Errorf(protocol.CodePayloadInvalid, "query group: %v", err)
 	}
 	if o.Intent == "" {
 		o.Intent = protocol.IntentQuery
