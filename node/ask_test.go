@@ -14,7 +14,7 @@ import (
 
 // askMesh: node 0 asks; nodes 1..5 have the capability "summarize" (the group); node 6 has
 // not, and has no inbox. Every node but 0 answers x-echo with its agent id; node 5 never answers x-slow.
-func askMesh(t *testing.T) *mesh {
+func askMesh(t testing.TB) *mesh {
 	m := newMesh(t, 7, []Option{WithGossip(true), WithHeartbeatInterval(time.Second), WithInbox(true)},
 		func(i int, _ *mesh) []Option {
 			switch {
@@ -46,7 +46,7 @@ func members() []string {
 
 // warmAsk asks until every member answers: gossip needs a moment to learn who is in the
 // group. It returns the last result.
-func warmAsk(t *testing.T, asker *Node, o AskOptions) *AskResult {
+func warmAsk(t testing.TB, asker *Node, o AskOptions) *AskResult {
 	t.Helper()
 	var res *AskResult
 	testsupport.WaitFor(t, 20*time.Second, "all 5 members answering the query", func() bool {
