@@ -154,10 +154,10 @@ func TestAsk_ForgedAndLateAnswersAreNotCollected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := <-forged; protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
+	if err := recv(t, forged); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
 		t.Fatalf("answer with a broken signature: %v, want IDENTITY_INVALID", err)
 	}
-	if err := <-forged; err != nil {
+	if err := recv(t, forged); err != nil {
 		t.Fatalf("uncorrelated answer: %v", err)
 	}
 	if len(res.Answers) != 1 || res.Answers[0].AgentID != agentName(1) || res.Refused != 0 {
@@ -193,7 +193,7 @@ func TestAsk_ForgedAndLateAnswersAreNotCollected(t *testing.T) {
 	if !slices.Equal(res.Missing, []string{agentName(2)}) {
 		t.Fatalf("missing %v, want agent 2", res.Missing)
 	}
-	q := <-queries
+	q := recv(t, queries)
 	late, _ := m.nodes[2].Builder().Response(q, protocol.ResponseAccepted, map[string]any{"me": "late"}, protocol.WithTTL(time.Minute))
 	if err := m.nodes[2].Send(testCtx(t), late); err != nil {
 		t.Fatalf("late answer: %v, want a receipt", err)
@@ -234,5 +234,57 @@ func TestAskBook_Bounds(t *testing.T) {
 	b.closeAsk(id, now.Add(time.Minute))
 	if !b.offer(ans("w"), "", now) || b.offer(ans("w"), "", now.Add(2*time.Minute)) {
 		t.Fatal("a late answer is dropped while its query is remembered, and left to the node after")
+	}
+}
+
+// recv takes one value from ch, or fails the test after 10 s.
+func recv[T any](t *testing.T, ch <-chan T) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatal("nothing came within 10s")
+		panic("unreachable")
+	}
+}
+
+// Answers to a query are charged to the answering peer's message rate like any unsolicited
+// message: a member that floods the asker with answers is refused RATE_LIMITED, and only its
+// first answer is collected.
+func TestAsk_AnswersAreChargedToThePeersRate(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithGossip(true), WithHeartbeatInterval(time.Second)}, func(i int, _ *mesh) []Option {
+		if i == 0 {
+			return []Option{WithRateLimit(0.01, 3)}
+		}
+		return []Option{WithAgent(agentName(1), protocol.Manifest{Tools: []string{"summarize"}}), WithDurable(false)}
+	})
+	m.nodes[1].Handle("x-echo", func(_ context.Context, r *Request) error { return r.Reply(protocol.ResponseAccepted, nil) })
+	testsupport.WaitFor(t, 20*time.Second, "the member answering", func() bool {
+		res, err := m.nodes[0].Ask(context.Background(), AskOptions{Group: "summarize", Intent: "x-echo", Count: 1, Deadline: 2 * time.Second})
+		return err == nil && len(res.Answers) == 1
+	})
+	sent := make(chan []error, 1)
+	m.nodes[1].Handle("x-flood", func(ctx context.Context, r *Request) error {
+		var errs []error
+		for k := range 10 {
+			resp, _ := m.nodes[1].Builder().Response(r.Msg, protocol.ResponseAccepted, map[string]any{"k": k})
+			errs = append(errs, m.nodes[1].Send(ctx, resp))
+		}
+		sent <- errs
+		return nil
+	})
+	res, err := m.nodes[0].Ask(testCtx(t), AskOptions{Group: "summarize", Intent: "x-flood", Deadline: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limited := 0
+	for _, err := range recv(t, sent) {
+		if protocol.CodeOf(err) == protocol.CodeRateLimited {
+			limited++
+		}
+	}
+	if limited == 0 || len(res.Answers) != 1 || res.Refused > 2 {
+		t.Fatalf("%d of 10 answers refused RATE_LIMITED, %d collected, %d dropped; want some refused, 1 collected, at most 2 dropped (burst 3)", limited, len(res.Answers), res.Refused)
 	}
 }
