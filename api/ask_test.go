@@ -75,3 +75,30 @@ func TestAsk_BadInput(t *testing.T) {
 		t.Fatalf("without gossip: %v, want 503", err)
 	}
 }
+
+// A webhook agent answers a query in its HTTP answer, as it answers any request.
+func TestAsk_WebhookAgentAnswers(t *testing.T) {
+	hook := newHookAgent(t, 0)
+	m := newAPIMesh(t, 2, meshOpts{
+		node: func(int) []node.Option {
+			return []node.Option{node.WithGossip(true), node.WithHeartbeatInterval(time.Second)}
+		},
+		server: func(i int) []Option {
+			if i == 1 {
+				return []Option{WithWebhook(hook.URL(), "hook-secret")}
+			}
+			return nil
+		},
+	})
+	ctx := testCtx(t, 60*time.Second)
+	var res AskDoc
+	testsupport.WaitFor(t, 30*time.Second, "the webhook agent answering the query", func() bool {
+		var err error
+		res, err = m.clients[0].Ask(ctx, AskRequest{Group: "tool1", Intent: "handoff", Deadline: "3s", Count: 1})
+		return err == nil && len(res.Answers) == 1
+	})
+	var body struct{ Detail string }
+	if err := json.Unmarshal(res.Answers[0].Payload, &body); err != nil || body.Detail != "from-hook" || res.Answers[0].AgentID != agentName(1) {
+		t.Fatalf("answer %+v", res.Answers[0])
+	}
+}
