@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -286,5 +287,43 @@ func TestAsk_AnswersAreChargedToThePeersRate(t *testing.T) {
 	}
 	if limited == 0 || len(res.Answers) != 1 || res.Refused > 2 {
 		t.Fatalf("%d of 10 answers refused RATE_LIMITED, %d collected, %d dropped; want some refused, 1 collected, at most 2 dropped (burst 3)", limited, len(res.Answers), res.Refused)
+	}
+}
+
+// Group requests are charged to their author's message rate on every member before they
+// reach its agent: a peer publishing many gets no more to the agent than its burst.
+func TestAsk_GroupRequestsAreChargedToTheAuthorsRate(t *testing.T) {
+	m := newMesh(t, 2, []Option{WithGossip(true), WithHeartbeatInterval(time.Second)}, func(i int, _ *mesh) []Option {
+		if i == 1 {
+			return []Option{WithAgent(agentName(1), protocol.Manifest{Tools: []string{"summarize"}}), WithRateLimit(0.01, 3)}
+		}
+		return nil
+	})
+	var taken atomic.Int64
+	m.nodes[1].Handle("x-count", func(context.Context, *Request) error { taken.Add(1); return nil })
+	testsupport.WaitFor(t, 20*time.Second, "a first group request reaching the member", func() bool {
+		if _, err := m.nodes[0].SendToGroup(testCtx(t), "summarize", "x-count", nil); err != nil {
+			t.Logf("send to group: %v", err)
+		}
+		return taken.Load() > 0
+	})
+	sub, err := m.nodes[1].Subscribe(EventFilter{Kinds: []EventKind{EventKindGroup}}, 64)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Cancel()
+	for range 20 {
+		if _, err := m.nodes[0].SendToGroup(testCtx(t), "summarize", "x-count", nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 20 { // gossip delivered all 20 to the member's node
+		recv(t, sub.C())
+	}
+	// The node's own subscription hands them over in order, from its own goroutine: give it
+	// a moment (a pass without it would let all 20 through, well over the burst).
+	time.Sleep(300 * time.Millisecond)
+	if got := taken.Load(); got > 3 {
+		t.Fatalf("the agent took %d group requests; the author's burst is 3", got)
 	}
 }
