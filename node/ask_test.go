@@ -110,7 +110,8 @@ func TestAsk_GroupCollectsEveryMemberAndReportsTheSilent(t *testing.T) {
 	}
 }
 
-// A query to every agent reaches the non-member too; an agent with no handler and no inbox
+// A query to every agent reaches the non-member too, and reports the live agents that did not
+// answer; an agent with no handler and no inbox
 // for the intent answers with its error, reported by agent.
 func TestAsk_EveryAgentAndErrorsByAgent(t *testing.T) {
 	m := askMesh(t)
@@ -123,9 +124,27 @@ func TestAsk_EveryAgentAndErrorsByAgent(t *testing.T) {
 	if !slices.Contains(answerers(res), agentName(6)) {
 		t.Fatalf("answers from %v: the non-member is an agent too", answerers(res))
 	}
+	// Without Expect, a query to every agent expects the live agents of the liveness table:
+	// node 5, silent on x-slow, is reported missing.
+	testsupport.WaitFor(t, 20*time.Second, "the 6 other agents alive in the liveness table", func() bool {
+		alive := 0
+		for _, st := range m.nodes[0].Agents() {
+			if st.AgentID != agentName(0) && st.State == StateAlive {
+				alive++
+			}
+		}
+		return alive == 6
+	})
+	res, err := m.nodes[0].Ask(testCtx(t), AskOptions{Intent: "x-slow", Deadline: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Ended != "deadline" || len(res.Answers) != 5 || !slices.Equal(res.Missing, []string{agentName(5)}) {
+		t.Fatalf("ended %q, answers %v, missing %v; want deadline, 5, [%s]", res.Ended, answerers(res), res.Missing, agentName(5))
+	}
 	// No node has an x-none handler: the members take it into their inboxes, node 6 has
 	// none and answers CAPABILITY_MISMATCH.
-	res, err := m.nodes[0].Ask(testCtx(t), AskOptions{Intent: "x-none", Expect: []string{agentName(6)}, Deadline: 5 * time.Second})
+	res, err = m.nodes[0].Ask(testCtx(t), AskOptions{Intent: "x-none", Expect: []string{agentName(6)}, Deadline: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
