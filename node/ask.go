@@ -57,9 +57,10 @@ type AskOptions struct {
 	// Count: return as soon as this many agents answered (default and at most MaxAskAnswers).
 	Count int
 	// Expect lists agents expected to answer: Ask returns as soon as all of them answered,
-	// and reports the others in Missing. Without it, a query to every agent expects the
-	// agents of the liveness table that take work (alive or busy); a group query expects
-	// nobody in particular.
+	// and reports the others in Missing. Without it, a query to every agent reports in
+	// Missing the agents of the liveness table that take work (alive or busy) and did not
+	// answer, but does not end early when they all did (the table may not know every agent
+	// yet); a group query reports nobody.
 	Expect []string
 }
 
@@ -103,7 +104,7 @@ type ask struct {
 	expect   map[string]bool // expected agents that have not answered yet
 	answered map[string]bool
 	res      AskResult
-	waited   bool          // the query expected particular agents
+	waited   bool          // the caller named the agents expected: the query ends once all answered
 	done     chan struct{} // closed once the count or every expected agent answered
 	reason   string        // why done closed: "count" or "expected"
 }
@@ -137,7 +138,7 @@ func (n *Node) Ask(ctx context.Context, o AskOptions) (*AskResult, error) {
 	a := &ask{started: n.now(), count: o.Count, answered: map[string]bool{}, done: make(chan struct{}),
 		res: AskResult{QueryID: qid, Group: group, Answers: []AskAnswer{}, Errors: []AskError{}}}
 	a.expect = n.expected(o, group)
-	a.waited = len(a.expect) > 0
+	a.waited = len(o.Expect) > 0
 	if err := n.asks.openAsk(qid, a); err != nil {
 		return nil, err
 	}
