@@ -33,6 +33,7 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: MessagePath, Auth: true, handler: s.postMessage},
 		{Method: "GET", Path: ConnectPath, Auth: true, Stream: true, handler: s.connect},
 		{Method: "POST", Path: "/v1/broadcast", Auth: true, handler: s.postBroadcast},
+		{Method: "POST", Path: "/v1/ask", Auth: true, handler: s.postAsk},
 		{Method: "GET", Path: "/v1/status", Auth: true, handler: s.getStatus},
 		{Method: "GET", Path: "/v1/agents", Auth: true, handler: s.getAgents},
 		{Method: "GET", Path: "/v1/discover", Auth: true, handler: s.discover},

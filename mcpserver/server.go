@@ -1,6 +1,6 @@
 // Package mcpserver exposes an iacp-node to MCP clients (the Model Context Protocol, which
 // LLM applications use to call tools): the agent's node becomes a set of tools (send, request,
-// discover, resolve, agents, broadcast, inbox) and resources (the agents list, the inbox),
+// discover, resolve, agents, broadcast, ask, inbox) and resources (the agents list, the inbox),
 // each input with a JSON Schema. It is a client of the node's local API (api.Client), so it
 // runs beside `iacp-node run`, over stdio or streamable HTTP (`iacp-node mcp`), and holds no
 // state of its own.
@@ -47,6 +47,7 @@ func New(c *api.Client, version string) *mcp.Server {
 	mcp.AddTool(s, &mcp.Tool{Name: "resolve", Description: "Look up one agent's record: its peer, addresses and capability manifest."}, t.resolve)
 	mcp.AddTool(s, &mcp.Tool{Name: "agents", Description: "List the agents this node hears heartbeats from, with their state (alive, busy, suspect, offline) and load."}, t.agents)
 	mcp.AddTool(s, &mcp.Tool{Name: "broadcast", Description: "Broadcast an event to every agent of the mesh over gossip."}, t.broadcast)
+	mcp.AddTool(s, &mcp.Tool{Name: "ask", Description: "Ask a capability group, or every agent, over gossip and collect their direct answers within a deadline: each answer, each error by agent, and the expected agents that did not answer."}, t.ask)
 	mcp.AddTool(s, &mcp.Tool{Name: "inbox", Description: "Read the messages waiting for this agent, oldest first; with ack, take each one read so it is not offered again."}, t.inbox)
 	s.AddResource(&mcp.Resource{URI: AgentsURI, Name: "agents", Title: "Agents of the mesh", MIMEType: "application/json",
 		Description: "The agents this node hears, with their liveness state and load."}, t.readAgents)
@@ -102,6 +103,16 @@ type BroadcastInput struct {
 	Detail    string `json:"detail,omitempty" jsonschema:"a human-readable detail"`
 	Severity  string `json:"severity,omitempty" jsonschema:"info, warning or critical"`
 	Data      any    `json:"data,omitempty" jsonschema:"any JSON data"`
+}
+
+// AskInput is the ask tool's input (a broadcast query, docs/coordination.md).
+type AskInput struct {
+	Group           string         `json:"group,omitempty" jsonschema:"the capability group to ask; empty asks every agent"`
+	Intent          string         `json:"intent,omitempty" jsonschema:"query (default: every node answers with its capability manifest), handoff, negotiate, or a custom x-... intent"`
+	Payload         map[string]any `json:"payload,omitempty" jsonschema:"the request payload, a JSON object"`
+	DeadlineSeconds float64        `json:"deadline_seconds,omitempty" jsonschema:"how long to collect answers, in seconds (default 2, at most 300)"`
+	Count           int            `json:"count,omitempty" jsonschema:"answer as soon as this many agents answered (default and at most 1024)"`
+	Expect          []string       `json:"expect,omitempty" jsonschema:"agents expected to answer: stop once all did, and name those that did not"`
 }
 
 // InboxInput is the inbox tool's input.
@@ -178,6 +189,21 @@ func (t *tools) broadcast(ctx context.Context, _ *mcp.CallToolRequest, in Broadc
 		return nil, nil, fmt.Errorf("event_type is required: what happened, e.g. build.done")
 	}
 	res, err := t.c.Broadcast(ctx, protocol.EventPayload{EventType: in.EventType, Detail: in.Detail, Severity: in.Severity, Data: in.Data})
+	return answer(res, err)
+}
+
+func (t *tools) ask(ctx context.Context, _ *mcp.CallToolRequest, in AskInput) (*mcp.CallToolResult, Output, error) {
+	deadline, err := seconds(in.DeadlineSeconds, 2*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	req := api.AskRequest{Group: in.Group, Intent: in.Intent, Deadline: deadline.String(), Count: in.Count, Expect: in.Expect}
+	if in.Payload != nil {
+		if req.Payload, err = json.Marshal(in.Payload); err != nil {
+			return nil, nil, fmt.Errorf("payload: %w", err)
+		}
+	}
+	res, err := t.c.Ask(ctx, req)
 	return answer(res, err)
 }
 

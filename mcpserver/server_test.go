@@ -125,7 +125,7 @@ func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 			t.Errorf("tool %s has no input schema", tl.Name)
 		}
 	}
-	if got := strings.Join(names, ","); got != "agents,broadcast,discover,inbox,request,resolve,send" {
+	if got := strings.Join(names, ","); got != "agents,ask,broadcast,discover,inbox,request,resolve,send" {
 		t.Fatalf("tools %s", got)
 	}
 
@@ -149,6 +149,18 @@ func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 	if answer["from"] != agent || answer["payload"].(map[string]any)["summary"] != "short" {
 		t.Fatalf("request answered %v", answer)
 	}
+	// A broadcast query to the group summarise: the summariser answers.
+	testsupport.WaitFor(t, 30*time.Second, "the summariser answering a query to its group", func() bool {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "ask", Arguments: map[string]any{"group": "summarise", "intent": "handoff",
+			"payload": map[string]any{"text": "x"}, "deadline_seconds": 3, "count": 1}})
+		if err != nil || res.IsError {
+			return false
+		}
+		raw, _ := json.Marshal(res.StructuredContent)
+		var doc api.AskDoc
+		_ = json.Unmarshal(raw, &doc)
+		return len(doc.Answers) == 1 && doc.Answers[0].AgentID == agent && strings.Contains(string(doc.Answers[0].Payload), "short")
+	})
 	if got := call(t, cs, "resolve", map[string]any{"agent_id": agent}); got["agent_id"] != agent {
 		t.Fatalf("resolve %v", got)
 	}

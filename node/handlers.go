@@ -28,12 +28,14 @@ type Request struct {
 	n    *Node
 	ex   *exchange // nil unless Msg is a request that arrived on a stream
 	size int       // the document's bytes as received, what it holds in the inbox; 0: unknown
+	// answerTTL, when set, is the TTL of the answer: what is left of a group request's (askserve.go)
+	answerTTL time.Duration
 }
 
 // Reply answers the request with a response of the given status (accepted, rejected, pending,
 // counter) and a body merged into the payload.
 func (r *Request) Reply(status string, body any) error {
-	m, err := r.n.builder.Response(r.Msg, status, body)
+	m, err := r.n.builder.Response(r.Msg, status, body, r.answerOpts()...)
 	if err != nil {
 		return err
 	}
@@ -42,7 +44,7 @@ func (r *Request) Reply(status string, body any) error {
 
 // Fail answers the request with an error message whose code is protocol.CodeOf(err).
 func (r *Request) Fail(err error) error {
-	m, berr := r.n.builder.Error(r.Msg, r.Msg.Envelope.Sender.AgentID, err)
+	m, berr := r.n.builder.Error(r.Msg, r.Msg.Envelope.Sender.AgentID, err, r.answerOpts()...)
 	if berr != nil {
 		return berr
 	}

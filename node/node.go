@@ -70,6 +70,7 @@ type Node struct {
 
 	waitersMu sync.Mutex
 	waiters   map[string]*waiter
+	asks      askBook // broadcast queries (ask.go)
 
 	sessionsMu sync.Mutex
 	sessions   map[peer.ID]*session

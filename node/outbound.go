@@ -330,7 +330,7 @@ func (n *Node) matchReply(m *protocol.Message, remote peer.ID) bool {
 	resend := ok && w.resend
 	n.waitersMu.Unlock()
 	if !ok {
-		return false
+		return n.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
 	}
 	if resend && isDuplicate(m) {
 		// The outbox resent a message the recipient had already accepted (its receipt was

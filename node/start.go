@@ -159,6 +159,7 @@ func (n *Node) start() error {
 			go n.watchReturns(sub)
 		}
 	}
+	n.startGroupRequests() // broadcast queries (askserve.go)
 	n.wg.Add(1)
 	go n.maintain()
 	if n.certs != nil {

@@ -24,6 +24,7 @@ func init() {
 		"load":      {parseLoad, runLoad, []string{"requests", "request_success", "request_p50_ms", "request_p99_ms"}},
 		"broadcast": {parseBroadcast, runBroadcast, []string{"delivery_ratio", "broadcast_p50_ms", "broadcast_p99_ms", "broadcast_max_ms"}},
 		"group":     {parseGroup, runGroup, []string{"delivery_ratio", "group_p50_ms", "group_p99_ms"}},
+		"ask":       {parseAsk, runAsk, []string{"answer_ratio", "ask_p50_ms", "ask_p99_ms", "missing"}},
 		"kill":      {parseKill, runKill, []string{"killed", "detected_ratio", "detection_p50_ms", "detection_max_ms"}},
 		"restart":   {parseRestart, runRestart, []string{"restarted", "rejoin_p50_ms", "rejoin_max_ms"}},
 		"partition": {parsePartition, runPartition, []string{"cut_links", "detected_ratio", "detection_p50_ms"}},

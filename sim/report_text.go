@@ -13,6 +13,7 @@ var summaryMetrics = []string{
 	"converge_ms", "heal_ms", "lookup_success", "lookup_p50_ms", "lookup_p99_ms",
 	"request_success", "request_p50_ms", "request_p99_ms", "delivery_ratio",
 	"broadcast_p50_ms", "broadcast_p99_ms", "broadcast_max_ms", "group_p50_ms", "group_p99_ms",
+	"answer_ratio", "ask_p50_ms", "ask_p99_ms", "missing",
 	"detected_ratio", "detection_p50_ms", "detection_max_ms", "rejoin_p50_ms", "false_suspicions",
 	"offline_delivered", "lost", "revocation_applied_ms", "intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio",
 }

@@ -263,3 +263,29 @@ func TestOverload_ExcusesFalseSuspicionsOnlyWhenTheSimulatorIsOverloaded(t *test
 		t.Fatalf("the report does not say the simulator was overloaded:\n%s", out.String())
 	}
 }
+
+// Broadcast queries (docs/coordination.md): every running agent answers a query to every
+// agent and to a group, before and after a crash, and the queries end on the last expected
+// answer, not on their deadline.
+func TestRun_Ask(t *testing.T) {
+	rep := runScenario(t, `
+nodes: 8
+seed: 21
+agents:
+  capabilities:
+    - {name: terminal, weight: 1}
+steps:
+  - join: {}
+  - converge: {timeout: 40s}
+    expect: {converged: 1}
+  - ask: {count: 2, deadline: 10s}
+    expect: {answer_ratio: 1, ended_early_ratio: 1, missing: 0}
+  - kill: {count: 2}
+    expect: {killed: 2}
+  - ask: {capability: terminal, count: 2, deadline: 10s}
+    expect: {answer_ratio: 1, ended_early_ratio: 1, answers_expected: 10}
+`)
+	if last := rep.Steps[len(rep.Steps)-1]; last.Metrics["ask_p50_ms"] <= 0 {
+		t.Fatalf("no answer latency measured: %v", last.Metrics)
+	}
+}

@@ -38,6 +38,9 @@ from .errors import (  # noqa: E402
 )
 from .models import (  # noqa: E402
     AgentInfo,
+    AskAnswer,
+    AskError,
+    AskResult,
     AgentRecord,
     Body,
     Conversation,
@@ -114,5 +117,8 @@ __all__ = [
     "Event",
     "Conversation",
     "ConversationEntry",
+    "AskResult",
+    "AskAnswer",
+    "AskError",
     "parse_time",
 ]

@@ -9,6 +9,7 @@ from typing import Any, AsyncIterator, Callable, Dict, List, Optional, Sequence,
 from .client import DEFAULT_ANSWER_LIMIT, Client, EventStream, Seconds
 from .models import (
     AgentInfo,
+    AskResult,
     AgentRecord,
     Conversation,
     DiscoverResult,
@@ -106,6 +107,11 @@ class AsyncClient:
     async def broadcast(self, event_type: str, detail: Optional[str] = None, **kw: Any) -> SendResult:
         """See :meth:`iacp.Client.broadcast`."""
         return await self._run(self.sync.broadcast, event_type, detail, **kw)
+
+    async def ask(self, group: Optional[str] = None, intent: str = "query",
+                  payload: Optional[Dict[str, Any]] = None, **kw: Any) -> AskResult:
+        """See :meth:`iacp.Client.ask`."""
+        return await self._run(self.sync.ask, group, intent, payload, **kw)
 
     async def inbox(self, after: int = 0, *, wait: Optional[Seconds] = None, limit: Optional[int] = None,
                     max_bytes: Optional[int] = None) -> InboxPage:

@@ -15,6 +15,7 @@ from ._http import Answer, Transport, _Refused, decode_error
 from .errors import Cancelled, IACPError, NodeUnreachable, Timeout, Unauthorized
 from .models import (
     AgentInfo,
+    AskResult,
     AgentRecord,
     Conversation,
     DiscoverResult,
@@ -370,6 +371,34 @@ class Client:
         if data is not None:
             ev["data"] = data
         return SendResult.from_dict(self._call("POST", "/v1/broadcast", ev))
+
+    def ask(
+        self,
+        group: Optional[str] = None,
+        intent: str = "query",
+        payload: Optional[Dict[str, Any]] = None,
+        *,
+        deadline: Seconds = 2.0,
+        count: int = 0,
+        expect: Optional[List[str]] = None,
+    ) -> AskResult:
+        """A broadcast query (docs/coordination.md): asks the agents of capability ``group``,
+        or every agent when None, over gossip, and returns their direct answers once
+        ``count`` agents answered, every agent of ``expect`` answered, or ``deadline``
+        seconds passed. ``intent`` query (the default) is answered by every node with its
+        capability manifest. Bad input raises :class:`iacp.IACPError` (PAYLOAD_INVALID);
+        no member reachable, AGENT_NOT_FOUND."""
+        body: Dict[str, Any] = {"intent": intent, "deadline": format_wait(deadline)}
+        if group:
+            body["group"] = group
+        if payload is not None:
+            body["payload"] = payload
+        if count:
+            body["count"] = count
+        if expect:
+            body["expect"] = list(expect)
+        doc = self._call("POST", "/v1/ask", body, timeout=_seconds(deadline) + self.timeout)
+        return AskResult.from_dict(doc)
 
     # --- the inbox ---
 

@@ -47,6 +47,9 @@ __all__ = [
     "Event",
     "ConversationEntry",
     "Conversation",
+    "AskAnswer",
+    "AskError",
+    "AskResult",
     "parse_time",
 ]
 
@@ -544,6 +547,47 @@ class Conversation(Model):
     messages: List[ConversationEntry] = field(default_factory=list)
     more: bool = False
     next_after: int = 0
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AskAnswer(Model):
+    """One agent's answer to a broadcast query: its response payload and how long after
+    the query it came."""
+
+    agent_id: str = ""
+    peer_id: str = ""
+    status: str = ""
+    payload: Dict[str, Any] = field(default_factory=dict)
+    latency_ms: float = 0.0
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AskError(Model):
+    """One agent's error answer to a broadcast query."""
+
+    agent_id: str = ""
+    peer_id: str = ""
+    code: str = ""
+    message: str = ""
+    latency_ms: float = 0.0
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class AskResult(Model):
+    """What a broadcast query collected (``POST /v1/ask``): the answers, the errors by
+    agent, the expected agents that did not answer (``missing``), and why it ended
+    (``count``, ``expected``, ``deadline`` or ``canceled``)."""
+
+    query_id: str = ""
+    group: str = ""
+    ended: str = ""
+    answers: List[AskAnswer] = field(default_factory=list)
+    errors: List[AskError] = field(default_factory=list)
+    missing: List[str] = field(default_factory=list)
+    refused: int = 0
     extra: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -259,6 +259,21 @@ class MeshTest(unittest.TestCase):
         self.assertEqual((ev.event.detail, ev.event.severity, ev.event.data), ("v1.2", "info", {"build": 7}))
         self.assertEqual(ev.message.type, "event")
 
+    def test_ask_collects_the_groups_answer(self) -> None:
+        # Bob (capability tool:python) is an inbox agent: the query reaches its handler like
+        # any request, and its answer comes back directly to alice's query.
+        def answered():
+            r = self.a.ask("python", "handoff", {"task": "review"}, deadline=3, count=1)
+            return r if r.answers else None
+
+        r = eventually(answered, timeout=30, what="bob answering alice's query to the group python")
+        (ans,) = r.answers
+        self.assertEqual((ans.agent_id, ans.status, ans.payload.get("detail")), (BOB, "accepted", "done by bob"))
+        self.assertEqual((r.ended, r.group, r.missing), ("count", "python", []))
+        with self.assertRaises(iacp.IACPError) as ctx:
+            self.a.ask("no spaces")
+        self.assertEqual(ctx.exception.code, "PAYLOAD_INVALID")
+
     # --- what the node refuses ---
 
     def test_refused_messages_raise_the_nodes_code(self) -> None:

@@ -1,4 +1,4 @@
-import type { AckResult, AgentRecord, AgentsResult, CapabilityQuery, ConversationPage, DiscoverResult, EventItem, EventKind, EventPayload, Health, InboxItem, InboxPage, Message, MessageInput, NodeStatus, OutboxResult, OutgoingMessage, PeersResult, SendResult } from "./types.js";
+import type { AckResult, AgentRecord, AgentsResult, AskRequest, AskResult, CapabilityQuery, ConversationPage, DiscoverResult, EventItem, EventKind, EventPayload, Health, InboxItem, InboxPage, Message, MessageInput, NodeStatus, OutboxResult, OutgoingMessage, PeersResult, SendResult } from "./types.js";
 /** The path of the IACP HTTP binding. */
 export declare const MESSAGE_PATH = "/.well-known/iacp/v1/message";
 /** The data dir the CLI uses when none is named: `$IACP_DATA_DIR`, else `.data/node`. */
@@ -136,6 +136,13 @@ export declare class Client {
     request(message: MessageInput | OutgoingMessage, options?: RequestOptions): Promise<Message>;
     /** Publishes an event to every agent (gossip). Fails with 503 when gossip is off. */
     broadcast(event: EventPayload, options?: CallOptions): Promise<SendResult>;
+    /**
+     * A broadcast query (docs/coordination.md): asks a capability group, or every agent, over
+     * gossip, and resolves with the direct answers once `count` agents answered, every agent of
+     * `expect` answered, or `deadline` (ms, default 2,000) passed. Bad input rejects with an
+     * {@link IACPError} PAYLOAD_INVALID; no member reachable, AGENT_NOT_FOUND.
+     */
+    ask(request?: AskRequest, options?: CallOptions): Promise<AskResult>;
     /** Runs a capability query; the matches come best first. */
     discover(query: CapabilityQuery, options?: CallOptions): Promise<DiscoverResult>;
     /** Returns an agent's record (AGENT_NOT_FOUND, HTTP 404, when no node knows it). */

@@ -74,6 +74,17 @@ export class Client {
     async broadcast(event, options = {}) {
         return this.#call({ method: "POST", path: "/v1/broadcast", body: event }, options);
     }
+    /**
+     * A broadcast query (docs/coordination.md): asks a capability group, or every agent, over
+     * gossip, and resolves with the direct answers once `count` agents answered, every agent of
+     * `expect` answered, or `deadline` (ms, default 2,000) passed. Bad input rejects with an
+     * {@link IACPError} PAYLOAD_INVALID; no member reachable, AGENT_NOT_FOUND.
+     */
+    async ask(request = {}, options = {}) {
+        const deadline = positive(request.deadline, "deadline") ?? 2_000;
+        const body = { ...request, deadline: `${Math.ceil(deadline)}ms` };
+        return this.#call({ method: "POST", path: "/v1/ask", body, waitMs: deadline }, options);
+    }
     // ---- the rest of the node ----
     /** Runs a capability query; the matches come best first. */
     async discover(query, options = {}) {

@@ -14,6 +14,8 @@ import type {
   AckResult,
   AgentRecord,
   AgentsResult,
+  AskRequest,
+  AskResult,
   CapabilityQuery,
   ConversationPage,
   DiscoverResult,
@@ -232,6 +234,18 @@ export class Client {
   /** Publishes an event to every agent (gossip). Fails with 503 when gossip is off. */
   async broadcast(event: EventPayload, options: CallOptions = {}): Promise<SendResult> {
     return this.#call<SendResult>({ method: "POST", path: "/v1/broadcast", body: event }, options);
+  }
+
+  /**
+   * A broadcast query (docs/coordination.md): asks a capability group, or every agent, over
+   * gossip, and resolves with the direct answers once `count` agents answered, every agent of
+   * `expect` answered, or `deadline` (ms, default 2,000) passed. Bad input rejects with an
+   * {@link IACPError} PAYLOAD_INVALID; no member reachable, AGENT_NOT_FOUND.
+   */
+  async ask(request: AskRequest = {}, options: CallOptions = {}): Promise<AskResult> {
+    const deadline = positive(request.deadline, "deadline") ?? 2_000;
+    const body = { ...request, deadline: `${Math.ceil(deadline)}ms` };
+    return this.#call<AskResult>({ method: "POST", path: "/v1/ask", body, waitMs: deadline }, options);
   }
 
   // ---- the rest of the node ----

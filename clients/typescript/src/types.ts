@@ -213,6 +213,54 @@ export interface SendResult {
   status: string;
 }
 
+/** A broadcast query: the body of POST /v1/ask (docs/coordination.md). */
+export interface AskRequest {
+  /** The capability group asked; absent or empty asks every agent. */
+  group?: string;
+  /** query (the default: every node answers with its manifest), handoff, negotiate or x-.... */
+  intent?: string;
+  /** The request's payload, a JSON object. */
+  payload?: Record<string, unknown>;
+  /** How long answers are collected, in milliseconds (default 2,000; at most 300,000). */
+  deadline?: number;
+  /** Answer as soon as this many agents answered (default and at most 1,024). */
+  count?: number;
+  /** Agents expected to answer: the query ends once all did, and lists the others in `missing`. */
+  expect?: string[];
+}
+
+/** One agent's answer to a broadcast query. */
+export interface AskAnswer {
+  agent_id: string;
+  peer_id: string;
+  status: string;
+  payload: Record<string, unknown>;
+  latency_ms: number;
+}
+
+/** One agent's error answer to a broadcast query. */
+export interface AskError {
+  agent_id: string;
+  peer_id: string;
+  code: string;
+  message: string;
+  latency_ms: number;
+}
+
+/** What a broadcast query collected: POST /v1/ask. */
+export interface AskResult {
+  query_id: string;
+  group: string;
+  /** Why it ended: count, expected, deadline or canceled. */
+  ended: string;
+  answers: AskAnswer[];
+  errors: AskError[];
+  /** The expected agents that did not answer before the query closed. */
+  missing: string[];
+  /** Answers dropped: a second one from the same agent, or past the count. */
+  refused: number;
+}
+
 /** An agent record: GET /v1/resolve/{agent_id}, and each match of discover. */
 export interface AgentRecord {
   agent_id: string;

@@ -194,6 +194,20 @@ describe("the client against two real nodes", { timeout: 120_000 }, () => {
     await eventually("bob's agent took the event", 10_000, () => bobSaw.some((m) => m.envelope.message_id === sent.message_id));
   });
 
+  it("ask: bob's agent answers a query to its group", async () => {
+    let res;
+    await eventually("bob answering alice's query to the group review", 30_000, async () => {
+      res = await alice.ask({ group: "review", intent: "handoff", payload: { task: "query" }, deadline: 3_000, count: 1 });
+      return res.answers.length === 1;
+    });
+    const [ans] = res.answers;
+    assert.equal(ans.agent_id, b.agentId);
+    assert.equal(ans.status, "accepted");
+    assert.equal(ans.payload.detail, "reviewed by bob");
+    assert.equal(res.ended, "count");
+    await assert.rejects(alice.ask({ group: "no spaces" }), (err) => err instanceof IACPError && err.code === "PAYLOAD_INVALID");
+  });
+
   it("broadcast reaches bob's event stream", async () => {
     const stop = AbortSignal.timeout(20_000);
     let got;
@@ -284,10 +298,13 @@ describe("the client against two real nodes", { timeout: 120_000 }, () => {
     stopAgent.abort();
     const summary = await agentRun;
     assert.deepEqual(agentErrors, []);
-    // handoff (request), negotiate (refused), handoff (send), notify (event)
-    assert.equal(summary.handled, 4);
-    assert.equal(summary.replied, 3);
-    assert.equal(summary.acked, 4);
+    // handoff (request), negotiate (refused), handoff (send), notify (event), and the
+    // queries of "ask" that reached bob (at least the one answered)
+    const asked = bobSaw.filter((m) => m.message.payload.task === "query").length;
+    assert.ok(asked >= 1);
+    assert.equal(summary.handled, 4 + asked);
+    assert.equal(summary.replied, 3 + asked);
+    assert.equal(summary.acked, 4 + asked);
     assert.equal(summary.failed, 0);
     const left = await bob.inbox();
     assert.deepEqual(
