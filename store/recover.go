@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -20,9 +21,10 @@ import (
 type RecoverReport struct {
 	// Path is the new store file; DamagedPath is where the damaged one was moved.
 	Path, DamagedPath string
-	// Outbox, Inbox, Seen and Gossip count what the new store holds: queued messages,
-	// messages not yet taken by the agent, seen ids and gossip ids.
-	Outbox, Inbox, Seen, Gossip int
+	// Outbox, Inbox, Seen, Gossip and Approvals count what the new store holds: queued
+	// messages, messages not yet taken by the agent, seen ids, gossip ids, and messages held
+	// for approval (read from the tree only: a held message under damage is lost).
+	Outbox, Inbox, Seen, Gossip, Approvals int
 	// FromRawPages counts the outbox and inbox messages among them that no walk of the tree
 	// reached, found by reading the file page by page (under a damaged branch page, or after
 	// a damaged meta page).
@@ -84,6 +86,7 @@ func Recover(dir string, opts ...Option) (RecoverReport, error) {
 		return rep, fmt.Errorf("store: recover: write %s: %w (the damaged file is unchanged)", tmp, err)
 	}
 	rep.Outbox, rep.Inbox, rep.Seen, rep.Gossip = len(sv.outbox), len(sv.inbox), len(sv.seen), len(sv.gossip)
+	rep.Approvals = len(sv.approvals)
 	rep.DamagedPath = path + ".damaged-" + cfg.now().UTC().Format("20060102T150405Z")
 	if err := os.Rename(path, rep.DamagedPath); err != nil {
 		return rep, fmt.Errorf("store: recover: move the damaged file aside: %w (the recovered store is %s)", err, tmp)
@@ -113,24 +116,25 @@ type expiry struct {
 
 // salvage is what Recover found in a damaged file.
 type salvage struct {
-	outbox   map[string]*OutboxEntry
-	inbox    map[string]*InboxEntry
-	seen     map[string]expiry
-	gossip   map[string]expiry
-	rawSeen  map[string]expiry // seen and gossip ids found on raw pages, merged after the scan
-	rawGsp   map[string]expiry
-	outIdx   map[string]bool // ids the outbox indexes name
-	inboxIDs map[string]bool // ids inbox_id names
-	whole    map[string]bool // buckets read from their root without damage
-	bad      map[string]bool // buckets with a record that does not decode
-	problems []Problem
-	fromRaw  int
-	stale    int
+	outbox    map[string]*OutboxEntry
+	inbox     map[string]*InboxEntry
+	seen      map[string]expiry
+	gossip    map[string]expiry
+	rawSeen   map[string]expiry // seen and gossip ids found on raw pages, merged after the scan
+	rawGsp    map[string]expiry
+	outIdx    map[string]bool   // ids the outbox indexes name
+	inboxIDs  map[string]bool   // ids inbox_id names
+	approvals map[string][]byte // held messages' records, by id, as the tree holds them
+	whole     map[string]bool   // buckets read from their root without damage
+	bad       map[string]bool   // buckets with a record that does not decode
+	problems  []Problem
+	fromRaw   int
+	stale     int
 }
 
 func salvageFile(data []byte) *salvage {
 	sv := &salvage{outbox: map[string]*OutboxEntry{}, inbox: map[string]*InboxEntry{}, seen: map[string]expiry{},
-		gossip: map[string]expiry{}, rawSeen: map[string]expiry{}, rawGsp: map[string]expiry{}, outIdx: map[string]bool{}, inboxIDs: map[string]bool{}, whole: map[string]bool{}, bad: map[string]bool{}}
+		gossip: map[string]expiry{}, rawSeen: map[string]expiry{}, rawGsp: map[string]expiry{}, outIdx: map[string]bool{}, inboxIDs: map[string]bool{}, approvals: map[string][]byte{}, whole: map[string]bool{}, bad: map[string]bool{}}
 	metas, pageSize := readMetas(data, os.Getpagesize())
 	metaOK := metas[0].err == nil && metas[1].err == nil
 	for _, m := range metas {
@@ -215,6 +219,12 @@ func (sv *salvage) visit(bucket string, k, v []byte) {
 		sv.outIdx[string(v)] = true
 	case string(bktInboxID):
 		sv.inboxIDs[string(k)] = true
+	case string(bktApprovals):
+		if a, err := decodeApproval(v); err != nil || a.MessageID != string(k) {
+			bad(errors.New("the approval record does not decode, or is filed under another id"))
+			return
+		}
+		sv.approvals[string(k)] = bytes.Clone(v)
 	case string(bktSeen), string(bktGossip):
 		kind, set := kindSeen, sv.seen
 		if bucket == string(bktGossip) {
@@ -344,8 +354,11 @@ func (sv *salvage) write(path string, noSync bool) error {
 			}})
 		}
 	}
+	for id, v := range sv.approvals {
+		puts = append(puts, put{len(v), func(tx *bolt.Tx) error { return tx.Bucket(bktApprovals).Put([]byte(id), v) }})
+	}
 	err = db.Update(func(tx *bolt.Tx) error {
-		for _, b := range allBuckets {
+		for _, b := range append(slices.Clone(allBuckets), bktApprovals) {
 			if _, err := tx.CreateBucket(b); err != nil {
 				return err
 			}

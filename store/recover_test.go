@@ -176,3 +176,36 @@ func TestRecoverRefusesWhileOpen(t *testing.T) {
 		t.Fatalf("check while a node has the store open: %v, want ErrLocked", err)
 	}
 }
+
+// Messages held for approval are in the recovered store, still waiting for a decision.
+func TestRecoverKeepsMessagesHeldForApproval(t *testing.T) {
+	f := newFixture(t, 300)
+	c := newClock()
+	s := open(t, f.dir, WithClock(c.Now))
+	held := map[string]bool{}
+	for range 3 {
+		m, raw := msg(t, "a:h:bob", t0, 3600, 10)
+		if err := s.Hold(approvalOf(m, raw), ApprovalLimits{MaxCount: 10, MaxBytes: 1 << 20}); err != nil {
+			t.Fatal(err)
+		}
+		held[m.Envelope.MessageID] = true
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f.scribble(t, f.find(t, "outbox", flagBranch).id, 0)
+	rep, err := Recover(f.dir)
+	if err != nil || rep.Approvals != len(held) {
+		t.Fatalf("recover: %d approvals, %v; want %d", rep.Approvals, err, len(held))
+	}
+	s = open(t, f.dir, WithClock(c.Now))
+	got, err := s.Held()
+	if err != nil || len(got) != len(held) {
+		t.Fatalf("held after recover: %d, %v", len(got), err)
+	}
+	for _, a := range got {
+		if !held[a.MessageID] {
+			t.Fatalf("%s held after recover, never held before", a.MessageID)
+		}
+	}
+}

@@ -88,8 +88,8 @@ node holds the store, or the new file could not be written, in which case nothin
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "recovered store: %s\ndamaged file kept as: %s\n", rep.Path, rep.DamagedPath)
 			tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
-			fmt.Fprintf(tw, "  outbox\t%d messages\n  inbox\t%d messages\n  seen\t%d ids\n  gossip\t%d ids\n",
-				rep.Outbox, rep.Inbox, rep.Seen, rep.Gossip)
+			fmt.Fprintf(tw, "  outbox\t%d messages\n  inbox\t%d messages\n  seen\t%d ids\n  gossip\t%d ids\n  approvals\t%d held messages\n",
+				rep.Outbox, rep.Inbox, rep.Seen, rep.Gossip, rep.Approvals)
 			_ = tw.Flush()
 			if rep.FromRawPages > 0 {
 				fmt.Fprintf(out, "%d of the messages were found page by page, outside the readable tree\n", rep.FromRawPages)
@@ -111,7 +111,7 @@ node holds the store, or the new file could not be written, in which case nothin
 					fmt.Fprintf(out, "  %s\n", id)
 				}
 			}
-			if rep.Outbox+rep.Inbox+rep.Seen+rep.Gossip == 0 {
+			if rep.Outbox+rep.Inbox+rep.Seen+rep.Gossip+rep.Approvals == 0 {
 				return &exitError{code: 2, err: errors.New("nothing could be recovered: the node will start with an empty store; the damaged file is kept")}
 			}
 			return nil
