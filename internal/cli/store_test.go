@@ -66,7 +66,7 @@ func TestStoreCheckAndRecover(t *testing.T) {
 		t.Fatalf("check damaged: exit %d, %q %q", code, out, errOut)
 	}
 	code, out, errOut = runAuditCLI("store", "recover", "--data-dir", dd)
-	if code != 0 || !strings.Contains(out, "outbox  20 messages") || !strings.Contains(out, "could not read (1):") ||
+	if code != 0 || !strings.Contains(out, "outbox     20 messages") || !strings.Contains(out, "could not read (1):") ||
 		!strings.Contains(out, "damaged file kept as: "+filepath.Join(dd, "store", store.FileName+".damaged-")) {
 		t.Fatalf("recover: exit %d, %q %q", code, out, errOut)
 	}
@@ -84,7 +84,7 @@ func TestStoreRecoverNothingReadable(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, out, errOut := runAuditCLI("store", "recover", "--data-dir", dd)
-	if code != 2 || !strings.Contains(out, "outbox  0 messages") || !strings.Contains(errOut, "nothing could be recovered") {
+	if code != 2 || !strings.Contains(out, "outbox     0 messages") || !strings.Contains(errOut, "nothing could be recovered") {
 		t.Fatalf("recover of junk: exit %d, %q %q", code, out, errOut)
 	}
 }
