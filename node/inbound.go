@@ -97,6 +97,10 @@ func (in *inStream) serveAll(frames []frame) bool {
 		switch {
 		case dups[i]:
 			ib.cancel()
+			if a, ok := n.answered.lookup(ib.m, n.Now()); ok {
+				in.write(a) // a resent request gets the answer its agent gave (answered.go)
+				continue
+			}
 			in.replyError(ib.m, &protocol.Error{Code: protocol.CodeDuplicate, Message: "message " + ib.m.Envelope.MessageID + " was already accepted"})
 		case errs[i] != nil:
 			ib.cancel()
@@ -160,6 +164,10 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 	n := in.n
 	if err := n.checkSigned(m, len(raw), in.remote, in.rid, sig); err != nil {
 		if protocol.CodeOf(err) == protocol.CodeDuplicate {
+			if a, ok := n.answered.lookup(m, n.Now()); ok {
+				in.write(a) // a resent request gets the answer its agent gave (answered.go)
+				return ib, false
+			}
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
 			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err.Error())
@@ -257,7 +265,25 @@ func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remote
 	if err := n.authorize(m, remote); err != nil {
 		return err
 	}
-	return n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now)
+	err := n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now)
+	if protocol.CodeOf(err) == protocol.CodeDuplicate && n.awaitsAnswer(m, remote) {
+		return nil // the first answer again, to the same request sent again (answered.go)
+	}
+	return err
+}
+
+// awaitsAnswer reports whether m answers a request of this node that is still waiting for
+// its answer from remote. A request sent again with its own id (after a restart) is answered
+// with the answer its recipient gave the first time, whose id this node may have seen: the
+// waiter takes it once, as any answer.
+func (n *Node) awaitsAnswer(m *protocol.Message, remote peer.ID) bool {
+	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
+		return false
+	}
+	n.waitersMu.Lock()
+	defer n.waitersMu.Unlock()
+	w, ok := n.waiters[m.Envelope.CorrelationID]
+	return ok && w.peer == remote && !closed(w.done)
 }
 
 // solicited reports whether m is a reply the node is still waiting for from remote: a

@@ -70,7 +70,8 @@ type Node struct {
 
 	waitersMu sync.Mutex
 	waiters   map[string]*waiter
-	asks      askBook // broadcast queries (ask.go)
+	asks      askBook  // broadcast queries (ask.go)
+	answered  answered // answers to recent requests, for their resends (answered.go)
 
 	sessionsMu sync.Mutex
 	sessions   map[peer.ID]*session

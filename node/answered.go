@@ -1,0 +1,106 @@
+package node
+
+import (
+	"sync"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// Bounds of the answer book: how many answers it keeps, how many of them one sender's
+// requests may take, and the largest answer it keeps (a larger one is not kept: its request,
+// sent again, is answered DUPLICATE as before).
+const (
+	answeredMax        = 4096
+	answeredPerSender  = 512
+	answeredMaxBytes   = 64 << 10
+	answeredSweepEvery = 256 // answers recorded between two sweeps of expired ones
+)
+
+// answered remembers the answer the agent gave to each recent request, until the request
+// expires, so that the same request sent again (same message id: the sender's node resends it
+// after a crash, as a resumed workflow does) is answered with it instead of DUPLICATE. The
+// agent still sees a request once; what its sender can no longer lose is the answer. It is
+// bounded in count, per sender and in size, and learns only from answers the agent gave to
+// requests that passed every check.
+type answered struct {
+	mu       sync.Mutex
+	byID     map[string]answeredEntry
+	order    []string // ids in the order they were recorded (oldest first), for eviction
+	perAgent map[string]int
+	since    int
+}
+
+type answeredEntry struct {
+	sender  string // the request's sender agent: only its resend is answered
+	answer  *protocol.Message
+	expires time.Time
+}
+
+// record keeps m, the answer to req, until req expires.
+func (a *answered) record(req, m *protocol.Message, now time.Time) {
+	if req.Message.Type != protocol.TypeRequest || len(m.Message.Payload) > answeredMaxBytes {
+		return
+	}
+	id, sender := req.Envelope.MessageID, req.Envelope.Sender.AgentID
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.byID == nil {
+		a.byID, a.perAgent = map[string]answeredEntry{}, map[string]int{}
+	}
+	if _, ok := a.byID[id]; ok {
+		return // the first answer stands
+	}
+	if a.since++; a.since >= answeredSweepEvery {
+		a.sweep(now)
+	}
+	if a.perAgent[sender] >= answeredPerSender {
+		return
+	}
+	for len(a.byID) >= answeredMax && len(a.order) > 0 {
+		a.drop(a.order[0])
+		a.order = a.order[1:]
+	}
+	a.byID[id] = answeredEntry{sender: sender, answer: m, expires: req.Expires()}
+	a.order = append(a.order, id)
+	a.perAgent[sender]++
+}
+
+// lookup returns the answer kept for a resent request m, if any.
+func (a *answered) lookup(m *protocol.Message, now time.Time) (*protocol.Message, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, ok := a.byID[m.Envelope.MessageID]
+	if !ok || e.sender != m.Envelope.Sender.AgentID || !now.Before(e.expires) {
+		return nil, false
+	}
+	return e.answer, true
+}
+
+// sweep forgets expired answers; the caller holds mu.
+func (a *answered) sweep(now time.Time) {
+	a.since = 0
+	kept := a.order[:0]
+	for _, id := range a.order {
+		if e, ok := a.byID[id]; ok && !now.Before(e.expires) {
+			a.drop(id)
+			continue
+		}
+		if _, ok := a.byID[id]; ok {
+			kept = append(kept, id)
+		}
+	}
+	a.order = kept
+}
+
+// drop forgets one answer; the caller holds mu and fixes order.
+func (a *answered) drop(id string) {
+	e, ok := a.byID[id]
+	if !ok {
+		return
+	}
+	delete(a.byID, id)
+	if a.perAgent[e.sender]--; a.perAgent[e.sender] <= 0 {
+		delete(a.perAgent, e.sender)
+	}
+}
