@@ -1,0 +1,103 @@
+package workflow
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// A 4-step workflow with a diamond dependency completes: b and c get a's result, d gets both.
+func TestWorkflow_DiamondCompletes(t *testing.T) {
+	w := newWorkers(t, 4, nil)
+	coord := startNode(t, 0, t.TempDir(), newKey(t))
+	t.Cleanup(func() { coord.Close() })
+	w.introduce(coord)
+	e, err := New(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	if _, err := e.Start(diamond("wf-diamond")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Wait(testCtx(t), "wf-diamond")
+	if err != nil || st.Status != Completed {
+		t.Fatalf("workflow: %s %s, %v", st.Status, st.Error, err)
+	}
+	d, _ := st.step("d")
+	var got struct {
+		Got struct {
+			Inputs map[string]json.RawMessage `json:"inputs"`
+		} `json:"got"`
+	}
+	if err := json.Unmarshal(d.Result, &got); err != nil || len(got.Got.Inputs) != 2 ||
+		!strings.Contains(string(got.Got.Inputs["b"]), agentName(2)) || !strings.Contains(string(got.Got.Inputs["c"]), agentName(3)) {
+		t.Fatalf("d got %s, want the results of b and c", d.Result)
+	}
+	b, _ := st.step("b")
+	if !strings.Contains(string(b.Result), agentName(1)) {
+		t.Fatalf("b got %s, want a's result", b.Result)
+	}
+	for i, s := range []string{"a", "b", "c", "d"} {
+		if n := w.ran(fmtKey(i+1, s)); n != 1 {
+			t.Fatalf("step %s ran %d times", s, n)
+		}
+	}
+}
+
+// A step whose agent refuses for good is asked of its fallback.
+func TestWorkflow_FallbackTakesOver(t *testing.T) {
+	w := newWorkers(t, 2, func(i int, r *node.Request) error {
+		if i == 1 {
+			return r.Fail(protocol.Errorf(protocol.CodePermissionDenied, "not me"))
+		}
+		return r.Reply(protocol.ResponseAccepted, map[string]string{"by": agentName(i)})
+	})
+	coord := startNode(t, 0, t.TempDir(), newKey(t))
+	t.Cleanup(func() { coord.Close() })
+	w.introduce(coord)
+	e, err := New(coord)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	spec := Spec{ID: "wf-fallback", Steps: []Step{{ID: "only", Agent: agentName(1), Fallback: []string{agentName(2)}, Payload: json.RawMessage(`{"step":"only"}`)}}}
+	if _, err := e.Start(spec); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Wait(testCtx(t), "wf-fallback")
+	only, _ := st.step("only")
+	if err != nil || st.Status != Completed || only.Agent != agentName(2) || only.Attempts != 2 {
+		t.Fatalf("workflow %s (%s), step by %s after %d attempts, %v", st.Status, st.Error, only.Agent, only.Attempts, err)
+	}
+}
+
+// Declarations that cannot run are refused, naming the step and member.
+func TestSpec_RefusesBadDeclarations(t *testing.T) {
+	for _, c := range []struct{ doc, want string }{
+		{`steps: []`, "1 to 64 steps"},
+		{`steps: [{id: a, agent: "test:flow:agent1"}, {id: a, agent: "test:flow:agent1"}]`, `step "a": two steps`},
+		{`steps: [{id: a, agent: "test:flow:agent1", depends_on: [b]}]`, `depends on "b"`},
+		{`steps: [{id: a, agent: "test:flow:agent1", depends_on: [b]}, {id: b, agent: "test:flow:agent1", depends_on: [a]}]`, "cycle"},
+		{`steps: [{id: a, agent: "nope"}]`, `step "a".agent`},
+		{`steps: [{id: a, agent: "test:flow:agent1", timeout: soon}]`, "duration"},
+		{`steps: [{id: a, agent: "test:flow:agent1", payload: [1]}]`, "payload must be a JSON object"},
+		{`steps: [{id: a, agent: "test:flow:agent1", intent: bogus}]`, "intent"},
+		{`steps: [{id: a, agent: "test:flow:agent1", colour: red}]`, "unknown field"},
+	} {
+		_, err := Parse([]byte(c.doc))
+		if protocol.CodeOf(err) != protocol.CodePayloadInvalid || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%s: %v, want PAYLOAD_INVALID naming %q", c.doc, err, c.want)
+		}
+	}
+	s, err := Parse([]byte(`{"workflow_name": "ok", "steps": [{"id": "a", "agent": "test:flow:agent1"}]}`))
+	if err != nil || s.ID == "" || s.Steps[0].Intent != protocol.IntentHandoff || s.Steps[0].Attempts != 1 {
+		t.Fatalf("a JSON declaration: %+v, %v", s, err)
+	}
+}
+
+func fmtKey(agent int, step string) string { return strconv.Itoa(agent) + "/" + step }
