@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/coord"
+	"github.com/iacp-node/iacp-node/workflow"
 )
 
 // DefaultPort is the API's TCP port: IaCP 1.0 section 5.1 reserves 9000-9999 for the local
@@ -105,6 +106,7 @@ type config struct {
 	rateBurst      int
 	sseKeepAlive   time.Duration
 	coord          *coord.Coordinator
+	flows          *workflow.Engine
 	coordOpts      []coord.Option
 	log            *slog.Logger
 	now            func() time.Time
@@ -287,6 +289,13 @@ func WithLogger(l *slog.Logger) Option { return func(c *config) error { c.log = 
 // WithSSEKeepAlive sets the interval of keep-alive comments on the event stream.
 func WithSSEKeepAlive(d time.Duration) Option {
 	return func(c *config) error { c.sseKeepAlive = d; return nil }
+}
+
+// WithWorkflows makes the /v1/workflows routes use e (built over the same node), so that a
+// Go agent and its local API share one engine; the server then does not close it. Default:
+// the server builds the node's engine (workflow.New) and closes it with itself.
+func WithWorkflows(e *workflow.Engine) Option {
+	return func(c *config) error { c.flows = e; return nil }
 }
 
 // WithCoordinator makes the /v1/coord routes use c (built over the same node), so that a Go

@@ -58,6 +58,10 @@ func (s *Server) routes() []Route {
 		{Method: "POST", Path: "/v1/coord/fallback", Auth: true, handler: s.coordFallback},
 		{Method: "POST", Path: "/v1/coord/scatter", Auth: true, handler: s.coordScatter},
 		{Method: "POST", Path: "/v1/coord/pipeline", Auth: true, handler: s.coordPipeline},
+		{Method: "POST", Path: "/v1/workflows", Auth: true, handler: s.postWorkflow},
+		{Method: "GET", Path: "/v1/workflows", Auth: true, handler: s.getWorkflows},
+		{Method: "GET", Path: "/v1/workflows/{id}", Auth: true, handler: s.getWorkflow},
+		{Method: "POST", Path: "/v1/workflows/{id}/cancel", Auth: true, handler: s.cancelWorkflow},
 		{Method: "GET", Path: "/metrics", Auth: false, handler: s.metrics.serve},
 		{Method: "GET", Path: "/healthz", Auth: false, handler: s.healthz},
 	}

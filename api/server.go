@@ -17,6 +17,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/coord"
+	"github.com/iacp-node/iacp-node/workflow"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -44,6 +45,11 @@ type Server struct {
 	book *answerBook
 	// coord runs the coordination patterns and owns their circuit breakers (coord.go).
 	coord *coord.Coordinator
+	// flows runs the workflows (nil when the node keeps no store: flowsErr says so); ownFlows
+	// says the server built it, and closes it.
+	flows    *workflow.Engine
+	flowsErr error
+	ownFlows bool
 
 	ctx       context.Context // cancelled by Close: ends streams, sockets, the webhook loop
 	cancel    context.CancelFunc
@@ -113,6 +119,11 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 			ln.Close()
 			return nil, fmt.Errorf("api: write %s: %w", AddrFile, err)
 		}
+	}
+	if err := s.startWorkflows(); err != nil {
+		s.cancel()
+		ln.Close()
+		return nil, err
 	}
 	s.wg.Add(1)
 	go func() {
@@ -190,6 +201,9 @@ func (s *Server) Close() error {
 		}
 		cancel()
 		s.wg.Wait()
+		if s.ownFlows {
+			errs = append(errs, s.flows.Close())
+		}
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
