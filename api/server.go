@@ -17,9 +17,9 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/coord"
-	"github.com/iacp-node/iacp-node/workflow"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/workflow"
 )
 
 // Server is the local agent API of one node. It owns its listener, the webhook loop and the
