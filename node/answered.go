@@ -37,12 +37,22 @@ type answeredEntry struct {
 	expires time.Time
 }
 
-// record keeps m, the answer to req, until req expires.
-func (a *answered) record(req, m *protocol.Message, now time.Time) {
-	if req.Message.Type != protocol.TypeRequest || len(m.Message.Payload) > answeredMaxBytes {
+// answer keeps m, this node's answer (a response or an error) to the request its
+// correlation_id names, until the answer expires. The request's sender is the answer's
+// recipient. Go handlers' answers and those agents post through the local API all pass here
+// (Send).
+func (a *answered) answer(m *protocol.Message, now time.Time) {
+	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
 		return
 	}
-	id, sender := req.Envelope.MessageID, req.Envelope.Sender.AgentID
+	a.record(m.Envelope.CorrelationID, m.Envelope.Recipient.AgentID, m.Expires(), m, now)
+}
+
+// record keeps m, the answer to request id of sender, until expires.
+func (a *answered) record(id, sender string, expires time.Time, m *protocol.Message, now time.Time) {
+	if id == "" || len(m.Message.Payload) > answeredMaxBytes || !now.Before(expires) {
+		return
+	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.byID == nil {
@@ -61,7 +71,7 @@ func (a *answered) record(req, m *protocol.Message, now time.Time) {
 		a.drop(a.order[0])
 		a.order = a.order[1:]
 	}
-	a.byID[id] = answeredEntry{sender: sender, answer: m, expires: req.Expires()}
+	a.byID[id] = answeredEntry{sender: sender, answer: m, expires: expires}
 	a.order = append(a.order, id)
 	a.perAgent[sender]++
 }

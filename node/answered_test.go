@@ -69,7 +69,7 @@ func TestAnswered_Bounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		reqs = append(reqs, q)
-		book.record(q, q, now)
+		book.record(q.Envelope.MessageID, q.Envelope.Sender.AgentID, q.Expires(), q, now)
 	}
 	if len(book.byID) != answeredPerSender {
 		t.Fatalf("book holds %d answers of one sender, want %d", len(book.byID), answeredPerSender)

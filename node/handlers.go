@@ -56,7 +56,7 @@ func (r *Request) answer(m *protocol.Message) error {
 	if r.Msg.Message.Type != protocol.TypeRequest {
 		return protocol.Errorf(protocol.CodePayloadInvalid, "only requests are answered; this is a %s", r.Msg.Message.Type)
 	}
-	r.n.answered.record(r.Msg, m, r.n.Now())
+	r.n.answered.record(r.Msg.Envelope.MessageID, r.Msg.Envelope.Sender.AgentID, r.Msg.Expires(), m, r.n.Now())
 	if ex := r.ex; ex != nil && ex.state.CompareAndSwap(exWaiting, exInline) {
 		if ex.timer.Stop() {
 			defer ex.in.exchanges.Done()

@@ -56,6 +56,7 @@ func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
 	if err := n.seal(m); err != nil {
 		return err
 	}
+	n.answered.answer(m, n.Now()) // an answer, kept for the request sent again (answered.go)
 	if held, err := requiresApproval(m); err != nil || held {
 		if err != nil {
 			return err
