@@ -289,3 +289,26 @@ steps:
 		t.Fatalf("no answer latency measured: %v", last.Metrics)
 	}
 }
+
+// The coordination steps under crashes (sim/scenarios/coordination.yaml, smaller): a scatter
+// to 8 agents of which 2 crash mid-call, a pipeline whose middle agent crashes (its fallback
+// answers), and a circuit that opens on a crashed agent and closes once it is back.
+func TestRun_Coordination(t *testing.T) {
+	rep := runScenario(t, `
+nodes: 12
+seed: 5
+steps:
+  - join: {}
+  - converge: {timeout: 40s}
+    expect: {converged: 1}
+  - scatter: {targets: 8, kill: 2, delay_ms: 400, deadline: 10s, timeout: 2s}
+    expect: {live_answered_ratio: 1, killed: 2, killed_accounted_ratio: 1}
+  - pipeline: {length: 2, kill_middle: true, delay_ms: 300, timeout: 2s}
+    expect: {completed: 1, middle_by_fallback: 1}
+  - breaker: {threshold: 2, open_for: 1s, timeout: 1s}
+    expect: {opened: 1, fast_failed: 1, closed: 1}
+`)
+	if s := rep.Steps[2]; s.Metrics["scatter_ms"] >= s.Metrics["deadline_ms"] {
+		t.Fatalf("the scatter ran into its deadline: %v", s.Metrics)
+	}
+}
