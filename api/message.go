@@ -16,18 +16,8 @@ import (
 // recipient's node has the message; with ?wait=D (requests only) it answers 200 with the
 // response, or 504 TIMEOUT when none came within D.
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
-	if err := s.allow(); err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
-	wait, waiting, err := parseWait(r, s.cfg.maxWait)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
+	wait, waiting, body, ok := s.readCall(w, r)
+	if !ok {
 		return
 	}
 	m, d, err := s.decodeMessage(r, body)
@@ -198,6 +188,24 @@ func (s *Server) broadcast(w http.ResponseWriter, r *http.Request, ev protocol.E
 }
 
 // allow applies the API's own rate limit.
+// readCall admits a call that may wait (the API's rate, ?wait) and reads its body; on a
+// refusal it answers it and returns false.
+func (s *Server) readCall(w http.ResponseWriter, r *http.Request) (wait time.Duration, waiting bool, body []byte, ok bool) {
+	if err := s.allow(); err != nil {
+		s.fail(w, r, err, "")
+		return 0, false, nil, false
+	}
+	wait, waiting, err := parseWait(r, s.cfg.maxWait)
+	if err == nil {
+		body, err = s.readBody(w, r)
+	}
+	if err != nil {
+		s.fail(w, r, err, "")
+		return 0, false, nil, false
+	}
+	return wait, waiting, body, true
+}
+
 func (s *Server) allow() error {
 	if s.limiter == nil {
 		return nil

@@ -48,18 +48,8 @@ func (s *Server) postWorkflow(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	if err := s.allow(); err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
-	wait, waiting, err := parseWait(r, s.cfg.maxWait)
-	if err != nil {
-		s.fail(w, r, err, "")
-		return
-	}
-	body, err := s.readBody(w, r)
-	if err != nil {
-		s.fail(w, r, err, "")
+	wait, waiting, body, ok := s.readCall(w, r)
+	if !ok {
 		return
 	}
 	spec, err := workflow.Parse(body)
