@@ -99,12 +99,75 @@ func Parse(data []byte) (Spec, error) {
 	if err != nil {
 		return s, protocol.Errorf(protocol.CodePayloadInvalid, "the workflow is neither YAML nor JSON: %v", err)
 	}
+	if js, err = fromWorkflowStart(js); err != nil {
+		return s, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(js))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&s); err != nil {
 		return s, protocol.Errorf(protocol.CodePayloadInvalid, "workflow: %v", err)
 	}
 	return s, s.Validate()
+}
+
+// workflowStart is an IaCP 1.0 `workflow_start` message (section 4.5.1): its payload is the
+// declaration, with the plan under execution_plan. The draft leaves the plan's shape open;
+// this node reads execution_plan.steps as its steps, execution_plan.dependencies as
+// {"step": ["dependency", ...]} and execution_plan.timeouts as {"step": "30s"}, each merged
+// into the step's own depends_on and timeout.
+type workflowStart struct {
+	MessageType string `json:"message_type"`
+	Payload     struct {
+		ID           string          `json:"workflow_id"`
+		Name         string          `json:"workflow_name"`
+		Description  string          `json:"description"`
+		Participants []Participant   `json:"participants"`
+		Plan         json.RawMessage `json:"execution_plan"`
+	} `json:"payload"`
+}
+
+// fromWorkflowStart turns an IaCP 1.0 workflow_start message into a declaration; any other
+// document is returned as it is.
+func fromWorkflowStart(js []byte) ([]byte, error) {
+	var probe struct {
+		MessageType string `json:"message_type"`
+	}
+	if json.Unmarshal(js, &probe) != nil || probe.MessageType == "" {
+		return js, nil
+	}
+	bad := func(format string, a ...any) error { return protocol.Errorf(protocol.CodePayloadInvalid, format, a...) }
+	if probe.MessageType != "workflow_start" {
+		return nil, bad("an IaCP 1.0 %s message is no workflow: send a workflow_start", probe.MessageType)
+	}
+	var ws workflowStart
+	if err := json.Unmarshal(js, &ws); err != nil {
+		return nil, bad("workflow_start: %v", err)
+	}
+	var plan struct {
+		Steps        []map[string]json.RawMessage `json:"steps"`
+		Dependencies map[string][]string          `json:"dependencies"`
+		Timeouts     map[string]json.RawMessage   `json:"timeouts"`
+	}
+	if len(ws.Payload.Plan) == 0 {
+		return nil, bad("workflow_start: payload.execution_plan.steps is missing")
+	}
+	if err := json.Unmarshal(ws.Payload.Plan, &plan); err != nil {
+		return nil, bad("workflow_start: execution_plan: %v (steps is a list, dependencies {step: [steps]}, timeouts {step: duration})", err)
+	}
+	for _, st := range plan.Steps {
+		var id string
+		_ = json.Unmarshal(st["id"], &id)
+		if deps, ok := plan.Dependencies[id]; ok {
+			var own []string
+			_ = json.Unmarshal(st["depends_on"], &own)
+			st["depends_on"], _ = json.Marshal(append(own, deps...))
+		}
+		if t, ok := plan.Timeouts[id]; ok {
+			st["timeout"] = t
+		}
+	}
+	return json.Marshal(map[string]any{"workflow_id": ws.Payload.ID, "workflow_name": ws.Payload.Name,
+		"description": ws.Payload.Description, "participants": ws.Payload.Participants, "steps": plan.Steps})
 }
 
 // Validate checks the declaration and fills its defaults: an id, each step's intent,

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -101,3 +102,27 @@ func TestSpec_RefusesBadDeclarations(t *testing.T) {
 }
 
 func fmtKey(agent int, step string) string { return strconv.Itoa(agent) + "/" + step }
+
+// An IaCP 1.0 workflow_start message is a declaration: its payload's plan gives the steps,
+// their dependencies and timeouts.
+func TestSpec_ReadsAWorkflowStartMessage(t *testing.T) {
+	doc := `{"message_type": "workflow_start", "payload": {"workflow_id": "wf-1", "workflow_name": "review",
+	  "participants": [{"agent_id": "test:flow:agent1", "role": "worker"}],
+	  "execution_plan": {
+	    "steps": [{"id": "a", "agent": "test:flow:agent1"}, {"id": "b", "agent": "test:flow:agent2"}],
+	    "dependencies": {"b": ["a"]},
+	    "timeouts": {"b": "5s"}}}}`
+	s, err := Parse([]byte(doc))
+	if err != nil || s.ID != "wf-1" || s.Name != "review" || len(s.Participants) != 1 || len(s.Steps) != 2 {
+		t.Fatalf("workflow_start: %+v, %v", s, err)
+	}
+	if b := s.Steps[1]; len(b.DependsOn) != 1 || b.DependsOn[0] != "a" || time.Duration(b.Timeout) != 5*time.Second {
+		t.Fatalf("step b: %+v", b)
+	}
+	if _, err := Parse([]byte(`{"message_type": "task_request", "payload": {}}`)); protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+		t.Fatalf("another IaCP 1.0 message: %v", err)
+	}
+	if _, err := Parse([]byte(`{"message_type": "workflow_start", "payload": {"execution_plan": {"dependencies": {"b": ["a"]}, "steps": [{"id": "b", "agent": "test:flow:agent2"}]}}}`)); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Fatalf("a dependency on no step: %v", err)
+	}
+}

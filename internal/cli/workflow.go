@@ -31,7 +31,9 @@ docs/coordination.md "Workflows"). A workflow is declared in YAML or JSON:
 
 Each step is a request (intent handoff unless given) to its agent, then to its fallbacks in
 order; its payload is its own plus "inputs", the results of the steps it depends on.
-Independent steps run at once. The node keeps the workflow's state in its store: stopped or
+Independent steps run at once. An IaCP 1.0 workflow_start message (payload.execution_plan with
+steps, dependencies {step: [steps]} and timeouts {step: duration}) is read as a declaration too.
+The node keeps the workflow's state in its store: stopped or
 killed, it resumes the workflow when it starts again, and no step that had reported a result
 runs twice.`,
 	}
