@@ -30,6 +30,7 @@ const (
 // at the next New.
 type Engine struct {
 	n      *node.Node
+	find   func(ctx context.Context, c Capability) ([]string, error)
 	ctx    context.Context
 	stop   context.CancelFunc
 	wg     sync.WaitGroup
@@ -46,14 +47,27 @@ type run struct {
 	done      chan struct{}
 }
 
+// Option changes an Engine.
+type Option func(*Engine)
+
+// WithCandidates makes capability steps take their agents from find instead of discovery
+// (node.FindByCapability, the default): a static list, or another directory.
+func WithCandidates(find func(ctx context.Context, c Capability) ([]string, error)) Option {
+	return func(e *Engine) { e.find = find }
+}
+
 // New builds the engine of n and resumes every workflow its store holds as running.
-func New(n *node.Node) (*Engine, error) {
+func New(n *node.Node, opts ...Option) (*Engine, error) {
 	recs, err := n.Records(RecordKind)
 	if err != nil {
 		return nil, err
 	}
 	ctx, stop := context.WithCancel(context.Background())
 	e := &Engine{n: n, ctx: ctx, stop: stop, runs: map[string]*run{}}
+	e.find = e.providers
+	for _, o := range opts {
+		o(e)
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for id, raw := range recs {
@@ -208,4 +222,19 @@ func (e *Engine) forgetOldFinished() {
 		}
 		delete(e.runs, st.Spec.ID)
 	}
+}
+
+// providers are the agents discovery knows with capability c, this node's own left out.
+func (e *Engine) providers(ctx context.Context, c Capability) ([]string, error) {
+	recs, err := e.n.FindByCapability(ctx, c.Kind, c.Name)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, r := range recs {
+		if r.AgentID != e.n.AgentID() {
+			ids = append(ids, r.AgentID)
+		}
+	}
+	return ids, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -143,6 +144,9 @@ func (e *Engine) persist(s *State) {
 
 // exec runs one step to its end: each candidate agent in turn, each up to the step's attempts.
 func (e *Engine) exec(ctx context.Context, r *run, id string) {
+	if err := e.discover(ctx, r, id); err != nil {
+		return
+	}
 	for {
 		m, timeout, err := e.prepare(r, id)
 		if err != nil {
@@ -187,7 +191,11 @@ func (e *Engine) prepare(r *run, id string) (*protocol.Message, time.Duration, e
 		}
 		st.Request, st.MessageID = nil, ""
 	}
-	agents := append([]string{spec.Agent}, spec.Fallback...)
+	first := st.Candidates // a capability step's agents; else its one agent
+	if spec.Agent != "" {
+		first = []string{spec.Agent}
+	}
+	agents := slices.Concat(first, spec.Fallback)
 	if st.Candidate >= len(agents) {
 		st.Status, st.Ended = Failed, e.n.Now()
 		e.persist(r.st)
@@ -217,6 +225,34 @@ func (e *Engine) prepare(r *run, id string) (*protocol.Message, time.Duration, e
 		return nil, 0, err
 	}
 	return m, timeout, nil
+}
+
+// discover finds a capability step's candidates, once (they are kept with the step); with
+// none, and no fallback, the step fails AGENT_NOT_FOUND.
+func (e *Engine) discover(ctx context.Context, r *run, id string) error {
+	e.mu.Lock()
+	st, spec := r.st.step(id)
+	need := spec.Capability != nil && st.Candidates == nil
+	e.mu.Unlock()
+	if !need {
+		return nil
+	}
+	ids, err := e.find(ctx, *spec.Capability)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err == nil && len(ids) == 0 && len(spec.Fallback) == 0 {
+		err = protocol.Errorf(protocol.CodeAgentNotFound, "no agent with %s:%s was found", spec.Capability.Kind, spec.Capability.Name)
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			st.Status, st.Ended, st.Code, st.Error = Failed, e.n.Now(), string(protocol.CodeOf(err)), err.Error()
+			e.persist(r.st)
+		}
+		return err
+	}
+	st.Candidates = append([]string{}, ids...)
+	e.persist(r.st)
+	return nil
 }
 
 // payload is the step's own payload plus `inputs`, the results of its dependencies.

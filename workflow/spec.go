@@ -47,9 +47,12 @@ type Participant struct {
 type Step struct {
 	// ID names the step within the workflow.
 	ID string `json:"id"`
-	// Agent is asked first; Fallback are asked in order when it fails.
-	Agent    string   `json:"agent"`
-	Fallback []string `json:"fallback,omitempty"`
+	// Agent is asked first, or the agents with Capability (give one of the two: found by
+	// discovery when the step starts, in the order it returns them); Fallback are asked in
+	// order after them.
+	Agent      string      `json:"agent,omitempty"`
+	Capability *Capability `json:"capability,omitempty"`
+	Fallback   []string    `json:"fallback,omitempty"`
 	// Intent of the request (default handoff).
 	Intent protocol.Intent `json:"intent,omitempty"`
 	// Payload is the step's own parameters, a JSON object. The request's payload is it plus
@@ -62,6 +65,12 @@ type Step struct {
 	// Attempts per agent (default 1): a timeout or an unreachable agent is tried again with
 	// the same request, a retryable error reply with a new one.
 	Attempts int `json:"attempts,omitempty"`
+}
+
+// Capability names the capability a step's agents have: kind tool, model or domain, and name.
+type Capability struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
 }
 
 // Duration is a time.Duration written as a string ("30s", "2m").
@@ -199,7 +208,18 @@ func (s *Spec) Validate() error {
 			return bad("%s: two steps have this id", where)
 		}
 		ids[st.ID] = true
-		for _, a := range append([]string{st.Agent}, st.Fallback...) {
+		agents := st.Fallback
+		switch {
+		case (st.Agent == "") == (st.Capability == nil):
+			return bad("%s: give agent or capability (one of the two)", where)
+		case st.Capability != nil:
+			if c := st.Capability; (c.Kind != "tool" && c.Kind != "model" && c.Kind != "domain") || c.Name == "" {
+				return bad("%s.capability: kind is tool, model or domain, and name is not empty", where)
+			}
+		default:
+			agents = append([]string{st.Agent}, agents...)
+		}
+		for _, a := range agents {
 			if err := protocol.ValidateAgentID(a); err != nil {
 				return bad("%s.agent %q: %v", where, a, err)
 			}

@@ -39,7 +39,10 @@ type StepState struct {
 	Status Status `json:"status"`
 	// Agent is the agent asked last (the answering one once completed).
 	Agent string `json:"agent,omitempty"`
-	// Candidate indexes Agent in the step's agent and fallbacks.
+	// Candidates are the agents a capability step found by discovery, kept so that a resumed
+	// step asks the same ones.
+	Candidates []string `json:"candidates,omitempty"`
+	// Candidate indexes Agent in the step's agents (its agent or candidates, then fallbacks).
 	Candidate int `json:"candidate"`
 	// Attempts counts the requests sent, resends of the same request included.
 	Attempts int `json:"attempts"`

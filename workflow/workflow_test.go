@@ -1,6 +1,7 @@
 package workflow
 
 import (
+	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -124,5 +125,43 @@ func TestSpec_ReadsAWorkflowStartMessage(t *testing.T) {
 	}
 	if _, err := Parse([]byte(`{"message_type": "workflow_start", "payload": {"execution_plan": {"dependencies": {"b": ["a"]}, "steps": [{"id": "b", "agent": "test:flow:agent2"}]}}}`)); err == nil || !strings.Contains(err.Error(), `"a"`) {
 		t.Fatalf("a dependency on no step: %v", err)
+	}
+}
+
+// A step may name a capability instead of an agent: it asks the agents found with it, in
+// order, failing over like fallbacks.
+func TestWorkflow_CapabilityStep(t *testing.T) {
+	w := newWorkers(t, 2, func(i int, r *node.Request) error {
+		if i == 1 {
+			return r.Fail(protocol.Errorf(protocol.CodePermissionDenied, "busy elsewhere"))
+		}
+		return r.Reply(protocol.ResponseAccepted, map[string]string{"by": agentName(i)})
+	})
+	coord := startNode(t, 0, t.TempDir(), newKey(t))
+	t.Cleanup(func() { coord.Close() })
+	w.introduce(coord)
+	var asked Capability
+	e, err := New(coord, WithCandidates(func(_ context.Context, c Capability) ([]string, error) {
+		asked = c
+		return []string{agentName(1), agentName(2)}, nil
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.Close() })
+	s, err := Parse([]byte(`{"workflow_id": "wf-cap", "steps": [{"id": "x", "capability": {"kind": "tool", "name": "terminal"}, "payload": {"step": "x"}}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.Start(s); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.Wait(testCtx(t), "wf-cap")
+	x, _ := st.step("x")
+	if err != nil || st.Status != Completed || x.Agent != agentName(2) || len(x.Candidates) != 2 || asked.Name != "terminal" {
+		t.Fatalf("capability step: %s (%s), by %s of %v, asked %v, %v", st.Status, st.Error, x.Agent, x.Candidates, asked, err)
+	}
+	if _, err := Parse([]byte(`steps: [{id: a, agent: "test:flow:agent1", capability: {kind: tool, name: t}}]`)); err == nil || !strings.Contains(err.Error(), "one of the two") {
+		t.Fatalf("agent and capability: %v", err)
 	}
 }

@@ -27,10 +27,10 @@ docs/coordination.md "Workflows"). A workflow is declared in YAML or JSON:
     - {id: build, agent: acme:ci:builder, payload: {ref: main}, timeout: 10m}
     - {id: test,  agent: acme:ci:tester, depends_on: [build], attempts: 3}
     - {id: scan,  agent: acme:sec:scanner, fallback: [acme:sec:scanner2], depends_on: [build]}
-    - {id: ship,  agent: acme:ops:deployer, depends_on: [test, scan]}
+    - {id: ship,  capability: {kind: tool, name: deploy}, depends_on: [test, scan]}
 
-Each step is a request (intent handoff unless given) to its agent, then to its fallbacks in
-order; its payload is its own plus "inputs", the results of the steps it depends on.
+Each step is a request (intent handoff unless given) to its agent (or to the agents discovery
+finds with its capability), then to its fallbacks in order; its payload is its own plus "inputs", the results of the steps it depends on.
 Independent steps run at once. An IaCP 1.0 workflow_start message (payload.execution_plan with
 steps, dependencies {step: [steps]} and timeouts {step: duration}) is read as a declaration too.
 The node keeps the workflow's state in its store: stopped or
