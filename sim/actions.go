@@ -28,6 +28,7 @@ func init() {
 		"scatter":   {parseScatter, runScatter, []string{"targets", "killed", "live_answered_ratio", "scatter_ms"}},
 		"pipeline":  {parsePipeline, runPipeline, []string{"completed", "middle_by_fallback", "pipeline_ms"}},
 		"breaker":   {parseBreaker, runBreaker, []string{"opened", "fast_fail_ms", "closed", "recover_ms"}},
+		"workflow":  {parseWorkflow, runWorkflow, []string{"completed", "resumed", "steps_once_ratio", "workflow_ms"}},
 		"kill":      {parseKill, runKill, []string{"killed", "detected_ratio", "detection_p50_ms", "detection_max_ms"}},
 		"restart":   {parseRestart, runRestart, []string{"restarted", "rejoin_p50_ms", "rejoin_max_ms"}},
 		"partition": {parsePartition, runPartition, []string{"cut_links", "detected_ratio", "detection_p50_ms"}},

@@ -56,6 +56,9 @@ func manifestOf(sn *simNode) protocol.Manifest {
 // source decides it).
 type workPayload struct {
 	DelayMS float64 `json:"delay_ms"`
+	// Mark, when set, is counted as a delivery too (recorder.expectDelivery): the workflow
+	// step counts each step's runs by it, whatever request carried it.
+	Mark string `json:"mark,omitempty"`
 }
 
 // installAgent registers the synthetic agent's handlers: handoff requests are answered
@@ -68,6 +71,9 @@ func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
 		var p workPayload
 		if err := protocol.DecodePayload(r.Msg, &p); err != nil {
 			return r.Fail(err)
+		}
+		if p.Mark != "" {
+			rec.deliver(p.Mark)
 		}
 		if p.DelayMS > 0 {
 			t := time.NewTimer(time.Duration(p.DelayMS * float64(time.Millisecond)))

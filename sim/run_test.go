@@ -292,7 +292,8 @@ steps:
 
 // The coordination steps under crashes (sim/scenarios/coordination.yaml, smaller): a scatter
 // to 8 agents of which 2 crash mid-call, a pipeline whose middle agent crashes (its fallback
-// answers), and a circuit that opens on a crashed agent and closes once it is back.
+// answers), a circuit that opens on a crashed agent and closes once it is back, and a workflow
+// whose coordinator crashes mid-run and resumes, each step run once.
 func TestRun_Coordination(t *testing.T) {
 	rep := runScenario(t, `
 nodes: 12
@@ -307,6 +308,8 @@ steps:
     expect: {completed: 1, middle_by_fallback: 1}
   - breaker: {threshold: 2, open_for: 1s, timeout: 1s}
     expect: {opened: 1, fast_failed: 1, closed: 1}
+  - workflow: {delay_ms: 600, timeout: 2s}
+    expect: {completed: 1, resumed: 1, steps_once_ratio: 1}
 `)
 	if s := rep.Steps[2]; s.Metrics["scatter_ms"] >= s.Metrics["deadline_ms"] {
 		t.Fatalf("the scatter ran into its deadline: %v", s.Metrics)
