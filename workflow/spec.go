@@ -199,58 +199,13 @@ func (s *Spec) Validate() error {
 	ids := map[string]bool{}
 	for i := range s.Steps {
 		st := &s.Steps[i]
-		where := fmt.Sprintf("steps[%d]", i)
-		if st.ID == "" || len(st.ID) > 64 {
-			return bad("%s.id: give each step an id of 1 to 64 characters", where)
+		if err := st.validate(i); err != nil {
+			return err
 		}
-		where = fmt.Sprintf("step %q", st.ID)
 		if ids[st.ID] {
-			return bad("%s: two steps have this id", where)
+			return bad("step %q: two steps have this id", st.ID)
 		}
 		ids[st.ID] = true
-		agents := st.Fallback
-		switch {
-		case (st.Agent == "") == (st.Capability == nil):
-			return bad("%s: give agent or capability (one of the two)", where)
-		case st.Capability != nil:
-			if c := st.Capability; (c.Kind != "tool" && c.Kind != "model" && c.Kind != "domain") || c.Name == "" {
-				return bad("%s.capability: kind is tool, model or domain, and name is not empty", where)
-			}
-		default:
-			agents = append([]string{st.Agent}, agents...)
-		}
-		for _, a := range agents {
-			if err := protocol.ValidateAgentID(a); err != nil {
-				return bad("%s.agent %q: %v", where, a, err)
-			}
-		}
-		if st.Intent == "" {
-			st.Intent = protocol.IntentHandoff
-		}
-		if !protocol.IntentAllowed(protocol.TypeRequest, st.Intent) {
-			return bad("%s.intent %q is not one a request may carry (handoff, query, negotiate, notify or x-...)", where, st.Intent)
-		}
-		if len(st.Payload) > 0 {
-			var obj map[string]json.RawMessage
-			if err := json.Unmarshal(st.Payload, &obj); err != nil || obj == nil {
-				return bad("%s.payload must be a JSON object", where)
-			}
-			if _, ok := obj["inputs"]; ok {
-				return bad("%s.payload: the member inputs is the node's (the results of the steps it depends on)", where)
-			}
-		}
-		if st.Timeout == 0 {
-			st.Timeout = Duration(DefaultStepTimeout)
-		}
-		if time.Duration(st.Timeout) < time.Second || time.Duration(st.Timeout) > time.Hour {
-			return bad("%s.timeout %v: 1s to 1h", where, time.Duration(st.Timeout))
-		}
-		if st.Attempts == 0 {
-			st.Attempts = 1
-		}
-		if st.Attempts < 1 || st.Attempts > MaxAttempts {
-			return bad("%s.attempts %d: 1 to %d", where, st.Attempts, MaxAttempts)
-		}
 	}
 	for _, st := range s.Steps {
 		for i, d := range st.DependsOn {
@@ -264,6 +219,60 @@ func (s *Spec) Validate() error {
 	}
 	if cyc := s.cycle(); cyc != nil {
 		return bad("the dependencies form a cycle: %v", cyc)
+	}
+	return nil
+}
+
+// validate checks step i and fills its defaults (intent, timeout, attempts).
+func (st *Step) validate(i int) error {
+	bad := func(format string, a ...any) error { return protocol.Errorf(protocol.CodePayloadInvalid, format, a...) }
+	where := fmt.Sprintf("steps[%d]", i)
+	if st.ID == "" || len(st.ID) > 64 {
+		return bad("%s.id: give each step an id of 1 to 64 characters", where)
+	}
+	where = fmt.Sprintf("step %q", st.ID)
+	agents := st.Fallback
+	switch {
+	case (st.Agent == "") == (st.Capability == nil):
+		return bad("%s: give agent or capability (one of the two)", where)
+	case st.Capability != nil:
+		if c := st.Capability; (c.Kind != "tool" && c.Kind != "model" && c.Kind != "domain") || c.Name == "" {
+			return bad("%s.capability: kind is tool, model or domain, and name is not empty", where)
+		}
+	default:
+		agents = append([]string{st.Agent}, agents...)
+	}
+	for _, a := range agents {
+		if err := protocol.ValidateAgentID(a); err != nil {
+			return bad("%s.agent %q: %v", where, a, err)
+		}
+	}
+	if st.Intent == "" {
+		st.Intent = protocol.IntentHandoff
+	}
+	if !protocol.IntentAllowed(protocol.TypeRequest, st.Intent) {
+		return bad("%s.intent %q is not one a request may carry (handoff, query, negotiate, notify or x-...)", where, st.Intent)
+	}
+	if len(st.Payload) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(st.Payload, &obj); err != nil || obj == nil {
+			return bad("%s.payload must be a JSON object", where)
+		}
+		if _, ok := obj["inputs"]; ok {
+			return bad("%s.payload: the member inputs is the node's (the results of the steps it depends on)", where)
+		}
+	}
+	if st.Timeout == 0 {
+		st.Timeout = Duration(DefaultStepTimeout)
+	}
+	if time.Duration(st.Timeout) < time.Second || time.Duration(st.Timeout) > time.Hour {
+		return bad("%s.timeout %v: 1s to 1h", where, time.Duration(st.Timeout))
+	}
+	if st.Attempts == 0 {
+		st.Attempts = 1
+	}
+	if st.Attempts < 1 || st.Attempts > MaxAttempts {
+		return bad("%s.attempts %d: 1 to %d", where, st.Attempts, MaxAttempts)
 	}
 	return nil
 }
