@@ -27,18 +27,29 @@ func TestDamage_ScribbledStoreIsAClearErrorAndRecovers(t *testing.T) {
 		ids = append(ids, id)
 	}
 	a.stop()
-	// Scribble over a page that holds queued messages: the one with the 150th message's record.
+	// Scribble over the pages that hold queued messages: every page with a copy of the 150th
+	// message's record (bbolt leaves older copies on free pages; the live one is among them).
 	db := filepath.Join(a.dir, "store", "store.db")
 	raw, err := os.ReadFile(db)
 	if err != nil {
 		t.Fatal(err)
 	}
-	at := bytes.Index(raw, []byte(`{"id":"`+ids[queued/2]+`"`))
-	if at < 0 {
+	const page = 4096
+	rec := []byte(`{"id":"` + ids[queued/2] + `"`)
+	copies := 0
+	for from := 0; ; {
+		at := bytes.Index(raw[from:], rec)
+		if at < 0 {
+			break
+		}
+		at += from
+		copy(raw[at/page*page:], bytes.Repeat([]byte("\xde\xad\xbe\xef"), page/4))
+		copies++
+		from = at/page*page + page
+	}
+	if copies == 0 {
 		t.Fatal("no record of the 150th message in store.db")
 	}
-	const page = 4096
-	copy(raw[at/page*page:], bytes.Repeat([]byte("\xde\xad\xbe\xef"), page/4))
 	if err := os.WriteFile(db, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
