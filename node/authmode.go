@@ -77,7 +77,7 @@ func (n *Node) setupTrust() error {
 		crlFile = filepath.Join(c.DataDir, RevocationsFile)
 	}
 	allow := func(p peer.ID) error { return n.rate.allow(p, n.now()) }
-	certs, err := newCertBook(n.ctx, v, n.host, c.MaxAgents, crlFile, allow, c.Clock, n.log.With("subsystem", "trust"))
+	certs, err := newCertBook(v, n.host, c.MaxAgents, crlFile, allow, c.Clock, n.log.With("subsystem", "trust"))
 	if err != nil {
 		return err
 	}
@@ -97,8 +97,8 @@ func (n *Node) setupTrust() error {
 	c.DiscoveryOptions = append(c.DiscoveryOptions,
 		discovery.WithCertCheck(certs.checkRaw),
 		discovery.WithCertificate(func() string { return certs.own.Load().Raw }))
-	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(agentID string, author, via peer.ID) bool {
-		return certs.verifyLater(agentID, author, via)
+	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, agentID string, author, via peer.ID) bool {
+		return certs.verify(ctx, agentID, author, via) == nil
 	}))
 	n.host.SetStreamHandler(CertProtocolID, n.tracked(certs.serve))
 	n.serveAuthorityProtocols()

@@ -79,10 +79,6 @@ type certBook struct {
 	// onRevoked is told of each verified certificate a new revocation list revokes (the
 	// node drops its agent from the liveness table).
 	onRevoked atomic.Pointer[func(*authority.Certificate)]
-
-	ctx        context.Context
-	wg         sync.WaitGroup // background fetches
-	background atomic.Int32   // background fetches started and not done
 }
 
 type failure struct {
@@ -90,7 +86,7 @@ type failure struct {
 	err error
 }
 
-func newCertBook(ctx context.Context, v *authority.Verifier, h host.Host, size int, crlFile string, allow func(peer.ID) error, now func() time.Time, log *slog.Logger) (*certBook, error) {
+func newCertBook(v *authority.Verifier, h host.Host, size int, crlFile string, allow func(peer.ID) error, now func() time.Time, log *slog.Logger) (*certBook, error) {
 	byPeer, err := lru.New[peer.ID, *authority.Certificate](size)
 	if err != nil {
 		return nil, err
@@ -100,7 +96,7 @@ func newCertBook(ctx context.Context, v *authority.Verifier, h host.Host, size i
 		return nil, err
 	}
 	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, allow: allow, byPeer: byPeer, failed: failed,
-		inflight: make(map[peer.ID]chan struct{}), slots: make(chan struct{}, certFetchers), ctx: ctx}
+		inflight: make(map[peer.ID]chan struct{}), slots: make(chan struct{}, certFetchers)}
 	if crlFile != "" {
 		raw, err := os.ReadFile(crlFile)
 		switch {
@@ -166,7 +162,9 @@ func (b *certBook) check(agentID string, p peer.ID) error {
 }
 
 // verify returns nil when p holds a valid certificate for agentID, fetching it from via (p
-// itself when via is "") if the book has none. It waits at most certTimeout.
+// itself when via is "") if the book has none. It waits at most certTimeout. Gossip validators
+// call it too (pubsub.WithAuthorCheck): a message whose author's certificate is not held yet
+// waits for it, so that it is neither lost nor left unrelayed.
 func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) error {
 	err := b.check(agentID, p)
 	if !errors.Is(err, errNoCert) {
@@ -181,37 +179,6 @@ func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) e
 		return err
 	}
 	return b.check(agentID, p)
-}
-
-// verifyLater reports whether the book already holds a valid certificate binding agentID to
-// p. When it holds none, it asks via for it in the background (when a fetch slot is free),
-// so that the next message of p is taken: gossip validators must not wait on the network.
-func (b *certBook) verifyLater(agentID string, p, via peer.ID) bool {
-	err := b.check(agentID, p)
-	if !errors.Is(err, errNoCert) {
-		return err == nil
-	}
-	b.mu.Lock()
-	_, busy := b.inflight[p]
-	b.mu.Unlock()
-	if busy || b.ctx.Err() != nil {
-		return false
-	}
-	if b.background.Add(1) > 2*certFetchers {
-		b.background.Add(-1)
-		return false // enough fetches wait already: the next heartbeat asks again
-	}
-	b.wg.Add(1)
-	go func() {
-		defer b.wg.Done()
-		defer b.background.Add(-1)
-		ctx, cancel := context.WithTimeout(b.ctx, certTimeout)
-		defer cancel()
-		if err := b.fetch(ctx, p, via); err != nil {
-			b.log.Debug("certificate fetch", "peer", p, "via", via, "err", err.Error())
-		}
-	}()
-	return false
 }
 
 // fetch asks via for p's certificate, verifies it and keeps it. One fetch per peer runs at a
@@ -369,6 +336,3 @@ func (b *certBook) ownRevoked() {
 		b.log.Error("the mesh authority revoked this node's certificate: other nodes refuse its messages; ask the mesh's operator for a new invitation", "certificate", c.ID, "agent", c.AgentID)
 	}
 }
-
-// close waits for the background fetches; the node's context stops them.
-func (b *certBook) close() { b.wg.Wait() }

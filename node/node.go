@@ -196,9 +196,6 @@ func (n *Node) Close() error {
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
 		n.wg.Wait()
-		if n.certs != nil {
-			n.certs.close()
-		}
 		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.flush())
 	})
 	return n.closeErr

@@ -70,7 +70,7 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 		if !strings.Contains(perr.Message, "revoked") {
 			t.Fatalf("node %d's refusal does not name the revocation: %q", i, perr.Message)
 		}
-		if m.nodes[i].certs.verifyLater(agentName(2), bob.ID(), bob.ID()) {
+		if m.nodes[i].certs.verify(t.Context(), agentName(2), bob.ID(), bob.ID()) == nil {
 			t.Fatalf("node %d still takes bob's heartbeats", i)
 		}
 		saved, err := os.ReadFile(filepath.Join(m.nodes[i].cfg.DataDir, RevocationsFile))

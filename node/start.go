@@ -123,7 +123,6 @@ func (n *Node) start() error {
 			h.RemoveStreamHandler(CertProtocolID)
 			h.RemoveStreamHandler(JoinProtocolID)
 			h.RemoveStreamHandler(AuthorityProtocolID)
-			n.certs.close()
 		}
 		return err
 	}

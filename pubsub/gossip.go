@@ -255,7 +255,14 @@ func (g *Gossip) topic(info topicInfo, subscribe bool) (*topicHandle, error) {
 		if info.kind == kindGroup && len(g.topics) >= maxGroupTopics+2 {
 			return nil, fmt.Errorf("pubsub: this node already uses %d group topics, the most it may", maxGroupTopics)
 		}
-		if err := g.ps.RegisterTopicValidator(info.name, g.validator(info), ps.WithValidatorInline(true)); err != nil {
+		// Without an author check a validator never waits: it runs inline, on gossipsub's
+		// validation workers. An author check may fetch a certificate: each validation then
+		// runs on a goroutine of its own (gossipsub bounds them), within AuthorCheckWait.
+		vopts := []ps.ValidatorOpt{ps.WithValidatorInline(g.cfg.authorCheck == nil)}
+		if g.cfg.authorCheck != nil {
+			vopts = append(vopts, ps.WithValidatorTimeout(AuthorCheckWait+time.Second))
+		}
+		if err := g.ps.RegisterTopicValidator(info.name, g.validator(info), vopts...); err != nil {
 			return nil, fmt.Errorf("pubsub: validator for %s: %w", info.name, err)
 		}
 		t, err := g.ps.Join(info.name)

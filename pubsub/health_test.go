@@ -202,7 +202,7 @@ func TestGossipLocalHealth(t *testing.T) {
 	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
 	feed := func(m *protocol.Message) {
 		t.Helper()
-		v, err := g.check(hbt, psMsg(t, m, hbt.name, a.id, a.id))
+		v, err := g.check(t.Context(), hbt, psMsg(t, m, hbt.name, a.id, a.id))
 		if err != nil {
 			t.Fatal(err)
 		}

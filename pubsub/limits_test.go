@@ -21,15 +21,15 @@ func TestValidatorRejectsLongTTL(t *testing.T) {
 	ev := protocol.EventPayload{EventType: "deploy.done"}
 
 	atCap, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev, protocol.WithTTL(MaxGossipTTL))
-	if _, err := g.check(bc, psMsg(t, atCap, bc.name, a.id, a.id)); err != nil {
+	if _, err := g.check(t.Context(), bc, psMsg(t, atCap, bc.name, a.id, a.id)); err != nil {
 		t.Fatalf("a broadcast with a TTL of exactly %s: %v", MaxGossipTTL, err)
 	}
 	over, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev, protocol.WithTTL(MaxGossipTTL+time.Second))
-	if _, err := g.check(bc, psMsg(t, over, bc.name, a.id, a.id)); verdict(err) != "reject" || !strings.Contains(err.Error(), "ttl_seconds 3601") {
+	if _, err := g.check(t.Context(), bc, psMsg(t, over, bc.name, a.id, a.id)); verdict(err) != "reject" || !strings.Contains(err.Error(), "ttl_seconds 3601") {
 		t.Fatalf("a broadcast with a TTL over %s: %s %v", MaxGossipTTL, verdict(err), err)
 	}
 	hb, _ := a.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(2*time.Hour))
-	if _, err := g.check(hbt, psMsg(t, hb, hbt.name, a.id, a.id)); verdict(err) != "reject" {
+	if _, err := g.check(t.Context(), hbt, psMsg(t, hb, hbt.name, a.id, a.id)); verdict(err) != "reject" {
 		t.Fatalf("a heartbeat with a 2h TTL: %s %v", verdict(err), err)
 	}
 }
@@ -75,7 +75,7 @@ func TestGossipMaxAgents(t *testing.T) {
 	for i := range MinMaxAgents + 2 {
 		s := newSigner(t, fmt.Sprintf("test:throwaway%d:agent", i), nil)
 		m, _ := s.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(time.Minute))
-		v, err := g.check(hbt, psMsg(t, m, hbt.name, s.id, s.id))
+		v, err := g.check(t.Context(), hbt, psMsg(t, m, hbt.name, s.id, s.id))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -98,7 +98,7 @@ func TestValidatorIgnoresOurAgentIDFromAnotherPeer(t *testing.T) {
 	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
 	squatter := newSigner(t, g.b.AgentID(), nil)
 	m, _ := squatter.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"}, protocol.WithTTL(time.Minute))
-	if _, err := g.check(hbt, psMsg(t, m, hbt.name, squatter.id, squatter.id)); verdict(err) != "ignore" ||
+	if _, err := g.check(t.Context(), hbt, psMsg(t, m, hbt.name, squatter.id, squatter.id)); verdict(err) != "ignore" ||
 		!strings.Contains(err.Error(), "this node's own") {
 		t.Fatalf("a beat for our agent id from another peer: %s %v", verdict(err), err)
 	}

@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -68,6 +69,9 @@ const (
 	// until it expires; a message that must live longer goes over a direct stream, with
 	// durable delivery. One hour is the builders' default TTL (protocol.DefaultTTL).
 	MaxGossipTTL = time.Hour
+	// AuthorCheckWait bounds how long a gossip validator waits for the author check
+	// (WithAuthorCheck): one certificate exchange with the relayer, dial included.
+	AuthorCheckWait = 5 * time.Second
 	// DefaultMaxHealthScore saturates the local health score (see Health): the suspect
 	// timeouts of a node in trouble grow to at most 9 times their length (27 beats at the
 	// default 3), close to memberlist's Lifeguard, whose multiplier stops at 8
@@ -90,7 +94,7 @@ const (
 type Option func(*config) error
 
 type config struct {
-	authorCheck  func(agentID string, author, via peer.ID) bool
+	authorCheck  func(ctx context.Context, agentID string, author, via peer.ID) bool
 	prefix       string
 	capabilities []string
 	interval     time.Duration
@@ -356,11 +360,13 @@ func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
 // WithAuthorCheck makes every gossip message pass check before it is taken or relayed: a
 // message whose sender agent id check does not bind to its author (whose IACP signature was
 // verified) is ignored, neither delivered nor forwarded, and its relayer is not penalised.
-// via is the peer that relayed it. check runs in the validator and must not block: the node
-// answers from its cache of verified agent certificates and fetches a missing one in the
-// background (authority mode). Default none: any author may speak for any agent id, within
-// the liveness table's first-come rule.
-func WithAuthorCheck(check func(agentID string, author, via peer.ID) bool) Option {
+// via is the peer that relayed it. check may wait on the network until ctx ends (at most
+// AuthorCheckWait): the node fetches a certificate it does not hold yet from via, which
+// verified it before relaying (authority mode). A message must not be dropped for want of a
+// certificate, or it would also not be relayed, and every node behind this one would lose it.
+// With a check, validators run on goroutines of their own, off gossipsub's pipeline. Default
+// none: any author may speak for any agent id, within the liveness table's first-come rule.
+func WithAuthorCheck(check func(ctx context.Context, agentID string, author, via peer.ID) bool) Option {
 	return func(c *config) error { c.authorCheck = check; return nil }
 }
 

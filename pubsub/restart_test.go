@@ -45,11 +45,11 @@ func TestReplayRestoreRefusesDeliveredBroadcast(t *testing.T) {
 
 	bc := topicInfo{name: m.nodes[1].broadcastTopic(), kind: kindBroadcast}
 	fresh := oneNode(t)
-	if _, err := fresh.check(bc, psMsg(t, sent, bc.name, m.hosts[0].ID(), m.hosts[0].ID())); err != nil {
+	if _, err := fresh.check(t.Context(), bc, psMsg(t, sent, bc.name, m.hosts[0].ID(), m.hosts[0].ID())); err != nil {
 		t.Fatalf("without the restored window the replay is accepted, as expected; got %v", err)
 	}
 	restored := oneNode(t, WithReplayRestore(saved))
-	_, err = restored.check(bc, psMsg(t, sent, bc.name, m.hosts[0].ID(), m.hosts[0].ID()))
+	_, err = restored.check(t.Context(), bc, psMsg(t, sent, bc.name, m.hosts[0].ID(), m.hosts[0].ID()))
 	if verdict(err) != "ignore" || !strings.Contains(err.Error(), "duplicate") {
 		t.Fatalf("the replay after a restart: %s %v", verdict(err), err)
 	}

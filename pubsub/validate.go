@@ -46,8 +46,8 @@ func ignore(format string, args ...any) error {
 
 // validator returns the topic validator of one topic.
 func (g *Gossip) validator(info topicInfo) ps.ValidatorEx {
-	return func(_ context.Context, _ peer.ID, m *ps.Message) ps.ValidationResult {
-		v, err := g.check(info, m)
+	return func(ctx context.Context, _ peer.ID, m *ps.Message) ps.ValidationResult {
+		v, err := g.check(ctx, info, m)
 		if err == nil {
 			m.ValidatorData = v
 			return ps.ValidationAccept
@@ -76,7 +76,7 @@ func (g *Gossip) validator(info topicInfo) ps.ValidatorEx {
 // and nothing before the end may charge the claimed author: the rate bucket is drawn last,
 // just before the message is recorded as seen, so that a forger (or a replayer of the
 // author's own documents, re-encoded) cannot spend an honest author's budget.
-func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
+func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*validated, error) {
 	claimed := m.GetFrom()
 	if len(m.Data) > protocol.MaxGossipBytes {
 		return nil, reject("message is %d bytes; the gossip limit is %d", len(m.Data), protocol.MaxGossipBytes)
@@ -113,7 +113,7 @@ func (g *Gossip) check(info topicInfo, m *ps.Message) (*validated, error) {
 	if err := g.cfg.verifier.Verify(doc); err != nil {
 		return nil, reject("signature: %w", err)
 	}
-	if check := g.cfg.authorCheck; check != nil && !check(doc.Envelope.Sender.AgentID, author, m.ReceivedFrom) {
+	if check := g.cfg.authorCheck; check != nil && !check(ctx, doc.Envelope.Sender.AgentID, author, m.ReceivedFrom) {
 		return nil, ignore("no verified certificate binds agent %s to %s (yet)", doc.Envelope.Sender.AgentID, author)
 	}
 	if info.kind == kindHeartbeat {

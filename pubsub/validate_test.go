@@ -88,7 +88,7 @@ func TestValidator(t *testing.T) {
 	ev := protocol.EventPayload{EventType: "deploy.done"}
 
 	good, _ := a.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
-	if v, err := g.check(bc, psMsg(t, good, bc.name, a.id, relay)); err != nil || v.event.EventType != "deploy.done" {
+	if v, err := g.check(t.Context(), bc, psMsg(t, good, bc.name, a.id, relay)); err != nil || v.event.EventType != "deploy.done" {
 		t.Fatalf("valid event: %v", err)
 	}
 	cases := []struct {
@@ -132,7 +132,7 @@ func TestValidator(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := g.check(c.info, c.msg())
+			_, err := g.check(t.Context(), c.info, c.msg())
 			if verdict(err) != c.want || !strings.Contains(err.Error(), c.why) {
 				t.Fatalf("got %s (%v), want %s with %q", verdict(err), err, c.want, c.why)
 			}
@@ -142,16 +142,16 @@ func TestValidator(t *testing.T) {
 	t.Run("expired", func(t *testing.T) {
 		old := newSigner(t, "test:old:agent", func() time.Time { return time.Now().Add(-time.Hour - 5*time.Second) })
 		m, _ := old.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
-		if _, err := g.check(bc, psMsg(t, m, bc.name, old.id, relay)); verdict(err) != "ignore" {
+		if _, err := g.check(t.Context(), bc, psMsg(t, m, bc.name, old.id, relay)); verdict(err) != "ignore" {
 			t.Fatalf("just expired while relayed: %s %v", verdict(err), err)
 		}
 		m, _ = old.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
-		if _, err := g.check(bc, psMsg(t, m, bc.name, old.id, old.id)); verdict(err) != "reject" {
+		if _, err := g.check(t.Context(), bc, psMsg(t, m, bc.name, old.id, old.id)); verdict(err) != "reject" {
 			t.Fatalf("expired from its author: %s %v", verdict(err), err)
 		}
 		older := newSigner(t, "test:older:agent", func() time.Time { return time.Now().Add(-2 * time.Hour) })
 		m, _ = older.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
-		if _, err := g.check(bc, psMsg(t, m, bc.name, older.id, relay)); verdict(err) != "reject" {
+		if _, err := g.check(t.Context(), bc, psMsg(t, m, bc.name, older.id, relay)); verdict(err) != "reject" {
 			t.Fatalf("long expired: %s %v", verdict(err), err)
 		}
 	})
@@ -162,21 +162,21 @@ func TestValidator(t *testing.T) {
 		var verdicts []string
 		for range 5 {
 			m, _ := f.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
-			_, err := g.check(bc, psMsg(t, m, bc.name, f.id, f.id))
+			_, err := g.check(t.Context(), bc, psMsg(t, m, bc.name, f.id, f.id))
 			verdicts = append(verdicts, verdict(err))
 		}
 		if strings.Join(verdicts, ",") != "accept,accept,accept,reject,reject" {
 			t.Fatalf("burst of 3 then flood from the author: %v", verdicts)
 		}
 		m, _ := f.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
-		if _, err := g.check(bc, psMsg(t, m, bc.name, f.id, relay)); verdict(err) != "ignore" {
+		if _, err := g.check(t.Context(), bc, psMsg(t, m, bc.name, f.id, relay)); verdict(err) != "ignore" {
 			t.Fatalf("over rate but relayed: %s", verdict(err))
 		}
 	})
 
 	t.Run("oversize", func(t *testing.T) {
 		m := &ps.Message{Message: &pb.Message{Data: make([]byte, protocol.MaxGossipBytes+1), From: []byte(a.id), Topic: &bc.name}, ReceivedFrom: a.id}
-		if _, err := g.check(bc, m); verdict(err) != "reject" {
+		if _, err := g.check(t.Context(), bc, m); verdict(err) != "reject" {
 			t.Fatalf("oversize: %s", verdict(err))
 		}
 	})
@@ -188,7 +188,7 @@ func TestValidator(t *testing.T) {
 		if err := a.b.Seal(m); err != nil {
 			t.Fatal(err)
 		}
-		if v, err := g.check(grp, psMsg(t, m, grp.name, a.id, a.id)); err != nil || v.group != "code.review" {
+		if v, err := g.check(t.Context(), grp, psMsg(t, m, grp.name, a.id, a.id)); err != nil || v.group != "code.review" {
 			t.Fatalf("group message: %v", err)
 		}
 		other := topicInfo{name: g.GroupTopic("translate"), kind: kindGroup, group: "translate"}
@@ -197,7 +197,7 @@ func TestValidator(t *testing.T) {
 		if err := a.b.Seal(m2); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := g.check(other, psMsg(t, m2, other.name, a.id, a.id)); verdict(err) != "reject" {
+		if _, err := g.check(t.Context(), other, psMsg(t, m2, other.name, a.id, a.id)); verdict(err) != "reject" {
 			t.Fatalf("group message on another group's topic: %s", verdict(err))
 		}
 	})
