@@ -58,15 +58,22 @@ type Gossip struct {
 	heard     atomic.Bool
 	stopGreet context.CancelFunc
 
+	serveMu     sync.Mutex // guards the probes being answered (probe.go)
+	served      map[network.Stream]struct{}
+	serveClosed bool
+
 	scoreMu sync.Mutex
 	scores  map[peer.ID]float64
 
-	ownBeat  atomic.Pointer[ownBeat] // the last beat published, until it comes back (queuedelay.go)
-	probes   *queueProbes            // peers' beats being timed through our queues (queuedelay.go)
-	lost     chan peer.ID
-	lostOver atomic.Bool
-	notifiee *network.NotifyBundle
-	once     sync.Once
+	ownBeat    atomic.Pointer[ownBeat] // the last beat published, until it comes back (queuedelay.go)
+	sealedBeat atomic.Pointer[sealed]  // the last beat signed, for probes (heartbeat.go)
+	probing    atomic.Int32            // probes running (probe.go)
+	announce   atomic.Int64            // the interval our beats announce, in ns (see announced)
+	probes     *queueProbes            // peers' beats being timed through our queues (queuedelay.go)
+	lost       chan peer.ID
+	lostOver   atomic.Bool
+	notifiee   *network.NotifyBundle
+	once       sync.Once
 }
 
 type topicHandle struct {
@@ -110,6 +117,7 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		subs:    make(map[*Subscription]struct{}),
 		status:  protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
 		lost:    make(chan peer.ID, 1024),
+		served:  make(map[network.Stream]struct{}),
 		probes:  newQueueProbes(cfg.interval / 4),
 	}
 	defer func() {
@@ -140,6 +148,7 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 	if err := g.startGreet(); err != nil {
 		return nil, err
 	}
+	h.SetStreamHandler(g.probeProtocol(), g.serveProbe)
 	g.wg.Add(2)
 	go g.run()
 	go g.beatLoop()
@@ -229,6 +238,7 @@ func (g *Gossip) Close() error {
 		if g.notifiee != nil {
 			g.h.Network().StopNotify(g.notifiee)
 		}
+		g.stopServing()
 		g.topicMu.Lock()
 		for _, th := range g.topics {
 			if th.sub != nil {
@@ -387,6 +397,7 @@ func (g *Gossip) run() {
 			// A ticker's value is the time the tick was due, not when it was received.
 			g.ticked("a tick of the liveness checker", scheduled, time.Now())
 			g.Check()
+			g.probeDue(g.cfg.clock())
 		case p := <-g.lost:
 			g.peerLost(p)
 		}

@@ -11,14 +11,23 @@ import (
 	ps "github.com/libp2p/go-libp2p-pubsub"
 )
 
-// beatLoop beats every interval until Leave or Close.
+// beatLoop runs once every interval until Leave or Close: it signs a fresh beat for the
+// probes that ask for one (probe.go) and, when the mesh beat is due (see meshInterval),
+// publishes it on the heartbeat topic.
 func (g *Gossip) beatLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.interval)
 	defer t.Stop()
+	var next time.Time // when the next mesh beat is due
 	for {
-		if err := g.beat(g.ctx, false); err != nil && g.ctx.Err() == nil {
-			g.log.Warn("heartbeat not sent", "err", err)
+		now := time.Now()
+		if !now.Before(next) {
+			if err := g.beat(g.ctx, false); err != nil && g.ctx.Err() == nil {
+				g.log.Warn("heartbeat not sent", "err", err)
+			}
+			next = now.Add(g.announced() - g.cfg.interval/2)
+		} else if _, err := g.ownSealed(true); err != nil && g.ctx.Err() == nil {
+			g.log.Warn("heartbeat not signed", "err", err)
 		}
 		select {
 		case <-g.ctx.Done():
@@ -27,6 +36,27 @@ func (g *Gossip) beatLoop() {
 			g.ticked("a tick of the beat loop", scheduled, time.Now())
 		}
 	}
+}
+
+// meshInterval is how often this node beats on the heartbeat topic: its interval in a mesh
+// of at most MeshBudget agents, and a whole multiple of it in a larger one, so that the topic
+// carries about MeshBudget beats per interval however many agents beat there (docs/scale.md).
+// The mesh is as large as the liveness table plus this node. At most MaxMeshInterval.
+func (g *Gossip) meshInterval() time.Duration {
+	g.stateMu.Lock()
+	n := g.live.Len() + 1
+	g.stateMu.Unlock()
+	k := (n + g.cfg.meshBudget - 1) / g.cfg.meshBudget
+	return max(g.cfg.interval, min(time.Duration(k)*g.cfg.interval, MaxMeshInterval))
+}
+
+// announced is the interval this node's beats announce (interval_seconds): the mesh interval
+// chosen at its last mesh beat, which is when its next mesh beat comes.
+func (g *Gossip) announced() time.Duration {
+	if d := time.Duration(g.announce.Load()); d > 0 {
+		return d
+	}
+	return g.cfg.interval
 }
 
 // startGreet starts greet on the heartbeat topic's peer events.
@@ -106,27 +136,18 @@ func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool
 	}
 }
 
-// beat publishes one heartbeat with the current status. Once Leave has begun, only Leave's
-// own beat (final) goes out. A failure, unless the node or ctx is closing, is a sign of local
-// trouble (see Health).
+// beat publishes one heartbeat with the current status on the heartbeat topic, announcing
+// the mesh interval it chooses. Once Leave has begun, only Leave's own beat (final) goes out.
+// A failure, unless the node or ctx is closing, is a sign of local trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) error {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
 	if g.leaving && !final {
 		return nil
 	}
-	g.stateMu.Lock()
-	hb := g.status
-	g.stateMu.Unlock()
-	raw, err := json.Marshal(heartbeatWire{HeartbeatPayload: hb, IntervalSeconds: g.cfg.interval.Seconds()})
+	g.announce.Store(int64(g.meshInterval()))
+	m, err := g.sealLocked()
 	if err != nil {
-		return err
-	}
-	m := &protocol.Message{}
-	m.Envelope.Recipient = protocol.Recipient{AgentID: protocol.Broadcast, Channel: protocol.ChannelHealth}
-	m.Envelope.TTLSeconds = int64(math.Ceil(g.beatTTL().Seconds()))
-	m.Message = protocol.Body{Type: protocol.TypeHeartbeat, Intent: protocol.IntentHealth, Payload: raw}
-	if err := g.b.Seal(m); err != nil {
 		return err
 	}
 	th, err := g.topic(topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}, false)
@@ -147,11 +168,63 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	return nil
 }
 
+// sealed is this node's last signed heartbeat, what it answers probes with.
+type sealed struct {
+	raw []byte
+	at  time.Time
+}
+
+// sealLocked signs a heartbeat with the current status and the announced interval and keeps it
+// for probes. The caller holds beatMu.
+func (g *Gossip) sealLocked() (*protocol.Message, error) {
+	g.stateMu.Lock()
+	hb := g.status
+	g.stateMu.Unlock()
+	raw, err := json.Marshal(heartbeatWire{HeartbeatPayload: hb, IntervalSeconds: g.announced().Seconds()})
+	if err != nil {
+		return nil, err
+	}
+	m := &protocol.Message{}
+	m.Envelope.Recipient = protocol.Recipient{AgentID: protocol.Broadcast, Channel: protocol.ChannelHealth}
+	m.Envelope.TTLSeconds = int64(math.Ceil(g.beatTTL().Seconds()))
+	m.Message = protocol.Body{Type: protocol.TypeHeartbeat, Intent: protocol.IntentHealth, Payload: raw}
+	if err := g.b.Seal(m); err != nil {
+		return nil, err
+	}
+	doc, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	g.sealedBeat.Store(&sealed{raw: doc, at: time.Now()})
+	return m, nil
+}
+
+// ownSealed returns this node's last signed heartbeat, signing a new one first when it is
+// older than half an interval (or, with fresh, than a tenth of one) and Leave has not begun.
+func (g *Gossip) ownSealed(fresh bool) ([]byte, error) {
+	age := g.cfg.interval / 2
+	if fresh {
+		age = g.cfg.interval / 10
+	}
+	if s := g.sealedBeat.Load(); s != nil && time.Since(s.at) < age {
+		return s.raw, nil
+	}
+	g.beatMu.Lock()
+	defer g.beatMu.Unlock()
+	if s := g.sealedBeat.Load(); s != nil && (g.leaving || time.Since(s.at) < age) {
+		return s.raw, nil
+	}
+	if _, err := g.sealLocked(); err != nil {
+		return nil, err
+	}
+	return g.sealedBeat.Load().raw, nil
+}
+
 // beatTTL is the ttl_seconds of our beats: a beat older than the suspect timeout says nothing,
 // and the clock-drift tolerance is added so that a receiver whose clock runs ahead still
 // accepts fresh beats; at most MaxGossipTTL (slow beats times many missed beats).
 func (g *Gossip) beatTTL() time.Duration {
-	return min(time.Duration(g.cfg.suspectAfter)*g.cfg.interval+protocol.DefaultMaxClockSkew, MaxGossipTTL)
+	return min(time.Duration(g.cfg.suspectAfter)*g.announced()+protocol.DefaultMaxClockSkew, MaxGossipTTL)
 }
 
 // SetStatus sets what the next heartbeats announce: status alive or busy, load in 0..1 and

@@ -62,6 +62,8 @@ type LivenessConfig struct {
 	StuckAfter   time.Duration // silence before stuck (DefaultStuckAfter)
 	ForgetAfter  time.Duration // silence before the row is dropped (DefaultForgetAfter)
 	MaxAgents    int           // rows kept; a new agent then evicts the longest silent (DefaultMaxAgents)
+	MaxWatched   int           // agents probed directly (DefaultMaxWatched); see Watch
+	WatchFor     time.Duration // how long a watch lasts after the last exchange (DefaultWatchFor)
 
 	// MaxHealthScore saturates the local health score (DefaultMaxHealthScore); negative turns
 	// local health off: the suspect timeouts are then never scaled. See Health.
@@ -86,6 +88,7 @@ type Liveness struct {
 	oldest, newest *AgentState
 	evicted        uint64
 	health         localHealth
+	watch          map[string]*watched // the direct tier (watch.go)
 }
 
 // NewLiveness returns an empty table.
@@ -105,6 +108,12 @@ func NewLiveness(cfg LivenessConfig) *Liveness {
 	if cfg.MaxAgents <= 0 {
 		cfg.MaxAgents = DefaultMaxAgents
 	}
+	if cfg.MaxWatched <= 0 {
+		cfg.MaxWatched = DefaultMaxWatched
+	}
+	if cfg.WatchFor <= 0 {
+		cfg.WatchFor = DefaultWatchFor
+	}
 	switch {
 	case cfg.MaxHealthScore == 0:
 		cfg.MaxHealthScore = DefaultMaxHealthScore
@@ -118,7 +127,7 @@ func NewLiveness(cfg LivenessConfig) *Liveness {
 		cfg.RefuteGrace = min(cfg.Interval/4, time.Second)
 	}
 	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]map[string]*AgentState),
-		health: localHealth{max: cfg.MaxHealthScore, lateAfter: cfg.LateTick}}
+		health: localHealth{max: cfg.MaxHealthScore, lateAfter: cfg.LateTick}, watch: make(map[string]*watched)}
 }
 
 // Accepts reports whether a heartbeat for agentID signed by pid may update the table. An
@@ -302,14 +311,16 @@ func (l *Liveness) unindex(a *AgentState) {
 
 // lostAfter is how long after its last beat an agent whose connection dropped is suspect:
 // one interval for the next beat, and half of one for it to travel.
-func lostAfter(a *AgentState) time.Duration { return a.Interval + a.Interval/2 }
+func lostAfter(interval time.Duration) time.Duration { return interval + interval/2 }
 
-// Tick applies the silence rules at now: suspect after SuspectAfter of the agent's intervals
-// (or 1.5 intervals after a lost connection), both multiplied by the local health multiplier
-// (see Health); stuck after StuckAfter and gone after ForgetAfter, which are not scaled. Call
-// it at least every fraction of a beat. The transitions come ordered by agent id. Tick visits
-// every row on each call (a node ticks several times a second and knows every agent of the
-// mesh), so it sorts only what changed.
+// Tick applies the silence rules at now: suspect after SuspectAfter expected beats (or 1.5
+// after a lost connection), both multiplied by the local health multiplier (see Health);
+// stuck after StuckAfter and gone after ForgetAfter, which are not scaled. A watched agent is
+// expected every Interval (it is probed), any other at its announced interval (see expect);
+// an agent whose announced beat is so slow that StuckAfter would come before its suspicion is
+// stuck one beat after it, and forgotten after twice that. Call Tick at least every fraction
+// of a beat. The transitions come ordered by agent id. Tick visits every row on each call,
+// so it sorts only what changed.
 func (l *Liveness) Tick(now time.Time) []Transition {
 	var out []Transition
 	k := time.Duration(l.health.multiplier())
@@ -319,16 +330,19 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 	}
 	for _, a := range l.agents {
 		silent := now.Sub(a.LastSeen)
+		iv, from := l.expect(a, now)
+		quiet := now.Sub(from)
+		stuck := max(l.cfg.StuckAfter, time.Duration(l.cfg.SuspectAfter+1)*a.Interval)
 		switch {
-		case silent >= l.cfg.ForgetAfter:
+		case silent >= max(l.cfg.ForgetAfter, 2*stuck):
 			out = append(out, l.move(a, StateGone, now, "silent for "+silent.Round(time.Second).String()))
 			l.remove(a)
 		case a.State == StateOffline || a.State == StateStuck:
-		case silent >= l.cfg.StuckAfter:
+		case silent >= stuck:
 			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))
-		case a.State != StateSuspect && silent >= k*time.Duration(l.cfg.SuspectAfter)*a.Interval:
+		case a.State != StateSuspect && quiet >= k*time.Duration(l.cfg.SuspectAfter)*iv:
 			out = append(out, l.move(a, StateSuspect, now, "missed heartbeats"+why))
-		case a.State != StateSuspect && a.lost && silent >= k*lostAfter(a):
+		case a.State != StateSuspect && a.lost && quiet >= k*lostAfter(iv):
 			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"+why))
 		}
 	}

@@ -72,6 +72,21 @@ const (
 	// AuthorCheckWait bounds how long a gossip validator waits for the author check
 	// (WithAuthorCheck): one certificate exchange with the relayer, dial included.
 	AuthorCheckWait = 5 * time.Second
+	// DefaultMaxWatched bounds the watch set, the agents a node probes directly (docs/scale.md):
+	// the agents it works with. 256 probes per interval cost a node about 256 x 0.1 ms of CPU
+	// every 30 s.
+	DefaultMaxWatched = 256
+	// DefaultWatchFor is how long an agent stays watched after the last message exchanged with
+	// it or the last time discovery returned it: 20 beats at the default interval.
+	DefaultWatchFor = 10 * time.Minute
+	// DefaultMeshBudget is how many beats per interval a node hears on the heartbeat topic:
+	// in a mesh of at most this many agents every agent beats every interval, as the drafts
+	// say; in a larger one every agent stretches its mesh beat so that the topic carries about
+	// this many per interval (docs/scale.md). 64 beats per 30 s is two a second.
+	DefaultMeshBudget = 64
+	// MaxMeshInterval is the slowest a mesh beat is stretched to: its suspicion (SuspectAfter
+	// beats) must fit in a gossip message's MaxGossipTTL.
+	MaxMeshInterval = 15 * time.Minute
 	// DefaultMaxHealthScore saturates the local health score (see Health): the suspect
 	// timeouts of a node in trouble grow to at most 9 times their length (27 beats at the
 	// default 3), close to memberlist's Lifeguard, whose multiplier stops at 8
@@ -114,6 +129,9 @@ type config struct {
 	replayCap    int
 	inspectEvery time.Duration
 	maxAgents    int
+	meshBudget   int
+	maxWatched   int
+	watchFor     time.Duration
 	healthMax    int                        // 0: local health off
 	restore      []protocol.ReplayEntry     // WithReplayRestore
 	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
@@ -134,6 +152,9 @@ func defaults() config {
 		leaveFlush:   DefaultLeaveFlush,
 		inspectEvery: DefaultScoreInspection,
 		maxAgents:    DefaultMaxAgents,
+		meshBudget:   DefaultMeshBudget,
+		maxWatched:   DefaultMaxWatched,
+		watchFor:     DefaultWatchFor,
 		healthMax:    DefaultMaxHealthScore,
 	}
 }
@@ -175,6 +196,10 @@ func (c *config) validate() error {
 	if c.maxAgents < MinMaxAgents || c.maxAgents > MaxMaxAgents {
 		return fmt.Errorf("pubsub: max agents %d is outside %d..%d", c.maxAgents, MinMaxAgents, MaxMaxAgents)
 	}
+	if c.meshBudget < 1 || c.maxWatched < 1 || c.watchFor < c.interval {
+		return fmt.Errorf("pubsub: mesh budget %d and watch set %d must be positive, and a watch (%s) must last at least one beat (%s)",
+			c.meshBudget, c.maxWatched, c.watchFor, c.interval)
+	}
 	if c.healthMax < 0 || c.healthMax > maxHealthScore {
 		return fmt.Errorf("pubsub: local health max score %d is outside 0..%d", c.healthMax, maxHealthScore)
 	}
@@ -214,6 +239,7 @@ func (c *config) lateTick() time.Duration {
 func (c *config) livenessConfig() LivenessConfig {
 	lc := LivenessConfig{Interval: c.interval, SuspectAfter: c.suspectAfter, StuckAfter: c.stuckAfter,
 		ForgetAfter: c.forgetAfter, MaxAgents: c.maxAgents, MaxHealthScore: c.healthMax,
+		MaxWatched: c.maxWatched, WatchFor: c.watchFor,
 		LateTick: c.lateTick(), RefuteGrace: c.defaultCheckInterval()}
 	if lc.MaxHealthScore == 0 {
 		lc.MaxHealthScore = -1 // off
@@ -368,6 +394,19 @@ func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
 // none: any author may speak for any agent id, within the liveness table's first-come rule.
 func WithAuthorCheck(check func(ctx context.Context, agentID string, author, via peer.ID) bool) Option {
 	return func(c *config) error { c.authorCheck = check; return nil }
+}
+
+// WithMeshBudget sets how many beats per interval the heartbeat topic carries at most (about):
+// beyond that many agents, every agent stretches its mesh beat (default DefaultMeshBudget; see
+// docs/scale.md).
+func WithMeshBudget(beats int) Option {
+	return func(c *config) error { c.meshBudget = beats; return nil }
+}
+
+// WithWatch sets the watch set: at most max agents probed directly, each for watchFor after
+// the last Watch (defaults DefaultMaxWatched and DefaultWatchFor).
+func WithWatch(max int, watchFor time.Duration) Option {
+	return func(c *config) error { c.maxWatched, c.watchFor = max, watchFor; return nil }
 }
 
 // WithVerifier sets the verifier of gossip signatures, with its caches: a node passes the one

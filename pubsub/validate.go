@@ -110,23 +110,8 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 	if err := g.checkTopic(info, v); err != nil {
 		return nil, err
 	}
-	if err := g.cfg.verifier.Verify(doc); err != nil {
-		return nil, reject("signature: %w", err)
-	}
-	if check := g.cfg.authorCheck; check != nil && !check(ctx, doc.Envelope.Sender.AgentID, author, m.ReceivedFrom) {
-		return nil, ignore("no verified certificate binds agent %s to %s (yet)", doc.Envelope.Sender.AgentID, author)
-	}
-	if info.kind == kindHeartbeat {
-		if id := doc.Envelope.Sender.AgentID; id == g.b.AgentID() && author != g.h.ID() {
-			// Never bound in our own table, or our own validator would refuse our own beats.
-			return nil, ignore("agent %s is this node's own; %s speaks for it", id, g.h.ID())
-		}
-		g.stateMu.Lock()
-		ok := g.live.Accepts(doc.Envelope.Sender.AgentID, author)
-		g.stateMu.Unlock()
-		if !ok {
-			return nil, ignore("agent %s is bound to another peer", doc.Envelope.Sender.AgentID)
-		}
+	if err := g.authentic(ctx, info, doc, author, m.ReceivedFrom); err != nil {
+		return nil, err
 	}
 	if !g.limiter.allow(author, now) {
 		if relayed {
@@ -141,6 +126,33 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 		return nil, ignore("replay window: %w", err)
 	}
 	return v, nil
+}
+
+// authentic checks the signature of a document whose author claim was checked, then that the
+// author speaks for its sender agent id (WithAuthorCheck, asking via when it must), and for a
+// heartbeat that the liveness table lets it speak for that agent.
+func (g *Gossip) authentic(ctx context.Context, info topicInfo, doc *protocol.Message, author, via peer.ID) error {
+	if err := g.cfg.verifier.Verify(doc); err != nil {
+		return reject("signature: %w", err)
+	}
+	id := doc.Envelope.Sender.AgentID
+	if check := g.cfg.authorCheck; check != nil && !check(ctx, id, author, via) {
+		return ignore("no verified certificate binds agent %s to %s (yet)", id, author)
+	}
+	if info.kind != kindHeartbeat {
+		return nil
+	}
+	if id == g.b.AgentID() && author != g.h.ID() {
+		// Never bound in our own table, or our own validator would refuse our own beats.
+		return ignore("agent %s is this node's own; %s speaks for it", id, g.h.ID())
+	}
+	g.stateMu.Lock()
+	ok := g.live.Accepts(id, author)
+	g.stateMu.Unlock()
+	if !ok {
+		return ignore("agent %s is bound to another peer", id)
+	}
+	return nil
 }
 
 // duplicate is the verdict on a document, claimed by its own author, whose message_id was
@@ -179,7 +191,7 @@ func (g *Gossip) checkTopic(info topicInfo, v *validated) error {
 		}
 		v.hb = wire.HeartbeatPayload
 		if s := wire.IntervalSeconds; s > 0 {
-			v.interval = min(max(time.Duration(s*float64(time.Second)), MinHeartbeatInterval), MaxHeartbeatInterval)
+			v.interval = min(max(time.Duration(s*float64(time.Second)), MinHeartbeatInterval), MaxMeshInterval)
 		}
 	case kindGroup:
 		if body.Type != protocol.TypeRequest && body.Type != protocol.TypeEvent {

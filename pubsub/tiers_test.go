@@ -1,0 +1,70 @@
+package pubsub
+
+import (
+	"testing"
+	"time"
+
+	"github.com/iacp-node/iacp-node/internal/testsupport"
+)
+
+// firstSuspicion returns when a collector first saw agent suspect (zero: never).
+func firstSuspicion(c *collector, agent string) time.Time {
+	for _, it := range c.snapshot() {
+		if it.Kind == KindTransition && it.Transition.AgentID == agent && it.Transition.To == StateSuspect {
+			return it.Transition.At
+		}
+	}
+	return time.Time{}
+}
+
+// The two tiers on a live mesh (docs/scale.md). With a mesh budget of two beats per
+// interval, six agents stretch their mesh beats to three intervals, and the rows say so. An
+// agent a node watches is probed every interval: when it crashes, the watcher suspects it
+// after three intervals, long before a node that only hears its mesh beats (three stretched
+// intervals; node 4 has no connection to node 1 whose loss would hint at the crash).
+func TestTiers_StretchedMeshBeatsAndProbedWatches(t *testing.T) {
+	m := newMesh(t, 6, func(int) []Option { return []Option{WithDiscovery(nil), WithMeshBudget(2)} })
+	m.waitFormed(t, 30*time.Second)
+	testsupport.WaitFor(t, 20*time.Second, "beats announcing 3 intervals", func() bool {
+		a, ok := m.nodes[4].Agent(m.agents[1])
+		return ok && a.Interval == 3*time.Second
+	})
+	watcher, other, victim := 0, 4, 1
+	m.nodes[watcher].Watch(m.agents[victim], m.hosts[victim].ID())
+	testsupport.WaitFor(t, 10*time.Second, "a probe answered", func() bool {
+		a, _ := m.nodes[watcher].Agent(m.agents[victim])
+		return time.Since(a.LastSeen) < 500*time.Millisecond && m.nodes[victim].Watching() == 0
+	})
+	cw := collect(t, m.nodes[watcher], Filter{Kinds: []Kind{KindTransition}})
+	co := collect(t, m.nodes[other], Filter{Kinds: []Kind{KindTransition}})
+	stopped := time.Now()
+	m.stop(victim)
+	testsupport.WaitFor(t, 30*time.Second, "both nodes suspecting the crashed agent", func() bool {
+		return !firstSuspicion(cw, m.agents[victim]).IsZero() && !firstSuspicion(co, m.agents[victim]).IsZero()
+	})
+	w, o := firstSuspicion(cw, m.agents[victim]), firstSuspicion(co, m.agents[victim])
+	t.Logf("suspected %s after the crash by its watcher, %s by a node that only hears its mesh beats", w.Sub(stopped).Round(time.Millisecond), o.Sub(stopped).Round(time.Millisecond))
+
+	if !w.Before(o) {
+		t.Fatalf("the watcher suspected at %s, the other node at %s: want the watcher first", w.Format(time.StampMilli), o.Format(time.StampMilli))
+	}
+}
+
+// A node that does not serve the probe protocol stays watched and is judged by its mesh
+// beats (every two intervals here): it is not suspected for ignoring probes.
+func TestTiers_UnprobeableAgentIsJudgedByItsMeshBeats(t *testing.T) {
+	m := newMesh(t, 2, func(int) []Option { return []Option{WithDiscovery(nil), WithMeshBudget(1)} })
+	m.waitFormed(t, 30*time.Second)
+	m.hosts[1].RemoveStreamHandler(m.nodes[1].probeProtocol())
+	m.nodes[0].Watch(m.agents[1], m.hosts[1].ID())
+	testsupport.WaitFor(t, 10*time.Second, "the watch marked unprobeable", func() bool {
+		m.nodes[0].stateMu.Lock()
+		defer m.nodes[0].stateMu.Unlock()
+		return m.nodes[0].live.WatchCount() == 1 && !m.nodes[0].live.Watched(m.agents[1], time.Now())
+	})
+	c := collect(t, m.nodes[0], Filter{Kinds: []Kind{KindTransition}})
+	time.Sleep(4 * time.Second) // more than three intervals
+	if at := firstSuspicion(c, m.agents[1]); !at.IsZero() {
+		t.Fatalf("the unprobeable agent was suspected at %s", at)
+	}
+}

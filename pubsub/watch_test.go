@@ -1,0 +1,94 @@
+package pubsub
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// slowBeat is a beat announcing a stretched mesh interval.
+func slowBeat(agent string, sent time.Time, every time.Duration) Heard {
+	h := beat(agent, "P", "alive", sent)
+	h.Interval = every
+	return h
+}
+
+// An agent beating on the mesh every 10 minutes is suspect after three of its own intervals
+// when this node does not watch it, and after three of this node's 30 s intervals when it
+// does: a watched agent is probed every interval, so its silence is judged on that.
+func TestWatch_WatchedAgentIsJudgedOnTheProbeInterval(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
+	l.Observe(slowBeat("a:b:far", t0, 10*time.Minute), t0)
+	l.Observe(slowBeat("a:b:near", t0, 10*time.Minute), t0)
+	l.Watch("a:b:near", "P", t0)
+	if trs := l.Tick(t0.Add(89 * time.Second)); len(trs) != 0 {
+		t.Fatalf("before three probe intervals: %v", states(trs))
+	}
+	trs := l.Tick(t0.Add(90 * time.Second))
+	if len(trs) != 1 || trs[0].AgentID != "a:b:near" || trs[0].To != StateSuspect {
+		t.Fatalf("after three probe intervals: %+v, want only the watched agent suspect", trs)
+	}
+	if trs := l.Tick(t0.Add(29 * time.Minute)); len(trs) != 0 {
+		t.Fatalf("the unwatched agent within three of its intervals: %+v", trs)
+	}
+	trs = l.Tick(t0.Add(30 * time.Minute))
+	if len(trs) != 1 || trs[0].AgentID != "a:b:far" || trs[0].To != StateSuspect {
+		t.Fatalf("after three of its own intervals: %+v, want the unwatched agent suspect", trs)
+	}
+	// Stuck and forgotten wait one beat past the suspicion, and twice that.
+	if a, _ := l.Agent("a:b:far"); a.State != StateSuspect {
+		t.Fatalf("state %s", a.State)
+	}
+	if trs := l.Tick(t0.Add(40 * time.Minute)); len(trs) != 2 || trs[0].To != StateStuck {
+		t.Fatalf("at 40 min: %+v, want both stuck", trs)
+	}
+	if trs := l.Tick(t0.Add(80 * time.Minute)); len(trs) != 2 || trs[0].To != StateGone {
+		t.Fatalf("at 80 min: %+v, want both forgotten", trs)
+	}
+}
+
+// A watch does not hold silence from before it began against the agent: a row last heard
+// five minutes ago on its slow mesh beat is given three probe intervals from the watch.
+func TestWatch_SilenceCountsFromTheWatch(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
+	l.Observe(slowBeat("a:b:c", t0, 10*time.Minute), t0)
+	at := t0.Add(5 * time.Minute)
+	l.Watch("a:b:c", "P", at)
+	if trs := l.Tick(at.Add(89 * time.Second)); len(trs) != 0 {
+		t.Fatalf("within three probe intervals of the watch: %+v", trs)
+	}
+	if trs := l.Tick(at.Add(90 * time.Second)); len(trs) != 1 || trs[0].To != StateSuspect {
+		t.Fatalf("three probe intervals after the watch: %+v", trs)
+	}
+}
+
+// Due returns the watched agents not heard from nor probed within an interval, at most limit,
+// drops lapsed watches, and skips agents that refused the probe protocol.
+func TestWatch_DueProbesTheSilentOnly(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second, WatchFor: 10 * time.Minute, MaxWatched: 3})
+	for i := range 4 {
+		l.Watch(fmt.Sprintf("a:b:%d", i), "P", t0.Add(time.Duration(i)*time.Second))
+	}
+	if l.WatchCount() != 3 || l.Watched("a:b:0", t0) {
+		t.Fatalf("the full set did not drop the watch lapsing first: %d watched, a:b:0 %v", l.WatchCount(), l.Watched("a:b:0", t0))
+	}
+	if due := l.Due(t0.Add(4*time.Second), 2); len(due) != 2 {
+		t.Fatalf("first round: %d due, want 2 (the limit)", len(due))
+	}
+	if due := l.Due(t0.Add(5*time.Second), 10); len(due) != 1 {
+		t.Fatalf("second round: %d due, want the one left", len(due))
+	}
+	// a:b:1 is heard (a probe answer, a beat); a:b:2 refuses probes
+	l.Observe(beat("a:b:1", "P", "alive", t0.Add(20*time.Second)), t0.Add(20*time.Second))
+	l.Unprobeable("a:b:2", t0.Add(20*time.Second))
+	due := l.Due(t0.Add(40*time.Second), 10)
+	if len(due) != 1 || due[0].AgentID != "a:b:3" {
+		t.Fatalf("after an interval: %+v, want only a:b:3 (a:b:1 was heard, a:b:2 is judged by its mesh beats)", due)
+	}
+	if due := l.Due(t0.Add(20*time.Second+refuseFor*30*time.Second), 10); len(due) != 3 {
+		t.Fatalf("%d due after a:b:2's refusal expired, want all 3 again", len(due))
+	}
+	if due := l.Due(t0.Add(11*time.Minute), 10); len(due) != 0 || l.WatchCount() != 0 {
+		t.Fatalf("lapsed watches: %+v due, %d watched", due, l.WatchCount())
+	}
+}
