@@ -70,6 +70,7 @@ func (s *Server) getAgents(w http.ResponseWriter, r *http.Request) {
 		d := AgentDoc{
 			AgentID: a.AgentID, PeerID: a.PeerID.String(), State: string(a.State), LastSeen: a.LastSeen,
 			Load: a.Load, ActiveTasks: a.ActiveTasks, Version: a.Version,
+			Watched: a.Watched, StalenessSeconds: a.Staleness.Seconds(),
 		}
 		if b, ok := s.coord.Breaker(a.AgentID); ok {
 			d.Circuit = string(b.State)

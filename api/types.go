@@ -98,6 +98,13 @@ type AgentDoc struct {
 	Load        float64   `json:"load"`
 	ActiveTasks int       `json:"active_tasks"`
 	Version     string    `json:"version,omitempty"`
+	// Watched says the node probes the agent directly, every heartbeat interval: it
+	// exchanged messages with it or discovered it (docs/scale.md).
+	Watched bool `json:"watched"`
+	// StalenessSeconds is how long the agent's silence may last before the node suspects
+	// it: how stale this row may be. Three of the node's intervals for a watched agent, three
+	// of the agent's mesh beats (stretched in a large mesh) for any other.
+	StalenessSeconds float64 `json:"staleness_seconds"`
 	// Circuit is the state of this node's circuit breaker to the agent (closed, open,
 	// half-open), when the coordinator keeps one (docs/coordination.md).
 	Circuit string `json:"circuit,omitempty"`

@@ -196,6 +196,12 @@ type Config struct {
 	HeartbeatInterval time.Duration `yaml:"heartbeat_interval"`
 	// SuspectAfter is how many missed heartbeats make an agent suspect; 1 to 100. Default 3.
 	SuspectAfter int `yaml:"suspect_after"`
+	// MeshBudget is about how many heartbeats per interval the node hears on the heartbeat
+	// topic: in a mesh of more agents, every agent stretches its beat there so that the topic
+	// carries this many, while the agents a node deals with are probed directly every
+	// interval (docs/scale.md). 1 to 100,000; every node of a mesh should use the same.
+	// Default 64.
+	MeshBudget int `yaml:"mesh_budget"`
 	// LeaveFlush is how long a node that leaves waits for its offline heartbeat to go out;
 	// 0 to 10 s. Default 250 ms.
 	LeaveFlush time.Duration `yaml:"leave_flush"`
@@ -328,6 +334,8 @@ func DefaultConfig() Config {
 		// Suspect after 3 missed beats; a leaving node's offline beat gets 250 ms to go out.
 		SuspectAfter: pubsub.DefaultSuspectAfter,
 		LeaveFlush:   pubsub.DefaultLeaveFlush,
+		// Beats on the heartbeat topic stretch beyond 64 agents (docs/scale.md).
+		MeshBudget: pubsub.DefaultMeshBudget,
 		// DHT lookups end at 3 answers, k = 20; bootstrap retries back off from 1 s to
 		// 1 min, and the routing table is checked each minute.
 		DHTQuorum:         discovery.DefaultQuorum,
@@ -381,6 +389,7 @@ func (c *Config) Validate() error {
 		{c.HeartbeatInterval >= time.Second && c.HeartbeatInterval <= 300*time.Second, "heartbeat_interval: 1 s to 300 s"},
 		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
 		{c.SuspectAfter >= 1 && c.SuspectAfter <= 100, "suspect_after: 1 to 100 missed beats"},
+		{c.MeshBudget >= 1 && c.MeshBudget <= 100_000, "mesh_budget: 1 to 100,000 heartbeats per interval"},
 		{c.LeaveFlush >= 0 && c.LeaveFlush <= 10*time.Second, "leave_flush: 0 to 10 s"},
 		{c.DHTQuorum >= 0 && c.DHTQuorum <= c.DHTBucketSize, "dht_quorum: 0 to dht_bucket_size"},
 		{c.DHTBucketSize >= 2 && c.DHTBucketSize <= 100, "dht_bucket_size: 2 to 100"},

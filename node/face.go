@@ -71,6 +71,15 @@ func errDiscoveryOff(what string) error {
 	return protocol.Errorf(protocol.CodeCapabilityMismatch, "%s needs discovery, which is off on this node: start it with discovery on to query the DHT", what)
 }
 
+// watch tells gossip that this node deals with agentID on p, which it then probes directly
+// and judges on its own heartbeat interval (pubsub.Gossip.Watch, docs/scale.md): every agent
+// it exchanges a message with, and every agent discovery returns.
+func (n *Node) watch(agentID string, p peer.ID) {
+	if n.gossip != nil {
+		n.gossip.Watch(agentID, p)
+	}
+}
+
 // GossipOn reports whether the node runs gossip: heartbeats, liveness and broadcasts.
 func (n *Node) GossipOn() bool { return n.gossip != nil }
 
@@ -135,7 +144,11 @@ func (n *Node) Resolve(ctx context.Context, agentID string) (Record, error) {
 	if n.disc == nil {
 		return Record{}, errDiscoveryOff("resolving an agent")
 	}
-	return n.disc.Resolve(ctx, agentID)
+	r, err := n.disc.Resolve(ctx, agentID)
+	if err == nil && !r.Left {
+		n.watch(r.AgentID, r.PeerID)
+	}
+	return r, err
 }
 
 // Query runs a capability query against the DHT and ranks the matches.
@@ -143,7 +156,11 @@ func (n *Node) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Match, 
 	if n.disc == nil {
 		return nil, errDiscoveryOff("a capability query")
 	}
-	return n.disc.Query(ctx, q)
+	ms, err := n.disc.Query(ctx, q)
+	for _, m := range ms {
+		n.watch(m.Record.AgentID, m.Record.PeerID)
+	}
+	return ms, err
 }
 
 // FindByCapability returns the records of up to MaxProviders agents that provide one
@@ -152,7 +169,11 @@ func (n *Node) FindByCapability(ctx context.Context, kind, name string) ([]Recor
 	if n.disc == nil {
 		return nil, errDiscoveryOff("a capability lookup")
 	}
-	return n.disc.FindByCapability(ctx, kind, name)
+	rs, err := n.disc.FindByCapability(ctx, kind, name)
+	for _, r := range rs {
+		n.watch(r.AgentID, r.PeerID)
+	}
+	return rs, err
 }
 
 // DiscoveryStatus returns the DHT's progress; ok is false when discovery is off.

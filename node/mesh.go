@@ -53,6 +53,7 @@ func (n *Node) startMesh() error {
 			pubsub.WithCapabilities(capabilities(n.cfg.Manifest)),
 			pubsub.WithHeartbeatInterval(c.HeartbeatInterval),
 			pubsub.WithSuspectAfter(c.SuspectAfter),
+			pubsub.WithMeshBudget(c.MeshBudget),
 			pubsub.WithLeaveFlush(c.LeaveFlush),
 			pubsub.WithVersion(c.AgentVersion),
 			pubsub.WithClock(c.Clock),

@@ -189,6 +189,12 @@ func WithHeartbeatInterval(d time.Duration) Option {
 	return func(c *Config) error { c.HeartbeatInterval = d; return nil }
 }
 
+// WithMeshBudget sets about how many heartbeats per interval the node hears on the heartbeat
+// topic before the mesh's beats stretch (Config.MeshBudget; default 64).
+func WithMeshBudget(beats int) Option {
+	return func(c *Config) error { c.MeshBudget = beats; return nil }
+}
+
 // WithDurable switches durable delivery on or off and adds options for store.Open. Default on,
 // with the store's own defaults.
 func WithDurable(on bool, opts ...store.Option) Option {

@@ -280,6 +280,7 @@ func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 			return err
 		}
 	}
+	n.watch(m.Envelope.Recipient.AgentID, p)
 	n.waitersMu.Lock()
 	w.peer = p
 	n.waitersMu.Unlock()

@@ -35,6 +35,13 @@ type AgentState struct {
 	ActiveTasks int           // as announced
 	Version     string        // as announced
 	Interval    time.Duration // its heartbeat interval, as announced (or the local default)
+	// Watched says this node probes the agent directly (it exchanged messages with it or
+	// discovered it; docs/scale.md): its silence is judged on this node's own interval.
+	Watched bool
+	// Staleness is how long the agent's silence may last before this node suspects it: the
+	// suspect-after count of the interval it is judged on, its announced mesh beat unless
+	// Watched. It is how stale this row may be.
+	Staleness time.Duration
 
 	sent      time.Time // timestamp of the beat recorded
 	lastID    string    // message id of the beat recorded
@@ -386,13 +393,18 @@ func (l *Liveness) Agent(id string) (AgentState, bool) {
 	if !ok {
 		return AgentState{}, false
 	}
-	return a.copy(), true
+	return l.copy(a), true
 }
 
-// copy returns the row without its links into the table.
-func (a *AgentState) copy() AgentState {
+// copy returns the row without its links into the table, with Watched and Staleness.
+func (l *Liveness) copy(a *AgentState) AgentState {
 	c := *a
 	c.older, c.newer = nil, nil
+	iv := a.Interval
+	if w, ok := l.watch[a.AgentID]; ok && w.peer == a.PeerID && w.refused.IsZero() {
+		c.Watched, iv = true, min(iv, l.cfg.Interval)
+	}
+	c.Staleness = time.Duration(l.cfg.SuspectAfter) * iv
 	return c
 }
 
@@ -400,7 +412,7 @@ func (a *AgentState) copy() AgentState {
 func (l *Liveness) Agents() []AgentState {
 	out := make([]AgentState, 0, len(l.agents))
 	for _, id := range l.sortedIDs() {
-		out = append(out, l.agents[id].copy())
+		out = append(out, l.copy(l.agents[id]))
 	}
 	return out
 }

@@ -49,6 +49,7 @@ func (n NodeSpec) nodeConfig(seed uint64) node.Config {
 		c.DHTBucketSize = n.DHTBucketSize
 	}
 	c.SuspectAfter = n.SuspectAfter
+	c.MeshBudget = n.MeshBudget
 	return c
 }
 
@@ -60,6 +61,9 @@ func (n *NodeSpec) fillFrom(p node.Config) {
 	}
 	if n.SuspectAfter == 0 {
 		n.SuspectAfter = p.SuspectAfter
+	}
+	if n.MeshBudget == 0 {
+		n.MeshBudget = p.MeshBudget
 	}
 	if n.BootstrapPeers == 0 {
 		n.BootstrapPeers = 1

@@ -72,6 +72,9 @@ type NodeSpec struct {
 	// SuspectAfter is how many missed beats make an agent suspect (1 to 100). Default
 	// node.DefaultConfig's.
 	SuspectAfter int `yaml:"suspect_after"`
+	// MeshBudget is node.Config's mesh_budget: about how many beats per interval the
+	// heartbeat topic carries before beats stretch (docs/scale.md). Default node.DefaultConfig's.
+	MeshBudget int `yaml:"mesh_budget"`
 	// BootstrapPeers is how many of the first nodes every other node bootstraps from. They
 	// are never picked at random by kill, churn or offline. Default 1.
 	BootstrapPeers int `yaml:"bootstrap_peers"`
