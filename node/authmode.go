@@ -97,9 +97,9 @@ func (n *Node) setupTrust() error {
 	c.DiscoveryOptions = append(c.DiscoveryOptions,
 		discovery.WithCertCheck(certs.checkRaw),
 		discovery.WithCertificate(func() string { return certs.own.Load().Raw }))
-	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, agentID string, author, via peer.ID) bool {
-		return certs.verify(ctx, agentID, author, via) == nil
-	}))
+	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, c pubsub.AuthorClaim) bool {
+		return certs.verifyCarried(ctx, c.AgentID, c.Author, c.Via, c.Certificate) == nil
+	}), pubsub.WithCertificate(func() string { return certs.own.Load().Raw }))
 	n.host.SetStreamHandler(CertProtocolID, n.tracked(certs.serve))
 	n.serveAuthorityProtocols()
 	return nil

@@ -181,6 +181,19 @@ func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) e
 	return b.check(agentID, p)
 }
 
+// verifyCarried is verify for a message that carries raw, its author's certificate ("" for
+// none): a certificate the book does not hold is checked from raw, without an exchange, and
+// fetched from via only when raw is missing or does not bind agentID to p.
+func (b *certBook) verifyCarried(ctx context.Context, agentID string, p, via peer.ID, raw string) error {
+	if err := b.check(agentID, p); !errors.Is(err, errNoCert) {
+		return err
+	}
+	if raw != "" && b.checkRaw(raw, agentID, p) == nil {
+		return b.check(agentID, p)
+	}
+	return b.verify(ctx, agentID, p, via)
+}
+
 // fetch asks via for p's certificate, verifies it and keeps it. One fetch per peer runs at a
 // time; a second caller waits for the first.
 func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {

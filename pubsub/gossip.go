@@ -69,6 +69,7 @@ type Gossip struct {
 	sealedBeat atomic.Pointer[sealed]  // the last beat signed, for probes (heartbeat.go)
 	probing    atomic.Int32            // probes running (probe.go)
 	announce   atomic.Int64            // the interval our beats announce, in ns (see announced)
+	started    time.Time               // when New started gossip
 	probes     *queueProbes            // peers' beats being timed through our queues (queuedelay.go)
 	lost       chan peer.ID
 	lostOver   atomic.Bool
@@ -118,6 +119,7 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		status:  protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
 		lost:    make(chan peer.ID, 1024),
 		served:  make(map[network.Stream]struct{}),
+		started: time.Now(),
 		probes:  newQueueProbes(cfg.interval / 4),
 	}
 	defer func() {

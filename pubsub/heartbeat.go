@@ -41,13 +41,20 @@ func (g *Gossip) beatLoop() {
 // meshInterval is how often this node beats on the heartbeat topic: its interval in a mesh
 // of at most MeshBudget agents, and a whole multiple of it in a larger one, so that the topic
 // carries about MeshBudget beats per interval however many agents beat there (docs/scale.md).
-// The mesh is as large as the liveness table plus this node. At most MaxMeshInterval.
+// The mesh is as large as the liveness table plus this node. A node that joined less than
+// that long ago has not heard every agent yet: until then it beats at least as slowly as the
+// agents it heard, by the median of their announced intervals. At most MaxMeshInterval.
 func (g *Gossip) meshInterval() time.Duration {
 	g.stateMu.Lock()
 	n := g.live.Len() + 1
+	heard := g.live.MedianInterval()
 	g.stateMu.Unlock()
 	k := (n + g.cfg.meshBudget - 1) / g.cfg.meshBudget
-	return max(g.cfg.interval, min(time.Duration(k)*g.cfg.interval, MaxMeshInterval))
+	iv := time.Duration(k) * g.cfg.interval
+	if time.Since(g.started) < heard {
+		iv = max(iv, heard.Truncate(g.cfg.interval))
+	}
+	return max(g.cfg.interval, min(iv, MaxMeshInterval))
 }
 
 // announced is the interval this node's beats announce (interval_seconds): the mesh interval
@@ -180,7 +187,11 @@ func (g *Gossip) sealLocked() (*protocol.Message, error) {
 	g.stateMu.Lock()
 	hb := g.status
 	g.stateMu.Unlock()
-	raw, err := json.Marshal(heartbeatWire{HeartbeatPayload: hb, IntervalSeconds: g.announced().Seconds()})
+	wire := heartbeatWire{HeartbeatPayload: hb, IntervalSeconds: g.announced().Seconds()}
+	if g.cfg.certificate != nil {
+		wire.Certificate = g.cfg.certificate()
+	}
+	raw, err := json.Marshal(wire)
 	if err != nil {
 		return nil, err
 	}

@@ -109,7 +109,8 @@ const (
 type Option func(*config) error
 
 type config struct {
-	authorCheck  func(ctx context.Context, agentID string, author, via peer.ID) bool
+	authorCheck  func(context.Context, AuthorClaim) bool
+	certificate  func() string
 	prefix       string
 	capabilities []string
 	interval     time.Duration
@@ -383,17 +384,33 @@ func WithDeliveredHook(fn func(protocol.ReplayEntry)) Option {
 	return func(c *config) error { c.delivered = fn; return nil }
 }
 
+// AuthorClaim is what the author check (WithAuthorCheck) is asked about: a gossip message
+// signed by Author, whose IACP signature was verified, claims to speak for AgentID. Via is
+// the peer that relayed it; Certificate the agent certificate a heartbeat carries ("" for
+// none).
+type AuthorClaim struct {
+	AgentID     string
+	Author, Via peer.ID
+	Certificate string
+}
+
 // WithAuthorCheck makes every gossip message pass check before it is taken or relayed: a
-// message whose sender agent id check does not bind to its author (whose IACP signature was
-// verified) is ignored, neither delivered nor forwarded, and its relayer is not penalised.
-// via is the peer that relayed it. check may wait on the network until ctx ends (at most
-// AuthorCheckWait): the node fetches a certificate it does not hold yet from via, which
-// verified it before relaying (authority mode). A message must not be dropped for want of a
-// certificate, or it would also not be relayed, and every node behind this one would lose it.
-// With a check, validators run on goroutines of their own, off gossipsub's pipeline. Default
-// none: any author may speak for any agent id, within the liveness table's first-come rule.
-func WithAuthorCheck(check func(ctx context.Context, agentID string, author, via peer.ID) bool) Option {
+// message whose sender agent id check does not bind to its author is ignored, neither
+// delivered nor forwarded, and its relayer is not penalised. check may wait on the network
+// until ctx ends (at most AuthorCheckWait): the node checks the certificate a heartbeat
+// carries, or fetches one it does not hold yet from the relayer, which verified it before
+// relaying (authority mode). A message must not be dropped for want of a certificate, or it
+// would also not be relayed, and every node behind this one would lose it. With a check,
+// validators run on goroutines of their own, off gossipsub's pipeline. Default none: any
+// author may speak for any agent id, within the liveness table's first-come rule.
+func WithAuthorCheck(check func(context.Context, AuthorClaim) bool) Option {
 	return func(c *config) error { c.authorCheck = check; return nil }
+}
+
+// WithCertificate makes this node's heartbeats carry its agent certificate, as cert returns
+// it, so that nodes hearing it for the first time check it without an exchange. Default none.
+func WithCertificate(cert func() string) Option {
+	return func(c *config) error { c.certificate = cert; return nil }
 }
 
 // WithMeshBudget sets how many beats per interval the heartbeat topic carries at most (about):

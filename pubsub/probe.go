@@ -205,7 +205,7 @@ func (g *Gossip) takeDirect(ctx context.Context, raw []byte, remote peer.ID) err
 	if err := g.checkTopic(info, v); err != nil {
 		return err
 	}
-	if err := g.authentic(ctx, info, doc, author, author); err != nil {
+	if err := g.authentic(ctx, info, v, author, author); err != nil {
 		return err
 	}
 	g.deliver(info, author, author, v)

@@ -24,6 +24,7 @@ type validated struct {
 	event    protocol.EventPayload
 	hb       protocol.HeartbeatPayload
 	interval time.Duration
+	cert     string // the certificate a heartbeat carries (WithCertificate)
 	group    string
 }
 
@@ -110,7 +111,7 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 	if err := g.checkTopic(info, v); err != nil {
 		return nil, err
 	}
-	if err := g.authentic(ctx, info, doc, author, m.ReceivedFrom); err != nil {
+	if err := g.authentic(ctx, info, v, author, m.ReceivedFrom); err != nil {
 		return nil, err
 	}
 	if !g.limiter.allow(author, now) {
@@ -129,14 +130,16 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 }
 
 // authentic checks the signature of a document whose author claim was checked, then that the
-// author speaks for its sender agent id (WithAuthorCheck, asking via when it must), and for a
-// heartbeat that the liveness table lets it speak for that agent.
-func (g *Gossip) authentic(ctx context.Context, info topicInfo, doc *protocol.Message, author, via peer.ID) error {
+// author speaks for its sender agent id (WithAuthorCheck, with the certificate a heartbeat
+// carries, asking via when it must), and for a heartbeat that the liveness table lets it speak
+// for that agent.
+func (g *Gossip) authentic(ctx context.Context, info topicInfo, v *validated, author, via peer.ID) error {
+	doc := v.doc
 	if err := g.cfg.verifier.Verify(doc); err != nil {
 		return reject("signature: %w", err)
 	}
 	id := doc.Envelope.Sender.AgentID
-	if check := g.cfg.authorCheck; check != nil && !check(ctx, id, author, via) {
+	if check := g.cfg.authorCheck; check != nil && !check(ctx, AuthorClaim{AgentID: id, Author: author, Via: via, Certificate: v.cert}) {
 		return ignore("no verified certificate binds agent %s to %s (yet)", id, author)
 	}
 	if info.kind != kindHeartbeat {
@@ -189,7 +192,7 @@ func (g *Gossip) checkTopic(info topicInfo, v *validated) error {
 		if err := protocol.DecodePayload(v.doc, &wire); err != nil {
 			return reject("%w", err)
 		}
-		v.hb = wire.HeartbeatPayload
+		v.hb, v.cert = wire.HeartbeatPayload, wire.Certificate
 		if s := wire.IntervalSeconds; s > 0 {
 			v.interval = min(max(time.Duration(s*float64(time.Second)), MinHeartbeatInterval), MaxMeshInterval)
 		}
@@ -218,11 +221,15 @@ func groupOf(m *protocol.Message) (string, bool, error) {
 	return g, true, nil
 }
 
-// heartbeatWire is the heartbeat payload with this implementation's extension member
-// interval_seconds, the sender's beat, so that receivers time its silence by its own interval.
+// heartbeatWire is the heartbeat payload with this implementation's extension members:
+// interval_seconds, the sender's beat, so that receivers time its silence by its own interval,
+// and certificate.
 type heartbeatWire struct {
 	protocol.HeartbeatPayload
 	IntervalSeconds float64 `json:"interval_seconds,omitempty"`
+	// Certificate is the sender's agent certificate (authority mode, WithCertificate), so that
+	// a node hearing it for the first time needs no exchange to check who it is.
+	Certificate string `json:"certificate,omitempty"`
 }
 
 // maxLimiters bounds the per-author buckets; beyond it, idle buckets are pruned first and

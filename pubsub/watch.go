@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -119,4 +120,18 @@ func (l *Liveness) expect(a *AgentState, now time.Time) (interval time.Duration,
 		return min(a.Interval, l.cfg.Interval), from
 	}
 	return a.Interval, a.LastSeen
+}
+
+// MedianInterval returns the median of the intervals the agents of the table announced (0
+// for an empty table).
+func (l *Liveness) MedianInterval() time.Duration {
+	if len(l.agents) == 0 {
+		return 0
+	}
+	ivs := make([]time.Duration, 0, len(l.agents))
+	for _, a := range l.agents {
+		ivs = append(ivs, a.Interval)
+	}
+	slices.Sort(ivs)
+	return ivs[len(ivs)/2]
 }

@@ -75,6 +75,8 @@ type cluster struct {
 	side []int // partition side of each slot; all 0 when whole
 
 	joinStart time.Time // when the last join, restart or heal began (runner goroutine)
+	// sent counts the bytes every node's streams wrote (mocknet only; see simHost).
+	sent atomic.Uint64
 }
 
 // agentIDOf is the agent id of slot i.
@@ -244,7 +246,7 @@ func (c *cluster) startNode(i int) (err error) {
 			return err
 		}
 		n := c.sc.Node
-		sh, err := newSimHost(h, n.ConnLow, n.ConnHigh, n.ConnGrace.D())
+		sh, err := newSimHost(h, n.ConnLow, n.ConnHigh, n.ConnGrace.D(), &c.sent)
 		if err != nil {
 			_ = h.Close()
 			c.net.forget(i)

@@ -129,7 +129,7 @@ func (c *cluster) intruderHost(in *intruder, sk crypto.PrivKey, inv *authority.I
 		return nil, err
 	}
 	n := c.sc.Node
-	sh, err := newSimHost(h, n.ConnLow, n.ConnHigh, n.ConnGrace.D())
+	sh, err := newSimHost(h, n.ConnLow, n.ConnHigh, n.ConnGrace.D(), nil)
 	if err != nil {
 		_ = h.Close()
 		c.net.forget(in.idx)

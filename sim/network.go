@@ -202,6 +202,10 @@ type simHost struct {
 	host.Host
 	net quickNet
 	cm  *connmgr.BasicConnMgr
+	// sent counts the bytes this host's streams write (nil: not counted), shared by the hosts
+	// of a run: what the nodes send each other, every protocol the node speaks (identify,
+	// which the host runs itself, aside).
+	sent *atomic.Uint64
 
 	closeOnce sync.Once
 	closeErr  error
@@ -209,13 +213,13 @@ type simHost struct {
 
 // newSimHost wraps h and gives it a connection manager with the given watermarks and grace
 // period; h must not have a connection yet. Close closes both.
-func newSimHost(h host.Host, low, high int, grace time.Duration) (*simHost, error) {
+func newSimHost(h host.Host, low, high int, grace time.Duration, sent *atomic.Uint64) (*simHost, error) {
 	cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(grace))
 	if err != nil {
 		return nil, fmt.Errorf("connection manager: %w", err)
 	}
 	h.Network().Notify(cm.Notifee())
-	return &simHost{Host: h, net: quickNet{h.Network()}, cm: cm}, nil
+	return &simHost{Host: h, net: quickNet{h.Network()}, cm: cm, sent: sent}, nil
 }
 
 // Network returns the wrapped network.
@@ -244,7 +248,36 @@ func (h *simHost) NewStream(ctx context.Context, p peer.ID, pids ...protocol.ID)
 		_ = s.Reset()
 		return nil, fmt.Errorf("stream to %s: its connection closed: %w", p, network.ErrReset)
 	}
-	return s, nil
+	return h.counted(s), nil
+}
+
+// SetStreamHandler sets a handler as the host does, on streams whose writes are counted.
+func (h *simHost) SetStreamHandler(pid protocol.ID, handler network.StreamHandler) {
+	h.Host.SetStreamHandler(pid, func(s network.Stream) { handler(h.counted(s)) })
+}
+
+// SetStreamHandlerMatch sets a handler as the host does, on streams whose writes are counted.
+func (h *simHost) SetStreamHandlerMatch(pid protocol.ID, match func(protocol.ID) bool, handler network.StreamHandler) {
+	h.Host.SetStreamHandlerMatch(pid, match, func(s network.Stream) { handler(h.counted(s)) })
+}
+
+func (h *simHost) counted(s network.Stream) network.Stream {
+	if h.sent == nil {
+		return s
+	}
+	return countedStream{Stream: s, sent: h.sent}
+}
+
+// countedStream adds what it writes to sent.
+type countedStream struct {
+	network.Stream
+	sent *atomic.Uint64
+}
+
+func (s countedStream) Write(p []byte) (int, error) {
+	n, err := s.Stream.Write(p)
+	s.sent.Add(uint64(n))
+	return n, err
 }
 
 type quickNet struct{ network.Network }

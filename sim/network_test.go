@@ -30,7 +30,7 @@ func TestSimHost_TrimsConnectionsAboveHighWatermark(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sh, err := newSimHost(h0, low, high, 0)
+	sh, err := newSimHost(h0, low, high, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

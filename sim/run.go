@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"runtime"
 	"runtime/pprof"
 	"syscall"
@@ -153,7 +154,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
 	r.lag.take() // the lag of this step only
-	t0, cpu0, susp0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions()
+	t0, cpu0, susp0, sent0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
 		err = a.run(ctx, r, p, &res)
@@ -168,6 +169,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	measureOverload(&res, lagP99, lagMax)
 	r.measureLocalHealth(&res)
 	r.memory(&res)
+	r.measureCost(&res, wall, cpu, r.c.sent.Load()-sent0)
 	if len(res.Errors) == 0 {
 		res.Errors = nil
 	}
@@ -197,7 +199,23 @@ func (r *run) memory(res *StepResult) {
 	res.Metrics["heap_per_node_mib"] = round3(float64(m.HeapInuse) / mib / n)
 	res.Metrics["stack_per_node_mib"] = round3(float64(m.StackInuse) / mib / n)
 	res.Metrics["goroutines_per_node"] = round3(float64(runtime.NumGoroutine()) / n)
+	if rss, ok := residentBytes(); ok {
+		res.Metrics["rss_per_node_mib"] = round3(float64(rss) / mib / n)
+	}
 	r.rep.PeakHeapPerNodeMiB = max(r.rep.PeakHeapPerNodeMiB, res.Metrics["heap_per_node_mib"])
+}
+
+// measureCost adds what the step cost each running node, per minute of the step:
+// cpu_s_per_node_min (the process's CPU seconds over the nodes) and kib_per_node_min (what
+// the nodes' streams wrote, mocknet only). With the same scenario at several sizes
+// (--sizes), these are the points of the cost curve (docs/scale.md).
+func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent uint64) {
+	n := max(1, res.Metrics["nodes_up"])
+	minutes := max(wall, time.Millisecond).Minutes()
+	res.Metrics["cpu_s_per_node_min"] = round3(cpu.Seconds() / n / minutes)
+	if r.c.net != nil {
+		res.Metrics["kib_per_node_min"] = round3(float64(sent) / 1024 / n / minutes)
+	}
 }
 
 // finish fills the report's plots.
@@ -209,6 +227,19 @@ func (r *run) finish() {
 	r.c.rec.mu.Lock()
 	r.rep.DroppedItems = r.c.rec.dropped
 	r.c.rec.mu.Unlock()
+}
+
+// residentBytes is the process's resident set size, from /proc (Linux); ok is false elsewhere.
+func residentBytes() (uint64, bool) {
+	raw, err := os.ReadFile("/proc/self/statm")
+	if err != nil {
+		return 0, false
+	}
+	var size, resident uint64
+	if _, err := fmt.Sscan(string(raw), &size, &resident); err != nil {
+		return 0, false
+	}
+	return resident * uint64(os.Getpagesize()), true
 }
 
 // cpuTime is the process's user plus system CPU time so far.

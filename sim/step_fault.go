@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // Stop modes.
@@ -33,8 +34,19 @@ func checkMode(m string) error {
 	return nil
 }
 
+// defaultDetect is how long every running node may take to notice a crash: SuspectAfter of the
+// mesh beats, stretched in a mesh larger than its budget (docs/scale.md), plus two and 5 s.
+// Nodes that watch the victim notice within SuspectAfter of their own intervals.
 func defaultDetect(sc *Scenario) Duration {
-	return Duration(time.Duration(sc.Node.SuspectAfter+2)*sc.Node.HeartbeatInterval.D() + 5*time.Second)
+	return Duration(time.Duration(sc.Node.SuspectAfter+2)*meshInterval(sc) + 5*time.Second)
+}
+
+// meshInterval is how often every agent of the scenario's mesh beats on the heartbeat topic,
+// once every node knows every other (pubsub's meshInterval).
+func meshInterval(sc *Scenario) time.Duration {
+	iv := sc.Node.HeartbeatInterval.D()
+	k := (sc.Nodes + sc.Node.MeshBudget - 1) / max(sc.Node.MeshBudget, 1)
+	return max(iv, min(time.Duration(k)*iv, pubsub.MaxMeshInterval))
 }
 
 var parseKill = params(killParams{Count: 1, Mode: ModeCrash}, func(p *killParams, sc *Scenario) error {

@@ -21,7 +21,7 @@ func init() { register(newSimCmd) }
 // simFlags are sim's flags.
 type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
-	cpuProfile, memProfile               string
+	cpuProfile, memProfile, sizes        string
 	nodes                                int
 	seed                                 uint64
 	list                                 bool
@@ -30,7 +30,7 @@ type simFlags struct {
 func newSimCmd() *cobra.Command {
 	var sf simFlags
 	cmd := &cobra.Command{
-		Use:   "sim [--scenario FILE|NAME] [--nodes N] [--seed S] [--json FILE] [--html FILE] [--list]",
+		Use:   "sim [--scenario FILE|NAME] [--nodes N | --sizes N,N,...] [--seed S] [--json FILE] [--html FILE] [--list]",
 		Short: "Run many real nodes in this process through a scenario and measure them",
 		Long: `sim starts N real iacp-node nodes in this process, on an in-memory network (go-libp2p's
 mocknet, with configurable latency, jitter and bandwidth) or on loopback sockets, and runs a
@@ -42,6 +42,12 @@ a file, or the name of a scenario built into the binary (--list shows them). It 
 line per step on stderr, then a summary table on stdout; --json and --html write the full
 report (the HTML is self-contained: inline SVG plots of latency, propagation and liveness).
 The scenario language and the metrics are described in docs/sim.md.
+
+--sizes 100,300,1000 runs the scenario at each size, one after the other, and reports what its
+steady state (its sleep step named "steady", else its last sleep step) cost each node against
+the number of nodes: CPU seconds and KiB sent per node per minute, memory per node, and where
+the simulator itself was the bottleneck. --json and --html then write that sweep (the HTML
+draws the curves; flat is the goal). The scale scenario is made for it (docs/scale.md).
 
 Exit status: 0 when every expectation held, 3 when one failed, 1 when the run could not
 complete.`,
@@ -56,6 +62,7 @@ complete.`,
 	f := cmd.Flags()
 	f.StringVar(&sf.scenario, "scenario", "", "scenario file, or the name of a built-in scenario (default \"smoke\")")
 	f.IntVar(&sf.nodes, "nodes", 0, "number of nodes (default: the scenario's)")
+	f.StringVar(&sf.sizes, "sizes", "", "run the scenario at each of these sizes (like 100,300,1000) and report the cost per node against the size")
 	f.Uint64Var(&sf.seed, "seed", 0, "seed of every random choice (default: the scenario's)")
 	f.StringVar(&sf.jsonOut, "json", "", "write the full report as JSON to FILE")
 	f.StringVar(&sf.htmlOut, "html", "", "write a self-contained HTML report to FILE")
@@ -91,6 +98,9 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	ctx, cancel := context.WithCancel(base)
 	defer cancel()
 	stopOnInterrupt(ctx, cancel, cmd.ErrOrStderr())
+	if sf.sizes != "" {
+		return runSweep(ctx, cmd, sc, sf, opts)
+	}
 	var heap *os.File
 	if sf.memProfile != "" {
 		if heap, err = os.Create(sf.memProfile); err != nil {
@@ -130,6 +140,47 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	}
 	if !rep.Passed {
 		return &exitError{code: 3, err: errors.New("some expectations of the scenario failed (see the table)")}
+	}
+	return nil
+}
+
+// runSweep runs the scenario at each of --sizes and writes the cost curve.
+func runSweep(ctx context.Context, cmd *cobra.Command, sc *sim.Scenario, sf *simFlags, opts []sim.Option) error {
+	if sf.nodes != 0 {
+		return errors.New("--sizes and --nodes: give one; --sizes runs the scenario at each of its sizes")
+	}
+	if sf.memProfile != "" {
+		return errors.New("--memprofile takes one run's heap; with --sizes, profile one size with --nodes instead")
+	}
+	sizes, err := sim.ParseSizes(sf.sizes)
+	if err != nil {
+		return err
+	}
+	stopProfile, err := startCPUProfile(sf.cpuProfile)
+	if err != nil {
+		return err
+	}
+	sr, runErr := sim.Sweep(ctx, sc, sizes, opts...)
+	if err := stopProfile(); err != nil {
+		return err
+	}
+	if sr == nil {
+		return runErr
+	}
+	if err := sr.WriteText(cmd.OutOrStdout()); err != nil {
+		return err
+	}
+	if err := writeReport(sf.jsonOut, sr.WriteJSON); err != nil {
+		return err
+	}
+	if err := writeReport(sf.htmlOut, sr.WriteHTML); err != nil {
+		return err
+	}
+	if runErr != nil {
+		return runErr
+	}
+	if !sr.Passed {
+		return &exitError{code: 3, err: errors.New("some expectations failed at some size (see the table and the JSON report)")}
 	}
 	return nil
 }

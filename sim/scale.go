@@ -1,0 +1,240 @@
+package sim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"slices"
+	"strings"
+)
+
+// A sweep runs one scenario at several sizes, one after the other in this process, and puts
+// what the steady state cost each node against the number of nodes: the cost curve of
+// docs/scale.md. A flat curve is the goal: a node's work must not grow with the mesh.
+
+// SteadyStep is the name of the step whose window measures the steady state: a sleep step
+// named "steady" (`- sleep: {duration: 60s}` with `name: steady`), else the last sleep step.
+const SteadyStep = "steady"
+
+// MaxSweepSizes bounds how many sizes one sweep runs.
+const MaxSweepSizes = 8
+
+// ScalePoint is what one size of a sweep measured, per running node.
+type ScalePoint struct {
+	Nodes  int  `json:"nodes"`
+	Passed bool `json:"passed"`
+	// CPUSecondsPerNodeMin and KiBPerNodeMin are the steady window's CPU seconds and bytes
+	// written by the nodes' streams, per node and per minute.
+	CPUSecondsPerNodeMin float64 `json:"cpu_s_per_node_min"`
+	KiBPerNodeMin        float64 `json:"kib_per_node_min"`
+	// RSSPerNodeMiB and HeapPerNodeMiB are the process's resident set and heap in use over the
+	// nodes, after the steady window.
+	RSSPerNodeMiB     float64 `json:"rss_per_node_mib"`
+	HeapPerNodeMiB    float64 `json:"heap_per_node_mib"`
+	GoroutinesPerNode float64 `json:"goroutines_per_node"`
+	// ConvergeMS is the first converge step's time since the join began (0: none).
+	ConvergeMS float64 `json:"converge_ms,omitempty"`
+	// Overloaded says the simulator's own process was the bottleneck in the steady window:
+	// its timers fired late (lag_p99_ms) because the nodes wanted more CPU than the machine
+	// has. The point then measures the machine, not the protocol.
+	Overloaded    bool    `json:"overloaded"`
+	LagP99MS      float64 `json:"lag_p99_ms"`
+	CPUSaturation float64 `json:"cpu_saturation"`
+	// Error is why the run at this size did not complete.
+	Error string `json:"error,omitempty"`
+}
+
+// ScaleReport is a sweep: one point per size, and each size's full report.
+type ScaleReport struct {
+	Scenario string       `json:"scenario"`
+	Points   []ScalePoint `json:"points"`
+	// CPUGrowth and KiBGrowth are the largest size's cost per node over the smallest's (1.0
+	// is flat); 0 when not measured.
+	CPUGrowth float64   `json:"cpu_growth"`
+	KiBGrowth float64   `json:"kib_growth"`
+	Passed    bool      `json:"passed"`
+	Runs      []*Report `json:"runs"`
+}
+
+// ParseSizes reads a comma-separated list of node counts ("100,300,1000"): each 2 to MaxNodes,
+// increasing, at most MaxSweepSizes of them.
+func ParseSizes(s string) ([]int, error) {
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		var n int
+		if _, err := fmt.Sscan(strings.TrimSpace(f), &n); err != nil || n < 2 || n > MaxNodes {
+			return nil, fmt.Errorf("sizes %q: %q is not a node count from 2 to %d", s, f, MaxNodes)
+		}
+		if len(out) > 0 && n <= out[len(out)-1] {
+			return nil, fmt.Errorf("sizes %q: list them in increasing order", s)
+		}
+		out = append(out, n)
+	}
+	if len(out) < 2 || len(out) > MaxSweepSizes {
+		return nil, fmt.Errorf("sizes %q: give 2 to %d node counts, like 100,300,1000", s, MaxSweepSizes)
+	}
+	return out, nil
+}
+
+// Sweep runs the scenario at each size (WithNodes is overridden) and returns the cost curve.
+// The scenario must have a sleep step to measure the steady state (see SteadyStep). A size
+// that cannot run is a point with its error; the sweep goes on unless ctx ends.
+func Sweep(ctx context.Context, scenario *Scenario, sizes []int, opts ...Option) (*ScaleReport, error) {
+	if steadyIndex(scenario) < 0 {
+		return nil, fmt.Errorf("scenario %s has no sleep step to measure the steady state: add `- sleep: {duration: 60s}` named %q after it converges", scenario.Name, SteadyStep)
+	}
+	sr := &ScaleReport{Scenario: scenario.Name, Passed: true}
+	for _, n := range sizes {
+		rep, err := Run(ctx, scenario, append(slices.Clone(opts), WithNodes(n))...)
+		p := ScalePoint{Nodes: n}
+		if rep != nil {
+			sr.Runs = append(sr.Runs, rep)
+			p = pointOf(rep)
+		}
+		if err != nil {
+			p.Error = err.Error()
+			p.Passed = false
+		}
+		sr.Passed = sr.Passed && p.Passed
+		sr.Points = append(sr.Points, p)
+		if ctx.Err() != nil {
+			return sr, ctx.Err()
+		}
+	}
+	first, last := sr.Points[0], sr.Points[len(sr.Points)-1]
+	sr.CPUGrowth = ratioOf(last.CPUSecondsPerNodeMin, first.CPUSecondsPerNodeMin)
+	sr.KiBGrowth = ratioOf(last.KiBPerNodeMin, first.KiBPerNodeMin)
+	return sr, nil
+}
+
+func ratioOf(a, b float64) float64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	return round3(a / b)
+}
+
+// steadyIndex is the index of the step that measures the steady state, or -1.
+func steadyIndex(sc *Scenario) int {
+	last := -1
+	for i, st := range sc.Steps {
+		if st.Action != "sleep" {
+			continue
+		}
+		if st.Name == SteadyStep {
+			return i
+		}
+		last = i
+	}
+	return last
+}
+
+// pointOf takes a run's steady window and convergence.
+func pointOf(rep *Report) ScalePoint {
+	p := ScalePoint{Nodes: rep.Nodes, Passed: rep.Passed}
+	var steady *StepResult
+	for i := range rep.Steps {
+		st := &rep.Steps[i]
+		if st.Action == "converge" && p.ConvergeMS == 0 {
+			p.ConvergeMS = st.Metrics["converge_ms"]
+		}
+		if st.Action == "sleep" && (steady == nil || steady.Name != SteadyStep) {
+			steady = st
+		}
+	}
+	if steady == nil {
+		p.Error = "the run ended before its steady window"
+		p.Passed = false
+		return p
+	}
+	m := steady.Metrics
+	p.CPUSecondsPerNodeMin, p.KiBPerNodeMin = m["cpu_s_per_node_min"], m["kib_per_node_min"]
+	p.RSSPerNodeMiB, p.HeapPerNodeMiB, p.GoroutinesPerNode = m["rss_per_node_mib"], m["heap_per_node_mib"], m["goroutines_per_node"]
+	p.Overloaded, p.LagP99MS, p.CPUSaturation = m["overloaded"] == 1, m["lag_p99_ms"], m["cpu_saturation"]
+	return p
+}
+
+// WriteJSON writes the sweep as indented JSON, each size's full report included.
+func (sr *ScaleReport) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(sr)
+}
+
+// WriteText writes the cost curve as a table, and says where the simulator was the
+// bottleneck.
+func (sr *ScaleReport) WriteText(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sweep %s: steady-state cost per node against the number of nodes\n\n", sr.Scenario)
+	fmt.Fprintf(&b, "%6s  %6s  %14s  %12s  %8s  %8s  %10s  %10s\n", "nodes", "result", "cpu-s/node/min", "KiB/node/min", "RSS MiB", "heap MiB", "goroutines", "converge s")
+	for _, p := range sr.Points {
+		res := "ok"
+		if !p.Passed {
+			res = "FAIL"
+		}
+		if p.Overloaded {
+			res += "*"
+		}
+		fmt.Fprintf(&b, "%6d  %6s  %14.3f  %12.1f  %8.2f  %8.2f  %10.0f  %10.1f\n", p.Nodes, res, p.CPUSecondsPerNodeMin, p.KiBPerNodeMin,
+			p.RSSPerNodeMiB, p.HeapPerNodeMiB, p.GoroutinesPerNode, p.ConvergeMS/1000)
+	}
+	fmt.Fprintf(&b, "\nfrom %d to %d nodes: CPU per node x%.2f, bytes per node x%.2f (1.00 is flat)\n",
+		sr.Points[0].Nodes, sr.Points[len(sr.Points)-1].Nodes, sr.CPUGrowth, sr.KiBGrowth)
+	for _, p := range sr.Points {
+		if p.Overloaded {
+			fmt.Fprintf(&b, "* %d nodes: the simulator itself was the bottleneck in the steady window (timers %.0f ms late at p99, CPU %.0f%% of the cores): this point measures the machine\n",
+				p.Nodes, p.LagP99MS, 100*p.CPUSaturation)
+		}
+		if p.Error != "" {
+			fmt.Fprintf(&b, "! %d nodes: %s\n", p.Nodes, p.Error)
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// WriteHTML writes the cost curve as a self-contained page: CPU, bytes and memory per node
+// against the number of nodes, then the table.
+func (sr *ScaleReport) WriteHTML(w io.Writer) error {
+	curve := func(label string, y func(ScalePoint) float64) []Series {
+		s := Series{Label: label}
+		for _, p := range sr.Points {
+			if p.Error == "" || y(p) > 0 {
+				s.Points = append(s.Points, Point{X: float64(p.Nodes), Y: y(p)})
+			}
+		}
+		return []Series{s}
+	}
+	var text strings.Builder
+	if err := sr.WriteText(&text); err != nil {
+		return err
+	}
+	data := struct {
+		S             *ScaleReport
+		CPU, KiB, RSS template.HTML
+		Table         string
+	}{S: sr, Table: text.String(),
+		CPU: plot("CPU per node in the steady state (flat is the goal)", "nodes", "CPU seconds per node per minute",
+			curve("cpu-s/node/min", func(p ScalePoint) float64 { return p.CPUSecondsPerNodeMin }), false),
+		KiB: plot("Bytes sent per node in the steady state", "nodes", "KiB per node per minute",
+			curve("KiB/node/min", func(p ScalePoint) float64 { return p.KiBPerNodeMin }), false),
+		RSS: plot("Memory per node", "nodes", "MiB per node",
+			append(curve("RSS", func(p ScalePoint) float64 { return p.RSSPerNodeMiB }),
+				curve("heap in use", func(p ScalePoint) float64 { return p.HeapPerNodeMiB })...), false),
+	}
+	return scalePage.Execute(w, data)
+}
+
+var scalePage = template.Must(template.New("scale").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><title>iacp-node sim sweep: {{.S.Scenario}}</title>
+<style>body{font-family:sans-serif;margin:2em;max-width:900px} pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head>
+<body><h1>Sweep of {{.S.Scenario}}: cost per node against the number of nodes</h1>
+<p>CPU per node per minute grew x{{printf "%.2f" .S.CPUGrowth}} and bytes per node x{{printf "%.2f" .S.KiBGrowth}} from the smallest to the largest mesh (1.00 is flat). Points marked * in the table were measured while the simulator's own process was the bottleneck.</p>
+{{.CPU}}
+{{.KiB}}
+{{.RSS}}
+<pre>{{.Table}}</pre>
+</body></html>
+`))
