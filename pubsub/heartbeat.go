@@ -11,9 +11,9 @@ import (
 	ps "github.com/libp2p/go-libp2p-pubsub"
 )
 
-// beatLoop runs once every interval until Leave or Close: it signs a fresh beat for the
-// probes that ask for one (probe.go) and, when the mesh beat is due (see meshInterval),
-// publishes it on the heartbeat topic.
+// beatLoop ticks every interval until Leave or Close and publishes a beat on the heartbeat
+// topic whenever the mesh beat is due (see meshInterval). Probes sign their own beats when
+// the last one is stale (ownSealed).
 func (g *Gossip) beatLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.interval)
@@ -26,8 +26,6 @@ func (g *Gossip) beatLoop() {
 				g.log.Warn("heartbeat not sent", "err", err)
 			}
 			next = now.Add(g.announced() - g.cfg.interval/2)
-		} else if _, err := g.ownSealed(true); err != nil && g.ctx.Err() == nil {
-			g.log.Warn("heartbeat not signed", "err", err)
 		}
 		select {
 		case <-g.ctx.Done():
@@ -211,12 +209,10 @@ func (g *Gossip) sealLocked() (*protocol.Message, error) {
 }
 
 // ownSealed returns this node's last signed heartbeat, signing a new one first when it is
-// older than half an interval (or, with fresh, than a tenth of one) and Leave has not begun.
-func (g *Gossip) ownSealed(fresh bool) ([]byte, error) {
+// older than half an interval and Leave has not begun: a probe's answer says what the agent's
+// status was at most half an interval ago.
+func (g *Gossip) ownSealed() ([]byte, error) {
 	age := g.cfg.interval / 2
-	if fresh {
-		age = g.cfg.interval / 10
-	}
 	if s := g.sealedBeat.Load(); s != nil && time.Since(s.at) < age {
 		return s.raw, nil
 	}

@@ -97,7 +97,7 @@ func (g *Gossip) probe(p Probe) error {
 	defer s.Close()
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
-	own, err := g.ownSealed(false)
+	own, err := g.ownSealed()
 	if err != nil {
 		s.Reset()
 		return err
@@ -139,7 +139,7 @@ func (g *Gossip) serveProbe(s network.Stream) {
 	if err := g.takeDirect(ctx, raw, remote); err != nil {
 		g.log.Debug("probe refused", "peer", remote, "err", err.Error())
 	}
-	own, err := g.ownSealed(false)
+	own, err := g.ownSealed()
 	if err != nil {
 		s.Reset()
 		return

@@ -96,6 +96,8 @@ func (l *Liveness) Due(now time.Time, limit int) []Probe {
 		if !l.direct(w, now) {
 			continue
 		}
+		w.refused = time.Time{} // asked again after refuseFor
+
 		last := w.probed
 		if a, ok := l.agents[id]; ok && a.PeerID == w.peer && a.LastSeen.After(last) {
 			last = a.LastSeen
