@@ -14,18 +14,27 @@ import (
 // beatLoop ticks every interval until Leave or Close and publishes a beat on the heartbeat
 // topic whenever the mesh beat is due (see meshInterval). Probes sign their own beats when
 // the last one is stale (ownSealed).
+//
+// Every beat announces the interval to its next one. When the mesh grows and the interval
+// stretches, the longer interval is announced first and taken only after SuspectAfter-1 more
+// beats at the old pace: a receiver that missed the beat announcing it still hears it from
+// another before the long silence, and does not suspect an agent that only slowed down. A
+// shorter interval is taken at once (beats then come sooner than announced).
 func (g *Gossip) beatLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.interval)
 	defer t.Stop()
 	var next time.Time // when the next mesh beat is due
+	p := pacer{pace: g.cfg.interval, announced: g.cfg.interval, ramp: g.cfg.suspectAfter - 1}
 	for {
 		now := time.Now()
 		if !now.Before(next) {
+			p.beat(g.meshInterval())
+			g.announce.Store(int64(p.announced))
 			if err := g.beat(g.ctx, false); err != nil && g.ctx.Err() == nil {
 				g.log.Warn("heartbeat not sent", "err", err)
 			}
-			next = now.Add(g.announced() - g.cfg.interval/2)
+			next = now.Add(p.pace - g.cfg.interval/2)
 		}
 		select {
 		case <-g.ctx.Done():
@@ -34,6 +43,29 @@ func (g *Gossip) beatLoop() {
 			g.ticked("a tick of the beat loop", scheduled, time.Now())
 		}
 	}
+}
+
+// pacer chooses, beat by beat, the interval a beat announces and the time to the next one.
+type pacer struct {
+	pace      time.Duration // time to the next beat
+	announced time.Duration // what the beat announces
+	ramp      int           // beats the longer interval is announced before it is taken (SuspectAfter-1)
+	left      int           // of them, still to go
+}
+
+// beat is one beat whose wanted interval is want.
+func (p *pacer) beat(want time.Duration) {
+	switch {
+	case want > p.announced:
+		p.announced, p.left = want, p.ramp
+	case want < p.announced:
+		p.announced, p.pace, p.left = want, want, 0
+	}
+	if p.left > 0 {
+		p.left--
+		return
+	}
+	p.pace = p.announced
 }
 
 // meshInterval is how often this node beats on the heartbeat topic: its interval in a mesh
@@ -142,7 +174,7 @@ func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool
 }
 
 // beat publishes one heartbeat with the current status on the heartbeat topic, announcing
-// the mesh interval it chooses. Once Leave has begun, only Leave's own beat (final) goes out.
+// the mesh interval the beat loop chose. Once Leave has begun, only Leave's own beat (final) goes out.
 // A failure, unless the node or ctx is closing, is a sign of local trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) error {
 	g.beatMu.Lock()
@@ -150,7 +182,6 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 	if g.leaving && !final {
 		return nil
 	}
-	g.announce.Store(int64(g.meshInterval()))
 	m, err := g.sealLocked()
 	if err != nil {
 		return err

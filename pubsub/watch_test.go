@@ -92,3 +92,19 @@ func TestWatch_DueProbesTheSilentOnly(t *testing.T) {
 		t.Fatalf("lapsed watches: %+v due, %d watched", due, l.WatchCount())
 	}
 }
+
+// A stretched mesh beat is announced by SuspectAfter beats at the old pace before it is taken
+// (a receiver that missed one still hears it from another), and a shorter one is taken at once.
+func TestPacer_AnnouncesALongerIntervalBeforeTakingIt(t *testing.T) {
+	const T = 30 * time.Second
+	p := pacer{pace: T, announced: T, ramp: 2}
+	var got []string
+	for _, want := range []time.Duration{T, 4 * T, 4 * T, 4 * T, 4 * T, 2 * T, 2 * T} {
+		p.beat(want)
+		got = append(got, fmt.Sprintf("%s/%s", p.announced, p.pace))
+	}
+	wantSeq := "[30s/30s 2m0s/30s 2m0s/30s 2m0s/2m0s 2m0s/2m0s 1m0s/1m0s 1m0s/1m0s]"
+	if fmt.Sprint(got) != wantSeq {
+		t.Fatalf("announced/pace per beat: %v\nwant %s", got, wantSeq)
+	}
+}
