@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -29,12 +30,19 @@ func (g *Gossip) beatLoop() {
 	for {
 		now := time.Now()
 		if !now.Before(next) {
-			p.beat(g.meshInterval())
+			grew := p.beat(g.meshInterval())
 			g.announce.Store(int64(p.announced))
 			if err := g.beat(g.ctx, false); err != nil && g.ctx.Err() == nil {
 				g.log.Warn("heartbeat not sent", "err", err)
 			}
-			next = now.Add(p.pace - g.cfg.interval/2)
+			gap := p.pace
+			if grew {
+				// Agents stretch at about the same time (when their tables fill), so they
+				// would keep beating together, in bursts; the first longer gap is drawn
+				// at random (shorter than announced, which is safe) to spread them out.
+				gap = g.cfg.interval + rand.N(p.pace-g.cfg.interval+1)
+			}
+			next = now.Add(gap - g.cfg.interval/2)
 		}
 		select {
 		case <-g.ctx.Done():
@@ -53,8 +61,8 @@ type pacer struct {
 	left      int           // of them, still to go
 }
 
-// beat is one beat whose wanted interval is want.
-func (p *pacer) beat(want time.Duration) {
+// beat is one beat whose wanted interval is want; it reports whether the pace grew.
+func (p *pacer) beat(want time.Duration) (grew bool) {
 	switch {
 	case want > p.announced:
 		p.announced, p.left = want, p.ramp
@@ -63,9 +71,11 @@ func (p *pacer) beat(want time.Duration) {
 	}
 	if p.left > 0 {
 		p.left--
-		return
+		return false
 	}
+	grew = p.announced > p.pace
 	p.pace = p.announced
+	return grew
 }
 
 // meshInterval is how often this node beats on the heartbeat topic: its interval in a mesh

@@ -100,10 +100,10 @@ func TestPacer_AnnouncesALongerIntervalBeforeTakingIt(t *testing.T) {
 	p := pacer{pace: T, announced: T, ramp: 2}
 	var got []string
 	for _, want := range []time.Duration{T, 4 * T, 4 * T, 4 * T, 4 * T, 2 * T, 2 * T} {
-		p.beat(want)
-		got = append(got, fmt.Sprintf("%s/%s", p.announced, p.pace))
+		grew := p.beat(want)
+		got = append(got, fmt.Sprintf("%s/%s/%v", p.announced, p.pace, grew))
 	}
-	wantSeq := "[30s/30s 2m0s/30s 2m0s/30s 2m0s/2m0s 2m0s/2m0s 1m0s/1m0s 1m0s/1m0s]"
+	wantSeq := "[30s/30s/false 2m0s/30s/false 2m0s/30s/false 2m0s/2m0s/true 2m0s/2m0s/false 1m0s/1m0s/false 1m0s/1m0s/false]"
 	if fmt.Sprint(got) != wantSeq {
 		t.Fatalf("announced/pace per beat: %v\nwant %s", got, wantSeq)
 	}

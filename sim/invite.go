@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// joinTimeout bounds one join by invitation, dial included.
-const joinTimeout = 30 * time.Second
+// joinTimeout bounds one join by invitation, dial included: generous, because hundreds of
+// nodes joining at once through the authority's node keep the machine's cores busy, and a
+// join that gives up stops the run.
+const joinTimeout = 90 * time.Second
 
 // invite asks node 0, the mesh authority's node, for a one-time invitation bound to agentID,
 // as `iacp-node invite --agent` does; who names the joiner in errors ("node 3").
@@ -40,11 +43,23 @@ func (c *cluster) invite(who, agentID string) (*authority.Invite, error) {
 func redeem(who string, h host.Host, inv authority.Invite, agentID string, caps []string) (*authority.Certificate, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	defer cancel()
-	cert, err := node.Join(ctx, h, inv, agentID, caps)
-	if err != nil {
-		return nil, fmt.Errorf("%s: join by invitation: %w", who, err)
+	for {
+		cert, err := node.Join(ctx, h, inv, agentID, caps)
+		var refused *protocol.Error
+		if err == nil {
+			return cert, nil
+		}
+		// The authority's answer is final; a node that did not answer in time (the machine's
+		// cores busy with hundreds of joins) is asked again until joinTimeout.
+		if errors.As(err, &refused) || ctx.Err() != nil {
+			return nil, fmt.Errorf("%s: join by invitation: %w", who, err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%s: join by invitation: %w", who, err)
+		case <-time.After(time.Second):
+		}
 	}
-	return cert, nil
 }
 
 // join redeems inv for sn over h and keeps the certificate.
