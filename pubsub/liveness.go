@@ -228,10 +228,16 @@ func older(h Heard, a *AgentState) bool {
 // pid that was beating becomes suspect when its next beat is half an interval late, instead
 // of after SuspectAfter missed beats. A beat heard after the loss cancels the hint (a beat
 // that was already on its way then delays the suspicion to the usual SuspectAfter).
+//
+// A watched agent of pid is also probed at the next Due, without waiting for its interval: the
+// probe's answer confirms it alive (and cancels the hint) well before the hint's deadline.
 func (l *Liveness) Disconnected(pid peer.ID) {
 	for _, a := range l.byPeer[pid] {
 		if beating(a.State) {
 			a.lost = true
+		}
+		if w, ok := l.watch[a.AgentID]; ok && w.peer == pid {
+			w.urgent = true
 		}
 	}
 }

@@ -22,6 +22,7 @@ type watched struct {
 	since  time.Time // when the watch began: silence before it is not held against the agent
 	until  time.Time // when the watch lapses unless renewed
 	probed time.Time // when the last probe went out
+	urgent bool      // probe at the next Due: the connection to its peer dropped
 	// refused is when its node last refused the probe protocol: it is then judged by its
 	// mesh beats, and asked again after refuseFor (it may have been starting or upgrading).
 	refused time.Time
@@ -102,8 +103,8 @@ func (l *Liveness) Due(now time.Time, limit int) []Probe {
 		if a, ok := l.agents[id]; ok && a.PeerID == w.peer && a.LastSeen.After(last) {
 			last = a.LastSeen
 		}
-		if now.Sub(last) >= l.cfg.Interval && len(out) < limit {
-			w.probed = now
+		if (w.urgent || now.Sub(last) >= l.cfg.Interval) && len(out) < limit {
+			w.probed, w.urgent = now, false
 			out = append(out, Probe{AgentID: id, PeerID: w.peer})
 		}
 	}

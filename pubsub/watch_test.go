@@ -108,3 +108,21 @@ func TestPacer_AnnouncesALongerIntervalBeforeTakingIt(t *testing.T) {
 		t.Fatalf("announced/pace per beat: %v\nwant %s", got, wantSeq)
 	}
 }
+
+// A watched agent whose connection dropped is probed at once, not an interval later: the
+// answer confirms it before the lost-connection hint makes it suspect.
+func TestWatch_ALostConnectionIsConfirmedByAProbeAtOnce(t *testing.T) {
+	l := NewLiveness(LivenessConfig{Interval: 30 * time.Second})
+	l.Observe(beat("a:b:c", "P", "alive", t0), t0)
+	l.Watch("a:b:c", "P", t0)
+	if due := l.Due(t0.Add(5*time.Second), 10); len(due) != 0 {
+		t.Fatalf("probed 5 s after a beat: %+v", due)
+	}
+	l.Disconnected("P")
+	if due := l.Due(t0.Add(6*time.Second), 10); len(due) != 1 {
+		t.Fatalf("after the connection dropped: %d due, want the agent probed at once", len(due))
+	}
+	if due := l.Due(t0.Add(7*time.Second), 10); len(due) != 0 {
+		t.Fatalf("probed again a second later: %+v", due)
+	}
+}
