@@ -40,6 +40,10 @@ type (
 	DiscoveryStatus = discovery.Status
 )
 
+// MaxMeshInterval is the slowest a node stretches its beat on the heartbeat topic to, in a
+// mesh larger than its mesh budget (Config.MeshBudget, docs/scale.md).
+const MaxMeshInterval = pubsub.MaxMeshInterval
+
 // The liveness states (AgentState.State, Transition.From and To).
 const (
 	StateAlive    = pubsub.StateAlive

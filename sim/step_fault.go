@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/node"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // Stop modes.
@@ -42,11 +41,11 @@ func defaultDetect(sc *Scenario) Duration {
 }
 
 // meshInterval is how often every agent of the scenario's mesh beats on the heartbeat topic,
-// once every node knows every other (pubsub's meshInterval).
+// once every node knows every other (docs/scale.md).
 func meshInterval(sc *Scenario) time.Duration {
 	iv := sc.Node.HeartbeatInterval.D()
 	k := (sc.Nodes + sc.Node.MeshBudget - 1) / max(sc.Node.MeshBudget, 1)
-	return max(iv, min(time.Duration(k)*iv, pubsub.MaxMeshInterval))
+	return max(iv, min(time.Duration(k)*iv, node.MaxMeshInterval))
 }
 
 var parseKill = params(killParams{Count: 1, Mode: ModeCrash}, func(p *killParams, sc *Scenario) error {
