@@ -44,8 +44,8 @@ type AcceptResult struct {
 }
 
 // Accept stores an inbound message and records its id in the persistent seen set, both in
-// one transaction, before the node sends the receipt. When Accept returns nil the message is
-// committed (and fsynced unless WithNoSync).
+// one journal record (journal.go), before the node sends the receipt. When Accept returns nil
+// the message is on disk (fsynced unless WithNoSync); bbolt receives it shortly after.
 //
 // A message id seen before and not yet expired is not stored again: the result has
 // Duplicate set. Accept refuses a message whose id is not a UUID (PAYLOAD_INVALID), one
@@ -63,8 +63,9 @@ func (s *Store) Accept(m *protocol.Message, raw []byte) (AcceptResult, error) {
 	return res[0], errs[0]
 }
 
-// AcceptAll is Accept for several messages in one transaction, so that a burst read from one
-// stream costs one commit and one fsync. results[i] and errs[i] are ms[i]'s outcome (errs[i]
+// AcceptAll is Accept for several messages at once, so that a burst read from one stream
+// costs one journal write and one fsync (journal.go: a message is durable once its journal
+// record is synced; bbolt receives it off the path). results[i] and errs[i] are ms[i]'s outcome (errs[i]
 // is its own refusal: invalid id, expired, inbox full); err is a failure of the whole commit,
 // after which nothing was stored.
 func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []AcceptResult, errs []error, err error) {
@@ -86,26 +87,11 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		}
 		entries[i], reserved[i] = e, int64(len(raws[i]))
 	}
-	err = s.batch(func(tx *bolt.Tx) error {
-		inTx := map[string]int{} // a message repeated inside the batch is a duplicate of the first
-		for i, e := range entries {
-			results[i] = AcceptResult{}
-			if e == nil {
-				continue
-			}
-			if first, ok := inTx[e.MessageID]; ok {
-				results[i] = AcceptResult{Duplicate: true, Pending: true, Seq: results[first].Seq}
-				continue
-			}
-			if err := acceptTx(tx, e, now, &results[i]); err != nil {
-				return err
-			}
-			if !results[i].Duplicate {
-				inTx[e.MessageID] = i
-			}
-		}
-		return nil
-	})
+	w, lead, err := s.admit(entries, results, now)
+	if err == nil && w != nil {
+		err = s.writeJournal(w, lead)
+		s.j.writers.Done()
+	}
 	for i := range entries {
 		if reserved[i] > 0 && (err != nil || results[i].Duplicate) {
 			s.releaseInbox(entries[i].Peer, reserved[i])
@@ -115,46 +101,6 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		return nil, nil, s.wrap("accept", err)
 	}
 	return results, errs, nil
-}
-
-// acceptTx is one message's part of an AcceptAll transaction.
-func acceptTx(tx *bolt.Tx, e *InboxEntry, now time.Time, res *AcceptResult) error {
-	id := []byte(e.MessageID)
-	seen, seenExp := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp)
-	if v := seen.Get(id); v != nil {
-		exp, _, err := decodeExpiry(kindSeen, v)
-		if err != nil {
-			return fmt.Errorf("seen id %s: %w", e.MessageID, err)
-		}
-		if exp.After(now) {
-			res.Duplicate = true
-			if seq := tx.Bucket(bktInboxID).Get(id); seq != nil {
-				res.Pending, res.Seq = true, beUint(seq)
-			}
-			return nil
-		}
-		// Seen but expired and not yet purged: forget the old record.
-		if err := seenExp.Delete(timeKey(exp, id)); err != nil {
-			return err
-		}
-	}
-	inbox := tx.Bucket(bktInbox)
-	seq, err := inbox.NextSequence()
-	if err != nil {
-		return err
-	}
-	e.Seq = seq
-	v, err := encodeInbox(e)
-	if err != nil {
-		return err
-	}
-	res.Pending, res.Seq = true, seq
-	return errors.Join(
-		seen.Put(id, encodeExpiry(kindSeen, e.ExpiresAt, e.Peer)),
-		seenExp.Put(timeKey(e.ExpiresAt, id), nil),
-		inbox.Put(be64(seq), v),
-		tx.Bucket(bktInboxID).Put(id, be64(seq)),
-	)
 }
 
 func beUint(b []byte) uint64 { return binary.BigEndian.Uint64(b) }
@@ -190,6 +136,9 @@ func (s *Store) releaseInbox(sender string, size int64) {
 // Pending returns every message accepted and not yet acknowledged, in arrival order: after
 // a restart, what the local agent has still to take.
 func (s *Store) Pending() ([]InboxEntry, error) {
+	if err := s.applyReady(); err != nil {
+		return nil, err
+	}
 	var out []InboxEntry
 	err := s.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bktInbox).ForEach(func(_, v []byte) error {
@@ -207,7 +156,12 @@ func (s *Store) Pending() ([]InboxEntry, error) {
 // Ack removes a message the local agent has taken. Its id stays in the seen set until the
 // message expires, so a late retransmission is still a duplicate. Ack returns ErrNotFound if
 // the message is not in the inbox (already acknowledged).
-func (s *Store) Ack(id string) error { return s.ack(id, s.batch) }
+func (s *Store) Ack(id string) error {
+	if journaled, err := s.ackJournaled(context.Background(), id, false); journaled {
+		return s.wrap("ack", err)
+	}
+	return s.ack(id, s.batch)
+}
 
 // AckLazily is Ack as a lazy write (commit.go): the removal starts no commit of its own but
 // rides in the next commit of another write (the next AcceptAll, say), or commits on its own
@@ -216,6 +170,9 @@ func (s *Store) Ack(id string) error { return s.ack(id, s.batch) }
 // audit log: delivery.Engine.TakenLazily); without one, a removal lost in a crash offers the
 // message again.
 func (s *Store) AckLazily(ctx context.Context, id string) error {
+	if journaled, err := s.ackJournaled(ctx, id, true); journaled {
+		return s.wrap("ack", err)
+	}
 	return s.ack(id, func(fn func(*bolt.Tx) error) error { return s.batchLazy(ctx, fn) })
 }
 

@@ -18,6 +18,9 @@ import (
 // window as a fast path in front of Accept warms it after a restart, charging each id to its
 // peer.
 func (s *Store) Seen(now time.Time) ([]protocol.ReplayEntry, error) {
+	if err := s.applyReady(); err != nil {
+		return nil, err
+	}
 	out, err := s.expiring(bktSeen, bktSeenExp, kindSeen, now)
 	return out, s.wrap("seen", err)
 }
@@ -94,11 +97,15 @@ func (s *Store) expiring(ids, exps []byte, kind byte, now time.Time) ([]protocol
 // and returns how many it removed. Such a message can no longer be accepted (Accept refuses
 // it as expired, and so does the gossip path), so forgetting it cannot let a replay through.
 //
-// The owner calls it on a schedule, e.g. every minute. When nothing has expired it reads
-// and writes nothing (no write transaction, no fsync). One call removes at most
+// The owner calls it on a schedule, e.g. every minute. It first applies the journal's
+// waiting messages (journal.go); then, when nothing has expired, it writes nothing (no write
+// transaction, no fsync). One call removes at most
 // MaxPurgePerCall ids, so that a large backlog never holds the writer lock for long; a call
 // that returns MaxPurgePerCall may have left more, and the caller can call again at once.
 func (s *Store) PurgeSeen(now time.Time) (int, error) {
+	if err := s.applyReady(); err != nil {
+		return 0, err
+	}
 	if !s.anyExpired(now) {
 		return 0, nil
 	}
@@ -148,8 +155,12 @@ func (s *Store) anyExpired(now time.Time) bool {
 	return due || err != nil
 }
 
-// SeenLen returns how many ids the seen set holds, expired ones not yet purged included.
+// SeenLen returns how many ids the seen set holds, expired ones not yet purged included (the
+// journal's waiting messages applied first).
 func (s *Store) SeenLen() (int, error) {
+	if err := s.applyReady(); err != nil {
+		return 0, err
+	}
 	var n int
 	err := s.db.View(func(tx *bolt.Tx) error {
 		n = tx.Bucket(bktSeen).Stats().KeyN

@@ -103,9 +103,15 @@ func TestSenderCountersRecomputedOnOpen(t *testing.T) {
 // kept in the metadata, and its seen id in the old 8-byte format.
 func putLegacyInbox(t *testing.T, s *Store, m *protocol.Message, raw []byte) {
 	t.Helper()
+	if err := s.applyReady(); err != nil { // the journal's messages first: one inbox sequence
+		t.Fatal(err)
+	}
+	s.j.mu.Lock()
+	defer s.j.mu.Unlock()
 	err := s.db.Update(func(tx *bolt.Tx) error {
 		inbox := tx.Bucket(bktInbox)
 		seq, err := inbox.NextSequence()
+		s.j.seq = seq
 		if err != nil {
 			return err
 		}

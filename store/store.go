@@ -56,6 +56,14 @@ type Store struct {
 
 	group group // the group commit every write goes through (commit.go)
 
+	// The inbox journal (journal.go) and its applier: applyMu lets one apply run at a time;
+	// applyWake wakes the applier, applyStop stops it, applyDone is closed when it returned.
+	j         *journal
+	applyMu   sync.Mutex
+	applyWake chan struct{}
+	applyStop chan struct{}
+	applyDone chan struct{}
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -99,8 +107,14 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
+	j, err := replayJournal(dir, db, &cfg, &counts)
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{db: db, cfg: cfg, log: cfg.log,
-		outTotal: counts.outTotal, outRcpt: counts.outRcpt, inTotal: counts.inTotal, inSender: counts.inSender}
+		outTotal: counts.outTotal, outRcpt: counts.outRcpt, inTotal: counts.inTotal, inSender: counts.inSender,
+		j: j, applyWake: make(chan struct{}, 1), applyStop: make(chan struct{}), applyDone: make(chan struct{})}
+	go s.applyLoop()
 	s.log.Debug("store opened", "path", path, "outbox_bytes", s.outTotal, "inbox_bytes", s.inTotal, "nosync", cfg.noSync)
 	return s, nil
 }
@@ -174,13 +188,14 @@ func checkedOpen(timeout time.Duration, rc *recordCheck, problems *[]Problem) fu
 }
 
 // Close closes the file. It is safe to call more than once; later calls return the first
-// call's result. Writes in flight finish first (bbolt waits for them).
+// call's result. Writes in flight finish first (bbolt waits for them), and the journal's
+// messages are applied to bbolt.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
 		s.mu.Lock()
 		s.closed = true
 		s.mu.Unlock()
-		s.closeErr = s.db.Close()
+		s.closeErr = errors.Join(s.closeJournal(), s.db.Close())
 	})
 	return s.closeErr
 }

@@ -1,0 +1,320 @@
+package store
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// The inbox journal (issue 20). A message the node accepts must be on disk before its receipt
+// leaves, and a bbolt commit syncs twice (the pages, then the meta page): about 0.5 ms of a
+// durable round trip on this machine's disk. So AcceptAll does not commit to bbolt: it checks
+// the messages against the seen set (bbolt's and the journal's), appends the new ones to the
+// journal, a file written in place, and syncs it once (fdatasync), sharing that sync with every
+// AcceptAll that queued meanwhile (a group commit of its own, like commit.go's). Then the
+// receipt may go. The applier (journalapply.go) moves journaled messages into bbolt, in
+// batches and off the path, through the ordinary group commit; until then they live in
+// memory too, and every read of the inbox or the seen set (Pending, Seen, SeenLen, PurgeSeen)
+// and every Ack first applies what is waiting.
+//
+// The file. Open allocates journalPrealloc bytes once, so that a synced append changes no
+// file size and fdatasync writes no metadata. Records follow one another from offset 0:
+//
+//	length (4, little-endian) | CRC-32C of the rest (4) | record number (8) | inbox record
+//
+// where the inbox record is encodeInbox's, as bbolt stores it. Numbers rise by one from
+// record to record. When every journaled message is in bbolt (its commit synced) the next
+// record starts again at offset 0, over the old ones; so does a write that would pass
+// journalLimit, after it applied everything first. Reading stops at the first record that is
+// short, zero, too long, fails its CRC or does not follow its predecessor's number: old
+// records left behind a newer run are never taken for new ones, and a record torn by a crash
+// (its sync never returned, so its sender got no receipt) ends the journal.
+//
+// Open replays the journal into bbolt before anything else. Replaying a record is idempotent:
+// a message whose id bbolt has in its seen set (applied already, perhaps acknowledged since)
+// or that has expired is skipped, so replaying old records does no harm.
+
+// JournalFile is the name of the inbox journal inside the store's directory.
+const JournalFile = "inbox.journal"
+
+const (
+	// journalPrealloc is what Open allocates for a new journal: 4 MiB, about 3,000 messages of
+	// 1 KiB between two starts over.
+	journalPrealloc = 4 << 20
+	// journalLimit is the offset past which a write first applies everything and starts over.
+	journalLimit = 8 << 20
+	// journalHeader is a record's length, CRC and number.
+	journalHeader = 16
+	// maxJournalBody bounds one inbox record: the largest message (16 MiB) and its metadata.
+	maxJournalBody = 16<<20 + 64<<10
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// jentry is one message the journal holds for bbolt.
+type jentry struct {
+	e     *InboxEntry
+	acked bool          // acknowledged before it was applied: the apply writes its seen id only
+	taken bool          // an apply is committing it (acked can no longer change)
+	done  chan struct{} // closed once applied, or when the store closes (then err says so)
+	err   error
+}
+
+// jwrite is one AcceptAll's turn in the journal's group commit.
+type jwrite struct {
+	entries []*jentry
+	done    chan outcome
+}
+
+// journal is the write-ahead file and what it holds that bbolt does not have yet.
+type journal struct {
+	f      *os.File
+	noSync bool
+
+	mu      sync.Mutex
+	err     error              // a write or sync failed: every later write fails with it
+	closed  bool               // Close began: no more writes
+	pending map[string]*jentry // journaled or being journaled, not yet applied, by message id
+	ready   []*jentry          // synced and waiting for the applier, in journal order
+	queue   []*jwrite          // waiting for the next write
+	writing bool               // a leader is writing
+	writers sync.WaitGroup     // AcceptAll calls between admit and their outcome
+	off     int64              // where the next record goes
+	lsn     uint64             // the last record's number
+	seq     uint64             // the last inbox sequence number handed out
+}
+
+// openJournal opens (creating and allocating) the journal in dir and returns it with the
+// entries it holds, in order.
+func openJournal(dir string, noSync bool) (*journal, []*InboxEntry, error) {
+	path := filepath.Join(dir, JournalFile)
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		f, err = createJournal(path)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("store: journal: %w", err)
+	}
+	data, err := readAll(f)
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("store: journal %s: %w", path, err)
+	}
+	entries, last, _ := parseJournal(data)
+	return &journal{f: f, noSync: noSync, pending: map[string]*jentry{}, lsn: last}, entries, nil
+}
+
+// createJournal creates and allocates a new journal and makes its directory entry durable.
+func createJournal(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	if err := preallocate(f, journalPrealloc); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	if d, err := os.Open(filepath.Dir(path)); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return f, nil
+}
+
+func readAll(f *os.File) ([]byte, error) {
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	data := make([]byte, st.Size())
+	if _, err := f.ReadAt(data, 0); err != nil && len(data) > 0 {
+		return nil, err
+	}
+	return data, nil
+}
+
+// parseJournal reads the records at the start of data, up to the first that is not valid
+// (see the file's description), and returns their entries, the last record's number (0 for
+// none) and where the valid records end.
+func parseJournal(data []byte) (entries []*InboxEntry, last uint64, end int) {
+	for end+journalHeader <= len(data) {
+		h := data[end : end+journalHeader]
+		n := int(binary.LittleEndian.Uint32(h[0:4]))
+		if n == 0 || n > maxJournalBody || n > len(data)-end-journalHeader {
+			break
+		}
+		lsn := binary.LittleEndian.Uint64(h[8:16])
+		body := data[end+journalHeader : end+journalHeader+n]
+		if crc32.Update(crc32.Checksum(h[8:16], castagnoli), castagnoli, body) != binary.LittleEndian.Uint32(h[4:8]) {
+			break
+		}
+		if len(entries) > 0 && lsn != last+1 {
+			break
+		}
+		e, err := decodeInbox(body)
+		if err != nil {
+			break
+		}
+		entries = append(entries, e)
+		last, end = lsn, end+journalHeader+n
+	}
+	return entries, last, end
+}
+
+// appendRecord appends e's journal record numbered lsn to buf.
+func appendRecord(buf []byte, e *InboxEntry, lsn uint64) ([]byte, error) {
+	body, err := encodeInbox(e)
+	if err != nil {
+		return buf, err
+	}
+	if len(body) > maxJournalBody {
+		return buf, fmt.Errorf("message %s: its record (%d bytes) is larger than the journal takes (%d)", e.MessageID, len(body), maxJournalBody)
+	}
+	var h [journalHeader]byte
+	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
+	binary.LittleEndian.PutUint64(h[8:16], lsn)
+	binary.LittleEndian.PutUint32(h[4:8], crc32.Update(crc32.Checksum(h[8:16], castagnoli), castagnoli, body))
+	return append(append(buf, h[:]...), body...), nil
+}
+
+// write waits for w's turn in the journal's group commit (admit queued it; lead says whether
+// its caller leads) and returns its outcome: nil once its records are synced.
+func (s *Store) writeJournal(w *jwrite, lead bool) error {
+	if !lead {
+		o := <-w.done
+		if !o.lead {
+			return o.err
+		}
+	}
+	s.leadJournal()
+	return (<-w.done).err
+}
+
+// leadJournal writes every queued write's records in one write and one sync, then hands the
+// lead to the first write queued meanwhile, or ends the run.
+func (s *Store) leadJournal() {
+	j := s.j
+	j.mu.Lock()
+	batch := j.queue
+	j.queue = nil
+	err := j.err
+	over := j.off >= journalLimit
+	j.mu.Unlock()
+	if over && err == nil {
+		s.startOver()
+	}
+	j.mu.Lock()
+	off, lsn := j.off, j.lsn
+	j.mu.Unlock()
+	var buf []byte
+	for _, w := range batch {
+		for _, je := range w.entries {
+			if err == nil {
+				lsn++
+				buf, err = appendRecord(buf, je.e, lsn)
+			}
+		}
+	}
+	var ioErr error // a failed write or sync leaves the file unknown: it fails every later write
+	if err == nil && len(buf) > 0 {
+		if _, ioErr = j.f.WriteAt(buf, off); ioErr == nil && !j.noSync {
+			ioErr = fdatasync(j.f)
+		}
+		if ioErr != nil {
+			ioErr = fmt.Errorf("journal: %w", ioErr)
+			err = ioErr
+		}
+	}
+	j.mu.Lock()
+	for _, w := range batch {
+		for _, je := range w.entries {
+			if err != nil {
+				delete(j.pending, je.e.MessageID)
+			} else {
+				j.ready = append(j.ready, je)
+			}
+		}
+	}
+	if ioErr != nil {
+		j.err = ioErr
+	}
+	if err == nil {
+		j.off, j.lsn = off+int64(len(buf)), lsn
+	}
+	if len(j.queue) > 0 {
+		j.queue[0].done <- outcome{lead: true}
+	} else {
+		j.writing = false
+	}
+	j.mu.Unlock()
+	for _, w := range batch {
+		w.done <- outcome{err: err}
+	}
+	if err == nil && len(buf) > 0 {
+		s.wakeApplier()
+	}
+}
+
+// startOver applies everything journaled so far and, when that leaves nothing before the
+// current write, moves the next record to offset 0. Only the leader calls it.
+func (s *Store) startOver() {
+	if err := s.applyReady(); err != nil {
+		s.log.Warn("store: journal: applying before starting over failed; the journal grows", "err", err.Error())
+		return
+	}
+	j := s.j
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if len(j.ready) == 0 {
+		j.off = 0
+	}
+}
+
+// replayJournal opens the journal in dir (Open holds bbolt's file lock by then) and applies
+// what it holds to db in one synced commit, adding the messages it stores to counts. The
+// next record starts at offset 0, numbered after the last one read.
+func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters) (*journal, error) {
+	j, entries, err := openJournal(dir, cfg.noSync)
+	if err != nil {
+		return nil, err
+	}
+	now := cfg.now()
+	var stored []*InboxEntry
+	err = db.Update(func(tx *bolt.Tx) error {
+		stored = stored[:0]
+		for _, e := range entries {
+			wrote, err := applyTx(tx, e, false, now)
+			if err != nil {
+				return err
+			}
+			if wrote {
+				stored = append(stored, e)
+			}
+		}
+		j.seq = tx.Bucket(bktInbox).Sequence()
+		return nil
+	})
+	if err != nil {
+		j.f.Close()
+		return nil, fmt.Errorf("store: replaying the journal into %s: %w", db.Path(), err)
+	}
+	for _, e := range stored {
+		counts.inTotal += int64(len(e.Raw))
+		counts.inSender[e.Peer] += int64(len(e.Raw))
+	}
+	if len(entries) > 0 {
+		cfg.log.Info("store: journal replayed", "records", len(entries), "stored", len(stored))
+	}
+	return j, nil
+}
