@@ -164,8 +164,10 @@ func (s *Store) Ack(id string) error {
 }
 
 // AckLazily is Ack as a lazy write (commit.go): the removal starts no commit of its own but
-// rides in the next commit of another write (the next AcceptAll, say), or commits on its own
-// when none comes within DefaultLazyDelay or ctx ends. It returns once committed. For a caller
+// rides in the next commit of another write (the journal's next apply, say), or commits on
+// its own when none comes within DefaultLazyDelay or ctx ends. It returns once committed,
+// except for a message the journal still holds (journal.go): that one is marked taken at
+// once, and its apply stores only its seen id. For a caller
 // that keeps its own record that the message was taken, which a restart goes by (the node's
 // audit log: delivery.Engine.TakenLazily); without one, a removal lost in a crash offers the
 // message again.

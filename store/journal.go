@@ -78,17 +78,18 @@ type journal struct {
 	f      *os.File
 	noSync bool
 
-	mu      sync.Mutex
-	err     error              // a write or sync failed: every later write fails with it
-	closed  bool               // Close began: no more writes
-	pending map[string]*jentry // journaled or being journaled, not yet applied, by message id
-	ready   []*jentry          // synced and waiting for the applier, in journal order
-	queue   []*jwrite          // waiting for the next write
-	writing bool               // a leader is writing
-	writers sync.WaitGroup     // AcceptAll calls between admit and their outcome
-	off     int64              // where the next record goes
-	lsn     uint64             // the last record's number
-	seq     uint64             // the last inbox sequence number handed out
+	mu         sync.Mutex
+	err        error              // a write or sync failed: every later write fails with it
+	closed     bool               // Close began: no more writes
+	pending    map[string]*jentry // journaled or being journaled, not yet applied, by message id
+	ready      []*jentry          // synced and waiting for the applier, in journal order
+	readyBytes int64              // the raw bytes of ready
+	queue      []*jwrite          // waiting for the next write
+	writing    bool               // a leader is writing
+	writers    sync.WaitGroup     // AcceptAll calls between admit and their outcome
+	off        int64              // where the next record goes
+	lsn        uint64             // the last record's number
+	seq        uint64             // the last inbox sequence number handed out
 }
 
 // openJournal opens (creating and allocating) the journal in dir and returns it with the
@@ -243,6 +244,7 @@ func (s *Store) leadJournal() {
 				delete(j.pending, je.e.MessageID)
 			} else {
 				j.ready = append(j.ready, je)
+				j.readyBytes += int64(len(je.e.Raw))
 			}
 		}
 	}

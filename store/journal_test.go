@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"os"
@@ -291,4 +292,32 @@ func FuzzParseJournal(f *testing.F) {
 			}
 		}
 	})
+}
+
+// A lazy acknowledgement of a message still in the journal returns at once; the apply then
+// stores only its seen id, and its bytes leave the inbox.
+func TestJournal_LazyAckOfAJournaledMessage(t *testing.T) {
+	s := open(t, t.TempDir())
+	stopApplier(s)
+	m, raw := msgFrom(t, "p1", "a:h:me", time.Now(), 600, 100)
+	accept(t, s, m, raw)
+	c0, _ := groupStats(s)
+	if err := s.AckLazily(context.Background(), m.Envelope.MessageID); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := groupStats(s); c != c0 {
+		t.Fatalf("a lazy ack of a journaled message made %d commits, want none", c-c0)
+	}
+	if err := s.AckLazily(context.Background(), m.Envelope.MessageID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a second lazy ack: %v, want ErrNotFound", err)
+	}
+	if p, err := s.Pending(); err != nil || len(p) != 0 {
+		t.Fatalf("pending after the apply: %d (%v), want none", len(p), err)
+	}
+	if u := s.Usage(); u.InboxBytes != 0 {
+		t.Fatalf("inbox bytes after the apply: %d, want 0", u.InboxBytes)
+	}
+	if res := accept(t, s, m, raw); !res.Duplicate || res.Pending {
+		t.Fatalf("the message again: %+v, want a duplicate no longer pending", res)
+	}
 }
