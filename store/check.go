@@ -22,6 +22,9 @@ type CheckReport struct {
 	Records map[string]int
 	// Problems lists every problem found, in the order found; none when the file is intact.
 	Problems []Problem
+	// Journaled counts the records at the head of the inbox journal (journal.go), which the
+	// next Open replays into the file (skipping the messages the file has already).
+	Journaled int
 }
 
 // OK reports whether the file is intact.
@@ -55,6 +58,10 @@ func Check(dir string, opts ...Option) (CheckReport, error) {
 	}
 	rep.Problems = verifyFile(data, rc.visit)
 	rep.Records = rc.counts
+	if j, err := os.ReadFile(filepath.Join(dir, JournalFile)); err == nil {
+		entries, _, _ := parseJournal(j)
+		rep.Journaled = len(entries)
+	}
 	rep.Problems = append(rep.Problems, rc.problems...)
 	if len(rep.Problems) == 0 {
 		rep.Problems = boltCheck(path, cfg.lockTimeout)

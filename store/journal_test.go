@@ -62,6 +62,9 @@ func TestJournal_AcceptedMessagesSurviveACrashBeforeBboltHasThem(t *testing.T) {
 		t.Fatalf("accepting made %d bbolt commits, want none (the journal holds them)", c-c0)
 	}
 	crash(t, s)
+	if rep, err := Check(dir); err != nil || !rep.OK() || rep.Journaled != 3 {
+		t.Fatalf("check after the crash: %d journal records, ok %v (%v); want 3, ok", rep.Journaled, rep.OK(), err)
+	}
 
 	s = open(t, dir)
 	p, err := s.Pending()

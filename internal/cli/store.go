@@ -39,7 +39,8 @@ func newStoreCheckCmd() *cobra.Command {
 		Short: "Check the store file page by page and record by record, changing nothing",
 		Long: `check reads the store without changing it: both meta pages, every page of every bucket,
 bbolt's own consistency check, and every record, which must decode. It prints the records in
-each bucket and every problem found (bucket, key, page, what is wrong). An intact store exits
+each bucket, the records of the inbox journal that the next start replays into it, and every
+problem found (bucket, key, page, what is wrong). An intact store exits
 0; a damaged one exits 2 (run 'iacp-node store recover' next); a store that cannot be read,
 or that a running node holds, exits 1.`,
 		Args: cobra.NoArgs,
@@ -51,6 +52,9 @@ or that a running node holds, exits 1.`,
 			out := cmd.OutOrStdout()
 			fmt.Fprintf(out, "store: %s\n", rep.Path)
 			printCounts(out, rep.Records)
+			if rep.Journaled > 0 {
+				fmt.Fprintf(out, "journal: %s the node's next start replays into the store (it skips what the store has already)\n", plural(rep.Journaled, "record"))
+			}
 			if rep.OK() {
 				fmt.Fprintln(out, "ok: no damage found")
 				return nil
