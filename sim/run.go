@@ -9,6 +9,8 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -24,6 +26,8 @@ type runConfig struct {
 	seed     uint64
 
 	heapProfile io.Writer
+	cpuStep     string    // the step whose CPU profile goes to cpuProfile
+	cpuProfile  io.Writer //
 }
 
 // WithProgress writes one line per step to w as the run goes. Default: nowhere.
@@ -45,6 +49,20 @@ func WithHeapProfile(w io.Writer) Option {
 			return errors.New("sim.WithHeapProfile: nil writer")
 		}
 		c.heapProfile = w
+		return nil
+	}
+}
+
+// WithStepCPUProfile writes a CPU profile (pprof format) of the first step named step to w,
+// and of nothing else: the steady state of a scenario, say, without its join. Run fails at
+// once when the scenario has no such step. The process must not be profiling already.
+// Default: none.
+func WithStepCPUProfile(step string, w io.Writer) Option {
+	return func(c *runConfig) error {
+		if step == "" || w == nil {
+			return errors.New("sim.WithStepCPUProfile: give a step name and a writer")
+		}
+		c.cpuStep, c.cpuProfile = step, w
 		return nil
 	}
 }
@@ -83,6 +101,31 @@ type run struct {
 	requests samples
 	lookups  samples
 	lag      *lagMonitor
+
+	cpuStep    string    // the step to profile (WithStepCPUProfile), "" once profiled
+	cpuProfile io.Writer //
+}
+
+// stepNames lists the steps' names for an error message.
+func stepNames(steps []Step) string {
+	names := make([]string, len(steps))
+	for i, st := range steps {
+		names[i] = st.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+// profileStep starts the CPU profile WithStepCPUProfile asked for when st is its step, and
+// returns what stops it (nothing to stop otherwise).
+func (r *run) profileStep(st *Step) (stop func() error) {
+	if r.cpuStep == "" || st.Name != r.cpuStep {
+		return func() error { return nil }
+	}
+	r.cpuStep = ""
+	if err := pprof.StartCPUProfile(r.cpuProfile); err != nil {
+		return func() error { return fmt.Errorf("CPU profile of step %s: %w", st.Name, err) }
+	}
+	return func() error { pprof.StopCPUProfile(); return nil }
 }
 
 // verifyCacheSize bounds the verification cache during a run: 65,536 signatures, about 5 MiB
@@ -111,11 +154,14 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if err := sc.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.cpuStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.cpuStep }) {
+		return nil, fmt.Errorf("scenario %s has no step named %q to profile (its steps: %s)", sc.Name, cfg.cpuStep, stepNames(sc.Steps))
+	}
 	c, err := newCluster(&sc, cfg.log)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{c: c, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
+	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
 		Transport: sc.Network.Transport, Trust: sc.Trust, Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {
@@ -157,7 +203,8 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	t0, cpu0, susp0, sent0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
-		err = a.run(ctx, r, p, &res)
+		stop := r.profileStep(st)
+		err = errors.Join(a.run(ctx, r, p, &res), stop())
 	}
 	wall := time.Since(t0)
 	res.DurationMS = ms(wall)

@@ -22,6 +22,7 @@ func init() { register(newSimCmd) }
 type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
+	profileStep                          string
 	nodes                                int
 	seed                                 uint64
 	list                                 bool
@@ -69,6 +70,7 @@ complete.`,
 	f.BoolVar(&sf.list, "list", false, "list the built-in scenarios and exit")
 	f.StringVar(&sf.logLevel, "log-level", "", "show the nodes' logs on stderr at this level (debug, info, warn, error); default: none")
 	f.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
+	f.StringVar(&sf.profileStep, "profile-step", "", "with --cpuprofile, profile only the step of this name (like steady): what the mesh costs without its join")
 	f.StringVar(&sf.memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
 	return cmd
 }
@@ -109,7 +111,19 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 		defer heap.Close() // on early returns; closed below otherwise
 		opts = append(opts, sim.WithHeapProfile(heap))
 	}
-	stopProfile, err := startCPUProfile(sf.cpuProfile)
+	profile := sf.cpuProfile
+	if sf.profileStep != "" {
+		if sf.cpuProfile == "" {
+			return errors.New("--profile-step says which step --cpuprofile covers: give --cpuprofile FILE too")
+		}
+		f, err := os.Create(sf.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer f.Close()
+		opts, profile = append(opts, sim.WithStepCPUProfile(sf.profileStep, f)), ""
+	}
+	stopProfile, err := startCPUProfile(profile)
 	if err != nil {
 		return err
 	}
@@ -149,8 +163,8 @@ func runSweep(ctx context.Context, cmd *cobra.Command, sc *sim.Scenario, sf *sim
 	if sf.nodes != 0 {
 		return errors.New("--sizes and --nodes: give one; --sizes runs the scenario at each of its sizes")
 	}
-	if sf.memProfile != "" {
-		return errors.New("--memprofile takes one run's heap; with --sizes, profile one size with --nodes instead")
+	if sf.memProfile != "" || sf.profileStep != "" {
+		return errors.New("--memprofile and --profile-step take one run's profile; with --sizes, profile one size with --nodes instead")
 	}
 	sizes, err := sim.ParseSizes(sf.sizes)
 	if err != nil {

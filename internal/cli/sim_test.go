@@ -45,10 +45,26 @@ func TestSim_RefusesBadInput(t *testing.T) {
 		{[]string{"sim", "--scenario", "no-such-scenario"}, "--list"},
 		{[]string{"sim", "--log-level", "loud"}, "--log-level"},
 		{[]string{"sim", "--cpuprofile", "/nonexistent-dir/x"}, "--cpuprofile"},
+		{[]string{"sim", "--profile-step", "converge"}, "give --cpuprofile FILE too"},
+		{[]string{"sim", "--profile-step", "no-such-step", "--cpuprofile", filepath.Join(t.TempDir(), "p")}, `no step named "no-such-step"`},
+		{[]string{"sim", "--profile-step", "converge", "--cpuprofile", filepath.Join(t.TempDir(), "p"), "--sizes", "2,3"}, "--profile-step"},
 	} {
 		code, _, stderr := run(t, "", c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want a failure naming %q", c.args, code, stderr, c.want)
 		}
+	}
+}
+
+// --profile-step narrows --cpuprofile to one step: the profile is written, and the run is
+// otherwise the same.
+func TestSim_ProfilesOneStep(t *testing.T) {
+	cpu := filepath.Join(t.TempDir(), "converge.pprof")
+	code, stdout, stderr := run(t, "", "sim", "--scenario", "smoke", "--nodes", "3", "--cpuprofile", cpu, "--profile-step", "converge")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	if st, err := os.Stat(cpu); err != nil || st.Size() == 0 {
+		t.Fatalf("profile of the converge step not written: %v", err)
 	}
 }
