@@ -96,6 +96,12 @@ type Liveness struct {
 	evicted        uint64
 	health         localHealth
 	watch          map[string]*watched // the direct tier (watch.go)
+
+	// next is the earliest time Tick can find a transition, as of its last visit of every
+	// row, lowered by whatever brought a row's deadline closer since (soon); zero: visit at
+	// the next Tick. nextK is the health multiplier that visit used.
+	next  time.Time
+	nextK time.Duration
 }
 
 // NewLiveness returns an empty table.
@@ -197,6 +203,7 @@ func (l *Liveness) Observe(h Heard, now time.Time) (trs []Transition, ok bool) {
 	a.PeerID, a.State, a.LastSeen, a.sent, a.lastID, a.lost = h.PeerID, to, now, h.Sent, h.MessageID, false
 	a.Load, a.ActiveTasks, a.Version, a.Interval = h.Payload.Load, h.Payload.ActiveTasks, h.Payload.Version, h.Interval
 	l.touch(a)
+	l.soon(a, now)
 	if from != to {
 		trs = append(trs, Transition{AgentID: h.AgentID, PeerID: h.PeerID, From: from, To: to, At: now, Reason: reason})
 	}
@@ -235,6 +242,7 @@ func (l *Liveness) Disconnected(pid peer.ID) {
 	for _, a := range l.byPeer[pid] {
 		if beating(a.State) {
 			a.lost = true
+			l.next = time.Time{} // its deadline came closer: visit every row at the next Tick
 		}
 		if w, ok := l.watch[a.AgentID]; ok && w.peer == pid {
 			w.urgent = true
@@ -332,11 +340,20 @@ func lostAfter(interval time.Duration) time.Duration { return interval + interva
 // expected every Interval (it is probed), any other at its announced interval (see expect);
 // an agent whose announced beat is so slow that StuckAfter would come before its suspicion is
 // stuck one beat after it, and forgotten after twice that. Call Tick at least every fraction
-// of a beat. The transitions come ordered by agent id. Tick visits every row on each call,
-// so it sorts only what changed.
+// of a beat. The transitions come ordered by agent id.
+//
+// Tick visits every row only when one may be due: a visit notes the earliest deadline of any
+// row (see due), and until then, unless a beat, a lost connection, a watch or a lower health
+// multiplier brought one closer, Tick returns at once. In a large mesh most rows are due
+// minutes apart, and a node ticks every second.
 func (l *Liveness) Tick(now time.Time) []Transition {
-	var out []Transition
 	k := time.Duration(l.health.multiplier())
+	if !l.next.IsZero() && k == l.nextK && now.Before(l.next) {
+		return nil
+	}
+	var out []Transition
+	next := now.Add(l.cfg.Interval) // at least once a beat, whatever the rows say
+	defer func() { l.next, l.nextK = next, k }()
 	why := ""
 	if k > 1 {
 		why = fmt.Sprintf(" (waited %dx: this node's local health score is %d)", k, k-1)
@@ -358,9 +375,51 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 		case a.State != StateSuspect && a.lost && quiet >= k*lostAfter(iv):
 			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"+why))
 		}
+		if _, kept := l.agents[a.AgentID]; kept {
+			next = earlier(next, l.due(a, now, k))
+		}
 	}
 	slices.SortFunc(out, func(x, y Transition) int { return strings.Compare(x.AgentID, y.AgentID) })
 	return out
+}
+
+// due is when Tick's rules next change a's row with the health multiplier k: the rules of
+// Tick's switch, as times. It counts the moment a watched agent becomes probed again (its
+// expected interval shortens then).
+func (l *Liveness) due(a *AgentState, now time.Time, k time.Duration) time.Time {
+	iv, from := l.expect(a, now)
+	stuck := max(l.cfg.StuckAfter, time.Duration(l.cfg.SuspectAfter+1)*a.Interval)
+	t := a.LastSeen.Add(max(l.cfg.ForgetAfter, 2*stuck))
+	if a.State == StateOffline || a.State == StateStuck {
+		return t
+	}
+	t = earlier(t, a.LastSeen.Add(stuck))
+	if a.State != StateSuspect {
+		t = earlier(t, from.Add(k*time.Duration(l.cfg.SuspectAfter)*iv))
+		if a.lost {
+			t = earlier(t, from.Add(k*lostAfter(iv)))
+		}
+	}
+	if w, ok := l.watch[a.AgentID]; ok && !l.direct(w, now) {
+		t = earlier(t, w.refused.Add(refuseFor*l.cfg.Interval))
+	}
+	return t
+}
+
+// soon lowers the time of Tick's next visit to a's deadline, after something that may have
+// brought it closer (a beat: a new row, a shorter interval, a state that beats again).
+func (l *Liveness) soon(a *AgentState, now time.Time) {
+	if l.next.IsZero() {
+		return // a visit is due anyway
+	}
+	l.next = earlier(l.next, l.due(a, now, l.nextK))
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) Transition {

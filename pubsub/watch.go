@@ -47,6 +47,11 @@ type Probe struct {
 // WatchFor. When the set is full, the watch that lapses first makes room. The agent's own
 // node is never watched.
 func (l *Liveness) Watch(agentID string, pid peer.ID, now time.Time) {
+	defer func() { // the row is judged on Interval from now on: its deadline may be closer
+		if a, ok := l.agents[agentID]; ok {
+			l.soon(a, now)
+		}
+	}()
 	if w, ok := l.watch[agentID]; ok {
 		if w.peer != pid {
 			w.peer, w.refused, w.since = pid, time.Time{}, now
@@ -61,9 +66,18 @@ func (l *Liveness) Watch(agentID string, pid peer.ID, now time.Time) {
 				first = id
 			}
 		}
-		delete(l.watch, first)
+		l.unwatch(first, now)
 	}
 	l.watch[agentID] = &watched{peer: pid, since: now, until: now.Add(l.cfg.WatchFor)}
+}
+
+// unwatch drops agentID's watch. Its row is then judged on its announced interval from its
+// last beat, not from the start of the watch: its deadline may come closer.
+func (l *Liveness) unwatch(agentID string, now time.Time) {
+	delete(l.watch, agentID)
+	if a, ok := l.agents[agentID]; ok {
+		l.soon(a, now)
+	}
 }
 
 // Watched reports whether agentID is in the watch set and probed at now.
@@ -81,6 +95,9 @@ func (l *Liveness) WatchCount() int { return len(l.watch) }
 func (l *Liveness) Unprobeable(agentID string, now time.Time) {
 	if w, ok := l.watch[agentID]; ok {
 		w.refused = now
+		if a, ok := l.agents[agentID]; ok {
+			l.soon(a, now) // judged from its last beat now, not from the start of the watch
+		}
 	}
 }
 
@@ -91,7 +108,7 @@ func (l *Liveness) Due(now time.Time, limit int) []Probe {
 	var out []Probe
 	for id, w := range l.watch {
 		if now.After(w.until) {
-			delete(l.watch, id)
+			l.unwatch(id, now)
 			continue
 		}
 		if !l.direct(w, now) {
