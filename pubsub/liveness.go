@@ -334,8 +334,21 @@ func (l *Liveness) unindex(a *AgentState) {
 // one interval for the next beat, and half of one for it to travel.
 func lostAfter(interval time.Duration) time.Duration { return interval + interval/2 }
 
+// hinted says whether a's lost connection counts against it, a being expected every iv: only
+// when the connection dropped since its last beat and iv is the configured interval or
+// shorter, that is when a is watched (probed at once when its connection drops, see Due) or
+// beats at the base pace of a mesh within its budget, where nodes keep a connection to most
+// agents. An agent that announced a stretched interval beats in a mesh larger than the
+// connection limits, whose connection managers close healthy connections all the time: there a
+// lost connection says nothing, and a single beat lost in gossip after it would make a false
+// suspicion (300 nodes in the simulator: several a minute). Such an agent is judged by its
+// silence alone.
+func (l *Liveness) hinted(a *AgentState, iv time.Duration) bool {
+	return a.lost && iv <= l.cfg.Interval
+}
+
 // Tick applies the silence rules at now: suspect after SuspectAfter expected beats (or 1.5
-// after a lost connection), both multiplied by the local health multiplier (see Health);
+// after a lost connection, see hinted), both multiplied by the local health multiplier (see Health);
 // stuck after StuckAfter and gone after ForgetAfter, which are not scaled. A watched agent is
 // expected every Interval (it is probed), any other at its announced interval (see expect);
 // an agent whose announced beat is so slow that StuckAfter would come before its suspicion is
@@ -372,7 +385,7 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 			out = append(out, l.move(a, StateStuck, now, "no heartbeat for "+silent.Round(time.Second).String()))
 		case a.State != StateSuspect && quiet >= k*time.Duration(l.cfg.SuspectAfter)*iv:
 			out = append(out, l.move(a, StateSuspect, now, "missed heartbeats"+why))
-		case a.State != StateSuspect && a.lost && quiet >= k*lostAfter(iv):
+		case a.State != StateSuspect && l.hinted(a, iv) && quiet >= k*lostAfter(iv):
 			out = append(out, l.move(a, StateSuspect, now, "connection lost, no heartbeat since"+why))
 		}
 		if _, kept := l.agents[a.AgentID]; kept {
@@ -396,7 +409,7 @@ func (l *Liveness) due(a *AgentState, now time.Time, k time.Duration) time.Time 
 	t = earlier(t, a.LastSeen.Add(stuck))
 	if a.State != StateSuspect {
 		t = earlier(t, from.Add(k*time.Duration(l.cfg.SuspectAfter)*iv))
-		if a.lost {
+		if l.hinted(a, iv) {
 			t = earlier(t, from.Add(k*lostAfter(iv)))
 		}
 	}

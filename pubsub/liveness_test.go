@@ -156,6 +156,36 @@ func TestLivenessDisconnect(t *testing.T) {
 	}
 }
 
+// In a mesh larger than its budget an agent announces a stretched interval, and connection
+// managers close healthy connections all the time: a lost connection is no hint about such an
+// agent, which is suspect only after SuspectAfter of its announced beats. Watched, the same
+// agent is expected every interval and probed, and the hint counts again.
+func TestLivenessDisconnect_AStretchedAgentIsJudgedBySilenceAlone(t *testing.T) {
+	const interval = 30 * time.Second
+	l := NewLiveness(LivenessConfig{Interval: interval})
+	for _, h := range []Heard{beat("a:b:mesh", "P", "alive", t0), beat("a:b:watched", "Q", "alive", t0)} {
+		h.Interval = 5 * interval
+		l.Observe(h, t0)
+	}
+	l.Watch("a:b:watched", "Q", t0)
+	l.Disconnected("P")
+	l.Disconnected("Q")
+	trs := l.Tick(t0.Add(lostAfter(interval)))
+	if len(trs) != 1 || trs[0].AgentID != "a:b:watched" || trs[0].Reason != "connection lost, no heartbeat since" {
+		t.Fatalf("1.5 intervals after both connections dropped: %+v, want the watched agent suspect", trs)
+	}
+	if trs := l.Tick(t0.Add(lostAfter(5 * interval))); len(trs) != 0 {
+		t.Fatalf("a stretched agent suspected on its lost connection: %+v", trs)
+	}
+	if trs := l.Tick(t0.Add(DefaultSuspectAfter*5*interval - time.Second)); len(trs) != 0 {
+		t.Fatalf("a stretched agent suspected before %d of its beats were missed: %+v", DefaultSuspectAfter, trs)
+	}
+	trs = l.Tick(t0.Add(DefaultSuspectAfter * 5 * interval))
+	if len(trs) != 1 || trs[0].AgentID != "a:b:mesh" || trs[0].Reason != "missed heartbeats" {
+		t.Fatalf("after %d missed beats: %+v, want the stretched agent suspect", DefaultSuspectAfter, trs)
+	}
+}
+
 // A connection manager closes healthy connections; the agent's beats still arrive through
 // other gossip peers, and a beat heard after the loss cancels it.
 func TestLivenessDisconnectCancelledByBeat(t *testing.T) {
