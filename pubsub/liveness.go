@@ -335,25 +335,22 @@ func (l *Liveness) unindex(a *AgentState) {
 func lostAfter(interval time.Duration) time.Duration { return interval + interval/2 }
 
 // hinted says whether a's lost connection counts against it, a being expected every iv: only
-// when the connection dropped since its last beat and iv is the configured interval or
-// shorter, that is when a is watched (probed at once when its connection drops, see Due) or
-// beats at the base pace of a mesh within its budget, where nodes keep a connection to most
-// agents. An agent that announced a stretched interval beats in a mesh larger than the
-// connection limits, whose connection managers close healthy connections all the time: there a
-// lost connection says nothing, and a single beat lost in gossip after it would make a false
-// suspicion (300 nodes in the simulator: several a minute). Such an agent is judged by its
-// silence alone.
+// when iv is the configured interval or shorter, that is when a is watched (and probed at once
+// when its connection drops) or beats at the base pace of a mesh within its budget. An agent
+// announcing a stretched interval beats in a mesh larger than the connection limits, where
+// connections are trimmed all the time and one beat lost in gossip after a trim made false
+// suspicions (docs/gossip.md): it is judged by its silence alone.
 func (l *Liveness) hinted(a *AgentState, iv time.Duration) bool {
 	return a.lost && iv <= l.cfg.Interval
 }
 
 // Tick applies the silence rules at now: suspect after SuspectAfter expected beats (or 1.5
-// after a lost connection, see hinted), both multiplied by the local health multiplier (see Health);
-// stuck after StuckAfter and gone after ForgetAfter, which are not scaled. A watched agent is
-// expected every Interval (it is probed), any other at its announced interval (see expect);
-// an agent whose announced beat is so slow that StuckAfter would come before its suspicion is
-// stuck one beat after it, and forgotten after twice that. Call Tick at least every fraction
-// of a beat. The transitions come ordered by agent id.
+// after a lost connection, see hinted), both multiplied by the local health multiplier (see
+// Health); stuck after StuckAfter and gone after ForgetAfter, which are not scaled. A watched
+// agent is expected every Interval (it is probed), any other at its announced interval (see
+// expect); an agent whose announced beat is so slow that StuckAfter would come before its
+// suspicion is stuck one beat after it, and forgotten after twice that. Call Tick at least
+// every fraction of a beat. The transitions come ordered by agent id.
 //
 // Tick visits every row only when one may be due: a visit notes the earliest deadline of any
 // row (see due), and until then, unless a beat, a lost connection, a watch or a lower health
