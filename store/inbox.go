@@ -82,6 +82,10 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		if errs[i] = checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raws[i])); errs[i] != nil {
 			continue
 		}
+		if len(raws[i]) > MaxJournalMessage {
+			errs[i] = protocol.Errorf(protocol.CodePayloadInvalid, "store: message %s is %d bytes, more than the inbox takes (%d)", e.MessageID, len(raws[i]), MaxJournalMessage)
+			continue
+		}
 		if errs[i] = s.reserveInbox(e.Peer, int64(len(raws[i]))); errs[i] != nil {
 			continue
 		}

@@ -52,9 +52,17 @@ const (
 	journalLimit = 8 << 20
 	// journalHeader is a record's length, CRC and number.
 	journalHeader = 16
-	// maxJournalBody bounds one inbox record: the largest message (16 MiB) and its metadata.
-	maxJournalBody = 16<<20 + 64<<10
+	// maxJournalBody bounds one inbox record: the largest message a node reads (its
+	// max_message_bytes, at most MaxJournalMessage) and the record's metadata. What replay
+	// reads is bounded by the file's size, which no record exceeds.
+	maxJournalBody = MaxJournalMessage + journalMeta
+	// journalMeta is room for a record's metadata: ids, peer and times.
+	journalMeta = 64 << 10
 )
+
+// MaxJournalMessage is the largest raw message the inbox takes (1 GiB, the largest
+// max_message_bytes a node accepts); AcceptAll refuses a larger one alone.
+const MaxJournalMessage = 1 << 30
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -81,6 +89,7 @@ type journal struct {
 	mu         sync.Mutex
 	err        error              // a write or sync failed: every later write fails with it
 	closed     bool               // Close began: no more writes
+	finished   bool               // Close applied what it could and released every waiter
 	pending    map[string]*jentry // journaled or being journaled, not yet applied, by message id
 	ready      []*jentry          // synced and waiting for the applier, in journal order
 	readyBytes int64              // the raw bytes of ready
@@ -240,8 +249,10 @@ func (s *Store) leadJournal() {
 	j.mu.Lock()
 	for _, w := range batch {
 		for _, je := range w.entries {
-			if err != nil {
+			if err != nil { // not journaled: whoever waits for its apply hears why
 				delete(j.pending, je.e.MessageID)
+				je.err = err
+				close(je.done)
 			} else {
 				j.ready = append(j.ready, je)
 				j.readyBytes += int64(len(je.e.Raw))

@@ -186,6 +186,30 @@ func TestJournal_AckBeforeBboltHasTheMessage(t *testing.T) {
 	}
 }
 
+// A message that expires in the journal, before the applier moves it into bbolt, is not
+// stored, and its bytes leave the sender's share and the inbox then: no acknowledgement will
+// ever come for it, and a sender must not fill the inbox with messages that expire at once.
+func TestJournal_AMessageThatExpiresBeforeItsApplyFreesItsBytes(t *testing.T) {
+	c := newClock()
+	s := open(t, t.TempDir(), WithClock(c.Now))
+	stopApplier(s)
+	m, raw := msgFrom(t, "p1", "a:h:me", t0, 2, 100)
+	accept(t, s, m, raw)
+	if u := s.Usage(); u.InboxBytes == 0 || u.InboxBySender["p1"] == 0 {
+		t.Fatalf("inbox bytes while journaled: %+v, want the message counted", u)
+	}
+	c.Set(t0.Add(3 * time.Second))
+	if p, err := s.Pending(); err != nil || len(p) != 0 {
+		t.Fatalf("pending after expiry: %d (%v), want none", len(p), err)
+	}
+	if u := s.Usage(); u.InboxBytes != 0 || len(u.InboxBySender) != 0 {
+		t.Fatalf("inbox bytes after the message expired in the journal: %d %v, want none", u.InboxBytes, u.InboxBySender)
+	}
+	if err := s.Ack(m.Envelope.MessageID); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("ack of the expired message: %v, want ErrNotFound", err)
+	}
+}
+
 // Two connections delivering one message at once: one accepts it, the other is told it is a
 // duplicate, pending under the same number.
 func TestJournal_ConcurrentCopiesAreOneMessage(t *testing.T) {

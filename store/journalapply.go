@@ -148,6 +148,10 @@ func (s *Store) applyReady() error {
 	defer s.applyMu.Unlock()
 	j := s.j
 	j.mu.Lock()
+	if j.finished {
+		j.mu.Unlock()
+		return ErrClosed
+	}
 	batch := j.ready
 	j.ready, j.readyBytes = nil, 0
 	acked := make([]bool, len(batch))
@@ -159,9 +163,11 @@ func (s *Store) applyReady() error {
 		return nil
 	}
 	now := s.cfg.now()
+	wrote := make([]bool, len(batch))
 	err := s.batch(func(tx *bolt.Tx) error {
 		for i, je := range batch {
-			if _, err := applyTx(tx, je.e, acked[i], now); err != nil {
+			var err error
+			if wrote[i], err = applyTx(tx, je.e, acked[i], now); err != nil {
 				return err
 			}
 		}
@@ -185,8 +191,10 @@ func (s *Store) applyReady() error {
 		j.off = 0 // everything is in bbolt: the next record starts over
 	}
 	j.mu.Unlock()
+	// What bbolt did not store leaves the inbox's counters now: a message acknowledged while
+	// journaled, and one that expired before its apply (no acknowledgement will find it).
 	for i, je := range batch {
-		if acked[i] {
+		if !wrote[i] {
 			s.releaseInbox(je.e.Peer, int64(len(je.e.Raw)))
 		}
 	}
@@ -306,6 +314,9 @@ func (s *Store) closeJournal() error {
 		je.err = ErrClosed
 		close(je.done)
 	}
+	// What the last apply could not commit stays in the file for the next Open; no later
+	// apply (a reader racing Close) may commit it and release its waiters a second time.
+	j.ready, j.readyBytes, j.finished = nil, 0, true
 	j.mu.Unlock()
 	return errors.Join(err, j.f.Close())
 }
