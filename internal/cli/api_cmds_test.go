@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-	"go.uber.org/goleak"
 
 	"github.com/iacp-node/iacp-node/api"
 	"github.com/iacp-node/iacp-node/internal/cli"
@@ -54,9 +53,7 @@ func runIn(t *testing.T, stdin string, args ...string) (int, string, string) {
 
 func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 	// Registered first, so it runs after the nodes' and servers' cleanups.
-	t.Cleanup(func() {
-		goleak.VerifyNone(t, testsupport.ProcessWorkers()...)
-	})
+	t.Cleanup(noLeaks(t))
 	dirs, nodes := twoNodes(t)
 	d0, d1 := dirs[0], dirs[1]
 
@@ -194,7 +191,7 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 }
 
 func TestAPICommands_NoNodeRunning(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer noLeaks(t)()
 	dir := t.TempDir()
 	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail", "mcp", "conversation"} {
 		args := []string{cmd, "--data-dir", dir}

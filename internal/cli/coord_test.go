@@ -8,10 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/iacp-node/iacp-node/api"
-	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -19,7 +16,7 @@ import (
 // request --fallback, request --capability, scatter and pipeline against a running node
 // whose peer answers queries in Go (n -> n+1).
 func TestCoordCommands(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, testsupport.ProcessWorkers()...) })
+	t.Cleanup(noLeaks(t))
 	dirs, nodes := twoNodes(t)
 	nodes[1].Handle(protocol.IntentQuery, func(_ context.Context, r *node.Request) error {
 		var in struct{ N float64 }
@@ -96,7 +93,7 @@ func n(m *protocol.Message) float64 {
 // After 5 failures to an agent nobody serves, its circuit is open: `agents` lists it, and the
 // next request fails at once naming the open circuit.
 func TestCoordCommands_AgentsShowsAnOpenCircuit(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, testsupport.ProcessWorkers()...) })
+	t.Cleanup(noLeaks(t))
 	dirs, _ := twoNodes(t, node.WithDurable(false))
 	for range 5 {
 		if code, _, errOut := runIn(t, "", "request", "--data-dir", dirs[0], "--fallback", "test:cli:ghost", "--intent", "query"); code == 0 || !strings.Contains(errOut, "AGENT_NOT_FOUND") {

@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -64,7 +62,7 @@ func verify(t *testing.T, args ...string) (int, string) {
 }
 
 func TestEnvelope_SignThenVerify_Exit0WithOneLineVerdict(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer noLeaks(t)()
 	_, doc := signed(t)
 	code, out := verify(t, doc)
 	if code != 0 {
@@ -81,7 +79,7 @@ func TestEnvelope_SignThenVerify_Exit0WithOneLineVerdict(t *testing.T) {
 }
 
 func TestEnvelope_Tampered_Exit2WithCode(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer noLeaks(t)()
 	dir, doc := signed(t)
 	b, _ := os.ReadFile(doc)
 	tampered := strings.Replace(string(b), "what is", "what was", 1)
@@ -114,7 +112,7 @@ func TestEnvelope_Malformed_Exit2WithPayloadInvalid(t *testing.T) {
 }
 
 func TestEnvelope_FmtJSONToYAMLAndBack_KeepsSignatureValid(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer noLeaks(t)()
 	dir, doc := signed(t)
 	code, y, errOut := run(t, "", "envelope", "fmt", "--to", "yaml", doc)
 	if code != 0 || protocol.DetectFormat([]byte(y)) != protocol.YAML || !strings.Contains(y, "x-trace: abc") {

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -18,12 +16,7 @@ import (
 // node 1, and the message ids in order, once node 1's inbox holds them all.
 func inboxOf(t *testing.T, sizes ...int) (string, *node.Node, []string) {
 	t.Helper()
-	t.Cleanup(func() {
-		goleak.VerifyNone(t,
-			goleak.IgnoreTopFunction("github.com/ipfs/go-log/v2/writer.(*MirrorWriter).logRoutine"),
-			goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"),
-		)
-	})
+	t.Cleanup(noLeaks(t))
 	// Durable delivery and the audit log off: they write every byte to disk, which listing
 	// the inbox does not need.
 	dirs, nodes := twoNodes(t, node.WithDurable(false), node.WithAudit(false, false))

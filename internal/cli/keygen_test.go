@@ -7,8 +7,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/internal/cli"
 )
@@ -22,7 +20,7 @@ func run(t *testing.T, stdin string, args ...string) (code int, stdout, stderr s
 }
 
 func TestKeygen_WritesMode0600AndPrintsPeerID(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer noLeaks(t)()
 	path := filepath.Join(t.TempDir(), "keys", "node.key")
 	code, out, errOut := run(t, "", "keygen", "--out", path)
 	if code != 0 {
@@ -48,7 +46,7 @@ func TestKeygen_WritesMode0600AndPrintsPeerID(t *testing.T) {
 }
 
 func TestKeygen_RefusesToOverwrite(t *testing.T) {
-	defer goleak.VerifyNone(t)
+	defer noLeaks(t)()
 	path := filepath.Join(t.TempDir(), "node.key")
 	if code, _, errOut := run(t, "", "keygen", "--out", path); code != 0 {
 		t.Fatalf("first keygen: exit %d: %s", code, errOut)

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/workflow"
@@ -18,7 +15,7 @@ import (
 
 // workflow run, status, list and cancel through the running node.
 func TestWorkflowCommands(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t, testsupport.ProcessWorkers()...) })
+	t.Cleanup(noLeaks(t))
 	dirs, nodes := twoNodes(t)
 	nodes[1].Handle(protocol.IntentHandoff, func(_ context.Context, r *node.Request) error {
 		return r.Reply(protocol.ResponseAccepted, map[string]any{"ok": true})
