@@ -18,13 +18,26 @@ type offlineParams struct {
 	// Mode is how it goes down: crash (default) or graceful.
 	Mode string `yaml:"mode"`
 	// SendTimeout bounds each Send (default 3s); Timeout bounds the wait for every message
-	// to arrive once the agent is back (default 30s).
+	// to arrive once the agent is back (default: the nodes' retry_max and 10 s more, at
+	// least 30 s; see defaultOfflineWait).
 	SendTimeout Duration `yaml:"send_timeout"`
 	Timeout     Duration `yaml:"timeout"`
 }
 
+// defaultOfflineWait is how long the offline step waits by default for the messages once the
+// agent is back. A sender retries at once when it hears of the return (a connection, or the
+// agent seen alive again after a suspicion); an agent that came back before anyone suspected
+// it, with no new connection to a sender, is retried on the sender's backoff, at most
+// retry_max apart. A shorter wait would count such a message lost when it is only late.
+func defaultOfflineWait(sc *Scenario) Duration {
+	return Duration(max(30*time.Second, sc.Node.RetryMax.D()+10*time.Second))
+}
+
 var parseOffline = params(offlineParams{Messages: 5, Node: -1, Down: Duration(time.Second), Mode: ModeCrash,
-	SendTimeout: Duration(3 * time.Second), Timeout: Duration(30 * time.Second)}, func(p *offlineParams, sc *Scenario) error {
+	SendTimeout: Duration(3 * time.Second)}, func(p *offlineParams, sc *Scenario) error {
+	if p.Timeout == 0 {
+		p.Timeout = defaultOfflineWait(sc)
+	}
 	if p.Messages < 1 || p.Messages > 10000 {
 		return fmt.Errorf("offline: messages %d is outside 1..10000", p.Messages)
 	}
