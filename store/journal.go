@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sync"
@@ -118,6 +119,13 @@ func openJournal(dir string, noSync bool) (*journal, []*InboxEntry, error) {
 		return nil, nil, fmt.Errorf("store: journal %s: %w", path, err)
 	}
 	entries, last, _ := parseJournal(data)
+	if last == 0 {
+		// No valid record (a new file, or a first record torn by a crash): records of older
+		// runs may lie further on, numbered from wherever those runs started. New numbers
+		// start at random, so that the record after a new first one never takes the number of
+		// an old record that happens to lie where it ends.
+		last = rand.Uint64() >> 1
+	}
 	return &journal{f: f, noSync: noSync, pending: map[string]*jentry{}, lsn: last}, entries, nil
 }
 

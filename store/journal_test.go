@@ -158,6 +158,46 @@ func TestJournal_ATornRecordEndsTheJournal(t *testing.T) {
 	}
 }
 
+// A crash that tears the first record of a lap leaves the older lap's records after it. The
+// next run numbers its records afresh, and the record after its new first one is never taken
+// for the old record that lies where that first one ends, even when the two first records are
+// the same size.
+func TestJournal_ANewRunNeverContinuesIntoAnOldLap(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, JournalFile)
+	s := open(t, dir)
+	stopApplier(s)
+	for range 3 {
+		m, raw := msg(t, "a:h:me", time.Now(), 600, 100)
+		accept(t, s, m, raw)
+	}
+	crash(t, s)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := binary.LittleEndian.Uint32(data[0:4])
+	data[journalHeader+5] ^= 0xff // the first record torn: a crash during the next lap's first write
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	s = open(t, dir)
+	stopApplier(s)
+	m, raw := msg(t, "a:h:me", time.Now(), 600, 100)
+	accept(t, s, m, raw)
+	crash(t, s)
+	if data, err = os.ReadFile(path); err != nil {
+		t.Fatal(err)
+	}
+	if got := binary.LittleEndian.Uint32(data[0:4]); got != first {
+		t.Fatalf("the new first record is %d bytes, the old one %d: the test needs them equal", got, first)
+	}
+	if entries, _, _ := parseJournal(data); len(entries) != 1 || entries[0].MessageID != m.Envelope.MessageID {
+		t.Fatalf("%d records read after the new run's one, want that one only", len(entries))
+	}
+}
+
 // An acknowledgement of a message still in the journal is durable when Ack returns: the
 // message does not come back after a crash, and its bytes leave the sender's share.
 func TestJournal_AckBeforeBboltHasTheMessage(t *testing.T) {
