@@ -53,8 +53,9 @@
 //
 // Retry loop (Engine.run, one goroutine), on every tick or wake:
 //
-//  10. retryReturned: the agents heard alive again (AgentReturned) and the recipients served
-//     by peers that came back (PeerReturned) are due at once (Store.RetryNow). Both only
+//  10. retryReturned: the agents heard alive again (AgentReturned), the recipients whose last
+//     attempt failed and whose beat was heard since (AgentHeard), and the recipients served
+//     by peers that came back (PeerReturned) are due at once (Store.RetryNow). All only
 //     queue the recipient for the loop: their callers never wait for a store write.
 //  11. expire: Store.Expired, audit "expired", Config.Expired tells the sending agent (a
 //     TIMEOUT error correlated to the message, to its waiter or handed over).

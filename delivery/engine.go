@@ -106,6 +106,10 @@ type Engine struct {
 	// retry loop; backOver is set when it was full.
 	back     chan comeback
 	backOver atomic.Bool
+	// silent holds the recipients whose last attempt failed and who were not heard from
+	// since: a beat of one (AgentHeard) makes its queue due at once. At most maxSilent.
+	silentMu sync.Mutex
+	silent   map[string]struct{}
 
 	mu      sync.RWMutex // orders wg.Add against Close
 	started bool         // guarded by mu
@@ -136,7 +140,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{cfg: cfg, claims: claims{ids: make(map[string]bool)},
-		wake: make(chan struct{}, 1), back: make(chan comeback, backCap)}
+		wake: make(chan struct{}, 1), back: make(chan comeback, backCap), silent: map[string]struct{}{}}
 	e.ctx, e.cancel = context.WithCancel(ctx)
 	return e, nil
 }

@@ -261,6 +261,33 @@ func TestRedeliversWhenTheRecipientReturns(t *testing.T) {
 	}
 }
 
+// A beat of a recipient whose last attempt failed is a sign of life even when nothing else
+// changed (it restarted before anyone suspected it): its queue is attempted at once. Beats
+// of other agents, and a second beat once the queue was made due, change nothing.
+func TestABeatOfARecipientInBackoffRedeliversAtOnce(t *testing.T) {
+	r := newRig(t, time.Millisecond) // the clock never moves: no delay ever passes
+	m, _ := r.queueUnreachable(t, time.Hour)
+	r.engine.AgentHeard("test:other:agent")
+	select {
+	case a := <-r.wire.attempts:
+		t.Fatalf("a beat of another agent attempted %s", a.m.Envelope.MessageID)
+	case <-time.After(50 * time.Millisecond):
+	}
+	r.engine.AgentHeard(recipient)
+	a := r.wire.next(t)
+	if a.m.Envelope.MessageID != m.Envelope.MessageID {
+		t.Fatal("another message attempted")
+	}
+	a.answer <- nil
+	r.outboxEmpties(t)
+	r.engine.AgentHeard(recipient) // delivered: nothing is queued, nothing is attempted
+	select {
+	case a := <-r.wire.attempts:
+		t.Fatalf("a beat after the delivery attempted %s", a.m.Envelope.MessageID)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
 // A recipient's return only queues it for the retry loop, which does the store write: the
 // callers (a connection notification, gossip's liveness watcher) never wait for an fsync.
 func TestReturnsAreLeftToTheRetryLoop(t *testing.T) {

@@ -179,6 +179,36 @@ func (e *Engine) PeerReturned(p peer.ID) { e.returned(comeback{peer: p}) }
 // arrives while the watcher waits (for an fsync, say).
 func (e *Engine) AgentReturned(agentID string) { e.returned(comeback{agent: agentID}) }
 
+// AgentHeard tells the engine that a beat of agentID arrived. When the last attempt to
+// agentID failed, its queue is due at once, as for AgentReturned: an agent that restarted
+// before anyone suspected it makes no state change and, without a new connection to this
+// node, would otherwise wait for its sender's backoff (up to RetryMax). Otherwise, the common
+// case, it costs a map lookup: it may be called for every beat heard.
+func (e *Engine) AgentHeard(agentID string) {
+	e.silentMu.Lock()
+	_, waiting := e.silent[agentID]
+	delete(e.silent, agentID)
+	e.silentMu.Unlock()
+	if waiting {
+		e.AgentReturned(agentID)
+	}
+}
+
+// maxSilent bounds the recipients the engine remembers as silent; past it, a recipient's
+// queue waits for its backoff, a connection or a liveness transition, as before.
+const maxSilent = 4096
+
+// failedTo notes whether the last attempt to agentID failed and will be tried again.
+func (e *Engine) failedTo(agentID string, failed bool) {
+	e.silentMu.Lock()
+	defer e.silentMu.Unlock()
+	if !failed {
+		delete(e.silent, agentID)
+	} else if len(e.silent) < maxSilent {
+		e.silent[agentID] = struct{}{}
+	}
+}
+
 // comeback is a recipient that came back, waiting for the retry loop: a peer a connection
 // was made to, or an agent heard alive.
 type comeback struct {
@@ -326,6 +356,7 @@ func (e *Engine) resend(en store.OutboxEntry) {
 // entry's failed attempts since its recipient was last seen (store.OutboxEntry.Backoff).
 func (e *Engine) settle(m *protocol.Message, backoff int, err error) {
 	id := m.Envelope.MessageID
+	e.failedTo(m.Envelope.Recipient.AgentID, err != nil && retryable(err))
 	switch {
 	case err == nil:
 		// The removal rides in the store's next commit: losing it in a crash only means one

@@ -140,7 +140,8 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	go n.sweepApprovals() // messages held for approval (approval.go)
 }
 
-// watchReturns follows gossip's liveness transitions and revocation lists.
+// watchReturns follows gossip's liveness transitions, its beats (with durable delivery) and
+// revocation lists.
 func (n *Node) watchReturns(sub *pubsub.Subscription) {
 	defer n.wg.Done()
 	defer sub.Cancel()
@@ -152,11 +153,14 @@ func (n *Node) watchReturns(sub *pubsub.Subscription) {
 			if !ok {
 				return
 			}
-			if it.Kind == pubsub.KindEvent {
+			switch it.Kind {
+			case pubsub.KindEvent:
 				n.heardRevocations(it)
-				continue
+			case pubsub.KindHeartbeat:
+				n.heardBeat(it)
+			default:
+				n.heardLiveness(it.Transition)
 			}
-			n.heardLiveness(it.Transition)
 		}
 	}
 }
@@ -186,6 +190,20 @@ func (n *Node) heardLiveness(tr pubsub.Transition) {
 	}
 	if n.engine != nil {
 		n.engine.AgentReturned(tr.AgentID)
+	}
+}
+
+// heardBeat tells the engine of a beat (delivery.Engine.AgentHeard), when it comes from the
+// peer the node would deliver the agent's messages to: a recipient whose last attempt failed
+// is then retried at once, even when its liveness row did not change (it restarted before
+// anyone suspected it). A beat of any other peer changes nothing.
+func (n *Node) heardBeat(it *pubsub.Item) {
+	if it.Message == nil {
+		return
+	}
+	agent := it.Message.Envelope.Sender.AgentID
+	if p, ok := n.directory.Peek(agent); ok && p == it.Author {
+		n.engine.AgentHeard(agent)
 	}
 }
 

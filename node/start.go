@@ -147,6 +147,9 @@ func (n *Node) start() error {
 	n.startDurable(pending)
 	if n.gossip != nil {
 		kinds := []pubsub.Kind{pubsub.KindTransition}
+		if n.engine != nil {
+			kinds = append(kinds, pubsub.KindHeartbeat) // beats of recipients in backoff (heardBeat)
+		}
 		if n.certs != nil {
 			kinds = append(kinds, pubsub.KindEvent) // revocation lists (heardRevocations)
 		}
