@@ -25,10 +25,10 @@ type offlineParams struct {
 }
 
 // defaultOfflineWait is how long the offline step waits by default for the messages once the
-// agent is back. A sender retries at once when it hears of the return (a connection, or the
-// agent seen alive again after a suspicion); an agent that came back before anyone suspected
-// it, with no new connection to a sender, is retried on the sender's backoff, at most
-// retry_max apart. A shorter wait would count such a message lost when it is only late.
+// agent is back. A sender retries at once when it hears of the return (a connection, the
+// agent seen alive again, or a beat of it after a failed attempt); one that hears none of
+// these (gossip off, beats lost) retries on its backoff, at most retry_max apart. A shorter
+// wait would count such a message lost when it is only late.
 func defaultOfflineWait(sc *Scenario) Duration {
 	return Duration(max(30*time.Second, sc.Node.RetryMax.D()+10*time.Second))
 }
