@@ -26,7 +26,12 @@ func TestDirectFetchServesPublished(t *testing.T) {
 	m.waitJoined(t)
 	// Every routing table holds the other two before anything is published: a record
 	// published from a table that then doubles goes stale and is republished (maybeStale),
-	// which would race the comparisons below.
+	// which would race the comparisons below. A node that joined before the last one learns
+	// of it at a refresh (or when that one queries it): refresh once all have joined, so that
+	// the wait does not hang on the DHT's schedule on a loaded machine.
+	for _, d := range m.ds {
+		d.refreshRoutingTable()
+	}
 	for i, d := range m.ds {
 		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
 	}
