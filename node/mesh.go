@@ -54,6 +54,7 @@ func (n *Node) startMesh() error {
 			pubsub.WithHeartbeatInterval(c.HeartbeatInterval),
 			pubsub.WithSuspectAfter(c.SuspectAfter),
 			pubsub.WithMeshBudget(c.MeshBudget),
+			pubsub.WithConnLimit(c.ConnHigh),
 			pubsub.WithLeaveFlush(c.LeaveFlush),
 			pubsub.WithVersion(c.AgentVersion),
 			pubsub.WithClock(c.Clock),

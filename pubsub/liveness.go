@@ -71,6 +71,7 @@ type LivenessConfig struct {
 	MaxAgents    int           // rows kept; a new agent then evicts the longest silent (DefaultMaxAgents)
 	MaxWatched   int           // agents probed directly (DefaultMaxWatched); see Watch
 	WatchFor     time.Duration // how long a watch lasts after the last exchange (DefaultWatchFor)
+	ConnHigh     int           // connections kept before trimming; 0 unknown (see hinted)
 
 	// MaxHealthScore saturates the local health score (DefaultMaxHealthScore); negative turns
 	// local health off: the suspect timeouts are then never scaled. See Health.
@@ -334,14 +335,13 @@ func (l *Liveness) unindex(a *AgentState) {
 // one interval for the next beat, and half of one for it to travel.
 func lostAfter(interval time.Duration) time.Duration { return interval + interval/2 }
 
-// hinted says whether a's lost connection counts against it, a being expected every iv: only
-// when iv is the configured interval or shorter, that is when a is watched (and probed at once
-// when its connection drops) or beats at the base pace of a mesh within its budget. An agent
-// announcing a stretched interval beats in a mesh larger than the connection limits, where
-// connections are trimmed all the time and one beat lost in gossip after a trim made false
-// suspicions (docs/gossip.md): it is judged by its silence alone.
+// hinted says whether a's lost connection counts against it, a being expected every iv: when
+// a is watched (and probed at once when its connection drops) or beats at the base pace, or
+// when the mesh is no larger than ConnHigh, so that no connection manager trims. Otherwise
+// connections are trimmed all the time, and one beat lost in gossip after a trim made false
+// suspicions (docs/gossip.md): a is judged by its silence alone.
 func (l *Liveness) hinted(a *AgentState, iv time.Duration) bool {
-	return a.lost && iv <= l.cfg.Interval
+	return a.lost && (iv <= l.cfg.Interval || len(l.agents) < l.cfg.ConnHigh)
 }
 
 // Tick applies the silence rules at now: suspect after SuspectAfter expected beats (or 1.5

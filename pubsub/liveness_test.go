@@ -186,6 +186,28 @@ func TestLivenessDisconnect_AStretchedAgentIsJudgedBySilenceAlone(t *testing.T) 
 	}
 }
 
+// In a mesh no larger than the connection limit nobody trims connections: a lost one is a
+// hint about a stretched agent too, suspect once its next beat is half an interval late.
+func TestLivenessDisconnect_WithinTheConnectionLimitAStretchedAgentIsHinted(t *testing.T) {
+	const interval = 30 * time.Second
+	for _, c := range []struct {
+		connHigh int
+		want     time.Duration
+	}{{2, lostAfter(5 * interval)}, {1, DefaultSuspectAfter * 5 * interval}} {
+		l := NewLiveness(LivenessConfig{Interval: interval, ConnHigh: c.connHigh})
+		h := beat("a:b:mesh", "P", "alive", t0)
+		h.Interval = 5 * interval
+		l.Observe(h, t0)
+		l.Disconnected("P")
+		if trs := l.Tick(t0.Add(c.want - time.Second)); len(trs) != 0 {
+			t.Fatalf("conn_high %d: suspected %s early: %+v", c.connHigh, time.Second, trs)
+		}
+		if trs := l.Tick(t0.Add(c.want)); len(trs) != 1 {
+			t.Fatalf("conn_high %d: %+v at %s, want the agent suspect", c.connHigh, trs, c.want)
+		}
+	}
+}
+
 // A connection manager closes healthy connections; the agent's beats still arrive through
 // other gossip peers, and a beat heard after the loss cancels it.
 func TestLivenessDisconnectCancelledByBeat(t *testing.T) {

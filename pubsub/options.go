@@ -133,6 +133,7 @@ type config struct {
 	meshBudget   int
 	maxWatched   int
 	watchFor     time.Duration
+	connHigh     int                        // WithConnLimit; 0: unknown
 	healthMax    int                        // 0: local health off
 	restore      []protocol.ReplayEntry     // WithReplayRestore
 	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
@@ -240,7 +241,7 @@ func (c *config) lateTick() time.Duration {
 func (c *config) livenessConfig() LivenessConfig {
 	lc := LivenessConfig{Interval: c.interval, SuspectAfter: c.suspectAfter, StuckAfter: c.stuckAfter,
 		ForgetAfter: c.forgetAfter, MaxAgents: c.maxAgents, MaxHealthScore: c.healthMax,
-		MaxWatched: c.maxWatched, WatchFor: c.watchFor,
+		MaxWatched: c.maxWatched, WatchFor: c.watchFor, ConnHigh: c.connHigh,
 		LateTick: c.lateTick(), RefuteGrace: c.defaultCheckInterval()}
 	if lc.MaxHealthScore == 0 {
 		lc.MaxHealthScore = -1 // off
@@ -418,6 +419,13 @@ func WithCertificate(cert func() string) Option {
 // docs/scale.md).
 func WithMeshBudget(beats int) Option {
 	return func(c *config) error { c.meshBudget = beats; return nil }
+}
+
+// WithConnLimit tells liveness the connection manager's high watermark (node's conn_high): in
+// a mesh of at most that many agents no connection is trimmed, and a lost one is a hint about
+// every agent of the peer (see LivenessConfig.ConnHigh). Default 0: unknown.
+func WithConnLimit(high int) Option {
+	return func(c *config) error { c.connHigh = max(high, 0); return nil }
 }
 
 // WithWatch sets the watch set: at most max agents probed directly, each for watchFor after
