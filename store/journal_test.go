@@ -165,10 +165,11 @@ func TestJournal_ATornRecordEndsTheJournal(t *testing.T) {
 func TestJournal_ANewRunNeverContinuesIntoAnOldLap(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, JournalFile)
-	s := open(t, dir)
+	c := newClock() // fixed times: records of the same size
+	s := open(t, dir, WithClock(c.Now))
 	stopApplier(s)
 	for range 3 {
-		m, raw := msg(t, "a:h:me", time.Now(), 600, 100)
+		m, raw := msg(t, "a:h:me", t0, 600, 100)
 		accept(t, s, m, raw)
 	}
 	crash(t, s)
@@ -182,9 +183,9 @@ func TestJournal_ANewRunNeverContinuesIntoAnOldLap(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s = open(t, dir)
+	s = open(t, dir, WithClock(c.Now))
 	stopApplier(s)
-	m, raw := msg(t, "a:h:me", time.Now(), 600, 100)
+	m, raw := msg(t, "a:h:me", t0, 600, 100)
 	accept(t, s, m, raw)
 	crash(t, s)
 	if data, err = os.ReadFile(path); err != nil {
