@@ -28,6 +28,7 @@ type answered struct {
 	byID     map[string]answeredEntry
 	order    []string // ids in the order they were recorded (oldest first), for eviction
 	perAgent map[string]int
+	given    map[string]bool // ids of kept answers written to a resent request (lookup)
 	since    int
 }
 
@@ -56,7 +57,7 @@ func (a *answered) record(id, sender string, expires time.Time, m *protocol.Mess
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.byID == nil {
-		a.byID, a.perAgent = map[string]answeredEntry{}, map[string]int{}
+		a.byID, a.perAgent, a.given = map[string]answeredEntry{}, map[string]int{}, map[string]bool{}
 	}
 	if _, ok := a.byID[id]; ok {
 		return // the first answer stands
@@ -76,7 +77,8 @@ func (a *answered) record(id, sender string, expires time.Time, m *protocol.Mess
 	a.perAgent[sender]++
 }
 
-// lookup returns the answer kept for a resent request m, if any.
+// lookup returns the answer kept for a resent request m, if any, for the caller to write to
+// m's sender, and notes that it was served (see served).
 func (a *answered) lookup(m *protocol.Message, now time.Time) (*protocol.Message, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -84,7 +86,17 @@ func (a *answered) lookup(m *protocol.Message, now time.Time) (*protocol.Message
 	if !ok || e.sender != m.Envelope.Sender.AgentID || !now.Before(e.expires) {
 		return nil, false
 	}
+	a.given[e.answer.Envelope.MessageID] = true
 	return e.answer, true
+}
+
+// served reports whether the answer with message id answerID was written to a resent request:
+// the agent's own send of it, which the request's resend may overtake (the book keeps an answer
+// before it leaves), then meets DUPLICATE at a recipient that has it.
+func (a *answered) served(answerID string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.given[answerID]
 }
 
 // sweep forgets expired answers; the caller holds mu.
@@ -110,6 +122,7 @@ func (a *answered) drop(id string) {
 		return
 	}
 	delete(a.byID, id)
+	delete(a.given, e.answer.Envelope.MessageID)
 	if a.perAgent[e.sender]--; a.perAgent[e.sender] <= 0 {
 		delete(a.perAgent, e.sender)
 	}

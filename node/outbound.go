@@ -334,10 +334,12 @@ func (n *Node) matchReply(m *protocol.Message, remote peer.ID) bool {
 	if !ok {
 		return n.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
 	}
-	if resend && isDuplicate(m) {
+	if (resend || n.answered.served(m.Envelope.CorrelationID)) && isDuplicate(m) {
 		// The outbox resent a message the recipient had already accepted (its receipt was
-		// late or lost): that is a receipt, and a request's answer is still to come. On a
-		// first send, DUPLICATE means the message_id was used before, and is the answer.
+		// late or lost), or the answer book gave the recipient this answer already, to its
+		// request sent again: that is a receipt, and a request's answer is still to come. On
+		// a first send, DUPLICATE otherwise means the message_id was used before, and is the
+		// answer.
 		w.receipt()
 		return true
 	}
