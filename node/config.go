@@ -363,7 +363,7 @@ func (c *Config) Validate() error {
 		{c.ConnLow > 0 && c.ConnHigh >= c.ConnLow, "conn_low/conn_high: 0 < low <= high"},
 		{c.ResourceMemory >= 64<<20, "resource_memory: at least 64 MiB"},
 		{c.ResourceFDs >= 16, "resource_fds: at least 16"},
-		{c.MaxMessageBytes >= 1024 && c.MaxMessageBytes <= 1<<30, "max_message_bytes: 1 KiB to 1 GiB"},
+		{c.MaxMessageBytes >= 1024 && c.MaxMessageBytes <= protocol.MaxMessageBytesLimit, "max_message_bytes: 1 KiB to 1 GiB"},
 		{c.DefaultTTL >= time.Second && c.DefaultTTL <= protocol.DefaultMaxTTL, "default_ttl: 1 s to 7 days"},
 		{c.FrameTimeout >= 100*time.Millisecond, "frame_timeout: at least 100 ms"},
 		{c.IdleTimeout >= time.Second, "idle_timeout: at least 1 s"},

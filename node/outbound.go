@@ -334,7 +334,7 @@ func (n *Node) matchReply(m *protocol.Message, remote peer.ID) bool {
 	if !ok {
 		return n.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
 	}
-	if (resend || n.answered.served(m.Envelope.CorrelationID)) && isDuplicate(m) {
+	if isDuplicate(m) && (resend || n.answered.served(m.Envelope.CorrelationID)) {
 		// The outbox resent a message the recipient had already accepted (its receipt was
 		// late or lost), or the answer book gave the recipient this answer already, to its
 		// request sent again: that is a receipt, and a request's answer is still to come. On

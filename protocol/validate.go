@@ -25,10 +25,13 @@ type Limits struct {
 // Default limits; see Limits for why each number.
 const (
 	DefaultMaxMessageBytes = 16 << 20
-	MaxGossipBytes         = 1 << 20
-	DefaultMaxNesting      = 10
-	DefaultMaxClockSkew    = 30 * time.Second
-	DefaultMaxTTL          = 7 * 24 * time.Hour
+	// MaxMessageBytesLimit is the largest MaxMessageBytes a node may be configured with
+	// (max_message_bytes), and so the largest message its store must take.
+	MaxMessageBytesLimit = 1 << 30
+	MaxGossipBytes       = 1 << 20
+	DefaultMaxNesting    = 10
+	DefaultMaxClockSkew  = 30 * time.Second
+	DefaultMaxTTL        = 7 * 24 * time.Hour
 	// MaxCorrelationIDLen bounds envelope.correlation_id, in bytes.
 	MaxCorrelationIDLen = 128
 )

@@ -82,8 +82,8 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		if errs[i] = checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raws[i])); errs[i] != nil {
 			continue
 		}
-		if len(raws[i]) > MaxJournalMessage {
-			errs[i] = protocol.Errorf(protocol.CodePayloadInvalid, "store: message %s is %d bytes, more than the inbox takes (%d)", e.MessageID, len(raws[i]), MaxJournalMessage)
+		if len(raws[i]) > protocol.MaxMessageBytesLimit {
+			errs[i] = protocol.Errorf(protocol.CodePayloadInvalid, "store: message %s is %d bytes, more than the inbox takes (%d)", e.MessageID, len(raws[i]), protocol.MaxMessageBytesLimit)
 			continue
 		}
 		if errs[i] = s.reserveInbox(e.Peer, int64(len(raws[i]))); errs[i] != nil {

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/iacp-node/iacp-node/protocol"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -53,17 +54,14 @@ const (
 	journalLimit = 8 << 20
 	// journalHeader is a record's length, CRC and number.
 	journalHeader = 16
-	// maxJournalBody bounds one inbox record: the largest message a node reads (its
-	// max_message_bytes, at most MaxJournalMessage) and the record's metadata. What replay
-	// reads is bounded by the file's size, which no record exceeds.
-	maxJournalBody = MaxJournalMessage + journalMeta
+	// maxJournalBody bounds one inbox record: the largest message a node may be configured to
+	// read (protocol.MaxMessageBytesLimit) and the record's metadata; AcceptAll refuses a
+	// larger message alone. What replay reads is bounded by the file's size, which no record
+	// exceeds.
+	maxJournalBody = protocol.MaxMessageBytesLimit + journalMeta
 	// journalMeta is room for a record's metadata: ids, peer and times.
 	journalMeta = 64 << 10
 )
-
-// MaxJournalMessage is the largest raw message the inbox takes (1 GiB, the largest
-// max_message_bytes a node accepts); AcceptAll refuses a larger one alone.
-const MaxJournalMessage = 1 << 30
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -90,7 +88,6 @@ type journal struct {
 	mu         sync.Mutex
 	err        error              // a write or sync failed: every later write fails with it
 	closed     bool               // Close began: no more writes
-	finished   bool               // Close applied what it could and released every waiter
 	pending    map[string]*jentry // journaled or being journaled, not yet applied, by message id
 	ready      []*jentry          // synced and waiting for the applier, in journal order
 	readyBytes int64              // the raw bytes of ready

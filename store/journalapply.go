@@ -146,12 +146,13 @@ func applyTx(tx *bolt.Tx, e *InboxEntry, acked bool, now time.Time) (bool, error
 func (s *Store) applyReady() error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
+	return s.applyLocked()
+}
+
+// applyLocked is applyReady for a caller that holds applyMu.
+func (s *Store) applyLocked() error {
 	j := s.j
 	j.mu.Lock()
-	if j.finished {
-		j.mu.Unlock()
-		return ErrClosed
-	}
 	batch := j.ready
 	j.ready, j.readyBytes = nil, 0
 	acked := make([]bool, len(batch))
@@ -307,16 +308,19 @@ func (s *Store) closeJournal() error {
 	j.closed = true
 	j.mu.Unlock()
 	j.writers.Wait()
-	err := s.applyReady()
+	// applyMu is held from the last apply to the release below, so that no reader's apply
+	// (racing Close) commits a batch between them and releases its waiters a second time.
+	s.applyMu.Lock()
+	defer s.applyMu.Unlock()
+	err := s.applyLocked()
 	j.mu.Lock()
 	for id, je := range j.pending {
 		delete(j.pending, id)
 		je.err = ErrClosed
 		close(je.done)
 	}
-	// What the last apply could not commit stays in the file for the next Open; no later
-	// apply (a reader racing Close) may commit it and release its waiters a second time.
-	j.ready, j.readyBytes, j.finished = nil, 0, true
+	// What the last apply could not commit stays in the file for the next Open.
+	j.ready, j.readyBytes = nil, 0
 	j.mu.Unlock()
 	return errors.Join(err, j.f.Close())
 }
