@@ -76,3 +76,48 @@ func TestStreams_ReadsHaveDeadlinesOnRealSockets(t *testing.T) {
 		t.Fatal("a silent stream was kept past idle_timeout")
 	}
 }
+
+// A stream's deadline is set again only when it must move: earlier (a frame's timeout after
+// an idle one), or later by an eighth of its timeout; a read or write thus always has at
+// least seven eighths of its timeout, and a busy stream does not restart a timer per frame.
+func TestLazyDeadline_SetsOnlyWhenItMustMove(t *testing.T) {
+	var sets []time.Time
+	d := lazyDeadline{set: func(at time.Time) error { sets = append(sets, at); return nil }}
+	t0 := time.Unix(1_000_000, 0)
+	for _, step := range []struct {
+		at      time.Duration // since t0
+		timeout time.Duration
+		set     bool
+	}{
+		{0, 60 * time.Second, true},                                    // the first
+		{time.Second, 60 * time.Second, false},                         // 1 s later: within an eighth (7.5 s)
+		{7 * time.Second, 60 * time.Second, false},                     // 7 s later
+		{8 * time.Second, 60 * time.Second, true},                      // 8 s later: moves
+		{9 * time.Second, 10 * time.Second, true},                      // a shorter timeout: earlier, so set
+		{9*time.Second + 100*time.Millisecond, 60 * time.Second, true}, // back to the idle one
+	} {
+		n := len(sets)
+		d.extend(t0.Add(step.at), step.timeout)
+		if got := len(sets) > n; got != step.set {
+			t.Fatalf("at +%s with timeout %s: set %v, want %v", step.at, step.timeout, got, step.set)
+		}
+		if want := t0.Add(step.at + step.timeout); d.at.Before(want.Add(-step.timeout/8)) || d.at.After(want) {
+			t.Fatalf("at +%s: deadline %s, want within an eighth of %s before %s", step.at, d.at, step.timeout, want)
+		}
+	}
+	// A deadline the stream refused is tried again at the next frame.
+	fail := true
+	d = lazyDeadline{set: func(time.Time) error {
+		if fail {
+			return io.ErrClosedPipe
+		}
+		sets = append(sets, time.Time{})
+		return nil
+	}}
+	d.extend(t0, time.Minute)
+	fail = false
+	n := len(sets)
+	if d.extend(t0.Add(time.Second), time.Minute); len(sets) == n {
+		t.Fatal("a deadline the stream refused was not set again")
+	}
+}

@@ -2,10 +2,14 @@ package node
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -257,5 +261,42 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 		}
 	default:
 		t.Fatal("the response did not complete the request")
+	}
+}
+
+// A receipt is a pending response naming the ids it covers, however its payload spells the
+// status; an answer, pending or not, that names none is not one.
+func TestReceiptOf_TellsReceiptsFromAnswers(t *testing.T) {
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := protocol.NewBuilder("test:receipt:a", k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, err := b.Request("test:receipt:b", protocol.IntentQuery, map[string]any{"q": "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := req.Envelope.MessageID
+	for _, c := range []struct {
+		name    string
+		payload string
+		want    []string
+	}{
+		{"a receipt", `{"status":"pending","detail":"received","receipt":{"message_ids":["` + id + `"]}}`, []string{id}},
+		{"a receipt whose status is escaped", `{"status":"pend\u0069ng","receipt":{"message_ids":["` + id + `"]}}`, []string{id}},
+		{"an answer", `{"status":"completed","result":{"pending":false}}`, nil},
+		{"an answer without the word", `{"status":"accepted"}`, nil},
+	} {
+		m, err := b.Response(req, protocol.ResponseAccepted, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Message.Payload = json.RawMessage(c.payload)
+		if got := receiptOf(m); !slices.Equal(got, c.want) {
+			t.Errorf("%s: receiptOf = %v, want %v", c.name, got, c.want)
+		}
 	}
 }

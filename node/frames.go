@@ -48,15 +48,16 @@ var errPenalized = errors.New("the peer is over its rate; its frames are not rea
 var errOverRate = errors.New("the peer went over its byte rate")
 
 // queueBudget bounds the bytes of frames read and not yet served: per stream, per peer and
-// in all. Its state is guarded by mu; freed is closed and replaced whenever bytes are
-// released, so that any number of readers can wait for room.
+// in all. Its state is guarded by mu; freed is closed and replaced when bytes are released
+// while a reader waits for room (waiting), so that any number of readers can wait.
 type queueBudget struct {
 	perStream, perPeer, total int64
 
-	mu    sync.Mutex
-	peers map[peer.ID]int64
-	used  int64
-	freed chan struct{}
+	mu      sync.Mutex
+	peers   map[peer.ID]int64
+	used    int64
+	freed   chan struct{}
+	waiting bool
 	// peakPeer and peakTotal are the most bytes ever queued for one peer and in all.
 	peakPeer, peakTotal int64
 }
@@ -85,6 +86,7 @@ func (b *queueBudget) acquire(ctx context.Context, p peer.ID, stream *int64, n i
 			return nil
 		}
 		wait := b.freed
+		b.waiting = true
 		b.mu.Unlock()
 		select {
 		case <-wait:
@@ -106,8 +108,10 @@ func (b *queueBudget) release(p peer.ID, stream *int64, n int64) {
 	if b.peers[p] -= n; b.peers[p] <= 0 {
 		delete(b.peers, p)
 	}
-	close(b.freed)
-	b.freed = make(chan struct{})
+	if b.waiting {
+		close(b.freed)
+		b.freed, b.waiting = make(chan struct{}), false
+	}
 }
 
 // QueueStats says how many bytes of frames read and not yet served the node holds.
@@ -146,8 +150,9 @@ func (r *frameReader) run() {
 	defer close(r.frames)
 	n := r.n
 	br := bufio.NewReader(r.s)
+	deadline := lazyDeadline{set: r.s.SetReadDeadline}
 	for {
-		_ = r.s.SetReadDeadline(time.Now().Add(n.cfg.IdleTimeout))
+		deadline.extend(time.Now(), n.cfg.IdleTimeout)
 		size, err := protocol.ReadFrameHeader(br, n.cfg.MaxMessageBytes)
 		if err != nil {
 			r.err = err
@@ -164,8 +169,11 @@ func (r *frameReader) run() {
 			return
 		}
 		// The bytes are reserved, so the body is read into one buffer of its announced size
-		// (ReadFrameBody's growing buffer would leave as much again behind as garbage).
-		_ = r.s.SetReadDeadline(time.Now().Add(n.cfg.FrameTimeout))
+		// (ReadFrameBody's growing buffer would leave as much again behind as garbage), within
+		// frame_timeout unless it has arrived already.
+		if br.Buffered() < size {
+			deadline.extend(time.Now(), n.cfg.FrameTimeout)
+		}
 		raw := make([]byte, size)
 		_, err = io.ReadFull(br, raw)
 		if errors.Is(err, io.EOF) {
@@ -207,6 +215,7 @@ func (r *frameReader) reserve(size int64) error {
 		b.mu.Lock()
 		alone := r.queued == size
 		wait := b.freed
+		b.waiting = true
 		b.mu.Unlock()
 		if alone {
 			b.release(r.remote, &r.queued, size)

@@ -24,12 +24,19 @@ var (
 
 // newHost builds the libp2p host: TCP and QUIC, Noise and TLS, yamux, a resource manager with
 // explicit limits, a connection manager, and NAT traversal when configured.
+//
+// go-libp2p's own Prometheus metrics are off (libp2p.DisableMetrics, and the resource
+// manager's stats reporter): they register with Prometheus's global registry, which the
+// node's /metrics does not serve (each API server has its own), and the resource manager's
+// reporter formats a timestamp and allocates an event for every stream and memory
+// reservation, about 1.6 KB of garbage per request/response.
 func newHost(c *Config, key crypto.PrivKey) (host.Host, error) {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
 	limits.AddProtocolLimit(ProtocolID, iacpProtocolLimit, rcmgr.BaseLimitIncrease{})
 	limits.AddProtocolPeerLimit(ProtocolID, iacpPeerLimit, rcmgr.BaseLimitIncrease{})
-	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(c.ResourceMemory, c.ResourceFDs)))
+	rm, err := rcmgr.NewResourceManager(rcmgr.NewFixedLimiter(limits.Scale(c.ResourceMemory, c.ResourceFDs)),
+		rcmgr.WithMetricsDisabled())
 	if err != nil {
 		return nil, fmt.Errorf("resource manager: %w", err)
 	}
@@ -49,6 +56,7 @@ func newHost(c *Config, key crypto.PrivKey) (host.Host, error) {
 		libp2p.ResourceManager(rm),
 		libp2p.ConnectionManager(cm),
 		libp2p.UserAgent("iacp-node"),
+		libp2p.DisableMetrics(),
 	}
 	if c.NAT {
 		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelay(), libp2p.EnableHolePunching())

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"sync"
@@ -22,6 +23,8 @@ type inStream struct {
 	remote peer.ID
 	rid    string // remote.String(), computed once
 	wmu    sync.Mutex
+	// deadline is the stream's write deadline; guarded by wmu.
+	deadline lazyDeadline
 	// batch holds ids of accepted messages whose receipt is not yet sent; it is flushed when
 	// no further frame is already buffered, so that a burst gets one receipt. Guarded by wmu.
 	batch     []*protocol.Message
@@ -40,7 +43,7 @@ func (n *Node) handleStream(s network.Stream) {
 		return
 	}
 	defer n.inflight.Done()
-	in := &inStream{n: n, s: s, remote: s.Conn().RemotePeer()}
+	in := &inStream{n: n, s: s, remote: s.Conn().RemotePeer(), deadline: lazyDeadline{set: s.SetWriteDeadline}}
 	in.rid = in.remote.String()
 	n.sessionsMu.Lock()
 	n.inbound[in] = struct{}{}
@@ -376,7 +379,7 @@ func (in *inStream) write(m *protocol.Message) bool {
 	}
 	in.wmu.Lock()
 	defer in.wmu.Unlock()
-	_ = in.s.SetWriteDeadline(time.Now().Add(in.n.cfg.FrameTimeout))
+	in.deadline.extend(time.Now(), in.n.cfg.FrameTimeout)
 	if err := protocol.WriteFrame(in.s, raw); err != nil {
 		// A peer that does not read what it is answered gets no more answers, nor is it read:
 		// its next write would wait out the same deadline.
@@ -397,9 +400,17 @@ type receiptIDs struct {
 	MessageIDs []string `json:"message_ids"`
 }
 
+// pendingWord is the status of a receipt, as its payload spells it.
+var pendingWord = []byte(protocol.ResponsePending)
+
 // receiptOf returns the ids a receipt covers, or nil when m is not a receipt.
 func receiptOf(m *protocol.Message) []string {
 	if m.Message.Type != protocol.TypeResponse {
+		return nil
+	}
+	// Most responses are answers: one without the word, and without an escape that could
+	// spell it, is not a receipt, and its payload need not be decoded to tell.
+	if p := m.Message.Payload; !bytes.Contains(p, pendingWord) && bytes.IndexByte(p, '\\') < 0 {
 		return nil
 	}
 	var b struct {

@@ -22,9 +22,11 @@ type session struct {
 	pid  string // peer.String(), computed once
 	s    network.Stream
 	wmu  sync.Mutex
-	done chan struct{}
-	once sync.Once
-	err  error
+	// deadline is the stream's write deadline; guarded by wmu.
+	deadline lazyDeadline
+	done     chan struct{}
+	once     sync.Once
+	err      error
 }
 
 // session returns the live session to p, opening one if needed.
@@ -41,7 +43,7 @@ func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{})}
+	s := &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{}), deadline: lazyDeadline{set: st.SetWriteDeadline}}
 	n.sessionsMu.Lock()
 	defer n.sessionsMu.Unlock()
 	if other, ok := n.sessions[p]; ok {
@@ -64,7 +66,7 @@ func (s *session) write(raw []byte) error {
 		return s.err
 	default:
 	}
-	_ = s.s.SetWriteDeadline(time.Now().Add(s.n.cfg.FrameTimeout))
+	s.deadline.extend(time.Now(), s.n.cfg.FrameTimeout)
 	if err := protocol.WriteFrame(s.s, raw); err != nil {
 		s.end(err, true)
 		return err

@@ -35,7 +35,7 @@ func loop(b *testing.B, op func()) {
 }
 
 // benchMessage returns a signed request whose JSON encoding is about 1 KiB, and its key.
-func benchMessage(b *testing.B) (*protocol.Message, []byte, *protocol.Builder) {
+func benchMessage(b testing.TB) (*protocol.Message, []byte, *protocol.Builder) {
 	b.Helper()
 	bld := newTestBuilder(b, "acme:host-1:planner")
 	payload := map[string]any{

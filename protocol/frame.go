@@ -24,12 +24,16 @@ func AppendFrame(dst, doc []byte) []byte {
 	return append(dst, doc...)
 }
 
-// WriteFrame writes one frame in a single Write call.
+// WriteFrame writes one frame in a single Write call, from a pooled buffer (w must not
+// retain it, as io.Writer says).
 func WriteFrame(w io.Writer, doc []byte) error {
 	if uint64(len(doc)) > 1<<32-1 {
 		return ErrFrameTooLarge
 	}
-	_, err := w.Write(AppendFrame(make([]byte, 0, FrameHeaderSize+len(doc)), doc))
+	bp := getBuf()
+	f := AppendFrame(*bp, doc)
+	_, err := w.Write(f)
+	putBuf(bp, f)
 	return err
 }
 

@@ -42,6 +42,9 @@ type ReplayWindow struct {
 	// identities, which cost an attacker nothing) it holds. Counts move by one at a time.
 	byCount map[int]map[*replayOwner]struct{}
 	top     int
+	// spare keeps a few emptied sets of byCount for reuse: an owner whose count moves up by
+	// one usually finds its new level empty, and would otherwise cost a map per id.
+	spare   []map[*replayOwner]struct{}
 	evicted uint64
 }
 
@@ -79,6 +82,7 @@ func NewReplayWindow(capacity int) *ReplayWindow {
 		ids:      make(map[uuid.UUID]replayID),
 		owners:   make(map[string]*replayOwner),
 		byCount:  make(map[int]map[*replayOwner]struct{}),
+		spare:    make([]map[*replayOwner]struct{}, 0, 8),
 	}
 }
 
@@ -208,8 +212,8 @@ func (w *ReplayWindow) insert(u uuid.UUID, owner string, exp int64) {
 	w.recount(o, +1)
 	w.ids[u] = replayID{exp: exp, owner: o}
 	it := expiryItem{id: u, exp: exp, owner: o}
-	heap.Push(&w.byExpiry, it)
-	heap.Push(&o.heap, it)
+	w.byExpiry.push(it)
+	o.heap.push(it)
 	if len(o.heap) > 2*o.count+64 {
 		w.compact(o) // ids purged from the window leave items here: an active owner's heap would grow
 	}
@@ -228,6 +232,9 @@ func (w *ReplayWindow) recount(o *replayOwner, delta int) {
 	if set := w.byCount[o.count]; set != nil {
 		if delete(set, o); len(set) == 0 {
 			delete(w.byCount, o.count)
+			if len(w.spare) < cap(w.spare) {
+				w.spare = append(w.spare, set)
+			}
 			if o.count == w.top && delta < 0 {
 				w.top--
 			}
@@ -239,7 +246,11 @@ func (w *ReplayWindow) recount(o *replayOwner, delta int) {
 	}
 	set := w.byCount[o.count]
 	if set == nil {
-		set = make(map[*replayOwner]struct{})
+		if k := len(w.spare); k > 0 {
+			set, w.spare = w.spare[k-1], w.spare[:k-1]
+		} else {
+			set = make(map[*replayOwner]struct{})
+		}
 		w.byCount[o.count] = set
 	}
 	set[o] = struct{}{}
@@ -261,7 +272,7 @@ func (w *ReplayWindow) purge(now int64) {
 			break
 		}
 		// Expired, or left behind by Remove or an eviction: either way it goes.
-		heap.Pop(&w.byExpiry)
+		w.byExpiry.pop()
 		if live {
 			w.forget(top.id, w.ids[top.id])
 		}
@@ -295,7 +306,7 @@ func (w *ReplayWindow) oldestOf(o *replayOwner) int64 {
 // window's heap is left to purge.
 func (w *ReplayWindow) evictOne(o *replayOwner) {
 	w.dropStale(o)
-	it := heap.Pop(&o.heap).(expiryItem)
+	it := o.heap.pop()
 	w.forget(it.id, w.ids[it.id])
 	w.evicted++
 }
@@ -303,7 +314,7 @@ func (w *ReplayWindow) evictOne(o *replayOwner) {
 // dropStale pops the items of forgotten ids off the top of o's heap.
 func (w *ReplayWindow) dropStale(o *replayOwner) {
 	for len(o.heap) > 0 && !w.live(o.heap[0]) {
-		heap.Pop(&o.heap)
+		o.heap.pop()
 	}
 }
 
@@ -332,6 +343,45 @@ func (h expiryHeap) Len() int           { return len(h) }
 func (h expiryHeap) Less(i, j int) bool { return h[i].exp < h[j].exp }
 func (h expiryHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
 func (h *expiryHeap) Push(x any)        { *h = append(*h, x.(expiryItem)) }
+
+// push and pop are heap.Push and heap.Pop without boxing the item in an interface, which
+// would cost an allocation per call (every id a node receives is pushed twice).
+func (h *expiryHeap) push(it expiryItem) {
+	*h = append(*h, it)
+	s := *h
+	for j := len(s) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !s.Less(j, i) {
+			break
+		}
+		s.Swap(i, j)
+		j = i
+	}
+}
+
+func (h *expiryHeap) pop() expiryItem {
+	s := *h
+	n := len(s) - 1
+	s.Swap(0, n)
+	for i := 0; ; {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if r := j + 1; r < n && s.Less(r, j) {
+			j = r
+		}
+		if !s.Less(j, i) {
+			break
+		}
+		s.Swap(i, j)
+		i = j
+	}
+	it := s[n]
+	s[n] = expiryItem{}
+	*h = s[:n]
+	return it
+}
 func (h *expiryHeap) Pop() any {
 	old := *h
 	it := old[len(old)-1]

@@ -15,20 +15,25 @@ import (
 // is written in canonical form directly; only raw members (payload and unknown fields) are
 // parsed and re-serialised.
 func Canonical(m *Message) ([]byte, error) {
-	c, err := m.appendDoc(make([]byte, 0, 512+len(m.Message.Payload)), true, true)
+	c, err := m.appendDoc(make([]byte, 0, m.sizeHint()), true, true)
 	if err != nil {
 		return nil, Errorf(CodePayloadInvalid, "canonicalise (RFC 8785): %w", err)
 	}
 	return c, nil
 }
 
-// Digest returns SHA-256 of the canonical form: the 32 bytes that Ed25519 signs.
+// Digest returns SHA-256 of the canonical form: the 32 bytes that Ed25519 signs. The
+// canonical form is written into a pooled buffer, since only its hash is kept.
 func Digest(m *Message) ([32]byte, error) {
-	c, err := Canonical(m)
+	bp := getBuf()
+	c, err := m.appendDoc(*bp, true, true)
 	if err != nil {
-		return [32]byte{}, err
+		putBuf(bp, c)
+		return [32]byte{}, Errorf(CodePayloadInvalid, "canonicalise (RFC 8785): %w", err)
 	}
-	return sha256.Sum256(c), nil
+	d := sha256.Sum256(c)
+	putBuf(bp, c)
+	return d, nil
 }
 
 // Sign sets sender.peer_id to the peer id of key and sender.identity_sig to the base64
