@@ -58,9 +58,12 @@ func Check(dir string, opts ...Option) (CheckReport, error) {
 	}
 	rep.Problems = verifyFile(data, rc.visit)
 	rep.Records = rc.counts
-	if j, err := os.ReadFile(filepath.Join(dir, JournalFile)); err == nil {
-		entries, _, _ := parseJournal(j)
-		rep.Journaled = len(entries)
+	if j, err := os.Open(filepath.Join(dir, JournalFile)); err == nil {
+		if st, err := j.Stat(); err == nil {
+			entries, _, _, _ := parseJournal(j, st.Size())
+			rep.Journaled = len(entries)
+		}
+		j.Close()
 	}
 	rep.Problems = append(rep.Problems, rc.problems...)
 	if len(rep.Problems) == 0 {

@@ -1,10 +1,12 @@
 package store
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"io/fs"
 	"math/rand/v2"
 	"os"
@@ -110,12 +112,16 @@ func openJournal(dir string, noSync bool) (*journal, []*InboxEntry, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("store: journal: %w", err)
 	}
-	data, err := readAll(f)
+	st, err := f.Stat()
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("store: journal %s: %w", path, err)
 	}
-	entries, last, _ := parseJournal(data)
+	entries, last, _, err := parseJournal(f, st.Size())
+	if err != nil {
+		f.Close()
+		return nil, nil, fmt.Errorf("store: journal %s: %w", path, err)
+	}
 	if last == 0 {
 		// No valid record (a new file, or a first record torn by a crash): records of older
 		// runs may lie further on, numbered from wherever those runs started. New numbers
@@ -147,30 +153,28 @@ func createJournal(path string) (*os.File, error) {
 	return f, nil
 }
 
-func readAll(f *os.File) ([]byte, error) {
-	st, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	data := make([]byte, st.Size())
-	if _, err := f.ReadAt(data, 0); err != nil && len(data) > 0 {
-		return nil, err
-	}
-	return data, nil
-}
-
-// parseJournal reads the records at the start of data, up to the first that is not valid
-// (see the file's description), and returns their entries, the last record's number (0 for
-// none) and where the valid records end.
-func parseJournal(data []byte) (entries []*InboxEntry, last uint64, end int) {
-	for end+journalHeader <= len(data) {
-		h := data[end : end+journalHeader]
-		n := int(binary.LittleEndian.Uint32(h[0:4]))
-		if n == 0 || n > maxJournalBody || n > len(data)-end-journalHeader {
+// parseJournal reads the records from the start of r, size bytes long, up to the first that
+// is not valid (see the file's description), and returns their entries, the last record's
+// number (0 for none) and where the valid records end; err is a read that failed (not a
+// record that ends the journal). It reads record by record, so that it holds the records'
+// bodies and no more: a journal that was emptied (or just allocated) costs one header, not
+// its size in memory.
+func parseJournal(r io.ReaderAt, size int64) (entries []*InboxEntry, last uint64, end int64, err error) {
+	br := bufio.NewReaderSize(io.NewSectionReader(r, 0, size), 32<<10)
+	var h [journalHeader]byte
+	for end+journalHeader <= size {
+		if _, err := io.ReadFull(br, h[:]); err != nil {
+			return entries, last, end, err
+		}
+		n := int64(binary.LittleEndian.Uint32(h[0:4]))
+		if n == 0 || n > maxJournalBody || n > size-end-journalHeader {
 			break
 		}
+		body := make([]byte, n)
+		if _, err := io.ReadFull(br, body); err != nil {
+			return entries, last, end, err
+		}
 		lsn := binary.LittleEndian.Uint64(h[8:16])
-		body := data[end+journalHeader : end+journalHeader+n]
 		if crc32.Update(crc32.Checksum(h[8:16], castagnoli), castagnoli, body) != binary.LittleEndian.Uint32(h[4:8]) {
 			break
 		}
@@ -184,7 +188,7 @@ func parseJournal(data []byte) (entries []*InboxEntry, last uint64, end int) {
 		entries = append(entries, e)
 		last, end = lsn, end+journalHeader+n
 	}
-	return entries, last, end
+	return entries, last, end, nil
 }
 
 // appendRecord appends e's journal record numbered lsn to buf.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -119,8 +120,17 @@ func TestJournal_ReplayingAppliedRecordsChangesNothing(t *testing.T) {
 }
 
 func mustParse(data []byte) []*InboxEntry {
-	entries, _, _ := parseJournal(data)
+	entries, _, _ := parseBytes(data)
 	return entries
+}
+
+// parseBytes is parseJournal over data.
+func parseBytes(data []byte) (entries []*InboxEntry, last uint64, end int) {
+	entries, last, e, err := parseJournal(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		panic(err) // a bytes.Reader does not fail within its size
+	}
+	return entries, last, int(e)
 }
 
 // A record torn by a crash (its sync never returned, so nobody got a receipt for it) ends
@@ -141,7 +151,7 @@ func TestJournal_ATornRecordEndsTheJournal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	entries, _, _ := parseJournal(data)
+	entries, _, _ := parseBytes(data)
 	if len(entries) != 3 {
 		t.Fatalf("%d records in the journal, want 3", len(entries))
 	}
@@ -194,7 +204,7 @@ func TestJournal_ANewRunNeverContinuesIntoAnOldLap(t *testing.T) {
 	if got := binary.LittleEndian.Uint32(data[0:4]); got != first {
 		t.Fatalf("the new first record is %d bytes, the old one %d: the test needs them equal", got, first)
 	}
-	if entries, _, _ := parseJournal(data); len(entries) != 1 || entries[0].MessageID != m.Envelope.MessageID {
+	if entries, _, _ := parseBytes(data); len(entries) != 1 || entries[0].MessageID != m.Envelope.MessageID {
 		t.Fatalf("%d records read after the new run's one, want that one only", len(entries))
 	}
 }
@@ -345,7 +355,7 @@ func FuzzParseJournal(f *testing.F) {
 	f.Add(valid[:len(valid)-3])
 	f.Add(make([]byte, 64))
 	f.Fuzz(func(t *testing.T, data []byte) {
-		entries, last, end := parseJournal(data)
+		entries, last, end := parseBytes(data)
 		if end > len(data) || (len(entries) == 0) != (end == 0) || (len(entries) > 0 && last < uint64(len(entries)-1)) {
 			t.Fatalf("%d entries end at %d of %d, the last numbered %d", len(entries), end, len(data), last)
 		}
@@ -387,5 +397,30 @@ func TestJournal_LazyAckOfAJournaledMessage(t *testing.T) {
 	}
 	if res := accept(t, s, m, raw); !res.Duplicate || res.Pending {
 		t.Fatalf("the message again: %+v, want a duplicate no longer pending", res)
+	}
+}
+
+// Opening a store reads its journal record by record: a journal emptied by its applier, or
+// just allocated (journalPrealloc bytes of zeros), costs the node a header's read, not its
+// size in memory (it cost the idle node 4 MiB of heap at every start).
+func TestJournal_ReadingAnEmptyJournalHoldsNoneOfItsSize(t *testing.T) {
+	f, err := createJournal(filepath.Join(t.TempDir(), JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	entries, _, end, err := parseJournal(f, st.Size())
+	runtime.ReadMemStats(&after)
+	if err != nil || len(entries) != 0 || end != 0 {
+		t.Fatalf("an allocated journal read as %d entries ending at %d (%v), want none", len(entries), end, err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > journalPrealloc/8 {
+		t.Fatalf("reading a %d-byte empty journal allocated %d bytes, want a buffer's worth", st.Size(), got)
 	}
 }
