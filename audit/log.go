@@ -3,7 +3,6 @@ package audit
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -201,10 +200,11 @@ func (l *Log) appendLocked(e Entry) (rotated bool, err error) {
 		return false, l.failed
 	}
 	e.Seq, e.Prev = l.seq+1, l.prev
-	line, err := json.Marshal(e)
+	buf, err := appendEntry(l.scratch[:0], &e)
 	if err != nil {
 		return false, fmt.Errorf("audit: encode entry for %s: %w", e.MessageID, err)
 	}
+	line := buf
 	if l.size > 0 && l.size+int64(len(line))+1 > l.cfg.maxFileBytes {
 		if err := l.rotate(); err != nil {
 			l.failed = err
@@ -212,7 +212,7 @@ func (l *Log) appendLocked(e Entry) (rotated bool, err error) {
 		}
 		rotated = true
 	}
-	l.scratch = append(append(l.scratch[:0], line...), '\n')
+	l.scratch = append(buf, '\n')
 	if _, err := l.f.Write(l.scratch); err != nil {
 		l.failed = fmt.Errorf("audit: write %s: %w (the log refuses further entries; restart to recover)", fileName(l.fileNum), err)
 		return rotated, l.failed

@@ -302,6 +302,16 @@ func (s *scanner) int64Value() (int64, error) {
 	return v, nil
 }
 
+// AppendCompactJSON appends raw, which must be one JSON value, to dst without insignificant
+// white space, and fails if it is not valid JSON (RFC 8259). A value without white space
+// outside its strings is appended as it is, after one scan. It is how a document's raw
+// members are written, exported for the node's other writers of JSON (the audit log).
+func AppendCompactJSON(dst, raw []byte) ([]byte, error) { return appendCompact(dst, raw) }
+
+// AppendJSONString appends s as a JSON string in its RFC 8785 form: UTF-8 as it is, '"',
+// '\\' and control characters escaped (invalid UTF-8 becomes U+FFFD).
+func AppendJSONString(dst []byte, s string) []byte { return appendCanonString(dst, s) }
+
 // appendCompact appends raw (one JSON value) to dst without insignificant white space,
 // validating it on the way.
 func appendCompact(dst, raw []byte) ([]byte, error) {

@@ -1,0 +1,68 @@
+package audit
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
+)
+
+// appendEntry appends e as one line of the log (without its newline): the members of Entry
+// in their order, empty ones left out as their omitempty tags say. It is json.Marshal's
+// output for every entry without HTML-special characters in its strings (encoding/json
+// escapes <, > and &; this writes them as they are), written without reflection: an entry on
+// the request path cost 15 µs in json.Marshal, most of it validating its payload with
+// encoding/json's scanner, and a round trip records four (docs/node.md). The payload is
+// checked and compacted by the protocol's scanner, so that a line is always one valid JSON
+// value. The rare entries with a Retention, and times json.Marshal refuses, take
+// json.Marshal.
+func appendEntry(dst []byte, e *Entry) ([]byte, error) {
+	if e.Retention != nil || e.Time.Year() < 0 || e.Time.Year() > 9999 {
+		line, err := json.Marshal(e)
+		return append(dst, line...), err
+	}
+	dst = append(dst, `{"seq":`...)
+	dst = strconv.AppendUint(dst, e.Seq, 10)
+	dst = append(dst, `,"time":"`...)
+	dst = e.Time.AppendFormat(dst, time.RFC3339Nano)
+	dst = append(dst, `","event":`...)
+	dst = protocol.AppendJSONString(dst, string(e.Event))
+	dst = appendField(dst, "message_id", e.MessageID)
+	dst = appendField(dst, "correlation_id", e.CorrelationID)
+	dst = appendField(dst, "type", e.Type)
+	dst = appendField(dst, "intent", e.Intent)
+	dst = appendField(dst, "from", e.From)
+	dst = appendField(dst, "to", e.To)
+	dst = appendField(dst, "code", string(e.Code))
+	dst = appendField(dst, "reason", e.Reason)
+	dst = appendField(dst, "by", e.By)
+	if len(e.Payload) > 0 {
+		dst = append(dst, `,"payload":`...)
+		var err error
+		if dst, err = protocol.AppendCompactJSON(dst, e.Payload); err != nil {
+			return dst, err
+		}
+	}
+	dst = appendField(dst, "payload_sha256", e.PayloadSHA256)
+	dst = appendField(dst, "peer", e.Peer)
+	if e.Size != 0 {
+		dst = strconv.AppendInt(append(dst, `,"size":`...), int64(e.Size), 10)
+	}
+	dst = appendField(dst, "sha256", e.SHA256)
+	if e.Suppressed != 0 {
+		dst = strconv.AppendInt(append(dst, `,"suppressed":`...), int64(e.Suppressed), 10)
+	}
+	dst = append(dst, `,"prev":`...)
+	dst = protocol.AppendJSONString(dst, e.Prev)
+	return append(dst, '}'), nil
+}
+
+// appendField appends `,"name":"value"` unless value is empty.
+func appendField(dst []byte, name, value string) []byte {
+	if value == "" {
+		return dst
+	}
+	dst = append(append(append(dst, `,"`...), name...), `":`...)
+	return protocol.AppendJSONString(dst, value)
+}
