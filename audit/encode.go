@@ -19,7 +19,8 @@ import (
 // json.Marshal.
 func appendEntry(dst []byte, e *Entry) ([]byte, error) {
 	if e.Retention != nil || e.Time.Year() < 0 || e.Time.Year() > 9999 {
-		line, err := json.Marshal(e)
+		c := *e // a copy, so that only this rare path moves an entry to the heap
+		line, err := json.Marshal(&c)
 		return append(dst, line...), err
 	}
 	dst = append(dst, `{"seq":`...)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -14,15 +15,20 @@ import (
 const recordVersion = 1
 
 func encodeRecord(meta any, raw []byte) ([]byte, error) {
+	return appendRecordBody(nil, meta, raw)
+}
+
+// appendRecordBody appends the record of meta and raw to dst (encodeRecord's bytes).
+func appendRecordBody(dst []byte, meta any, raw []byte) ([]byte, error) {
 	m, err := json.Marshal(meta)
 	if err != nil {
-		return nil, err
+		return dst, err
 	}
-	out := make([]byte, 0, 1+binary.MaxVarintLen64+len(m)+len(raw))
-	out = append(out, recordVersion)
-	out = binary.AppendUvarint(out, uint64(len(m)))
-	out = append(out, m...)
-	return append(out, raw...), nil
+	dst = slices.Grow(dst, 1+binary.MaxVarintLen64+len(m)+len(raw))
+	dst = append(dst, recordVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(m)))
+	dst = append(dst, m...)
+	return append(dst, raw...), nil
 }
 
 // decodeRecord fills meta and returns a copy of the raw bytes (bbolt's memory is only valid
@@ -98,8 +104,11 @@ type inboxMeta struct {
 	Peer string `json:"peer,omitempty"`
 }
 
-func encodeInbox(e *InboxEntry) ([]byte, error) {
-	return encodeRecord(inboxMeta{
+func encodeInbox(e *InboxEntry) ([]byte, error) { return appendInbox(nil, e) }
+
+// appendInbox appends e's inbox record to dst.
+func appendInbox(dst []byte, e *InboxEntry) ([]byte, error) {
+	return appendRecordBody(dst, inboxMeta{
 		ID: e.MessageID, From: e.From, To: e.To, Seq: e.Seq,
 		Received: e.ReceivedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(), Peer: e.Peer,
 	}, e.Raw)

@@ -63,6 +63,8 @@ const (
 	maxJournalBody = protocol.MaxMessageBytesLimit + journalMeta
 	// journalMeta is room for a record's metadata: ids, peer and times.
 	journalMeta = 64 << 10
+	// journalScratch is the largest buffer of records the journal keeps for its next write.
+	journalScratch = 256 << 10
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
@@ -99,6 +101,7 @@ type journal struct {
 	off        int64              // where the next record goes
 	lsn        uint64             // the last record's number
 	seq        uint64             // the last inbox sequence number handed out
+	scratch    []byte             // the leader's buffer of records, kept between writes
 }
 
 // openJournal opens (creating and allocating) the journal in dir and returns it with the
@@ -191,20 +194,22 @@ func parseJournal(r io.ReaderAt, size int64) (entries []*InboxEntry, last uint64
 	return entries, last, end, nil
 }
 
-// appendRecord appends e's journal record numbered lsn to buf.
+// appendRecord appends e's journal record numbered lsn to buf, encoding it in place; on
+// error buf is returned as it was.
 func appendRecord(buf []byte, e *InboxEntry, lsn uint64) ([]byte, error) {
-	body, err := encodeInbox(e)
+	start := len(buf)
+	buf, err := appendInbox(append(buf, make([]byte, journalHeader)...), e)
 	if err != nil {
-		return buf, err
+		return buf[:start], err
 	}
+	h, body := buf[start:start+journalHeader], buf[start+journalHeader:]
 	if len(body) > maxJournalBody {
-		return buf, fmt.Errorf("message %s: its record (%d bytes) is larger than the journal takes (%d)", e.MessageID, len(body), maxJournalBody)
+		return buf[:start], fmt.Errorf("message %s: its record (%d bytes) is larger than the journal takes (%d)", e.MessageID, len(body), maxJournalBody)
 	}
-	var h [journalHeader]byte
 	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
 	binary.LittleEndian.PutUint64(h[8:16], lsn)
 	binary.LittleEndian.PutUint32(h[4:8], crc32.Update(crc32.Checksum(h[8:16], castagnoli), castagnoli, body))
-	return append(append(buf, h[:]...), body...), nil
+	return buf, nil
 }
 
 // write waits for w's turn in the journal's group commit (admit queued it; lead says whether
@@ -235,8 +240,8 @@ func (s *Store) leadJournal() {
 	}
 	j.mu.Lock()
 	off, lsn := j.off, j.lsn
+	buf := j.scratch[:0] // the leader's until it hands the lead on
 	j.mu.Unlock()
-	var buf []byte
 	for _, w := range batch {
 		for _, je := range w.entries {
 			if err == nil {
@@ -245,6 +250,7 @@ func (s *Store) leadJournal() {
 			}
 		}
 	}
+
 	var ioErr error // a failed write or sync leaves the file unknown: it fails every later write
 	if err == nil && len(buf) > 0 {
 		if _, ioErr = j.f.WriteAt(buf, off); ioErr == nil && !j.noSync {
@@ -273,6 +279,9 @@ func (s *Store) leadJournal() {
 	}
 	if err == nil {
 		j.off, j.lsn = off+int64(len(buf)), lsn
+	}
+	if cap(buf) <= journalScratch {
+		j.scratch = buf[:0]
 	}
 	if len(j.queue) > 0 {
 		j.queue[0].done <- outcome{lead: true}
