@@ -88,7 +88,7 @@ type topicHandle struct {
 // the group topic of every configured capability. b must sign with h's identity key: the
 // validators of other nodes refuse a document whose sender.peer_id is not the pubsub author.
 // Close the Gossip when done; the host stays the caller's.
-func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error) {
+func New(h host.Host, b *protocol.Builder, opts ...Option) (*Gossip, error) {
 	cfg := defaults()
 	for _, o := range opts {
 		if err := o(&cfg); err != nil {
@@ -108,7 +108,7 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		cfg.verifier = &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)}
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	g = &Gossip{
+	g := &Gossip{
 		h: h, b: b, cfg: cfg, ctx: ctx, cancel: cancel,
 		log:     cfg.log.With("agent", b.AgentID()),
 		replay:  protocol.NewReplayWindow(cfg.replayCap),
@@ -122,39 +122,45 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (g *Gossip, err error
 		started: time.Now(),
 		probes:  newQueueProbes(cfg.interval / 4),
 	}
-	defer func() {
-		if err != nil {
-			g.Close()
-		}
-	}()
+	if err := g.start(); err != nil {
+		g.Close() // what start began: gossipsub, the topics joined, the handlers
+		return nil, err
+	}
+	return g, nil
+}
+
+// start restores the replay window, starts gossipsub, joins the topics, and starts the
+// handlers and the loops. New closes g when it fails.
+func (g *Gossip) start() error {
+	cfg, h := &g.cfg, g.h
 	if len(cfg.restore) > 0 {
 		dropped := g.replay.Restore(cfg.restore, cfg.clock())
 		g.log.Info("replay window restored", "entries", g.replay.Len(), "dropped_over_capacity", dropped)
 	}
-	g.ps, err = ps.NewGossipSub(ctx, h, g.routerOptions()...)
-	if err != nil {
-		return nil, fmt.Errorf("pubsub: start gossipsub: %w", err)
+	var err error
+	if g.ps, err = ps.NewGossipSub(g.ctx, h, g.routerOptions()...); err != nil {
+		return fmt.Errorf("pubsub: start gossipsub: %w", err)
 	}
 	g.notifiee = &network.NotifyBundle{DisconnectedF: g.disconnected}
 	h.Network().Notify(g.notifiee)
 	for _, info := range []topicInfo{{name: g.broadcastTopic(), kind: kindBroadcast}, {name: g.heartbeatTopic(), kind: kindHeartbeat}} {
 		if _, err := g.topic(info, true); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	for _, cp := range cfg.capabilities {
 		if err := g.JoinGroup(cp); err != nil {
-			return nil, err
+			return err
 		}
 	}
 	if err := g.startGreet(); err != nil {
-		return nil, err
+		return err
 	}
 	h.SetStreamHandler(g.probeProtocol(), g.serveProbe)
 	g.wg.Add(2)
 	go g.run()
 	go g.beatLoop()
-	return g, nil
+	return nil
 }
 
 func (g *Gossip) routerOptions() []ps.Option {
