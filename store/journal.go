@@ -116,6 +116,13 @@ func openJournal(dir string, noSync bool) (*journal, []*InboxEntry, error) {
 		return nil, nil, fmt.Errorf("store: journal: %w", err)
 	}
 	st, err := f.Stat()
+	if err == nil && st.Size() < journalPrealloc {
+		// A crash inside createJournal left the file without its allocation: every append
+		// would then grow it, and its sync write the file's size too.
+		if err = preallocate(f, journalPrealloc); err == nil {
+			err = f.Sync()
+		}
+	}
 	if err != nil {
 		f.Close()
 		return nil, nil, fmt.Errorf("store: journal %s: %w", path, err)
@@ -149,9 +156,9 @@ func createJournal(path string) (*os.File, error) {
 		f.Close()
 		return nil, err
 	}
-	if d, err := os.Open(filepath.Dir(path)); err == nil {
-		_ = d.Sync()
-		d.Close()
+	if err := syncDir(filepath.Dir(path)); err != nil { // or a crash could lose the file
+		f.Close()
+		return nil, fmt.Errorf("sync the directory of %s: %w", path, err)
 	}
 	return f, nil
 }

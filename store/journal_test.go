@@ -424,3 +424,20 @@ func TestJournal_ReadingAnEmptyJournalHoldsNoneOfItsSize(t *testing.T) {
 		t.Fatalf("reading a %d-byte empty journal allocated %d bytes, want a buffer's worth", st.Size(), got)
 	}
 }
+
+// A journal left without its allocation (a crash between its creation and its fallocate) is
+// allocated when the store opens, so that appends do not grow the file.
+func TestJournal_AnUnallocatedJournalIsAllocatedAtOpen(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, JournalFile), nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	open(t, dir)
+	st, err := os.Stat(filepath.Join(dir, JournalFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Size() < journalPrealloc {
+		t.Fatalf("the journal is %d bytes after Open, want at least %d", st.Size(), journalPrealloc)
+	}
+}
