@@ -17,13 +17,13 @@ func BenchmarkApprovalRTT(b *testing.B) {
 	ctx := context.Background()
 	payload := payload1K()
 	approved := func() time.Duration {
+		_, after, changed := a.ApprovalEvents(^uint64(0))
+		t0 := time.Now() // as roundTrip's: from before the build
 		req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload, needsApproval)
 		if err != nil {
 			b.Fatal(err)
 		}
-		_, after, changed := a.ApprovalEvents(^uint64(0))
 		done := make(chan error, 1)
-		t0 := time.Now()
 		go func() { _, err := a.Request(ctx, req); done <- err }()
 		for held := false; !held; {
 			<-changed
