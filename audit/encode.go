@@ -10,8 +10,9 @@ import (
 
 // appendEntry appends e as one line of the log (without its newline): the members of Entry
 // in their order, empty ones left out as their omitempty tags say. It is json.Marshal's
-// output for every entry without HTML-special characters in its strings (encoding/json
-// escapes <, > and &; this writes them as they are), written without reflection: an entry on
+// output for every entry whose strings and payload hold none of <, >, &, U+2028, U+2029 and
+// invalid UTF-8 (encoding/json escapes them; this writes them as they are, and U+FFFD for
+// invalid UTF-8), and the same entry for every other, written without reflection: an entry on
 // the request path cost 15 µs in json.Marshal, most of it validating its payload with
 // encoding/json's scanner, and a round trip records four (docs/node.md). The payload is
 // checked and compacted by the protocol's scanner, so that a line is always one valid JSON

@@ -308,8 +308,9 @@ func (s *scanner) int64Value() (int64, error) {
 // members are written, exported for the node's other writers of JSON (the audit log).
 func AppendCompactJSON(dst, raw []byte) ([]byte, error) { return appendCompact(dst, raw) }
 
-// AppendJSONString appends s as a JSON string in its RFC 8785 form: UTF-8 as it is, '"',
-// '\\' and control characters escaped (invalid UTF-8 becomes U+FFFD).
+// AppendJSONString appends s as a JSON string in its RFC 8785 form: UTF-8 as it is; the
+// quotation mark, the backslash and control characters escaped; invalid UTF-8 replaced by
+// U+FFFD.
 func AppendJSONString(dst []byte, s string) []byte { return appendCanonString(dst, s) }
 
 // appendCompact appends raw (one JSON value) to dst without insignificant white space,

@@ -257,7 +257,6 @@ func (s *Store) leadJournal() {
 			}
 		}
 	}
-
 	var ioErr error // a failed write or sync leaves the file unknown: it fails every later write
 	if err == nil && len(buf) > 0 {
 		if _, ioErr = j.f.WriteAt(buf, off); ioErr == nil && !j.noSync {
