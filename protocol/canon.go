@@ -59,11 +59,10 @@ func appendCanonString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	run := 0 // start of the pending run of bytes that need no change
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c >= 0x20 && c < utf8.RuneSelf && c != '"' && c != '\\' {
-			i++
-			continue
+		if i += asciiRun(s[i:]); i >= len(s) {
+			break
 		}
+		c := s[i]
 		if c < utf8.RuneSelf {
 			dst = append(dst, s[run:i]...)
 			dst = appendCanonByte(dst, c)

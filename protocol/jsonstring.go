@@ -30,9 +30,7 @@ func (s *scanner) rawString() (body []byte, escaped bool, err error) {
 	i := s.i + 1
 	start := i
 	for i < len(d) {
-		for i < len(d) && plainStringByte[d[i]] {
-			i++
-		}
+		i += plainRun(d[i:])
 		if i >= len(d) {
 			break
 		}
