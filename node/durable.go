@@ -140,8 +140,20 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	go n.sweepApprovals() // messages held for approval (approval.go)
 }
 
-// watchReturns follows gossip's liveness transitions, its beats (with durable delivery) and
-// revocation lists.
+// follow subscribes to gossip items of kinds and has watchReturns take them; unavailable says
+// what the node does without them.
+func (n *Node) follow(kinds []pubsub.Kind, unavailable string) {
+	sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: kinds}, 256)
+	if err != nil {
+		n.log.Warn(unavailable, "err", err.Error())
+		return
+	}
+	n.wg.Add(1)
+	go n.watchReturns(sub)
+}
+
+// watchReturns follows a subscription to gossip's liveness transitions, revocation lists or
+// beats (with durable delivery).
 func (n *Node) watchReturns(sub *pubsub.Subscription) {
 	defer n.wg.Done()
 	defer sub.Cancel()

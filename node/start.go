@@ -147,18 +147,14 @@ func (n *Node) start() error {
 	n.startDurable(pending)
 	if n.gossip != nil {
 		kinds := []pubsub.Kind{pubsub.KindTransition}
-		if n.engine != nil {
-			kinds = append(kinds, pubsub.KindHeartbeat) // beats of recipients in backoff (heardBeat)
-		}
 		if n.certs != nil {
 			kinds = append(kinds, pubsub.KindEvent) // revocation lists (heardRevocations)
 		}
-		sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: kinds}, 256)
-		if err != nil {
-			n.log.Warn("liveness transitions unavailable; agents are learnt from direct messages and the DHT only", "err", err.Error())
-		} else {
-			n.wg.Add(1)
-			go n.watchReturns(sub)
+		n.follow(kinds, "liveness transitions unavailable; agents are learnt from direct messages and the DHT only")
+		if n.engine != nil {
+			// Beats of recipients in backoff (heardBeat), on a subscription of their own: a
+			// burst of beats fills it, never the one that carries transitions and revocations.
+			n.follow([]pubsub.Kind{pubsub.KindHeartbeat}, "beats unavailable; recipients in backoff wait for it")
 		}
 	}
 	n.startGroupRequests() // broadcast queries (askserve.go)
