@@ -110,3 +110,40 @@ func FuzzAppendEntry(f *testing.F) {
 		}
 	})
 }
+
+// Every member of Entry is written: an entry with each field set (but Retention, which takes
+// json.Marshal) is json.Marshal's bytes. A field added to Entry and not to appendEntry fails
+// here.
+func TestAppendEntry_WritesEveryField(t *testing.T) {
+	var e Entry
+	v := reflect.ValueOf(&e).Elem()
+	for i := range v.NumField() {
+		f, name := v.Field(i), v.Type().Field(i).Name
+		switch {
+		case name == "Retention":
+		case f.Type() == reflect.TypeOf(time.Time{}):
+			f.Set(reflect.ValueOf(time.Date(2026, 11, 27, 22, 0, 0, 5, time.UTC)))
+		case f.Type() == reflect.TypeOf(json.RawMessage{}):
+			f.SetBytes([]byte(`{"field":"` + name + `"}`))
+		case f.Kind() == reflect.String:
+			f.SetString("value of " + name)
+		case f.CanInt():
+			f.SetInt(int64(i + 1))
+		case f.CanUint():
+			f.SetUint(uint64(i + 1))
+		default:
+			t.Fatalf("Entry.%s is a %s: teach appendEntry and this test to write it", name, f.Type())
+		}
+	}
+	want, err := json.Marshal(e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := appendEntry(nil, &e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("an entry with every field set:\n got %s\nwant %s", got, want)
+	}
+}
