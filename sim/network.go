@@ -16,8 +16,9 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
-	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 	ma "github.com/multiformats/go-multiaddr"
+
+	"github.com/iacp-node/iacp-node/sim/internal/mocknet"
 )
 
 // mockNet is the in-memory network: one mocknet link per pair of nodes that may talk, with

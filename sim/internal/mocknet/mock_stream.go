@@ -1,0 +1,315 @@
+package mocknet
+
+// This file is not go-libp2p's: it replaces its mock_stream.go (see doc.go).
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/protocol"
+)
+
+var streamCounter atomic.Int64
+
+// ErrClosed is what a stream returns for a read or write after it (or, for a write, the other
+// end's read side) was closed.
+var ErrClosed = errors.New("stream closed")
+
+// window is how many bytes one direction of a stream holds that its reader has not read yet;
+// a writer waits while it is full (a write larger than the window goes through alone). It is
+// the flow control a real stream multiplexer gives, and bounds what a stalled reader costs.
+const window = 256 << 10
+
+// keepBuffer is the largest buffer a direction keeps once it is drained; a larger one, grown
+// by a burst, is dropped.
+const keepBuffer = 16 << 10
+
+// stream is one end of a stream between two peers. It runs no goroutine: what one end writes
+// is appended to a half (the other end's reading direction) with the time the link delivers
+// it, and the reader takes it once that time has come, sleeping until then if need be.
+type stream struct {
+	rstream *stream
+	conn    *conn
+	id      int64
+
+	in  *half // what this end reads: the other end's out
+	out *half // what this end writes: the other end's in
+
+	protocol atomic.Pointer[protocol.ID]
+	stat     network.Stats
+
+	removeOnce sync.Once
+}
+
+// half is one direction of a stream. Guarded by mu.
+type half struct {
+	mu sync.Mutex
+	// changed is closed, and forgotten, when anything a waiter waits for happens (data,
+	// room, a close, a reset); it exists only while someone waits.
+	changed chan struct{}
+
+	buf   []byte // buf[rpos:] is written and not read; buf[rpos:ready] has arrived
+	rpos  int
+	ready int
+	marks []mark // marks[mhead:] are the writes not arrived yet, oldest first
+	mhead int
+
+	writeClosed bool // the writer closed: io.EOF once everything was read
+	readClosed  bool // the reader closed: writes fail
+	reset       bool // either end reset the stream: everything fails
+}
+
+// mark is the end of one write in buf and when it arrives (zero: at once).
+type mark struct {
+	end int
+	at  time.Time
+}
+
+func newStreamPair() (*stream, *stream) {
+	ab, ba := new(half), new(half)
+	sa := &stream{id: streamCounter.Add(1), in: ba, out: ab, stat: network.Stats{Direction: network.DirOutbound}}
+	sb := &stream{id: streamCounter.Add(1), in: ab, out: ba, stat: network.Stats{Direction: network.DirInbound}}
+	sa.rstream, sb.rstream = sb, sa
+	return sa, sb
+}
+
+// wait returns the channel closed at the next change; mu is held.
+func (h *half) wait() <-chan struct{} {
+	if h.changed == nil {
+		h.changed = make(chan struct{})
+	}
+	return h.changed
+}
+
+// notify wakes every waiter; mu is held.
+func (h *half) notify() {
+	if h.changed != nil {
+		close(h.changed)
+		h.changed = nil
+	}
+}
+
+// arrive moves ready past the writes that have arrived by now, and returns how long until the
+// next one does (0 when none is on its way); mu is held.
+func (h *half) arrive() time.Duration {
+	var now time.Time
+	for ; h.mhead < len(h.marks); h.mhead++ {
+		m := h.marks[h.mhead]
+		if !m.at.IsZero() {
+			if now.IsZero() {
+				now = time.Now()
+			}
+			if d := m.at.Sub(now); d > 0 {
+				return d
+			}
+		}
+		h.ready = m.end
+	}
+	h.marks, h.mhead = h.marks[:0], 0
+	return 0
+}
+
+// Write queues a copy of p for the other end, arriving after the link's latency and the time
+// its bandwidth takes. It waits while the window is full.
+func (s *stream) Write(p []byte) (int, error) {
+	l := s.conn.link
+	var at time.Time
+	if delay := l.GetLatency() + l.RateLimit(len(p)); delay > 0 {
+		at = time.Now().Add(delay)
+	}
+	h := s.out
+	h.mu.Lock()
+	for {
+		switch {
+		case h.reset:
+			h.mu.Unlock()
+			return 0, network.ErrReset
+		case h.writeClosed, h.readClosed:
+			h.mu.Unlock()
+			return 0, ErrClosed
+		case len(h.buf)-h.rpos == 0 || len(h.buf)-h.rpos+len(p) <= window:
+			if h.rpos > 0 && len(h.buf)+len(p) > cap(h.buf) {
+				h.compact()
+			}
+			h.buf = append(h.buf, p...)
+			if at.IsZero() && h.mhead == len(h.marks) {
+				h.ready = len(h.buf)
+			} else {
+				h.marks = append(h.marks, mark{end: len(h.buf), at: at})
+			}
+			h.notify()
+			h.mu.Unlock()
+			return len(p), nil
+		}
+		ch := h.wait()
+		h.mu.Unlock()
+		<-ch
+		h.mu.Lock()
+	}
+}
+
+// compact moves the unread bytes to the front of buf; mu is held.
+func (h *half) compact() {
+	n := copy(h.buf, h.buf[h.rpos:])
+	h.buf = h.buf[:n]
+	h.ready -= h.rpos
+	for i := h.mhead; i < len(h.marks); i++ {
+		h.marks[i].end -= h.rpos
+	}
+	h.rpos = 0
+}
+
+// Read reads what has arrived, waiting for the next write to arrive when nothing has; io.EOF
+// once the other end closed its write side and everything was read.
+func (s *stream) Read(b []byte) (int, error) {
+	h := s.in
+	h.mu.Lock()
+	for {
+		switch {
+		case h.reset:
+			h.mu.Unlock()
+			return 0, network.ErrReset
+		case h.readClosed:
+			h.mu.Unlock()
+			return 0, ErrClosed
+		}
+		next := h.arrive()
+		if h.ready > h.rpos || len(b) == 0 {
+			n := copy(b, h.buf[h.rpos:h.ready])
+			h.rpos += n
+			if h.rpos == len(h.buf) {
+				h.drained()
+			}
+			h.notify()
+			h.mu.Unlock()
+			return n, nil
+		}
+		if h.writeClosed && len(h.buf) == h.rpos {
+			h.mu.Unlock()
+			return 0, io.EOF
+		}
+		ch := h.wait()
+		h.mu.Unlock()
+		if next > 0 {
+			t := time.NewTimer(next)
+			select {
+			case <-ch:
+			case <-t.C:
+			}
+			t.Stop()
+		} else {
+			<-ch
+		}
+		h.mu.Lock()
+	}
+}
+
+// drained empties buf once everything in it was read, keeping it unless a burst grew it.
+func (h *half) drained() {
+	if cap(h.buf) > keepBuffer {
+		h.buf = nil
+	} else {
+		h.buf = h.buf[:0]
+	}
+	h.rpos, h.ready = 0, 0
+}
+
+func (s *stream) ID() string {
+	return strconv.FormatInt(s.id, 10)
+}
+
+func (s *stream) Protocol() protocol.ID {
+	p := s.protocol.Load()
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+func (s *stream) Stat() network.Stats {
+	return s.stat
+}
+
+func (s *stream) SetProtocol(proto protocol.ID) error {
+	s.protocol.Store(&proto)
+	return nil
+}
+
+// CloseWrite closes the write side: the other end reads io.EOF after what was written. It
+// returns network.ErrReset when the stream was reset.
+func (s *stream) CloseWrite() error {
+	h := s.out
+	h.mu.Lock()
+	wasReset := h.reset
+	h.writeClosed = true
+	h.notify()
+	h.mu.Unlock()
+	s.remove()
+	if wasReset {
+		return network.ErrReset
+	}
+	return nil
+}
+
+// CloseRead closes the read side: what was not read is dropped, and the other end's writes
+// fail.
+func (s *stream) CloseRead() error {
+	h := s.in
+	h.mu.Lock()
+	h.readClosed = true
+	h.buf, h.marks, h.mhead, h.rpos, h.ready = nil, nil, 0, 0, 0
+	h.notify()
+	h.mu.Unlock()
+	return nil
+}
+
+func (s *stream) Close() error {
+	_ = s.CloseRead()
+	return s.CloseWrite()
+}
+
+// Reset fails every read and write at both ends with network.ErrReset.
+func (s *stream) Reset() error {
+	for _, h := range []*half{s.in, s.out} {
+		h.mu.Lock()
+		h.reset = true
+		h.buf, h.marks, h.mhead, h.rpos, h.ready = nil, nil, 0, 0, 0
+		h.notify()
+		h.mu.Unlock()
+	}
+	s.remove()
+	return nil
+}
+
+// ResetWithError resets the stream. It ignores the provided error code.
+func (s *stream) ResetWithError(_ network.StreamErrorCode) error {
+	return s.Reset()
+}
+
+// remove takes the stream off its connection's list, once.
+func (s *stream) remove() {
+	s.removeOnce.Do(func() {
+		if s.conn != nil {
+			s.conn.removeStream(s)
+		}
+	})
+}
+
+func (s *stream) Conn() network.Conn {
+	return s.conn
+}
+
+// SetDeadline is a noop for mocknet streams, as in go-libp2p's mocknet. Callers should not
+// treat the absence of deadline support as an error.
+func (s *stream) SetDeadline(_ time.Time) error      { return nil }
+func (s *stream) SetReadDeadline(_ time.Time) error  { return nil }
+func (s *stream) SetWriteDeadline(_ time.Time) error { return nil }
+
+func (s *stream) Scope() network.StreamScope {
+	return &network.NullScope{}
+}

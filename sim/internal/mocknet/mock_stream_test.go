@@ -1,0 +1,192 @@
+package mocknet
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/libp2p/go-libp2p/core/network"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// pair returns the two ends of a fresh stream between two linked peers with the given link
+// options; the mocknet closes when the test ends.
+func pair(t *testing.T, o LinkOptions) (a, b network.Stream) {
+	t.Helper()
+	mn := New()
+	t.Cleanup(func() { _ = mn.Close() })
+	mn.SetLinkDefaults(o)
+	h1, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	h2, err := mn.GenPeer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.LinkPeers(h1.ID(), h2.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mn.ConnectPeers(h1.ID(), h2.ID()); err != nil {
+		t.Fatal(err)
+	}
+	got := make(chan network.Stream, 1)
+	h2.SetStreamHandler("/test", func(s network.Stream) { got <- s })
+	a, err = h1.NewStream(context.Background(), h2.ID(), "/test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the other end sees the stream once the protocol is negotiated: write to get there.
+	if _, err := a.Write([]byte{0}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case b = <-got:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the other end never got the stream")
+	}
+	first := make([]byte, 1)
+	if _, err := io.ReadFull(b, first); err != nil {
+		t.Fatal(err)
+	}
+	return a, b
+}
+
+func TestStream_WritesArriveInOrderThenEOFAfterCloseWrite(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	type result struct {
+		got []byte
+		err error
+	}
+	read := make(chan result, 1)
+	go func() {
+		got, err := io.ReadAll(b) // more than a window is written: read while it is
+		read <- result{got, err}
+	}()
+	var want bytes.Buffer
+	for i := range 200 {
+		chunk := bytes.Repeat([]byte{byte(i)}, 1+i*37%3000)
+		want.Write(chunk)
+		if _, err := a.Write(chunk); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.CloseWrite(); err != nil {
+		t.Fatal(err)
+	}
+	r := <-read
+	if r.err != nil {
+		t.Fatalf("read: %v", r.err)
+	}
+	if !bytes.Equal(r.got, want.Bytes()) {
+		t.Fatalf("read %d bytes, not the %d written in order", len(r.got), want.Len())
+	}
+	if _, err := a.Write([]byte("late")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a write after CloseWrite: %v, want ErrClosed", err)
+	}
+}
+
+func TestStream_AWriteArrivesAfterTheLinkLatency(t *testing.T) {
+	const latency = 50 * time.Millisecond
+	a, b := pair(t, LinkOptions{Latency: latency})
+	start := time.Now()
+	if _, err := a.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 4)
+	if _, err := io.ReadFull(b, buf); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(start); took < latency {
+		t.Fatalf("arrived after %v, before the link's latency of %v", took, latency)
+	}
+}
+
+func TestStream_ResetFailsBothEnds(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	read := make(chan error, 1)
+	go func() {
+		_, err := b.Read(make([]byte, 8))
+		read <- err
+	}()
+	if err := a.Reset(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if !errors.Is(err, network.ErrReset) {
+			t.Fatalf("the blocked read at the other end: %v, want ErrReset", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read blocked at the other end was not woken by the reset")
+	}
+	if _, err := b.Write([]byte("x")); !errors.Is(err, network.ErrReset) {
+		t.Fatalf("a write at the other end after the reset: %v, want ErrReset", err)
+	}
+	if _, err := a.Read(make([]byte, 1)); !errors.Is(err, network.ErrReset) {
+		t.Fatalf("a read at the resetting end: %v, want ErrReset", err)
+	}
+}
+
+func TestStream_AFullWindowHoldsTheWriterUntilTheReaderReads(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	if _, err := a.Write(make([]byte, window)); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		_, err := a.Write([]byte("one more"))
+		wrote <- err
+	}()
+	select {
+	case err := <-wrote:
+		t.Fatalf("a write past a full window returned (%v) before anything was read", err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if _, err := io.ReadFull(b, make([]byte, window)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-wrote:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the writer was not woken when the reader made room")
+	}
+	got := make([]byte, len("one more"))
+	if _, err := io.ReadFull(b, got); err != nil || string(got) != "one more" {
+		t.Fatalf("read %q, %v", got, err)
+	}
+}
+
+func TestStream_CloseReadFailsTheOtherEndsWrites(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	if err := b.CloseRead(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte("x")); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a write to a closed read side: %v, want ErrClosed", err)
+	}
+	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, ErrClosed) {
+		t.Fatalf("a read after CloseRead: %v, want ErrClosed", err)
+	}
+}
+
+func TestStream_ClosingTheConnectionResetsItsStreams(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	if err := a.Conn().Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Read(make([]byte, 1)); !errors.Is(err, network.ErrReset) {
+		t.Fatalf("a read after the connection closed: %v, want ErrReset", err)
+	}
+	if n := len(a.Conn().GetStreams()); n != 0 {
+		t.Fatalf("%d streams left on the closed connection", n)
+	}
+}
