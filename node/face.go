@@ -134,8 +134,8 @@ func (n *Node) SendToGroup(ctx context.Context, capability string, intent protoc
 }
 
 // GossipPeers returns how many peers this node's gossip has on the heartbeat topic and on
-// the broadcast topic: 0 means what it publishes there reaches nobody yet. Each call waits
-// for gossipsub's event loop.
+// the broadcast topic: 0 means what it publishes there reaches nobody yet. It does not wait
+// for gossipsub's event loop (see pubsub.Gossip.TopicPeers).
 func (n *Node) GossipPeers() (heartbeat, broadcast int) {
 	if n.gossip == nil {
 		return 0, 0

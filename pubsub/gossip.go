@@ -58,6 +58,11 @@ type Gossip struct {
 	heard     atomic.Bool
 	stopGreet context.CancelFunc
 
+	// hbPeers and bcPeers count the peers subscribed to the heartbeat and the broadcast topic,
+	// from gossipsub's peer events (countPeers), so that TopicPeers need not wait for its
+	// event loop.
+	hbPeers, bcPeers atomic.Int64
+
 	serveMu     sync.Mutex // guards the probes being answered (probe.go)
 	served      map[network.Stream]struct{}
 	serveClosed bool
@@ -155,6 +160,14 @@ func (g *Gossip) start() error {
 	}
 	if err := g.startGreet(); err != nil {
 		return err
+	}
+	for _, c := range []struct {
+		topic string
+		n     *atomic.Int64
+	}{{g.heartbeatTopic(), &g.hbPeers}, {g.broadcastTopic(), &g.bcPeers}} {
+		if err := g.startCountPeers(c.topic, c.n); err != nil {
+			return err
+		}
 	}
 	h.SetStreamHandler(g.probeProtocol(), g.serveProbe)
 	g.wg.Add(2)
@@ -492,8 +505,9 @@ func (g *Gossip) Load(agentID string) (load float64, alive bool, known bool) {
 }
 
 // TopicPeers returns how many peers gossipsub knows on the heartbeat topic and on the
-// broadcast topic: 0 means what this node publishes there reaches nobody yet. Each call waits
-// for gossipsub's event loop.
+// broadcast topic: 0 means what this node publishes there reaches nobody yet. It does not wait
+// for gossipsub's event loop, which in a crowded process can be seconds behind: the counts
+// follow gossipsub's peer events (countPeers), and lag its loop by the events not read yet.
 func (g *Gossip) TopicPeers() (heartbeat, broadcast int) {
-	return len(g.ps.ListPeers(g.heartbeatTopic())), len(g.ps.ListPeers(g.broadcastTopic()))
+	return int(g.hbPeers.Load()), int(g.bcPeers.Load())
 }

@@ -373,3 +373,19 @@ func mustJSON(t *testing.T, m *protocol.Message) []byte {
 	}
 	return b
 }
+
+// TopicPeers answers without waiting for gossipsub's event loop, from its peer events: it
+// follows peers arriving on the heartbeat and broadcast topics and leaving them.
+func TestTopicPeers_FollowsPeersArrivingAndLeaving(t *testing.T) {
+	m := newMesh(t, 3, nil) // node 0 is connected to both others
+	g := m.nodes[0]
+	testsupport.WaitFor(t, 10*time.Second, "both peers on both topics", func() bool {
+		hb, bc := g.TopicPeers()
+		return hb == 2 && bc == 2
+	})
+	m.stop(1)
+	testsupport.WaitFor(t, 10*time.Second, "the stopped peer to leave both topics", func() bool {
+		hb, bc := g.TopicPeers()
+		return hb == 1 && bc == 1
+	})
+}

@@ -3,6 +3,9 @@ package pubsub
 import (
 	"fmt"
 	"strings"
+	"sync/atomic"
+
+	ps "github.com/libp2p/go-libp2p-pubsub"
 )
 
 const (
@@ -48,4 +51,37 @@ func ValidateCapability(cp string) error {
 		return fmt.Errorf("pubsub: capability %q: character %q at %d is not allowed (letters, digits, '.', '_', '-', ':'; a letter or digit first)", cp, c, i)
 	}
 	return nil
+}
+
+// startCountPeers starts countPeers on a topic's peer events.
+func (g *Gossip) startCountPeers(topic string, n *atomic.Int64) error {
+	g.topicMu.Lock()
+	th := g.topics[topic]
+	g.topicMu.Unlock()
+	evs, err := th.t.EventHandler()
+	if err != nil {
+		return fmt.Errorf("pubsub: peer events of %s: %w", topic, err)
+	}
+	g.wg.Add(1)
+	go g.countPeers(evs, n)
+	return nil
+}
+
+// countPeers keeps n, the peers subscribed to a topic, from its peer events (the first ones
+// are the peers already there) until Close.
+func (g *Gossip) countPeers(evs *ps.TopicEventHandler, n *atomic.Int64) {
+	defer g.wg.Done()
+	defer evs.Cancel()
+	for {
+		ev, err := evs.NextPeerEvent(g.ctx)
+		if err != nil {
+			return
+		}
+		switch ev.Type {
+		case ps.PeerJoin:
+			n.Add(1)
+		case ps.PeerLeave:
+			n.Add(-1)
+		}
+	}
 }
