@@ -193,16 +193,10 @@ func (m *mockNet) Close() error { return m.mn.Close() }
 
 // simHost is a mocknet host as a deployed node's host would be: it has a connection manager
 // (mocknet's hosts have none, so every connection a DHT walk opens would stay open, with its
-// gossipsub and DHT streams, and a node's memory would grow with the mesh), and its network
-// answers Connectedness under mocknet's read lock. mocknet's own Connectedness takes its
-// network's exclusive lock, and the DHT asks it for every peer of every answer it builds: in a
-// mesh of hundreds of nodes in one process that lock convoys (gossipsub's event loop was seen
-// waiting on it for 40 s). The answer is the same: a peer is connected when a connection to it
-// is open. Only what the node calls goes through the wrapper; mocknet keeps its own network.
+// gossipsub and DHT streams, and a node's memory would grow with the mesh).
 type simHost struct {
 	host.Host
-	net quickNet
-	cm  *connmgr.BasicConnMgr
+	cm *connmgr.BasicConnMgr
 	// sent counts the bytes this host's streams write (nil: not counted), shared by the hosts
 	// of a run: what the nodes send each other, every protocol the node speaks (identify,
 	// which the host runs itself, aside).
@@ -220,11 +214,8 @@ func newSimHost(h host.Host, low, high int, grace time.Duration, sent *atomic.Ui
 		return nil, fmt.Errorf("connection manager: %w", err)
 	}
 	h.Network().Notify(cm.Notifee())
-	return &simHost{Host: h, net: quickNet{h.Network()}, cm: cm, sent: sent}, nil
+	return &simHost{Host: h, cm: cm, sent: sent}, nil
 }
-
-// Network returns the wrapped network.
-func (h *simHost) Network() network.Network { return h.net }
 
 // ConnManager returns the host's connection manager, which the DHT, gossipsub and the node tag
 // and protect peers with.
@@ -279,14 +270,4 @@ func (s countedStream) Write(p []byte) (int, error) {
 	n, err := s.Stream.Write(p)
 	s.sent.Add(uint64(n))
 	return n, err
-}
-
-type quickNet struct{ network.Network }
-
-// Connectedness reports Connected when a connection to p is open.
-func (n quickNet) Connectedness(p peer.ID) network.Connectedness {
-	if len(n.ConnsToPeer(p)) > 0 {
-		return network.Connected
-	}
-	return network.NotConnected
 }

@@ -12,5 +12,6 @@
 // nodes) and each write cost two hand-offs. Here (mock_stream.go) a write is appended to the
 // other end's buffer with the time it arrives, and the reader takes it when that time has come
 // (docs/sim.md, "Transport"). Everything else is go-libp2p's code, unchanged but for this
-// comment and the imports of the tests it did not bring.
+// comment and Connectedness, which takes the network's read lock rather than its exclusive
+// one. The tests of go-libp2p's package stay there.
 package mocknet

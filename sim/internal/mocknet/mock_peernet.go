@@ -383,9 +383,13 @@ func (pn *peernet) InterfaceListenAddresses() ([]ma.Multiaddr, error) {
 
 // Connectedness returns a state signaling connection capabilities
 // For now only returns Connecter || NotConnected. Expand into more later.
+//
+// It takes the network's read lock (go-libp2p's takes the exclusive one): the DHT asks it for
+// every peer of every answer it builds, and in a mesh of hundreds of nodes in one process the
+// exclusive lock convoyed (gossipsub's event loop was seen waiting on it for 40 s).
 func (pn *peernet) Connectedness(p peer.ID) network.Connectedness {
-	pn.Lock()
-	defer pn.Unlock()
+	pn.RLock()
+	defer pn.RUnlock()
 
 	cs, found := pn.connsByPeer[p]
 	if found && len(cs) > 0 {
