@@ -190,3 +190,28 @@ func TestStream_ClosingTheConnectionResetsItsStreams(t *testing.T) {
 		t.Fatalf("%d streams left on the closed connection", n)
 	}
 }
+
+// Most streams of a mesh are idle: once its reader has read everything, a direction holds no
+// buffer (it went back to the pool for the next write of any stream).
+func TestStream_ADrainedDirectionHoldsNoBuffer(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	msg := bytes.Repeat([]byte("x"), 3000)
+	if _, err := a.Write(msg); err != nil {
+		t.Fatal(err)
+	}
+	h := b.(*stream).in
+	h.mu.Lock()
+	held := cap(h.buf)
+	h.mu.Unlock()
+	if held < len(msg) {
+		t.Fatalf("the direction holds %d bytes of buffer with %d unread", held, len(msg))
+	}
+	if _, err := io.ReadFull(b, make([]byte, len(msg))); err != nil {
+		t.Fatal(err)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.buf != nil || h.bufp != nil {
+		t.Fatalf("a drained direction still holds a buffer of %d bytes", cap(h.buf))
+	}
+}
