@@ -54,3 +54,74 @@ func TestPlainRun_StopsWhereTheBytewiseLoopStops(t *testing.T) {
 		}
 	}
 }
+
+// naiveNesting is nesting one byte at a time, as it read payloads before plainRun.
+func naiveNesting(raw []byte) (depth int, isObject bool) {
+	inString, escaped := false, false
+	cur := 0
+	first := true
+	for _, c := range raw {
+		if inString {
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\r', '\n':
+			continue
+		case '"':
+			inString = true
+		case '{', '[':
+			cur++
+			depth = max(depth, cur)
+		case '}', ']':
+			cur--
+		}
+		if first {
+			isObject = c == '{'
+			first = false
+		}
+	}
+	return depth, isObject
+}
+
+// nesting skips a string's plain runs a word at a time and still finds what the byte loop
+// finds, for inputs made mostly of the bytes that matter to it (quotes, escapes, brackets,
+// control characters) between runs of text, valid JSON or not.
+func TestNesting_FindsWhatTheBytewiseLoopFinds(t *testing.T) {
+	alphabet := []byte(`{}[]"\ ,:ab` + "\x01\n\xc3\xa9")
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 50000 {
+		s := make([]byte, r.IntN(64))
+		for i := range s {
+			if r.IntN(3) == 0 {
+				s[i] = alphabet[r.IntN(len(alphabet))]
+			} else {
+				s[i] = 'a' + byte(r.IntN(26))
+			}
+		}
+		d, o := nesting(s)
+		wd, wo := naiveNesting(s)
+		if d != wd || o != wo {
+			t.Fatalf("nesting(%q) = %d, %v; the byte loop says %d, %v", s, d, o, wd, wo)
+		}
+	}
+}
+
+func FuzzNesting(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":"b\"{{"}`, `{"a":["\\",{"b":{}}]}`, `"{"`, `[{"x":"` + "\x00" + `{"}]`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, s []byte) {
+		d, o := nesting(s)
+		if wd, wo := naiveNesting(s); d != wd || o != wo {
+			t.Fatalf("nesting(%q) = %d, %v; the byte loop says %d, %v", s, d, o, wd, wo)
+		}
+	})
+}
