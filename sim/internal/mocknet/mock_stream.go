@@ -230,10 +230,12 @@ func (h *half) drained() {
 	h.buf, h.bufp, h.rpos, h.ready = nil, nil, 0, 0
 }
 
+// ID is the stream's number in this process.
 func (s *stream) ID() string {
 	return strconv.FormatInt(s.id, 10)
 }
 
+// Protocol is the protocol negotiated on the stream ("" before).
 func (s *stream) Protocol() protocol.ID {
 	p := s.protocol.Load()
 	if p == nil {
@@ -242,10 +244,12 @@ func (s *stream) Protocol() protocol.ID {
 	return *p
 }
 
+// Stat says which end opened the stream.
 func (s *stream) Stat() network.Stats {
 	return s.stat
 }
 
+// SetProtocol records the negotiated protocol.
 func (s *stream) SetProtocol(proto protocol.ID) error {
 	s.protocol.Store(&proto)
 	return nil
@@ -279,6 +283,7 @@ func (s *stream) CloseRead() error {
 	return nil
 }
 
+// Close closes both sides: CloseRead, then CloseWrite.
 func (s *stream) Close() error {
 	_ = s.CloseRead()
 	return s.CloseWrite()
@@ -311,6 +316,7 @@ func (s *stream) remove() {
 	})
 }
 
+// Conn is the connection the stream runs on.
 func (s *stream) Conn() network.Conn {
 	return s.conn
 }
@@ -321,6 +327,7 @@ func (s *stream) SetDeadline(_ time.Time) error      { return nil }
 func (s *stream) SetReadDeadline(_ time.Time) error  { return nil }
 func (s *stream) SetWriteDeadline(_ time.Time) error { return nil }
 
+// Scope is a null resource scope: mocknet accounts for nothing.
 func (s *stream) Scope() network.StreamScope {
 	return &network.NullScope{}
 }
