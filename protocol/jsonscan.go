@@ -326,27 +326,16 @@ func appendCompact(dst, raw []byte) ([]byte, error) {
 	if !s.spaced {
 		return append(dst, raw...), nil
 	}
-	inString, escaped := false, false
-	for _, c := range raw {
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-			dst = append(dst, c)
-			continue
-		}
-		switch c {
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; c {
 		case ' ', '\t', '\r', '\n':
-			continue
 		case '"':
-			inString = true
+			end := min(stringEnd(raw, i+1), len(raw)-1) // raw is valid: the string is closed
+			dst = append(dst, raw[i:end+1]...)
+			i = end
+		default:
+			dst = append(dst, c)
 		}
-		dst = append(dst, c)
 	}
 	return dst, nil
 }

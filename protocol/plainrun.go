@@ -53,3 +53,25 @@ func asciiRun[T string | []byte](s T) int {
 	}
 	return i
 }
+
+// stringEnd returns the index of the quotation mark that closes the string literal whose
+// contents begin at raw[i] (just after its opening quotation mark), or len(raw) when nothing
+// closes it. Escapes are stepped over, and runs of ordinary characters skipped eight bytes at
+// a time (plainRun). It checks nothing: its callers scan raw for its structure alone.
+func stringEnd(raw []byte, i int) int {
+	for i < len(raw) {
+		i += plainRun(raw[i:])
+		if i >= len(raw) {
+			break
+		}
+		switch raw[i] {
+		case '"':
+			return i
+		case '\\':
+			i += 2
+		default: // a control character, which a string holds here as any other byte
+			i++
+		}
+	}
+	return len(raw)
+}

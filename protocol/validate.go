@@ -205,32 +205,18 @@ func validatePayload(m *Message) error {
 }
 
 // nesting returns the depth of the deepest object or array in a JSON value (an object is
-// depth 1) and whether the value is an object. It scans bytes, allocating nothing, and skips
-// the plain runs of a string eight bytes at a time (plainRun): a payload is mostly text.
+// depth 1) and whether the value is an object. It scans bytes, allocating nothing, and steps
+// over strings with stringEnd: a payload is mostly text.
 func nesting(raw []byte) (depth int, isObject bool) {
-	inString, escaped := false, false
 	cur := 0
 	first := true
 	for i := 0; i < len(raw); i++ {
 		c := raw[i]
-		if inString {
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			default:
-				i += plainRun(raw[i+1:])
-			}
-			continue
-		}
 		switch c {
 		case ' ', '\t', '\r', '\n':
 			continue
 		case '"':
-			inString = true
+			i = stringEnd(raw, i+1)
 		case '{', '[':
 			cur++
 			depth = max(depth, cur)
