@@ -16,17 +16,17 @@ import (
 // topic whenever the mesh beat is due (see meshInterval). Probes sign their own beats when
 // the last one is stale (ownSealed).
 //
-// Every beat announces the interval to its next one. When the mesh grows and the interval
-// stretches, the longer interval is announced first and taken only after SuspectAfter-1 more
-// beats at the old pace: a receiver that missed the beat announcing it still hears it from
-// another before the long silence, and does not suspect an agent that only slowed down. A
-// shorter interval is taken at once (beats then come sooner than announced).
+// Every beat announces the interval to its next one, and the gap after a beat is at most the
+// shortest interval announced by the last SuspectAfter beats (see pacer): a receiver that heard
+// one beat and missed the next SuspectAfter-1 still hears one before the silence it allows, and
+// does not suspect an agent that only slowed down. A longer interval is therefore taken
+// SuspectAfter-1 beats after it is first announced, and a shorter one at once.
 func (g *Gossip) beatLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.interval)
 	defer t.Stop()
 	var next time.Time // when the next mesh beat is due
-	p := pacer{pace: g.cfg.interval, announced: g.cfg.interval, ramp: g.cfg.suspectAfter - 1}
+	p := newPacer(g.cfg.interval, g.cfg.suspectAfter)
 	for {
 		now := time.Now()
 		if !now.Before(next) {
@@ -54,27 +54,41 @@ func (g *Gossip) beatLoop() {
 }
 
 // pacer chooses, beat by beat, the interval a beat announces and the time to the next one.
+//
+// A receiver judges an agent's silence on the last interval it heard announced, a, and
+// suspects it after SuspectAfter x a. So that one beat heard is enough, the next SuspectAfter
+// beats must all come within a of each other: the gap after a beat is the shortest interval
+// announced by it and the SuspectAfter-1 beats before it. A mesh that keeps growing then
+// stretches its beats two beats behind the growth (at the defaults); waiting instead for the
+// wanted interval to hold still for SuspectAfter beats kept every node at the shortest
+// interval for as long as the mesh grew.
 type pacer struct {
-	pace      time.Duration // time to the next beat
-	announced time.Duration // what the beat announces
-	ramp      int           // beats the longer interval is announced before it is taken (SuspectAfter-1)
-	left      int           // of them, still to go
+	pace      time.Duration   // time to the next beat
+	announced time.Duration   // what the beat announces
+	recent    []time.Duration // what the SuspectAfter-1 beats before it announced, oldest first
 }
 
-// beat is one beat whose wanted interval is want; it reports whether the pace grew.
+// newPacer returns a pacer whose earlier beats all announced interval.
+func newPacer(interval time.Duration, suspectAfter int) pacer {
+	recent := make([]time.Duration, max(suspectAfter-1, 0))
+	for i := range recent {
+		recent[i] = interval
+	}
+	return pacer{pace: interval, announced: interval, recent: recent}
+}
+
+// beat is one beat announcing want; it reports whether the pace grew.
 func (p *pacer) beat(want time.Duration) (grew bool) {
-	switch {
-	case want > p.announced:
-		p.announced, p.left = want, p.ramp
-	case want < p.announced:
-		p.announced, p.pace, p.left = want, want, 0
+	pace := want
+	for _, a := range p.recent {
+		pace = min(pace, a)
 	}
-	if p.left > 0 {
-		p.left--
-		return false
+	if len(p.recent) > 0 {
+		copy(p.recent, p.recent[1:])
+		p.recent[len(p.recent)-1] = want
 	}
-	grew = p.announced > p.pace
-	p.pace = p.announced
+	grew = pace > p.pace
+	p.announced, p.pace = want, pace
 	return grew
 }
 

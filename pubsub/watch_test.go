@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"testing"
 	"time"
 )
@@ -97,7 +98,7 @@ func TestWatch_DueProbesTheSilentOnly(t *testing.T) {
 // (a receiver that missed one still hears it from another), and a shorter one is taken at once.
 func TestPacer_AnnouncesALongerIntervalBeforeTakingIt(t *testing.T) {
 	const T = 30 * time.Second
-	p := pacer{pace: T, announced: T, ramp: 2}
+	p := newPacer(T, 3)
 	var got []string
 	for _, want := range []time.Duration{T, 4 * T, 4 * T, 4 * T, 4 * T, 2 * T, 2 * T} {
 		grew := p.beat(want)
@@ -106,6 +107,46 @@ func TestPacer_AnnouncesALongerIntervalBeforeTakingIt(t *testing.T) {
 	wantSeq := "[30s/30s/false 2m0s/30s/false 2m0s/30s/false 2m0s/2m0s/true 2m0s/2m0s/false 1m0s/1m0s/false 1m0s/1m0s/false]"
 	if fmt.Sprint(got) != wantSeq {
 		t.Fatalf("announced/pace per beat: %v\nwant %s", got, wantSeq)
+	}
+}
+
+// In a mesh that keeps growing, the interval wanted grows at every beat: the pace follows it
+// SuspectAfter-1 beats behind, rather than waiting for it to hold still (which kept every node
+// of a mesh growing by a mesh budget a minute at the shortest interval).
+func TestPacer_AGrowingMeshStretchesTwoBeatsBehind(t *testing.T) {
+	const T = 30 * time.Second
+	p := newPacer(T, 3)
+	var paces []time.Duration
+	for k := 1; k <= 6; k++ {
+		p.beat(time.Duration(k) * T)
+		paces = append(paces, p.pace)
+	}
+	if want := []time.Duration{T, T, T, 2 * T, 3 * T, 4 * T}; fmt.Sprint(paces) != fmt.Sprint(want) {
+		t.Fatalf("paces %v, want %v", paces, want)
+	}
+}
+
+// Whatever the intervals wanted, a receiver that heard one beat, announcing a, and missed the
+// next SuspectAfter-1 hears the one after them within SuspectAfter x a: it never suspects an
+// agent that only changed its pace.
+func TestPacer_OneBeatHeardIsEnoughToWaitForTheNext(t *testing.T) {
+	const T = 30 * time.Second
+	for _, suspectAfter := range []int{1, 2, 3, 5} {
+		rng := rand.New(rand.NewPCG(uint64(suspectAfter), 7))
+		p := newPacer(T, suspectAfter)
+		var at, announced []time.Duration // per beat: when, and what it announced
+		now := time.Duration(0)
+		for range 2000 {
+			p.beat(time.Duration(1+rng.IntN(30)) * T)
+			at, announced = append(at, now), append(announced, p.announced)
+			now += p.pace
+		}
+		for k := range len(at) - suspectAfter {
+			if silence, allowed := at[k+suspectAfter]-at[k], time.Duration(suspectAfter)*announced[k]; silence > allowed {
+				t.Fatalf("suspect_after %d: beat %d announced %s, the beat %d later came %s after it (allowed %s)",
+					suspectAfter, k, announced[k], suspectAfter, silence, allowed)
+			}
+		}
 	}
 }
 
