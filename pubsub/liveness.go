@@ -49,6 +49,7 @@ type AgentState struct {
 	suspected time.Time // when this node made it suspect
 
 	older, newer *AgentState // neighbours in the table's order of LastSeen, for eviction
+	samePeer     *AgentState // the next row of the same peer (byPeer's chain)
 }
 
 // Transition is a change of an agent's state, delivered to subscribers as a KindTransition
@@ -91,7 +92,7 @@ type LivenessConfig struct {
 type Liveness struct {
 	cfg    LivenessConfig
 	agents map[string]*AgentState
-	byPeer map[peer.ID]map[string]*AgentState // the same rows by peer, for Disconnected
+	byPeer map[peer.ID]*AgentState // the same rows by peer, chained by samePeer, for Disconnected
 	// The rows in order of LastSeen, oldest first: a list through AgentState.older/newer.
 	oldest, newest *AgentState
 	evicted        uint64
@@ -140,7 +141,7 @@ func NewLiveness(cfg LivenessConfig) *Liveness {
 	if cfg.RefuteGrace <= 0 {
 		cfg.RefuteGrace = min(cfg.Interval/4, time.Second)
 	}
-	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]map[string]*AgentState),
+	return &Liveness{cfg: cfg, agents: make(map[string]*AgentState), byPeer: make(map[peer.ID]*AgentState),
 		health: localHealth{max: cfg.MaxHealthScore, lateAfter: cfg.LateTick}, watch: make(map[string]*watched)}
 }
 
@@ -240,7 +241,7 @@ func older(h Heard, a *AgentState) bool {
 // A watched agent of pid is also probed at the next Due, without waiting for its interval: the
 // probe's answer confirms it alive (and cancels the hint) well before the hint's deadline.
 func (l *Liveness) Disconnected(pid peer.ID) {
-	for _, a := range l.byPeer[pid] {
+	for a := l.byPeer[pid]; a != nil; a = a.samePeer {
 		if beating(a.State) {
 			a.lost = true
 			l.next = time.Time{} // its deadline came closer: visit every row at the next Tick
@@ -312,23 +313,29 @@ func (l *Liveness) unlink(a *AgentState) {
 	a.older, a.newer = nil, nil
 }
 
-// index and unindex keep byPeer in step with the rows' PeerID.
+// index and unindex keep byPeer in step with the rows' PeerID. A peer hosts one agent as a
+// rule, so the rows of a peer are a chain through samePeer rather than a map of their own (a
+// map per row, at every node, for every agent of the mesh).
 func (l *Liveness) index(a *AgentState) {
-	m := l.byPeer[a.PeerID]
-	if m == nil {
-		m = make(map[string]*AgentState, 1)
-		l.byPeer[a.PeerID] = m
-	}
-	m[a.AgentID] = a
+	a.samePeer = l.byPeer[a.PeerID]
+	l.byPeer[a.PeerID] = a
 }
 
 func (l *Liveness) unindex(a *AgentState) {
-	if m := l.byPeer[a.PeerID]; m != nil {
-		delete(m, a.AgentID)
-		if len(m) == 0 {
-			delete(l.byPeer, a.PeerID)
+	switch head := l.byPeer[a.PeerID]; {
+	case head == a && a.samePeer == nil:
+		delete(l.byPeer, a.PeerID)
+	case head == a:
+		l.byPeer[a.PeerID] = a.samePeer
+	default:
+		for r := head; r != nil; r = r.samePeer {
+			if r.samePeer == a {
+				r.samePeer = a.samePeer
+				break
+			}
 		}
 	}
+	a.samePeer = nil
 }
 
 // lostAfter is how long after its last beat an agent whose connection dropped is suspect:

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -264,6 +265,41 @@ func TestLivenessDisconnectFollowsTheAgentsPeer(t *testing.T) {
 	}
 	// Forgotten rows leave the index too.
 	l.Tick(back.Add(DefaultForgetAfter + time.Second))
+	if len(l.agents) != 0 || len(l.byPeer) != 0 {
+		t.Fatalf("after forgetting: %d rows, %d peers indexed", len(l.agents), len(l.byPeer))
+	}
+}
+
+// A peer may speak for several agents: losing its connection hints every one of them, and an
+// agent that leaves the peer (moving to another, or forgotten) leaves the peer's other rows
+// indexed.
+func TestLivenessDisconnect_HintsEveryAgentOfThePeer(t *testing.T) {
+	l := NewLiveness(LivenessConfig{})
+	for _, id := range []string{"a:b:one", "a:b:two", "a:b:three"} {
+		l.Observe(beat(id, "P", "alive", t0), t0)
+	}
+	hinted := func() (ids []string) {
+		for a := l.byPeer["P"]; a != nil; a = a.samePeer {
+			if a.lost {
+				ids = append(ids, a.AgentID)
+			}
+		}
+		slices.Sort(ids)
+		return ids
+	}
+	// "two" is in the middle of the peer's chain: unlinking it must keep both neighbours.
+	l.Observe(beat("a:b:two", "P", "offline", t0.Add(time.Second)), t0.Add(time.Second))
+	if _, ok := l.Observe(beat("a:b:two", "Q", "alive", t0.Add(2*time.Second)), t0.Add(2*time.Second)); !ok {
+		t.Fatal("two could not move to Q after going offline")
+	}
+	l.Disconnected("P")
+	if got := hinted(); fmt.Sprint(got) != "[a:b:one a:b:three]" {
+		t.Fatalf("hinted after P dropped: %v, want one and three (two moved to Q)", got)
+	}
+	if a, _ := l.Agent("a:b:two"); a.PeerID != "Q" || l.byPeer["Q"] == nil || l.byPeer["Q"].AgentID != "a:b:two" {
+		t.Fatalf("two after moving: %+v", a)
+	}
+	l.Tick(t0.Add(DefaultForgetAfter + time.Minute))
 	if len(l.agents) != 0 || len(l.byPeer) != 0 {
 		t.Fatalf("after forgetting: %d rows, %d peers indexed", len(l.agents), len(l.byPeer))
 	}
