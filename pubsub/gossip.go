@@ -472,14 +472,21 @@ type Stats struct {
 	// OwnRelayed counts copies of this node's own earlier messages that peers relayed back
 	// (after a restart), dropped before gossipsub could blame the relayer.
 	OwnRelayed uint64
+	// Agents is the number of rows in the liveness table (the agents heard, this one aside).
+	Agents int
+	// MeshInterval is the interval this node's beats on the heartbeat topic announce: the
+	// heartbeat interval in a mesh of at most MeshBudget agents, a multiple of it in a larger
+	// one (docs/scale.md).
+	MeshInterval time.Duration
 }
 
 // Stats returns the validator and liveness table counters.
 func (g *Gossip) Stats() Stats {
 	g.stateMu.Lock()
-	evicted := g.live.Evicted()
+	evicted, agents := g.live.Evicted(), g.live.Len()
 	g.stateMu.Unlock()
-	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted, OwnRelayed: g.stats.ownRelayed.Load()}
+	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted,
+		OwnRelayed: g.stats.ownRelayed.Load(), Agents: agents, MeshInterval: g.announced()}
 }
 
 // Agents returns the liveness table (every agent heard from except this one), by agent id.

@@ -29,6 +29,9 @@ func TestTiers_StretchedMeshBeatsAndProbedWatches(t *testing.T) {
 		a, ok := m.nodes[4].Agent(m.agents[1])
 		return ok && a.Interval == 3*time.Second
 	})
+	if st := m.nodes[1].Stats(); st.MeshInterval != 3*time.Second || st.Agents != 5 {
+		t.Fatalf("node 1's stats: mesh interval %s with %d agents heard, want 3s and 5", st.MeshInterval, st.Agents)
+	}
 	watcher, other, victim := 0, 4, 1
 	m.nodes[watcher].Watch(m.agents[victim], m.hosts[victim].ID())
 	testsupport.WaitFor(t, 10*time.Second, "a probe answered", func() bool {

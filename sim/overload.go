@@ -93,20 +93,37 @@ func measureOverload(res *StepResult, lagP99, lagMax time.Duration) {
 	res.Metrics["overloaded"] = over
 }
 
-// measureLocalHealth adds local_health_max and local_health_mean: the Lifeguard score of the
-// running nodes (0 healthy .. 8) at the end of the step, how slow the nodes found themselves.
-func (r *run) measureLocalHealth(res *StepResult) {
+// measureNodes adds what the running nodes report of themselves at the end of the step:
+// local_health_max and local_health_mean, their Lifeguard scores (0 healthy .. 8), how slow
+// they found themselves; mesh_interval_s_p50 and mesh_interval_s_max, the intervals their beats
+// on the heartbeat topic announce, how far the mesh stretched its beats (docs/scale.md); and
+// liveness_agents_p50, how many agents their liveness tables hold.
+func (r *run) measureNodes(res *StepResult) {
 	up := r.c.up()
 	sum, top := 0, 0
+	var intervals, agents []float64
 	for _, i := range up {
-		if nd := r.c.node(i); nd != nil {
-			sc := nd.Safety().LocalHealth.Score
-			sum += sc
-			top = max(top, sc)
+		nd := r.c.node(i)
+		if nd == nil {
+			continue
+		}
+		s := nd.Safety()
+		sum += s.LocalHealth.Score
+		top = max(top, s.LocalHealth.Score)
+		if nd.GossipOn() {
+			intervals = append(intervals, s.Gossip.MeshInterval.Seconds())
+			agents = append(agents, float64(s.Gossip.Agents))
 		}
 	}
 	res.Metrics["local_health_max"] = float64(top)
 	res.Metrics["local_health_mean"] = round3(float64(sum) / float64(max(1, len(up))))
+	if len(intervals) > 0 {
+		slices.Sort(intervals)
+		slices.Sort(agents)
+		res.Metrics["mesh_interval_s_p50"] = intervals[len(intervals)/2]
+		res.Metrics["mesh_interval_s_max"] = intervals[len(intervals)-1]
+		res.Metrics["liveness_agents_p50"] = agents[len(agents)/2]
+	}
 }
 
 // overloadNote says why a step counts as overloaded, with its figures.

@@ -214,7 +214,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
 	lagP99, lagMax := r.lag.take()
 	measureOverload(&res, lagP99, lagMax)
-	r.measureLocalHealth(&res)
+	r.measureNodes(&res)
 	r.memory(&res)
 	r.measureCost(&res, wall, cpu, r.c.sent.Load()-sent0)
 	if len(res.Errors) == 0 {
