@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -225,7 +226,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 
 // startNode starts slot i's node (first start or restart) and links it to every running node
 // on its side of any partition.
-func (c *cluster) startNode(i int) (err error) {
+func (c *cluster) startNode(ctx context.Context, i int) (err error) {
 	sn := c.slots[i]
 	if c.node(i) != nil {
 		return fmt.Errorf("node %d is already running", i)
@@ -263,14 +264,14 @@ func (c *cluster) startNode(i int) (err error) {
 			return err
 		}
 		if inv != nil {
-			if err := c.join(sn, sh, *inv); err != nil {
+			if err := c.join(ctx, sn, sh, *inv); err != nil {
 				return err
 			}
 		}
 		opts = append(c.options(sn), node.WithHost(sh, sn.key))
 	} else {
 		if inv != nil {
-			if err := c.joinLoopback(sn, *inv); err != nil {
+			if err := c.joinLoopback(ctx, sn, *inv); err != nil {
 				return err
 			}
 		}

@@ -41,7 +41,7 @@ type intruder struct {
 //     passes; every other node sees the certificate expired;
 //   - revoked: the certificate it gets by redeeming an invitation from node 0, on the host
 //     it will run on; runIntruder has it revoked once the intruder is connected.
-func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error) {
+func (c *cluster) startIntruder(ctx context.Context, step int, ip *intruderParams) (*intruder, error) {
 	sk, _, err := crypto.GenerateEd25519Key(seededReader{c.rng})
 	if err != nil {
 		return nil, err
@@ -80,14 +80,14 @@ func (c *cluster) startIntruder(step int, ip *intruderParams) (*intruder, error)
 			node.WithClock(func() time.Time { return time.Now().Add(-expiredClockLag) }))
 	}
 	if c.net != nil {
-		sh, err := c.intruderHost(in, sk, inv)
+		sh, err := c.intruderHost(ctx, in, sk, inv)
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, node.WithHost(sh, sk))
 	} else {
 		if inv != nil {
-			if in.cert, err = redeemLoopback("the intruder", sk, *inv, in.agentID, nil); err != nil {
+			if in.cert, err = redeemLoopback(ctx, "the intruder", sk, *inv, in.agentID, nil); err != nil {
 				return nil, err
 			}
 		}
@@ -123,7 +123,7 @@ func (c *cluster) expiredCert(agentID string, pid peer.ID) (string, error) {
 
 // intruderHost puts the intruder on the mocknet, linked to every running node, and redeems
 // inv (if any) over its host. On error the intruder is off the mocknet again.
-func (c *cluster) intruderHost(in *intruder, sk crypto.PrivKey, inv *authority.Invite) (_ *simHost, err error) {
+func (c *cluster) intruderHost(ctx context.Context, in *intruder, sk crypto.PrivKey, inv *authority.Invite) (_ *simHost, err error) {
 	h, err := c.net.addPeer(in.idx, sk)
 	if err != nil {
 		return nil, err
@@ -149,7 +149,7 @@ func (c *cluster) intruderHost(in *intruder, sk crypto.PrivKey, inv *authority.I
 		}
 	}
 	if inv != nil {
-		if in.cert, err = redeem("the intruder", sh, *inv, in.agentID, nil); err != nil {
+		if in.cert, err = redeem(ctx, "the intruder", sh, *inv, in.agentID, nil); err != nil {
 			return nil, err
 		}
 	}

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -188,7 +189,7 @@ func TestLibrary_NodesStart(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer c.Close()
-			if err := c.startNode(0); err != nil {
+			if err := c.startNode(context.Background(), 0); err != nil {
 				t.Fatal(err)
 			}
 		})

@@ -96,7 +96,7 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 			}
 		}
 		if ev.restart {
-			if err := c.startNode(ev.slot); err != nil && firstErr == nil {
+			if err := c.startNode(ctx, ev.slot); err != nil && firstErr == nil {
 				firstErr = err
 			}
 			delete(down, ev.slot)
@@ -115,7 +115,7 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 		queue = append(queue, churnEvent{at: time.Since(t0) + cp.Down.D(), restart: true, slot: victims[0]})
 	}
 	for s := range down { // cancelled early: leave the mesh whole
-		if err := c.startNode(s); err != nil && firstErr == nil {
+		if err := c.startNode(context.WithoutCancel(ctx), s); err != nil && firstErr == nil {
 			firstErr = err
 		}
 	}

@@ -280,7 +280,7 @@ func runBreaker(ctx context.Context, r *run, p any, res *StepResult) error {
 	a := co.Call(ctx, agent, ask, opts)
 	res.Metrics["fast_fail_ms"] = float64(time.Since(t0).Microseconds()) / 1000
 	res.Metrics["fast_failed"] = boolMetric(a.Attempts == 0 && a.Err != nil)
-	if err := c.startNode(v); err != nil {
+	if err := c.startNode(ctx, v); err != nil {
 		return err
 	}
 	t1 := time.Now()

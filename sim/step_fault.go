@@ -158,7 +158,7 @@ func runRestart(ctx context.Context, r *run, p any, res *StepResult) error {
 	t0 := time.Now()
 	c.joinStart = t0
 	for _, i := range nodes {
-		if err := c.startNode(i); err != nil {
+		if err := c.startNode(ctx, i); err != nil {
 			return err
 		}
 	}

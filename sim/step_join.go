@@ -50,7 +50,7 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 			break
 		}
 		if i < c.sc.Node.BootstrapPeers {
-			if err := c.startNode(i); err != nil {
+			if err := c.startNode(ctx, i); err != nil {
 				return err
 			}
 			continue
@@ -60,7 +60,7 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			if err := c.startNode(i); err != nil {
+			if err := c.startNode(ctx, i); err != nil {
 				mu.Lock()
 				errs = append(errs, err)
 				mu.Unlock()

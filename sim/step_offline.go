@@ -89,7 +89,7 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 	refused := sumErrors(res.Errors)
 	sleep(ctx, op.Down.D())
 	t0 := time.Now()
-	if err := c.startNode(target); err != nil {
+	if err := c.startNode(ctx, target); err != nil {
 		return err
 	}
 	retried := c.awaitOffline(ctx, op, msgs, res)

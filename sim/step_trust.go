@@ -84,7 +84,7 @@ func runIntruder(ctx context.Context, r *run, p any, res *StepResult) error {
 	if len(up) < 2 {
 		return fmt.Errorf("intruder: needs two running nodes (one to send the control)")
 	}
-	in, err := c.startIntruder(res.Index, ip)
+	in, err := c.startIntruder(ctx, res.Index, ip)
 	if err != nil {
 		return err
 	}

@@ -77,7 +77,7 @@ func runWorkflow(ctx context.Context, r *run, p any, res *StepResult) error {
 		if err := c.stopNode(co, true); err != nil {
 			return err
 		}
-		if err := c.startNode(co); err != nil {
+		if err := c.startNode(ctx, co); err != nil {
 			return err
 		}
 		if e, err = workflow.New(c.node(co)); err != nil {
