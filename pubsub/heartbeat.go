@@ -56,12 +56,12 @@ func (g *Gossip) beatLoop() {
 // pacer chooses, beat by beat, the interval a beat announces and the time to the next one.
 //
 // A receiver judges an agent's silence on the last interval it heard announced, a, and
-// suspects it after SuspectAfter x a. So that one beat heard is enough, the next SuspectAfter
-// beats must all come within a of each other: the gap after a beat is the shortest interval
-// announced by it and the SuspectAfter-1 beats before it. A mesh that keeps growing then
-// stretches its beats two beats behind the growth (at the defaults); waiting instead for the
-// wanted interval to hold still for SuspectAfter beats kept every node at the shortest
-// interval for as long as the mesh grew.
+// suspects it after SuspectAfter x a. So that one beat heard is enough, each of the
+// SuspectAfter gaps after a beat announcing a must be at most a: the gap after a beat is the
+// shortest interval announced by it and the SuspectAfter-1 beats before it. A mesh that keeps
+// growing then stretches its beats two beats behind the growth (at the defaults); waiting
+// instead for the wanted interval to hold still for SuspectAfter beats kept a node at the
+// shortest interval for as long as its wanted interval changed from one beat to the next.
 type pacer struct {
 	pace      time.Duration   // time to the next beat
 	announced time.Duration   // what the beat announces
