@@ -212,8 +212,7 @@ func (l *Liveness) Observe(h Heard, now time.Time) (trs []Transition, ok bool) {
 	return trs, true
 }
 
-// refutation is the reason of a transition out of a suspicion refuted by a beat sent d after
-// it (d < 0: before it).
+// refutation is the reason of a suspicion's end by a beat sent d after it (d < 0: before it).
 func refutation(d time.Duration) string {
 	d = d.Round(time.Millisecond)
 	if d < 0 {
@@ -314,8 +313,7 @@ func (l *Liveness) unlink(a *AgentState) {
 }
 
 // index and unindex keep byPeer in step with the rows' PeerID. A peer hosts one agent as a
-// rule, so the rows of a peer are a chain through samePeer rather than a map of their own (a
-// map per row, at every node, for every agent of the mesh).
+// rule: its rows are a chain through samePeer, not a map of their own for every row.
 func (l *Liveness) index(a *AgentState) {
 	a.samePeer = l.byPeer[a.PeerID]
 	l.byPeer[a.PeerID] = a
@@ -327,7 +325,7 @@ func (l *Liveness) unindex(a *AgentState) {
 		delete(l.byPeer, a.PeerID)
 	case head == a:
 		l.byPeer[a.PeerID] = a.samePeer
-	default:
+	default: // a is further down the chain (or, a new row, in none)
 		for r := head; r != nil; r = r.samePeer {
 			if r.samePeer == a {
 				r.samePeer = a.samePeer
