@@ -38,7 +38,7 @@ type Gossip struct {
 	ctx     context.Context
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
-	stats   struct{ rejected, ignored, ownRelayed atomic.Uint64 }
+	stats   struct{ rejected, ignored, ownRelayed, beats atomic.Uint64 }
 
 	topicMu sync.Mutex
 	topics  map[string]*topicHandle
@@ -474,6 +474,8 @@ type Stats struct {
 	OwnRelayed uint64
 	// Agents is the number of rows in the liveness table (the agents heard, this one aside).
 	Agents int
+	// MeshBeats counts the beats this node published on the heartbeat topic (probes aside).
+	MeshBeats uint64
 	// MeshInterval is the interval this node's beats on the heartbeat topic announce: the
 	// heartbeat interval in a mesh of at most MeshBudget agents, a multiple of it in a larger
 	// one (docs/scale.md).
@@ -486,7 +488,7 @@ func (g *Gossip) Stats() Stats {
 	evicted, agents := g.live.Evicted(), g.live.Len()
 	g.stateMu.Unlock()
 	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted,
-		OwnRelayed: g.stats.ownRelayed.Load(), Agents: agents, MeshInterval: g.announced()}
+		OwnRelayed: g.stats.ownRelayed.Load(), Agents: agents, MeshBeats: g.stats.beats.Load(), MeshInterval: g.announced()}
 }
 
 // Agents returns the liveness table (every agent heard from except this one), by agent id.

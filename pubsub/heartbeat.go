@@ -222,6 +222,7 @@ func (g *Gossip) beat(ctx context.Context, final bool) error {
 		}
 		return err
 	}
+	g.stats.beats.Add(1)
 	if reaches && g.heard.CompareAndSwap(false, true) {
 		g.stopGreet()
 	}

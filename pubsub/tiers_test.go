@@ -29,8 +29,8 @@ func TestTiers_StretchedMeshBeatsAndProbedWatches(t *testing.T) {
 		a, ok := m.nodes[4].Agent(m.agents[1])
 		return ok && a.Interval == 3*time.Second
 	})
-	if st := m.nodes[1].Stats(); st.MeshInterval != 3*time.Second || st.Agents != 5 {
-		t.Fatalf("node 1's stats: mesh interval %s with %d agents heard, want 3s and 5", st.MeshInterval, st.Agents)
+	if st := m.nodes[1].Stats(); st.MeshInterval != 3*time.Second || st.Agents != 5 || st.MeshBeats == 0 {
+		t.Fatalf("node 1's stats: mesh interval %s with %d agents heard, %d beats, want 3s, 5 and some", st.MeshInterval, st.Agents, st.MeshBeats)
 	}
 	watcher, other, victim := 0, 4, 1
 	m.nodes[watcher].Watch(m.agents[victim], m.hosts[victim].ID())

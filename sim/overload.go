@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/iacp-node/iacp-node/node"
 )
 
 // A simulation runs every node in one process. When that process has less CPU than the nodes
@@ -93,14 +95,28 @@ func measureOverload(res *StepResult, lagP99, lagMax time.Duration) {
 	res.Metrics["overloaded"] = over
 }
 
+// meshBeats returns how many beats each running node has published on the heartbeat topic.
+func (r *run) meshBeats() map[*node.Node]uint64 {
+	beats := map[*node.Node]uint64{}
+	for _, i := range r.c.up() {
+		if nd := r.c.node(i); nd != nil {
+			beats[nd] = nd.Safety().Gossip.MeshBeats
+		}
+	}
+	return beats
+}
+
 // measureNodes adds what the running nodes report of themselves at the end of the step:
 // local_health_max and local_health_mean, their Lifeguard scores (0 healthy .. 8), how slow
 // they found themselves; mesh_interval_s_p50 and mesh_interval_s_max, the intervals their beats
-// on the heartbeat topic announce, how far the mesh stretched its beats (docs/scale.md); and
-// liveness_agents_p50, how many agents their liveness tables hold.
-func (r *run) measureNodes(res *StepResult) {
+// on the heartbeat topic announce, how far the mesh stretched its beats (docs/scale.md);
+// liveness_agents_p50, how many agents their liveness tables hold; and mesh_beats_per_node,
+// the beats they published on the heartbeat topic during the step (since beats0, meshBeats at
+// its start; a node started during the step counts from its start).
+func (r *run) measureNodes(res *StepResult, beats0 map[*node.Node]uint64) {
 	up := r.c.up()
 	sum, top := 0, 0
+	var beats uint64
 	var intervals, agents []float64
 	for _, i := range up {
 		nd := r.c.node(i)
@@ -113,6 +129,7 @@ func (r *run) measureNodes(res *StepResult) {
 		if nd.GossipOn() {
 			intervals = append(intervals, s.Gossip.MeshInterval.Seconds())
 			agents = append(agents, float64(s.Gossip.Agents))
+			beats += s.Gossip.MeshBeats - beats0[nd]
 		}
 	}
 	res.Metrics["local_health_max"] = float64(top)
@@ -123,6 +140,7 @@ func (r *run) measureNodes(res *StepResult) {
 		res.Metrics["mesh_interval_s_p50"] = intervals[len(intervals)/2]
 		res.Metrics["mesh_interval_s_max"] = intervals[len(intervals)-1]
 		res.Metrics["liveness_agents_p50"] = agents[len(agents)/2]
+		res.Metrics["mesh_beats_per_node"] = round3(float64(beats) / float64(len(intervals)))
 	}
 }
 

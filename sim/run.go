@@ -200,7 +200,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
 	r.lag.take() // the lag of this step only
-	t0, cpu0, susp0, sent0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load()
+	t0, cpu0, susp0, sent0, beats0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load(), r.meshBeats()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
 		stop := r.profileStep(st)
@@ -214,7 +214,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
 	lagP99, lagMax := r.lag.take()
 	measureOverload(&res, lagP99, lagMax)
-	r.measureNodes(&res)
+	r.measureNodes(&res, beats0)
 	r.memory(&res)
 	r.measureCost(&res, wall, cpu, r.c.sent.Load()-sent0)
 	if len(res.Errors) == 0 {
