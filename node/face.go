@@ -77,10 +77,11 @@ func errDiscoveryOff(what string) error {
 
 // watch tells gossip that this node deals with agentID on p, which it then probes directly
 // and judges on its own heartbeat interval (pubsub.Gossip.Watch, docs/scale.md): every agent
-// it exchanges a message with, and every agent discovery returns.
+// it exchanges a message with, and every agent discovery returns. A message that arrives
+// while the node is starting, before its gossip runs, watches nobody.
 func (n *Node) watch(agentID string, p peer.ID) {
-	if n.gossip != nil {
-		n.gossip.Watch(agentID, p)
+	if g := n.watcher.Load(); g != nil {
+		g.Watch(agentID, p)
 	}
 }
 

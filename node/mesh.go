@@ -79,6 +79,7 @@ func (n *Node) startMesh() error {
 			return fmt.Errorf("gossip: %w", err)
 		}
 		n.gossip = g
+		n.watcher.Store(g)
 		if n.certs != nil {
 			// A revoked agent leaves the liveness table at once, rather than after its
 			// silence (its beats are refused from now on).

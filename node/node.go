@@ -91,9 +91,12 @@ type Node struct {
 	inbox  *Inbox
 	disc   *discovery.Discovery // nil when off
 	gossip *pubsub.Gossip       // nil when off
-	store  *store.Store         // nil when durability is off
-	audit  *audit.Log           // nil when the audit log is off
-	engine *delivery.Engine     // nil when durability is off
+	// watcher is gossip for watch, which streams served before startMesh sets gossip call
+	// (inbound messages, and the delivery engine's retries): nil until then, and when off.
+	watcher atomic.Pointer[pubsub.Gossip]
+	store   *store.Store     // nil when durability is off
+	audit   *audit.Log       // nil when the audit log is off
+	engine  *delivery.Engine // nil when durability is off
 	// approvals are the events and hand-overs of messages held for approval (approval.go).
 	approvals *approvalBook
 
