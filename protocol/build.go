@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -216,7 +217,9 @@ func encodePayload(payload any) (json.RawMessage, error) {
 }
 
 // mergeObject encodes body (nil or an object) and sets the given members on it. A nil body
-// or a map is encoded once; any other body is encoded, decoded into members and re-encoded.
+// or a map is encoded once; any other body is encoded, and the members are written in front of
+// its own (spliceMembers) or, when it has one of them or is not a strict JSON object, it is
+// decoded into members and re-encoded.
 func mergeObject(body any, set map[string]any) (json.RawMessage, error) {
 	switch b := body.(type) {
 	case nil:
@@ -235,6 +238,14 @@ func mergeObject(body any, set map[string]any) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	if out, ok := spliceMembers(raw, set); ok {
+		return out, nil
+	}
+	return mergeByMap(raw, set)
+}
+
+// mergeByMap decodes the object raw into members, sets set's on it and re-encodes it.
+func mergeByMap(raw []byte, set map[string]any) (json.RawMessage, error) {
 	var members map[string]json.RawMessage
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if err := dec.Decode(&members); err != nil || members == nil {
@@ -248,4 +259,50 @@ func mergeObject(body any, set map[string]any) (json.RawMessage, error) {
 		members[k] = b
 	}
 	return json.Marshal(members)
+}
+
+// errClash stops spliceMembers' scan at a member the body already has.
+var errClash = errors.New("the body has the member")
+
+// spliceMembers returns the object raw, compacted, with set's members written in front of its
+// own (in key order), when raw is one strict JSON object (RFC 8259, no duplicate names) that
+// has none of set's names; ok is false otherwise. It spares a response's body the decoding
+// and re-encoding that merging through a map costs (Builder.Response adds its status).
+func spliceMembers(raw []byte, set map[string]any) (_ json.RawMessage, ok bool) {
+	s := scanner{data: raw}
+	s.ws()
+	err := s.object(func(name string) error {
+		if _, clash := set[name]; clash {
+			return errClash
+		}
+		_, err := s.skip()
+		return err
+	})
+	if err != nil || s.end() != nil || len(set) == 0 {
+		return nil, false
+	}
+	keys := make([]string, 0, len(set))
+	for k := range set {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := make([]byte, 0, len(raw)+32*len(set))
+	for _, k := range keys {
+		v, err := json.Marshal(set[k])
+		if err != nil {
+			return nil, false
+		}
+		out = append(AppendJSONString(append(out, ','), k), ':')
+		out = append(out, v...)
+	}
+	out[0] = '{'
+	n := len(out)
+	if out, err = appendCompact(out, raw); err != nil {
+		return nil, false
+	}
+	if out[n+1] == '}' { // an empty body: its braces become the closing one
+		return append(out[:n], '}'), true
+	}
+	out[n] = ','
+	return out, true
 }
