@@ -464,7 +464,7 @@ func (g *Gossip) PeerScores() map[peer.ID]float64 {
 	return maps.Clone(g.scores)
 }
 
-// Stats counts the messages the validators refused and the rows the liveness table evicted.
+// Stats counts the validators' refusals, the liveness table's rows and evictions, our beats.
 type Stats struct {
 	Rejected uint64 // invalid: the relayer is penalised
 	Ignored  uint64 // dropped without penalty (rate when relayed, expiry at the boundary, ...)
@@ -472,23 +472,21 @@ type Stats struct {
 	// OwnRelayed counts copies of this node's own earlier messages that peers relayed back
 	// (after a restart), dropped before gossipsub could blame the relayer.
 	OwnRelayed uint64
-	// Agents is the number of rows in the liveness table (the agents heard, this one aside).
-	Agents int
-	// MeshBeats counts the beats this node published on the heartbeat topic (probes aside).
-	MeshBeats uint64
-	// MeshInterval is the interval this node's beats on the heartbeat topic announce: the
-	// heartbeat interval in a mesh of at most MeshBudget agents, a multiple of it in a larger
-	// one (docs/scale.md).
+	Agents     int    // rows in the liveness table (the agents heard, this one aside)
+	MeshBeats  uint64 // beats this node published on the heartbeat topic (probes aside)
+	// MeshInterval is what this node's beats on the heartbeat topic announce: the heartbeat
+	// interval up to MeshBudget agents, a multiple of it beyond (docs/scale.md).
 	MeshInterval time.Duration
 }
 
 // Stats returns the validator and liveness table counters.
 func (g *Gossip) Stats() Stats {
 	g.stateMu.Lock()
-	evicted, agents := g.live.Evicted(), g.live.Len()
+	st := Stats{Evicted: g.live.Evicted(), Agents: g.live.Len()}
 	g.stateMu.Unlock()
-	return Stats{Rejected: g.stats.rejected.Load(), Ignored: g.stats.ignored.Load(), Evicted: evicted,
-		OwnRelayed: g.stats.ownRelayed.Load(), Agents: agents, MeshBeats: g.stats.beats.Load(), MeshInterval: g.announced()}
+	st.Rejected, st.Ignored, st.OwnRelayed = g.stats.rejected.Load(), g.stats.ignored.Load(), g.stats.ownRelayed.Load()
+	st.MeshBeats, st.MeshInterval = g.stats.beats.Load(), g.announced()
+	return st
 }
 
 // Agents returns the liveness table (every agent heard from except this one), by agent id.
