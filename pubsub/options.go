@@ -84,8 +84,8 @@ const (
 	// say; in a larger one every agent stretches its mesh beat so that the topic carries about
 	// this many per interval (docs/scale.md). 64 beats per 30 s is two a second.
 	DefaultMeshBudget = 64
-	// MaxMeshInterval is the slowest a mesh beat is stretched to: its suspicion (SuspectAfter
-	// beats) must fit in a gossip message's MaxGossipTTL.
+	// MaxMeshInterval is the slowest a mesh beat is stretched to: a row of the listing is at
+	// most SuspectAfter of it stale (45 minutes at the defaults).
 	MaxMeshInterval = 15 * time.Minute
 	// DefaultMaxHealthScore saturates the local health score (see Health): the suspect
 	// timeouts of a node in trouble grow to at most 9 times their length (27 beats at the
