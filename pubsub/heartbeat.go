@@ -284,13 +284,14 @@ func (g *Gossip) ownSealed() ([]byte, error) {
 }
 
 // beatTTL is the ttl_seconds of our beats: the interval a beat announces, within which the
-// next one is sent (see pacer), so that a beat lives until its successor does; and the
-// clock-drift tolerance, so that a receiver whose clock runs ahead still accepts fresh beats.
-// Every node keeps a beat's id in its replay window until the beat expires: a beat that lived
+// next one is due (see pacer), and half a heartbeat interval, the beat loop's tick, by which
+// it may come later, so that a beat lives until its successor does; and the clock-drift
+// tolerance, so that a receiver whose clock runs ahead still accepts fresh beats. Every node
+// keeps a beat's id in its replay window until the beat expires: a beat that lived
 // SuspectAfter intervals, as it did until 2026-11-28, kept three ids per agent at every node
 // where one does the same work. At most MaxGossipTTL.
 func (g *Gossip) beatTTL() time.Duration {
-	return min(g.announced()+protocol.DefaultMaxClockSkew, MaxGossipTTL)
+	return min(g.announced()+g.cfg.interval/2+protocol.DefaultMaxClockSkew, MaxGossipTTL)
 }
 
 // SetStatus sets what the next heartbeats announce: status alive or busy, load in 0..1 and

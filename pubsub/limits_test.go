@@ -54,17 +54,19 @@ func TestPublishRefusesLongTTL(t *testing.T) {
 // Our own heartbeat's TTL (suspect-after beats plus the clock skew) is clamped to MaxGossipTTL:
 // 100 beats of 300 s would otherwise be 8h20m.
 func TestHeartbeatTTLClamped(t *testing.T) {
-	// A beat lives one announced interval and the clock skew: the next beat comes within it.
-	if ttl := oneNode(t).beatTTL(); ttl != time.Minute {
-		t.Fatalf("default beat TTL %s, want 30 s + 30 s", ttl)
+	// A beat lives one announced interval, half a base interval (the beat loop's tick) and
+	// the clock skew: the next beat comes within it.
+	if ttl := oneNode(t).beatTTL(); ttl != 75*time.Second {
+		t.Fatalf("default beat TTL %s, want 30 s + 15 s + 30 s", ttl)
 	}
 	// The slowest beat there is, announcing MaxMeshInterval, is within MaxGossipTTL, and our
 	// own validator takes it.
 	g := oneNode(t, WithHeartbeatInterval(MaxHeartbeatInterval), WithSuspectAfter(100),
 		WithStuckAfter(101*MaxHeartbeatInterval), WithForgetAfter(101*MaxHeartbeatInterval))
 	g.announce.Store(int64(MaxMeshInterval))
-	if ttl := g.beatTTL(); ttl != MaxMeshInterval+protocol.DefaultMaxClockSkew || ttl > MaxGossipTTL {
-		t.Fatalf("beat TTL %s announcing %s, want %s", ttl, MaxMeshInterval, MaxMeshInterval+protocol.DefaultMaxClockSkew)
+	want := MaxMeshInterval + MaxHeartbeatInterval/2 + protocol.DefaultMaxClockSkew
+	if ttl := g.beatTTL(); ttl != want || ttl > MaxGossipTTL {
+		t.Fatalf("beat TTL %s announcing %s, want %s", ttl, MaxMeshInterval, want)
 	}
 	if err := g.beat(context.Background(), false); err != nil {
 		t.Fatalf("our own validator refused our slowest beat: %v", err)
