@@ -43,13 +43,12 @@ type AgentState struct {
 	// Watched. It is how stale this row may be.
 	Staleness time.Duration
 
-	sent      time.Time // timestamp of the beat recorded
-	lastID    string    // message id of the beat recorded
-	lost      bool      // the connection to its peer dropped after its last beat
-	suspected time.Time // when this node made it suspect
-
-	older, newer *AgentState // neighbours in the table's order of LastSeen, for eviction
-	samePeer     *AgentState // the next row of the same peer (byPeer's chain)
+	sent               time.Time   // timestamp of the beat recorded
+	lastID             string      // message id of the beat recorded
+	lost               bool        // the connection to its peer dropped after its last beat
+	suspected          time.Time   // when this node made it suspect
+	older, newer       *AgentState // neighbours in the table's order of LastSeen, for eviction
+	peerPrev, peerNext *AgentState // neighbours among the rows of the same peer (byPeer)
 }
 
 // Transition is a change of an agent's state, delivered to subscribers as a KindTransition
@@ -92,7 +91,7 @@ type LivenessConfig struct {
 type Liveness struct {
 	cfg    LivenessConfig
 	agents map[string]*AgentState
-	byPeer map[peer.ID]*AgentState // the same rows by peer, chained by samePeer, for Disconnected
+	byPeer map[peer.ID]*AgentState // the same rows by peer, chained by peerNext, for Disconnected
 	// The rows in order of LastSeen, oldest first: a list through AgentState.older/newer.
 	oldest, newest *AgentState
 	evicted        uint64
@@ -240,7 +239,7 @@ func older(h Heard, a *AgentState) bool {
 // A watched agent of pid is also probed at the next Due, without waiting for its interval: the
 // probe's answer confirms it alive (and cancels the hint) well before the hint's deadline.
 func (l *Liveness) Disconnected(pid peer.ID) {
-	for a := l.byPeer[pid]; a != nil; a = a.samePeer {
+	for a := l.byPeer[pid]; a != nil; a = a.peerNext {
 		if beating(a.State) {
 			a.lost = true
 			l.next = time.Time{} // its deadline came closer: visit every row at the next Tick
@@ -312,32 +311,33 @@ func (l *Liveness) unlink(a *AgentState) {
 	a.older, a.newer = nil, nil
 }
 
-// index and unindex keep byPeer in step with the rows' PeerID. A peer hosts one agent as a
-// rule: its rows are a chain through samePeer, not a map of their own for every row.
+// index and unindex keep byPeer in step with the rows' PeerID: a peer's rows are a chain linked
+// both ways, no map per row, and dropping one is one step however many agents a peer claims.
 func (l *Liveness) index(a *AgentState) {
-	a.samePeer = l.byPeer[a.PeerID]
+	if next := l.byPeer[a.PeerID]; next != nil {
+		a.peerNext, next.peerPrev = next, a
+	}
 	l.byPeer[a.PeerID] = a
 }
 
 func (l *Liveness) unindex(a *AgentState) {
-	switch head := l.byPeer[a.PeerID]; {
-	case head == a && a.samePeer == nil:
+	switch {
+	case a.peerPrev != nil:
+		a.peerPrev.peerNext = a.peerNext
+	case l.byPeer[a.PeerID] != a: // a new row, in no chain
+	case a.peerNext != nil:
+		l.byPeer[a.PeerID] = a.peerNext
+	default:
 		delete(l.byPeer, a.PeerID)
-	case head == a:
-		l.byPeer[a.PeerID] = a.samePeer
-	default: // a is further down the chain (or, a new row, in none)
-		for r := head; r != nil; r = r.samePeer {
-			if r.samePeer == a {
-				r.samePeer = a.samePeer
-				break
-			}
-		}
 	}
-	a.samePeer = nil
+	if a.peerNext != nil {
+		a.peerNext.peerPrev = a.peerPrev
+	}
+	a.peerPrev, a.peerNext = nil, nil
 }
 
-// lostAfter is how long after its last beat an agent whose connection dropped is suspect:
-// one interval for the next beat, and half of one for it to travel.
+// lostAfter is when, after its last beat, an agent whose connection dropped is suspect: an
+// interval for the next beat and half of one for it to travel.
 func lostAfter(interval time.Duration) time.Duration { return interval + interval/2 }
 
 // hinted says whether a's lost connection counts against it, a being expected every iv: when

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
@@ -279,7 +280,7 @@ func TestLivenessDisconnect_HintsEveryAgentOfThePeer(t *testing.T) {
 		l.Observe(beat(id, "P", "alive", t0), t0)
 	}
 	hinted := func() (ids []string) {
-		for a := l.byPeer["P"]; a != nil; a = a.samePeer {
+		for a := l.byPeer["P"]; a != nil; a = a.peerNext {
 			if a.lost {
 				ids = append(ids, a.AgentID)
 			}
@@ -302,6 +303,47 @@ func TestLivenessDisconnect_HintsEveryAgentOfThePeer(t *testing.T) {
 	l.Tick(t0.Add(DefaultForgetAfter + time.Minute))
 	if len(l.agents) != 0 || len(l.byPeer) != 0 {
 		t.Fatalf("after forgetting: %d rows, %d peers indexed", len(l.agents), len(l.byPeer))
+	}
+}
+
+// Whatever rows come, move and go, the peer index holds exactly the table's rows, each under
+// its own peer, its chains linked both ways (a peer claiming many agents must not make
+// dropping one a walk down its chain).
+func TestLiveness_PeerIndexFollowsTheRows(t *testing.T) {
+	const cap = 32
+	l := NewLiveness(LivenessConfig{MaxAgents: cap})
+	rng := rand.New(rand.NewPCG(3, 5))
+	at := t0
+	for i := range 5000 {
+		at = at.Add(time.Second)
+		id, pid := fmt.Sprintf("a:b:agent%d", rng.IntN(3*cap)), peer.ID(fmt.Sprintf("P%d", rng.IntN(4)))
+		switch rng.IntN(4) {
+		case 0: // leave, so that the next beat may come from another peer
+			if a, ok := l.Agent(id); ok {
+				l.Observe(beat(id, a.PeerID, "offline", at), at)
+			}
+		case 1:
+			if a, ok := l.Agent(id); ok {
+				l.Forget(id, a.PeerID, at, "test")
+			}
+		default:
+			l.Observe(beat(id, pid, "alive", at), at)
+		}
+		indexed := 0
+		for pid, head := range l.byPeer {
+			if head == nil || head.peerPrev != nil {
+				t.Fatalf("step %d: the chain of %s starts at %+v", i, pid, head)
+			}
+			for a := head; a != nil; a = a.peerNext {
+				if a.PeerID != pid || l.agents[a.AgentID] != a || (a.peerNext != nil && a.peerNext.peerPrev != a) {
+					t.Fatalf("step %d: row %s (peer %s) misfiled under %s", i, a.AgentID, a.PeerID, pid)
+				}
+				indexed++
+			}
+		}
+		if indexed != len(l.agents) {
+			t.Fatalf("step %d: %d rows indexed, %d in the table", i, indexed, len(l.agents))
+		}
 	}
 }
 
