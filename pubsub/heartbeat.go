@@ -122,12 +122,9 @@ func (g *Gossip) announced() time.Duration {
 
 // startGreet starts greet on the heartbeat topic's peer events.
 func (g *Gossip) startGreet() error {
-	g.topicMu.Lock()
-	th := g.topics[g.heartbeatTopic()]
-	g.topicMu.Unlock()
-	evs, err := th.t.EventHandler()
+	th, evs, err := g.peerEvents(g.heartbeatTopic())
 	if err != nil {
-		return fmt.Errorf("pubsub: peer events of %s: %w", th.info.name, err)
+		return err
 	}
 	ctx, cancel := context.WithCancel(g.ctx)
 	g.stopGreet = cancel

@@ -53,14 +53,24 @@ func ValidateCapability(cp string) error {
 	return nil
 }
 
-// startCountPeers starts countPeers on a topic's peer events.
-func (g *Gossip) startCountPeers(topic string, n *atomic.Int64) error {
+// peerEvents returns a joined topic's handle and a handler of its peer events, which the
+// caller cancels.
+func (g *Gossip) peerEvents(topic string) (*topicHandle, *ps.TopicEventHandler, error) {
 	g.topicMu.Lock()
 	th := g.topics[topic]
 	g.topicMu.Unlock()
 	evs, err := th.t.EventHandler()
 	if err != nil {
-		return fmt.Errorf("pubsub: peer events of %s: %w", topic, err)
+		return nil, nil, fmt.Errorf("pubsub: peer events of %s: %w", topic, err)
+	}
+	return th, evs, nil
+}
+
+// startCountPeers starts countPeers on a topic's peer events.
+func (g *Gossip) startCountPeers(topic string, n *atomic.Int64) error {
+	_, evs, err := g.peerEvents(topic)
+	if err != nil {
+		return err
 	}
 	g.wg.Add(1)
 	go g.countPeers(evs, n)
