@@ -86,6 +86,18 @@ func newStreamPair() (*stream, *stream) {
 	return sa, sb
 }
 
+// failed returns why a read or write on h fails: network.ErrReset after a reset, ErrClosed
+// when closed (the side it cannot use is closed); nil otherwise. mu is held.
+func (h *half) failed(closed bool) error {
+	switch {
+	case h.reset:
+		return network.ErrReset
+	case closed:
+		return ErrClosed
+	}
+	return nil
+}
+
 // wait returns the channel closed at the next change; mu is held.
 func (h *half) wait() <-chan struct{} {
 	if h.changed == nil {
@@ -133,14 +145,11 @@ func (s *stream) Write(p []byte) (int, error) {
 	h := s.out
 	h.mu.Lock()
 	for {
-		switch {
-		case h.reset:
+		if err := h.failed(h.writeClosed || h.readClosed); err != nil {
 			h.mu.Unlock()
-			return 0, network.ErrReset
-		case h.writeClosed, h.readClosed:
-			h.mu.Unlock()
-			return 0, ErrClosed
-		case len(h.buf)-h.rpos == 0 || len(h.buf)-h.rpos+len(p) <= window:
+			return 0, err
+		}
+		if len(h.buf)-h.rpos == 0 || len(h.buf)-h.rpos+len(p) <= window { // room, or a write alone
 			if h.bufp == nil {
 				h.bufp = bufPool.Get().(*[]byte)
 				h.buf = (*h.bufp)[:0]
@@ -182,13 +191,9 @@ func (s *stream) Read(b []byte) (int, error) {
 	h := s.in
 	h.mu.Lock()
 	for {
-		switch {
-		case h.reset:
+		if err := h.failed(h.readClosed); err != nil {
 			h.mu.Unlock()
-			return 0, network.ErrReset
-		case h.readClosed:
-			h.mu.Unlock()
-			return 0, ErrClosed
+			return 0, err
 		}
 		next := h.arrive()
 		if h.ready > h.rpos || len(b) == 0 {
