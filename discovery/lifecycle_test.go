@@ -150,7 +150,8 @@ func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 }
 
 // A record published while the node knew only a few peers is republished once the routing
-// table has doubled, and only then; one published from a full bucket never is.
+// table has doubled, and only then; one published from a full bucket (the configured k)
+// never is.
 func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
 	m := newMesh(t, 1, 0)
 	d := m.ds[0]
@@ -164,9 +165,19 @@ func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
 	if d.maybeStale(12) {
 		t.Fatal("marked stale twice")
 	}
-	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: staleBelow})
-	if d.maybeStale(10 * staleBelow) {
+	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: DefaultBucketSize})
+	if d.maybeStale(10 * DefaultBucketSize) {
 		t.Fatal("a record placed from a full bucket went stale")
+	}
+	// A full bucket is the configured k, not kad-dht's default.
+	small := newMesh(t, 1, 0, WithBucketSize(10)).ds[0]
+	setLocal(small, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 12})
+	if small.maybeStale(30) {
+		t.Fatal("a record placed from a full bucket of 10 went stale")
+	}
+	setLocal(small, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 9})
+	if !small.maybeStale(18) {
+		t.Fatal("a record placed from 9 peers, a bucket of 10, did not go stale as the table doubled")
 	}
 }
 

@@ -301,20 +301,17 @@ func (d *Discovery) needsPublish() bool {
 	return d.local != nil && (d.local.published.IsZero() || d.local.lastErr != nil || d.local.stale)
 }
 
-// staleBelow is the routing-table size under which a published record may be badly placed:
-// kad-dht's replication factor K (20). A node that knew at least K peers when it published
-// stored the record with the K closest of a representative table.
-const staleBelow = 20
-
 // maybeStale marks the local record stale when the routing table has at least doubled since
-// it was published from a table smaller than a bucket: a record published while the mesh
-// was forming went to the closest peers the node knew then, and lookups that walk to the
-// peers closest now would miss it until the half-TTL republish.
+// it was published from a table smaller than a bucket (k, the DHT's replication factor: a
+// node that knew k peers when it published stored the record with the k closest of a
+// representative table). A record published while the mesh was forming went to the closest
+// peers the node knew then, and lookups that walk to the peers closest now would miss it
+// until the half-TTL republish.
 func (d *Discovery) maybeStale(rtSize int) bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l := d.local
-	if l == nil || l.published.IsZero() || l.stale || l.rtSize >= staleBelow || rtSize < 2*max(l.rtSize, 1) {
+	if l == nil || l.published.IsZero() || l.stale || l.rtSize >= d.cfg.bucketSize || rtSize < 2*max(l.rtSize, 1) {
 		return false
 	}
 	l.stale = true
