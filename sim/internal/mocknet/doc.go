@@ -1,5 +1,5 @@
 // Package mocknet is go-libp2p's mocknet (p2p/net/mock, v0.51.0, MIT, see LICENSE), copied for
-// the simulator with one change: its streams run no goroutine.
+// the simulator with one change: its streams run no goroutine (and keep their deadlines).
 //
 //   - a Mocknet has many network.Networks
 //   - a Mocknet has many Links
@@ -11,7 +11,8 @@
 // node, so that goroutine was the largest share of the simulator's goroutines (44 % at 60
 // nodes) and each write cost two hand-offs. Here (mock_stream.go) a write is appended to the
 // other end's buffer with the time it arrives, and the reader takes it when that time has come
-// (docs/sim.md, "Transport"). Everything else is go-libp2p's code, unchanged but for this
-// comment and Connectedness, which takes the network's read lock rather than its exclusive
-// one. The tests of go-libp2p's package stay there.
+// (docs/sim.md, "Transport"); a read waiting for data and a write waiting for room fail at
+// their deadlines, which go-libp2p's mocknet ignores. Everything else is go-libp2p's code,
+// unchanged but for this comment and Connectedness, which takes the network's read lock
+// rather than its exclusive one. The tests of go-libp2p's package stay there.
 package mocknet

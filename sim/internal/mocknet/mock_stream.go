@@ -5,6 +5,7 @@ package mocknet
 import (
 	"errors"
 	"io"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -70,6 +71,10 @@ type half struct {
 	writeClosed bool // the writer closed: io.EOF once everything was read
 	readClosed  bool // the reader closed: writes fail
 	reset       bool // either end reset the stream: everything fails
+
+	// readBy is the reader's deadline and writeBy the writer's (zero: none): a read that
+	// would wait for data, or a write that would wait for room, fails once it has passed.
+	readBy, writeBy time.Time
 }
 
 // mark is the end of one write in buf and when it arrives (zero: at once).
@@ -114,6 +119,40 @@ func (h *half) notify() {
 	}
 }
 
+// sleep waits, with mu released, until the next change or until d has passed (d > 0).
+func (h *half) sleep(d time.Duration) {
+	ch := h.wait()
+	h.mu.Unlock()
+	if d > 0 {
+		t := time.NewTimer(d)
+		select {
+		case <-ch:
+		case <-t.C:
+		}
+		t.Stop()
+	} else {
+		<-ch
+	}
+	h.mu.Lock()
+}
+
+// left returns how long until deadline (0 when there is none) and whether it has passed.
+func left(deadline time.Time) (time.Duration, bool) {
+	if deadline.IsZero() {
+		return 0, false
+	}
+	d := time.Until(deadline)
+	return d, d <= 0
+}
+
+// sooner returns the shorter of two waits, where 0 is no wait at all.
+func sooner(a, b time.Duration) time.Duration {
+	if a == 0 || b > 0 && b < a {
+		return b
+	}
+	return a
+}
+
 // arrive moves ready past the writes that have arrived by now, and returns how long until the
 // next one does (0 when none is on its way); mu is held.
 func (h *half) arrive() time.Duration {
@@ -135,7 +174,7 @@ func (h *half) arrive() time.Duration {
 }
 
 // Write queues a copy of p for the other end, arriving after the link's latency and the time
-// its bandwidth takes. It waits while the window is full.
+// its bandwidth takes. It waits while the window is full, until the write deadline.
 func (s *stream) Write(p []byte) (int, error) {
 	l := s.conn.link
 	var at time.Time
@@ -167,10 +206,12 @@ func (s *stream) Write(p []byte) (int, error) {
 			h.mu.Unlock()
 			return len(p), nil
 		}
-		ch := h.wait()
-		h.mu.Unlock()
-		<-ch
-		h.mu.Lock()
+		d, passed := left(h.writeBy)
+		if passed {
+			h.mu.Unlock()
+			return 0, os.ErrDeadlineExceeded
+		}
+		h.sleep(d)
 	}
 }
 
@@ -185,8 +226,9 @@ func (h *half) compact() {
 	h.rpos = 0
 }
 
-// Read reads what has arrived, waiting for the next write to arrive when nothing has; io.EOF
-// once the other end closed its write side and everything was read.
+// Read reads what has arrived, waiting for the next write to arrive when nothing has, until
+// the read deadline; io.EOF once the other end closed its write side and everything was read.
+// What has arrived is read even past the deadline, as from a yamux stream.
 func (s *stream) Read(b []byte) (int, error) {
 	h := s.in
 	h.mu.Lock()
@@ -210,19 +252,12 @@ func (s *stream) Read(b []byte) (int, error) {
 			h.mu.Unlock()
 			return 0, io.EOF
 		}
-		ch := h.wait()
-		h.mu.Unlock()
-		if next > 0 {
-			t := time.NewTimer(next)
-			select {
-			case <-ch:
-			case <-t.C:
-			}
-			t.Stop()
-		} else {
-			<-ch
+		d, passed := left(h.readBy)
+		if passed {
+			h.mu.Unlock()
+			return 0, os.ErrDeadlineExceeded
 		}
-		h.mu.Lock()
+		h.sleep(sooner(next, d))
 	}
 }
 
@@ -326,11 +361,35 @@ func (s *stream) Conn() network.Conn {
 	return s.conn
 }
 
-// SetDeadline is a noop for mocknet streams, as in go-libp2p's mocknet. Callers should not
-// treat the absence of deadline support as an error.
-func (s *stream) SetDeadline(_ time.Time) error      { return nil }
-func (s *stream) SetReadDeadline(_ time.Time) error  { return nil }
-func (s *stream) SetWriteDeadline(_ time.Time) error { return nil }
+// SetDeadline sets the read and the write deadline. (go-libp2p's mocknet ignores deadlines;
+// the node's read deadlines, its idle timeout among them, hold in a simulation as they do on
+// a deployed node's yamux streams.)
+func (s *stream) SetDeadline(t time.Time) error {
+	_ = s.SetReadDeadline(t)
+	return s.SetWriteDeadline(t)
+}
+
+// SetReadDeadline sets when a read waiting for data fails with os.ErrDeadlineExceeded (zero:
+// never); a read waiting now sees the new deadline.
+func (s *stream) SetReadDeadline(t time.Time) error {
+	s.in.setDeadline(&s.in.readBy, t)
+	return nil
+}
+
+// SetWriteDeadline sets when a write waiting for room in the window fails with
+// os.ErrDeadlineExceeded (zero: never).
+func (s *stream) SetWriteDeadline(t time.Time) error {
+	s.out.setDeadline(&s.out.writeBy, t)
+	return nil
+}
+
+// setDeadline sets one of h's deadlines and wakes its waiters to look at it again.
+func (h *half) setDeadline(deadline *time.Time, t time.Time) {
+	h.mu.Lock()
+	*deadline = t
+	h.notify()
+	h.mu.Unlock()
+}
 
 // Scope is a null resource scope: mocknet accounts for nothing.
 func (s *stream) Scope() network.StreamScope {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"os"
 	"testing"
 	"time"
 
@@ -213,5 +214,96 @@ func TestStream_ADrainedDirectionHoldsNoBuffer(t *testing.T) {
 	defer h.mu.Unlock()
 	if h.buf != nil || h.bufp != nil {
 		t.Fatalf("a drained direction still holds a buffer of %d bytes", cap(h.buf))
+	}
+}
+
+// isTimeout reports whether err is a deadline's error, as the node tells it (a Timeout method).
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.Is(err, os.ErrDeadlineExceeded) && errors.As(err, &t) && t.Timeout()
+}
+
+// A read that waits for data fails at its deadline, and the stream stays usable: with the
+// deadline moved, what is written afterwards is read.
+func TestStream_AReadWaitingPastItsDeadlineTimesOut(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	if err := b.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := b.Read(make([]byte, 8)); n != 0 || !isTimeout(err) {
+		t.Fatalf("read past the deadline: %d bytes, %v; want a timeout", n, err)
+	}
+	if err := b.SetReadDeadline(time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Write([]byte("late")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if _, err := io.ReadFull(b, got); err != nil || string(got) != "late" {
+		t.Fatalf("read after clearing the deadline: %q, %v", got, err)
+	}
+}
+
+// A deadline set while a read waits applies to that read: it wakes and fails.
+func TestStream_ADeadlineSetDuringAReadEndsIt(t *testing.T) {
+	_, b := pair(t, LinkOptions{})
+	read := make(chan error, 1)
+	go func() {
+		_, err := b.Read(make([]byte, 8))
+		read <- err
+	}()
+	time.Sleep(20 * time.Millisecond) // let the read wait (it fails the same if it has not yet)
+	if err := b.SetReadDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-read:
+		if !isTimeout(err) {
+			t.Fatalf("the waiting read returned %v; want a timeout", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a read waited on past the deadline set for it")
+	}
+}
+
+// What has arrived is read even past the deadline (as from a yamux stream); a write on its
+// way, held by the link's latency, is waited for only until the deadline.
+func TestStream_ArrivedDataIsReadPastTheDeadline(t *testing.T) {
+	a, b := pair(t, LinkOptions{})
+	a.Conn().(*conn).link.SetOptions(LinkOptions{Latency: time.Hour}) // from now on
+	if _, err := a.Write([]byte("slow")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.SetReadDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Read(make([]byte, 4)); !isTimeout(err) {
+		t.Fatalf("a read of a write an hour away returned %v; want a timeout", err)
+	}
+	c, d := pair(t, LinkOptions{})
+	if _, err := c.Write([]byte("here")); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.SetReadDeadline(time.Now().Add(-time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	if n, err := d.Read(got); err != nil || string(got[:n]) != "here" {
+		t.Fatalf("read of arrived data past the deadline: %q, %v", got[:n], err)
+	}
+}
+
+// A write waiting for room in a full window fails at its write deadline.
+func TestStream_AWriteWaitingForRoomTimesOut(t *testing.T) {
+	a, _ := pair(t, LinkOptions{})
+	if _, err := a.Write(make([]byte, window)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.SetWriteDeadline(time.Now().Add(20 * time.Millisecond)); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.Write([]byte("one more")); n != 0 || !isTimeout(err) {
+		t.Fatalf("a write into a full window past its deadline: %d, %v; want a timeout", n, err)
 	}
 }
