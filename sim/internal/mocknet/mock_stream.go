@@ -119,7 +119,8 @@ func (h *half) notify() {
 	}
 }
 
-// sleep waits, with mu released, until the next change or until d has passed (d > 0).
+// sleep waits until the next change or until d has passed (d > 0); mu is held, and released
+// while it waits.
 func (h *half) sleep(d time.Duration) {
 	ch := h.wait()
 	h.mu.Unlock()
