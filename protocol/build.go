@@ -266,9 +266,13 @@ var errClash = errors.New("the body has the member")
 
 // spliceMembers returns the object raw, compacted, with set's members written in front of its
 // own (in key order), when raw is one strict JSON object (RFC 8259, no duplicate names) that
-// has none of set's names; ok is false otherwise. It spares a response's body the decoding
-// and re-encoding that merging through a map costs (Builder.Response adds its status).
+// has none of set's names; ok is false otherwise. raw is scanned once, and copied as it is
+// unless it has white space to drop. It spares a response's body the decoding and
+// re-encoding that merging through a map costs (Builder.Response adds its status).
 func spliceMembers(raw []byte, set map[string]any) (_ json.RawMessage, ok bool) {
+	if len(set) == 0 {
+		return nil, false
+	}
 	s := scanner{data: raw}
 	s.ws()
 	err := s.object(func(name string) error {
@@ -278,7 +282,7 @@ func spliceMembers(raw []byte, set map[string]any) (_ json.RawMessage, ok bool) 
 		_, err := s.skip()
 		return err
 	})
-	if err != nil || s.end() != nil || len(set) == 0 {
+	if err != nil || s.end() != nil {
 		return nil, false
 	}
 	keys := make([]string, 0, len(set))
@@ -297,9 +301,8 @@ func spliceMembers(raw []byte, set map[string]any) (_ json.RawMessage, ok bool) 
 	}
 	out[0] = '{'
 	n := len(out)
-	if out, err = appendCompact(out, raw); err != nil {
-		return nil, false
-	}
+	// The scan above read raw whole (and saw whether it has white space): no second one.
+	out = appendValid(out, raw, s.spaced)
 	if out[n+1] == '}' { // an empty body: its braces become the closing one
 		return append(out[:n], '}'), true
 	}

@@ -323,8 +323,14 @@ func appendCompact(dst, raw []byte) ([]byte, error) {
 	if err := s.end(); err != nil {
 		return dst, err
 	}
-	if !s.spaced {
-		return append(dst, raw...), nil
+	return appendValid(dst, raw, s.spaced), nil
+}
+
+// appendValid appends raw, one JSON value a scanner has read whole, without insignificant
+// white space; spaced is the scanner's: whether it skipped any (if not, raw is copied as is).
+func appendValid(dst, raw []byte, spaced bool) []byte {
+	if !spaced {
+		return append(dst, raw...)
 	}
 	for i := 0; i < len(raw); i++ {
 		switch c := raw[i]; c {
@@ -337,5 +343,5 @@ func appendCompact(dst, raw []byte) ([]byte, error) {
 			dst = append(dst, c)
 		}
 	}
-	return dst, nil
+	return dst
 }
