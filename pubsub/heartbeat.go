@@ -286,7 +286,8 @@ func (g *Gossip) ownSealed() ([]byte, error) {
 // tolerance, so that a receiver whose clock runs ahead still accepts fresh beats. Every node
 // keeps a beat's id in its replay window until the beat expires: a beat that lived
 // SuspectAfter intervals, as it did until 2026-11-28, kept three ids per agent at every node
-// where one does the same work. At most MaxGossipTTL.
+// where one does the same work. At most MaxGossipTTL, which only a MaxMeshInterval raised past
+// 57 minutes would reach (TestHeartbeatTTLClamped).
 func (g *Gossip) beatTTL() time.Duration {
 	return min(g.announced()+g.cfg.interval/2+protocol.DefaultMaxClockSkew, MaxGossipTTL)
 }

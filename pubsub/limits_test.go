@@ -51,8 +51,9 @@ func TestPublishRefusesLongTTL(t *testing.T) {
 	}
 }
 
-// Our own heartbeat's TTL (suspect-after beats plus the clock skew) is clamped to MaxGossipTTL:
-// 100 beats of 300 s would otherwise be 8h20m.
+// Our own heartbeat's TTL is one announced interval, half a base interval and the clock skew,
+// and stays within MaxGossipTTL for the slowest beat there is (100 missed beats of 300 s no
+// longer count: a beat lives until its successor, not until its agent is suspect).
 func TestHeartbeatTTLClamped(t *testing.T) {
 	// A beat lives one announced interval, half a base interval (the beat loop's tick) and
 	// the clock skew: the next beat comes within it.
