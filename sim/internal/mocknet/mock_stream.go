@@ -146,7 +146,7 @@ func left(deadline time.Time) (time.Duration, bool) {
 	return d, d <= 0
 }
 
-// sooner returns the shorter of two waits, where 0 is no wait at all.
+// sooner returns the shorter of two waits, where 0 is no bound (wait for a change).
 func sooner(a, b time.Duration) time.Duration {
 	if a == 0 || b > 0 && b < a {
 		return b
