@@ -16,6 +16,8 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
+	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
+	msmux "github.com/multiformats/go-multistream"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/internal/fsutil"
@@ -223,9 +225,16 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 		return protocol.Errorf(protocol.CodeIdentityInvalid, "certificate of peer %s: %v", p, ctx.Err())
 	}
 	ans, err := b.ask(ctx, p, via)
-	// a timeout under load says nothing about p's certificate; a refused protocol, a bad or
-	// missing certificate does
-	timedOut := errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded)
+	if err != nil && !isAnswer(err) {
+		// Not reaching via (no route, a reset stream, a timeout under load) says nothing
+		// about p's certificate: the error is one a sender tries again after, and nothing is
+		// remembered. A durable message to an agent that is down waits for it in the outbox.
+		code := protocol.CodeAgentNotFound
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
+			code = protocol.CodeTimeout
+		}
+		return protocol.Errorf(code, "cannot fetch the certificate of peer %s: %v", p, err)
+	}
 	if err == nil && ans.CRL != "" {
 		if err := b.applyRevocations(ans.CRL); err != nil {
 			b.log.Warn("revocation list refused", "from", via, "err", err.Error())
@@ -242,10 +251,19 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 	err = protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s has no valid certificate from mesh authority %s: %v", p, b.v.MeshID(), err)
 	// Only p's own answer is a verdict on p, remembered for certRetryAfter: a relayer
 	// answering with a bad certificate (or none) must not get p refused.
-	if via == p && !timedOut {
+	if via == p {
 		b.failed.Add(p, failure{at: b.now(), err: err})
 	}
 	return err
+}
+
+// isAnswer reports whether err, from ask, is via's answer (it does not speak the certificate
+// protocol, or its answer is too large or not JSON) rather than a failure to reach it.
+func isAnswer(err error) bool {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	return errors.Is(err, msmux.ErrNotSupported[libp2pproto.ID]{}) || errors.Is(err, protocol.ErrFrameTooLarge) ||
+		errors.Is(err, protocol.ErrEmptyFrame) || errors.As(err, &syntax) || errors.As(err, &typ)
 }
 
 // ask runs one exchange of the certificate protocol with via.

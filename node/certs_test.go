@@ -1,6 +1,7 @@
 package node
 
 import (
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // A node whose certificate expired still shows it when asked, so that a peer refusing it
@@ -41,5 +43,43 @@ func TestCertificates_AnExpiredCertificateIsRefusedAsExpired(t *testing.T) {
 	err = alice.certs.verify(testCtx(t), agentName(1), bob.ID(), "")
 	if err == nil || !strings.Contains(err.Error(), ": expired: ") {
 		t.Fatalf("alice's refusal of bob's expired certificate: %v; want one naming the check (expired)", err)
+	}
+}
+
+// Only a peer's answer is a verdict on its certificate. A peer that cannot be reached gives
+// none: the fetch fails with an error to try again after (AGENT_NOT_FOUND), and nothing is
+// remembered, so the certificate is fetched as soon as the peer is back. A peer that answers
+// without speaking the certificate protocol has none: IDENTITY_INVALID, remembered for
+// certRetryAfter.
+func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
+	m, _ := certifiedMesh(t, 3)
+	alice, bob := m.nodes[1], m.nodes[2]
+	alice.certs.byPeer.Remove(bob.ID())
+	if err := m.mn.UnlinkPeers(alice.ID(), bob.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.mn.DisconnectPeers(alice.ID(), bob.ID())
+	err := alice.certs.verify(testCtx(t), agentName(2), bob.ID(), "")
+	if code := protocol.CodeOf(err); code != protocol.CodeAgentNotFound {
+		t.Fatalf("fetching the certificate of an unreachable peer: %v (code %q); want AGENT_NOT_FOUND", err, code)
+	}
+	if err := alice.certs.check(agentName(2), bob.ID()); !errors.Is(err, errNoCert) {
+		t.Fatalf("after bob could not be reached his claim gives %v; want no verdict yet", err)
+	}
+	if _, err := m.mn.LinkPeers(alice.ID(), bob.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := alice.certs.verify(testCtx(t), agentName(2), bob.ID(), ""); err != nil {
+		t.Fatalf("bob's certificate once he is back: %v", err)
+	}
+
+	alice.certs.byPeer.Remove(bob.ID())
+	bob.host.RemoveStreamHandler(CertProtocolID)
+	err = alice.certs.verify(testCtx(t), agentName(2), bob.ID(), "")
+	if code := protocol.CodeOf(err); code != protocol.CodeIdentityInvalid {
+		t.Fatalf("a peer without the certificate protocol: %v (code %q); want IDENTITY_INVALID", err, code)
+	}
+	if err := alice.certs.check(agentName(2), bob.ID()); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
+		t.Fatalf("after bob answered without a certificate his claim gives %v; want the remembered refusal", err)
 	}
 }

@@ -225,3 +225,44 @@ func TestDurable_RequestOnceKeepsNothingInTheOutbox(t *testing.T) {
 		t.Fatalf("outbox holds %v (%v), want nothing", entries, err)
 	}
 }
+
+// A node that must fetch a recipient's certificate before it delivers (it never heard the
+// recipient's beats, or forgot its certificate) and cannot reach the recipient has learnt
+// nothing about that certificate: the message waits in the outbox like any other whose
+// recipient is down, and arrives when the recipient comes back. Before, the failed fetch was
+// taken as IDENTITY_INVALID, a refusal: the message was dropped from the outbox, and the
+// recipient's certificate refused for 30 s more.
+func TestDurable_ARecipientDownBeforeItsCertificateIsFetchedGetsItsMessage(t *testing.T) {
+	m, _ := certifiedMeshWith(t, 3, []Option{WithRetry(50*time.Millisecond, 200*time.Millisecond)})
+	alice, bob := m.nodes[1], m.nodes[2]
+	got := make(chan string, 4)
+	bob.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { got <- r.Msg.Envelope.MessageID; return nil })
+	if err := alice.Send(testCtx(t), event(t, alice.Builder(), agentName(2))); err != nil {
+		t.Fatal(err)
+	}
+	<-got // alice knows where bob is
+	alice.certs.byPeer.Remove(bob.ID())
+	if err := m.mn.UnlinkPeers(alice.ID(), bob.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.mn.DisconnectPeers(alice.ID(), bob.ID())
+	ev := event(t, alice.Builder(), agentName(2))
+	if err := alice.Send(testCtx(t), ev); err != nil {
+		t.Fatalf("Send to an unreachable recipient must queue, got %v", err)
+	}
+	time.Sleep(300 * time.Millisecond) // several attempts, each failing to fetch the certificate
+	if entries, _ := alice.OutboxEntries(); len(entries) != 1 || entries[0].MessageID != ev.Envelope.MessageID {
+		t.Fatalf("outbox holds %v after failed certificate fetches, want the message", entries)
+	}
+	if _, err := m.mn.LinkPeers(alice.ID(), bob.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != ev.Envelope.MessageID {
+			t.Fatal("another message arrived")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("queued message never delivered after the recipient came back")
+	}
+}

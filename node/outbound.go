@@ -274,9 +274,12 @@ func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 		return err
 	}
 	if n.certs != nil && p != n.host.ID() {
-		// Nothing meant for an agent goes to a peer the authority did not certify for it.
+		// Nothing meant for an agent goes to a peer the authority did not certify for it. A
+		// peer that could not be reached for its certificate is still where the agent is.
 		if err := n.certs.verify(ctx, m.Envelope.Recipient.AgentID, p, ""); err != nil {
-			n.directory.Remove(m.Envelope.Recipient.AgentID)
+			if protocol.CodeOf(err) == protocol.CodeIdentityInvalid {
+				n.directory.Remove(m.Envelope.Recipient.AgentID)
+			}
 			return err
 		}
 	}
