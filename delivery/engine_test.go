@@ -388,7 +388,8 @@ func TestTakenIsAuditedBeforeTheStoreForgets(t *testing.T) {
 
 // A refusal the recipient's node answered is final unless its code says later: the message
 // leaves the outbox, Send returns the refusal itself, the audit log records it refused. A
-// RATE_LIMITED refusal is retried, no sooner than the retry_after it asked for.
+// RATE_LIMITED refusal is retried, no sooner than the retry_after it asked for; a TIMEOUT
+// refusal is retried too.
 func TestRefusals(t *testing.T) {
 	r := newRig(t, time.Hour)
 	m, raw := r.message(t, time.Hour)
@@ -416,6 +417,16 @@ func TestRefusals(t *testing.T) {
 	if e, _ := r.store.queued(m.Envelope.MessageID); e.NextAttemptAt.Sub(r.clock.Now()) < time.Hour {
 		t.Fatalf("rescheduled in %s, want at least the hour asked for", e.NextAttemptAt.Sub(r.clock.Now()))
 	}
+
+	// A recipient that could not check the message in time (it was fetching the sender's
+	// certificate, under load) has not refused it for good.
+	m, raw = r.message(t, time.Hour)
+	done = r.send(m, raw)
+	r.wire.next(t).answer <- &delivery.Refusal{Err: protocol.Errorf(protocol.CodeTimeout, "cannot fetch the certificate of peer p")}
+	if err := result(t, done); err != nil {
+		t.Fatalf("Send of a message its recipient could not check in time: %v, want nil (queued)", err)
+	}
+	r.rescheduled(t, m.Envelope.MessageID, 1)
 }
 
 // Close cancels the attempts in flight and waits for them (goleak checks that nothing is

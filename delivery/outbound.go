@@ -377,12 +377,15 @@ func (e *Engine) settle(m *protocol.Message, backoff int, err error) {
 	}
 }
 
-// retryable reports whether a failed attempt should be tried again later.
+// retryable reports whether a failed attempt should be tried again later. A recipient's
+// refusal is final unless it says later: over its rate, a fault of its own, the agent not
+// there (yet), or a check it could not finish in time (a certificate of the sender it could
+// not fetch, say).
 func retryable(err error) bool {
 	var r *Refusal
 	if errors.As(err, &r) {
 		switch protocol.CodeOf(err) {
-		case protocol.CodeRateLimited, protocol.CodeInternalError, protocol.CodeAgentNotFound:
+		case protocol.CodeRateLimited, protocol.CodeInternalError, protocol.CodeAgentNotFound, protocol.CodeTimeout:
 			return true
 		}
 		return false
