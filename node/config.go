@@ -248,6 +248,9 @@ type Config struct {
 	// Logger receives the node's logs, already tagged with the agent and peer ids. Default:
 	// go-log's slog bridge.
 	Logger *slog.Logger `yaml:"-"`
+	// Handlers are the agent's Go handlers by intent (WithHandler), in place before the node
+	// serves. Default none: Handle registers them once New has returned.
+	Handlers map[protocol.Intent]Handler `yaml:"-"`
 }
 
 // PolicyRule lets the agents matching Agents (a recipient-style pattern, e.g. "ops:*:*")

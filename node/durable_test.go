@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,5 +265,67 @@ func TestDurable_ARecipientDownBeforeItsCertificateIsFetchedGetsItsMessage(t *te
 		}
 	case <-time.After(15 * time.Second):
 		t.Fatal("queued message never delivered after the recipient came back")
+	}
+}
+
+// A message the agent had not taken before a restart is offered again by New, before a
+// handler registered with Handle could take it: it waits in the inbox. A handler given with
+// WithHandler is in place before that, and gets it. (The simulator registered its agents'
+// handlers after New, and counted a message that reached a restarting node in that window as
+// lost.)
+func TestDurable_AHandlerGivenToNewGetsWhatARestartOffersAgain(t *testing.T) {
+	dir := t.TempDir()
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	start := func(opts ...Option) *Node {
+		n, err := New(append([]Option{WithDataDir(dir), WithKey(key), WithAgent("test:restart:b", protocolManifest()),
+			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
+			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	b := start()
+	a, err := New(WithDataDir(t.TempDir()), WithAgent("test:restart:a", protocolManifest()), WithNAT(false),
+		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
+	ev := event(t, a.Builder(), "test:restart:b")
+	if err := a.Send(testCtx(t), ev); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // the agent never took it
+
+	b = start()
+	got := make(chan string, 2)
+	b.Handle(protocol.IntentNotify, func(_ context.Context, r *Request) error { got <- r.Msg.Envelope.MessageID; return nil })
+	if n := b.Inbox().Len(); n != 1 {
+		t.Fatalf("with the handler registered after New, the inbox holds %d, want the message offered again", n)
+	}
+	b.Close()
+
+	b = start(WithHandler(protocol.IntentNotify, func(_ context.Context, r *Request) error {
+		got <- r.Msg.Envelope.MessageID
+		return nil
+	}))
+	defer b.Close()
+	select {
+	case id := <-got:
+		if id != ev.Envelope.MessageID {
+			t.Fatalf("the handler got %s, want %s", id, ev.Envelope.MessageID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the handler given to New never got the message (inbox holds %d)", b.Inbox().Len())
+	}
+	testsupport.WaitFor(t, 5*time.Second, "the message taken", func() bool { return b.Inbox().Len() == 0 })
+}
+
+func TestWithHandler_RefusesANilHandler(t *testing.T) {
+	if _, err := New(WithAgent("test:nil:handler", protocolManifest()), WithHandler(protocol.IntentNotify, nil)); err == nil ||
+		!strings.Contains(err.Error(), "nil") {
+		t.Fatalf("New with a nil handler: %v, want an error saying so", err)
 	}
 }

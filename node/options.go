@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"log/slog"
+	"maps"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
@@ -119,6 +120,27 @@ func WithTrust(mode string) Option { return func(c *Config) error { c.Trust = mo
 // speak, in either trust mode (see Config.AllowlistFile). Default "": no allowlist.
 func WithAllowlist(file string) Option {
 	return func(c *Config) error { c.AllowlistFile = file; return nil }
+}
+
+// WithHandler registers h for an intent before the node starts serving, as Handle does once
+// New has returned. A message that arrives between New and Handle finds no handler: it waits
+// in the inbox for the agent to fetch it (with the inbox off, an event is taken as it is), and
+// so does what the durable inbox held from before a restart, which New offers again. An agent
+// that handles an intent in Go registers it here, and gets all of them. The last handler given
+// for an intent counts.
+func WithHandler(intent protocol.Intent, h Handler) Option {
+	return func(c *Config) error {
+		if h == nil {
+			return fmt.Errorf("handler for intent %q is nil", intent)
+		}
+		m := maps.Clone(c.Handlers) // a Config given to several nodes does not share its map
+		if m == nil {
+			m = make(map[protocol.Intent]Handler)
+		}
+		m[intent] = h
+		c.Handlers = m
+		return nil
+	}
 }
 
 // WithClock sets the time source. Default time.Now.

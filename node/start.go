@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"path/filepath"
 	"time"
 
@@ -80,7 +81,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		policy:    policy(cfg.Policy),
 		started:   cfg.Clock(),
 		slots:     make(chan struct{}, maxHandlers),
-		handlers:  make(map[protocol.Intent]Handler),
+		handlers:  handlersOf(cfg),
 		waiters:   make(map[string]*waiter),
 		sessions:  make(map[peer.ID]*session),
 		inbound:   make(map[*inStream]struct{}),
@@ -165,4 +166,11 @@ func (n *Node) start() error {
 		go n.keepTrust()
 	}
 	return nil
+}
+
+// handlersOf returns the node's handler table, holding the handlers given with WithHandler.
+func handlersOf(cfg Config) map[protocol.Intent]Handler {
+	m := make(map[protocol.Intent]Handler, len(cfg.Handlers))
+	maps.Copy(m, cfg.Handlers)
+	return m
 }

@@ -61,12 +61,14 @@ type workPayload struct {
 	Mark string `json:"mark,omitempty"`
 }
 
-// installAgent registers the synthetic agent's handlers: handoff requests are answered
+// agentHandlers returns the synthetic agent's handlers, as options of its node, so that they
+// are in place before the node serves (a message reaching a restarting node before a later
+// Handle would wait in its inbox, and count as lost): handoff requests are answered
 // "accepted" after the requested delay; notify events are counted as delivered. Every message
 // a handler takes is counted too when a step registered its id (recorder.expectDelivery):
 // what an agent acted on.
-func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
-	nd.Handle(protocol.IntentHandoff, func(ctx context.Context, r *node.Request) error {
+func agentHandlers(sn *simNode, rec *recorder) []node.Option {
+	return []node.Option{node.WithHandler(protocol.IntentHandoff, func(ctx context.Context, r *node.Request) error {
 		rec.deliver(r.Msg.Envelope.MessageID)
 		var p workPayload
 		if err := protocol.DecodePayload(r.Msg, &p); err != nil {
@@ -85,9 +87,8 @@ func installAgent(nd *node.Node, sn *simNode, rec *recorder) {
 			}
 		}
 		return r.Reply(protocol.ResponseAccepted, map[string]any{"agent": sn.agentID})
-	})
-	nd.Handle(protocol.IntentNotify, func(_ context.Context, r *node.Request) error {
+	}), node.WithHandler(protocol.IntentNotify, func(_ context.Context, r *node.Request) error {
 		rec.deliver(r.Msg.Envelope.MessageID) // the offline and intruder steps' events
 		return nil
-	})
+	})}
 }

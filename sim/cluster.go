@@ -214,6 +214,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
 		node.WithVerifier(c.verifier),
 	}
+	opts = append(opts, agentHandlers(sn, c.rec)...)
 	switch {
 	case c.auth == nil:
 		return append(opts, node.WithTrust(node.TrustOpen))
@@ -290,11 +291,10 @@ func (c *cluster) startNode(ctx context.Context, i int) (err error) {
 	return c.running(i, nd)
 }
 
-// running installs slot i's agent on nd, has the recorder observe its gossip, and makes it the
-// slot's running node.
+// running has the recorder observe the gossip of nd (which has slot i's agent's handlers,
+// agentHandlers) and makes it the slot's running node.
 func (c *cluster) running(i int, nd *node.Node) error {
 	sn := c.slots[i]
-	installAgent(nd, sn, c.rec)
 	if nd.GossipOn() {
 		sub, err := nd.Subscribe(node.EventFilter{Kinds: []node.EventKind{node.EventKindEvent, node.EventKindGroup, node.EventKindTransition}}, 4096)
 		if err != nil {

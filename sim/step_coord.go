@@ -11,7 +11,7 @@ import (
 )
 
 // The coordination steps (docs/coordination.md) run a pattern from one running node over the
-// synthetic agents' handoff handler (installAgent: it answers after delay_ms), and crash
+// synthetic agents' handoff handler (agentHandlers: it answers after delay_ms), and crash
 // agents while it runs.
 
 type scatterParams struct {
