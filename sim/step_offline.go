@@ -110,7 +110,40 @@ func runOffline(ctx context.Context, r *run, p any, res *StepResult) error {
 	res.Metrics["offline_duplicates"] = float64(dup)
 	res.Metrics["offline_delivery_ms"] = ms(time.Since(t0))
 	res.Metrics["lost"] = float64(len(msgs) - delivered)
+	c.explainLost(msgs, res)
 	return ctx.Err()
+}
+
+// explainLost says where each message that did not arrive is: still queued at its sender
+// (LOST_QUEUED_AT_SENDER; the simulator logs, at warn, its attempts and last error), or not
+// (LOST_NOT_QUEUED: refused for good, or taken by the recipient's node without reaching a
+// handler: the simulated nodes have no inbox, so an event that finds no handler is taken as
+// it is).
+func (c *cluster) explainLost(msgs []*offlineMsg, res *StepResult) {
+	for _, om := range msgs {
+		if om.m == nil || c.rec.deliveries(om.m.Envelope.MessageID) > 0 {
+			continue
+		}
+		id, to := om.m.Envelope.MessageID, om.m.Envelope.Recipient.AgentID
+		queued := false
+		if nd := c.node(om.from); nd != nil {
+			entries, _ := nd.OutboxEntries()
+			for _, e := range entries {
+				if e.MessageID == id {
+					queued = true
+					c.log.Warn("offline: a message is still queued at its sender", "id", id, "sender", om.from, "to", to,
+						"attempts", e.Attempts, "last_error", e.LastError, "next_attempt_in", time.Until(e.NextAttemptAt).Round(time.Millisecond))
+				}
+			}
+		}
+		if queued {
+			res.Errors["LOST_QUEUED_AT_SENDER"]++
+		} else {
+			res.Errors["LOST_NOT_QUEUED"]++
+			c.log.Warn("offline: a message is not queued at its sender and did not reach the agent", "id", id, "sender", om.from,
+				"to", to, "taken_by_sender", om.accepted)
+		}
+	}
 }
 
 // sendWhileDown sends each message to agent, which is down, from its node; a message its
