@@ -54,13 +54,13 @@ type Gossip struct {
 	leaving bool       // guarded by beatMu
 
 	// heard is set once a beat of ours has been published while the heartbeat topic had a
-	// peer; stopGreet then ends greet.
+	// peer; stopGreet then ends greet. greetNow asks the beat loop for a beat at once.
 	heard     atomic.Bool
 	stopGreet context.CancelFunc
+	greetNow  chan struct{}
 
-	// hbPeers and bcPeers count the peers subscribed to the heartbeat and the broadcast topic,
-	// from gossipsub's peer events (countPeers), so that TopicPeers need not wait for its
-	// event loop.
+	// hbPeers and bcPeers count the heartbeat and broadcast topics' peers from gossipsub's peer
+	// events (countPeers), so that TopicPeers need not wait for its event loop.
 	hbPeers, bcPeers atomic.Int64
 
 	serveMu     sync.Mutex // guards the probes being answered (probe.go)
@@ -122,7 +122,7 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (*Gossip, error) {
 		live:    NewLiveness(cfg.livenessConfig()),
 		subs:    make(map[*Subscription]struct{}),
 		status:  protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.version},
-		lost:    make(chan peer.ID, 1024),
+		lost:    make(chan peer.ID, 1024), greetNow: make(chan struct{}, 1),
 		served:  make(map[network.Stream]struct{}),
 		started: time.Now(),
 		probes:  newQueueProbes(cfg.interval / 4),

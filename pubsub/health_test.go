@@ -251,7 +251,7 @@ func TestGossipPublishFailureRaisesHealth(t *testing.T) {
 	if h := g.Health(); h.PublishFailures != 0 || h.Score != 0 {
 		t.Fatalf("after the first beat: %+v", h)
 	}
-	if err := g.beat(context.Background(), false); err == nil {
+	if _, err := g.beat(context.Background(), false); err == nil {
 		t.Fatal("a beat over our own rate was published")
 	}
 	if h := g.Health(); h.PublishFailures != 1 || h.Score != 1 {

@@ -20,23 +20,35 @@ import (
 // shortest interval announced by the last SuspectAfter beats (see pacer): a receiver that heard
 // one beat and missed the next SuspectAfter-1 still hears one before the silence it allows, and
 // does not suspect an agent that only slowed down. A longer interval is therefore taken
-// SuspectAfter-1 beats after it is first announced, and a shorter one at once.
+// SuspectAfter-1 beats after it is first announced, and a shorter one at once. greet asks for
+// a beat at once (greetNow), which the pacer counts like any other.
 func (g *Gossip) beatLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.interval)
 	defer t.Stop()
 	var next time.Time // when the next mesh beat is due
 	p := newPacer(g.cfg.interval, g.cfg.suspectAfter)
+	greeting := false
 	for {
 		now := time.Now()
-		if !now.Before(next) {
-			grew := p.beat(g.meshInterval())
-			g.announce.Store(int64(p.announced))
-			if err := g.beat(g.ctx, false); err != nil && g.ctx.Err() == nil {
+		if greeting || !now.Before(next) {
+			greeted := greeting
+			greeting = false
+			want := g.meshInterval()
+			g.announce.Store(int64(want))
+			reached, err := g.beat(g.ctx, false)
+			if err != nil && g.ctx.Err() == nil {
 				g.log.Warn("heartbeat not sent", "err", err)
 			}
+			grew := p.beat(want, reached)
 			gap := p.pace
-			if grew {
+			switch {
+			case greeted:
+				// The greeting announced the interval one peer's beat announced (learnPace);
+				// the next beat, an interval later, announces what the node heard from the
+				// mesh by then, so that one peer's word stands for one interval at most.
+				gap = g.cfg.interval
+			case grew:
 				// Agents stretch at about the same time (when their tables fill), so they
 				// would keep beating together, in bursts; the first longer gap is drawn
 				// at random (shorter than announced, which is safe) to spread them out.
@@ -49,43 +61,51 @@ func (g *Gossip) beatLoop() {
 			return
 		case scheduled := <-t.C:
 			g.ticked("a tick of the beat loop", scheduled, time.Now())
+		case <-g.greetNow:
+			greeting = true
 		}
 	}
 }
 
-// pacer chooses, beat by beat, the interval a beat announces and the time to the next one.
+// pacer chooses, beat by beat, the time to the next beat.
 //
 // A receiver judges an agent's silence on the last interval it heard announced, a, and
 // suspects it after SuspectAfter x a. So that one beat heard is enough, each of the
 // SuspectAfter gaps after a beat announcing a must be at most a: the gap after a beat is the
-// shortest interval announced by it and the SuspectAfter-1 beats before it. A mesh that keeps
-// growing then stretches its beats two beats behind the growth (at the defaults); waiting
-// instead for the wanted interval to hold still for SuspectAfter beats kept a node at the
-// shortest interval for as long as its wanted interval changed from one beat to the next.
+// shortest interval announced by it and the SuspectAfter-1 beats heard before it. A mesh that
+// keeps growing then stretches its beats two beats behind the growth (at the defaults);
+// waiting instead for the wanted interval to hold still for SuspectAfter beats kept a node at
+// the shortest interval for as long as its wanted interval changed from one beat to the next.
+//
+// A beat published while the heartbeat topic had no peer (a node's first, at start, as a
+// rule) was heard by nobody, and nobody holds the node to what it announced: it does not
+// count. So a node that joins a mesh whose beats have stretched, and greets it announcing the
+// stretched interval (greet), may take that pace at once, not SuspectAfter beats later.
 type pacer struct {
 	pace      time.Duration   // time to the next beat
-	announced time.Duration   // what the beat announces
-	recent    []time.Duration // what the SuspectAfter-1 beats before it announced, oldest first
+	announced time.Duration   // what the last beat announced
+	recent    []time.Duration // what the last SuspectAfter-1 beats heard announced, oldest first
+	keep      int             // SuspectAfter-1
 }
 
-// newPacer returns a pacer whose earlier beats all announced interval.
+// newPacer returns a pacer that has sent nothing yet, pacing at interval.
 func newPacer(interval time.Duration, suspectAfter int) pacer {
-	recent := make([]time.Duration, max(suspectAfter-1, 0))
-	for i := range recent {
-		recent[i] = interval
-	}
-	return pacer{pace: interval, announced: interval, recent: recent}
+	keep := max(suspectAfter-1, 0)
+	return pacer{pace: interval, announced: interval, recent: make([]time.Duration, 0, keep), keep: keep}
 }
 
-// beat is one beat announcing want; it reports whether the pace grew.
-func (p *pacer) beat(want time.Duration) (grew bool) {
+// beat is one beat, announcing want and heard by someone or not; it reports whether the pace
+// grew.
+func (p *pacer) beat(want time.Duration, heard bool) (grew bool) {
 	pace := want
 	for _, a := range p.recent {
 		pace = min(pace, a)
 	}
-	if len(p.recent) > 0 {
-		copy(p.recent, p.recent[1:])
-		p.recent[len(p.recent)-1] = want
+	if heard && p.keep > 0 {
+		if len(p.recent) == p.keep {
+			p.recent = append(p.recent[:0], p.recent[1:]...)
+		}
+		p.recent = append(p.recent, want)
 	}
 	grew = pace > p.pace
 	p.announced, p.pace = want, pace
@@ -158,9 +178,29 @@ func (g *Gossip) greet(ctx context.Context, th *topicHandle, evs *ps.TopicEventH
 			continue
 		}
 		last = time.Now()
-		if err := g.beat(ctx, false); err != nil && ctx.Err() == nil {
-			g.log.Warn("heartbeat to the first peers not sent", "err", err)
+		g.learnPace(ctx, th)
+		select {
+		case g.greetNow <- struct{}{}:
+		default:
 		}
+	}
+}
+
+// learnPace asks one of the heartbeat topic's peers for its last beat (the probe exchange)
+// and records it, before the greeting beat: meshInterval adopts the interval the node heard,
+// so that a node joining a mesh whose beats have stretched greets it announcing the mesh's
+// pace. Announcing the base interval instead held the pacer to it for SuspectAfter beats,
+// each of them reaching every agent of the mesh. A peer that does not answer leaves the
+// greeting as it was.
+func (g *Gossip) learnPace(ctx context.Context, th *topicHandle) {
+	peers := th.t.ListPeers()
+	if len(peers) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	if raw, err := g.exchange(ctx, peers[0]); err == nil {
+		_ = g.takeDirect(ctx, raw, peers[0])
 	}
 }
 
@@ -195,35 +235,36 @@ func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool
 }
 
 // beat publishes one heartbeat with the current status on the heartbeat topic, announcing
-// the mesh interval the beat loop chose. Once Leave has begun, only Leave's own beat (final) goes out.
-// A failure, unless the node or ctx is closing, is a sign of local trouble (see Health).
-func (g *Gossip) beat(ctx context.Context, final bool) error {
+// the mesh interval the beat loop chose, and reports whether the topic had a peer to send it
+// to. Once Leave has begun, only Leave's own beat (final) goes out. A failure, unless the node
+// or ctx is closing, is a sign of local trouble (see Health).
+func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error) {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
 	if g.leaving && !final {
-		return nil
+		return false, nil
 	}
 	m, err := g.sealLocked()
 	if err != nil {
-		return err
+		return false, err
 	}
 	th, err := g.topic(topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}, false)
 	if err != nil {
-		return err
+		return false, err
 	}
 	g.ownBeat.Store(&ownBeat{id: m.Envelope.MessageID, at: time.Now()})
-	reaches := !g.heard.Load() && len(th.t.ListPeers()) > 0
+	reached = len(th.t.ListPeers()) > 0
 	if err := g.publish(ctx, th, m); err != nil {
 		if ctx.Err() == nil && g.ctx.Err() == nil {
 			g.publishFailed()
 		}
-		return err
+		return false, err
 	}
 	g.stats.beats.Add(1)
-	if reaches && g.heard.CompareAndSwap(false, true) {
+	if reached && g.heard.CompareAndSwap(false, true) {
 		g.stopGreet()
 	}
-	return nil
+	return reached, nil
 }
 
 // sealed is this node's last signed heartbeat, what it answers probes with.
@@ -324,7 +365,8 @@ func (g *Gossip) Drain(ctx context.Context) error {
 	}
 	g.status.Status = protocol.StatusDraining
 	g.stateMu.Unlock()
-	return g.beat(ctx, false)
+	_, err := g.beat(ctx, false)
+	return err
 }
 
 // Leave announces a clean departure: draining (if Drain was not called), then offline, the
@@ -349,7 +391,7 @@ func (g *Gossip) Leave(ctx context.Context) error {
 	g.stateMu.Lock()
 	g.status.Status = protocol.StatusOffline
 	g.stateMu.Unlock()
-	if err := g.beat(ctx, true); err != nil {
+	if _, err := g.beat(ctx, true); err != nil {
 		return err
 	}
 	t := time.NewTimer(g.cfg.leaveFlush)

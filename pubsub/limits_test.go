@@ -69,7 +69,7 @@ func TestHeartbeatTTLClamped(t *testing.T) {
 	if ttl := g.beatTTL(); ttl != want || ttl > MaxGossipTTL {
 		t.Fatalf("beat TTL %s announcing %s, want %s", ttl, MaxMeshInterval, want)
 	}
-	if err := g.beat(context.Background(), false); err != nil {
+	if _, err := g.beat(context.Background(), false); err != nil {
 		t.Fatalf("our own validator refused our slowest beat: %v", err)
 	}
 }
@@ -109,7 +109,7 @@ func TestValidatorIgnoresOurAgentIDFromAnotherPeer(t *testing.T) {
 		!strings.Contains(err.Error(), "this node's own") {
 		t.Fatalf("a beat for our agent id from another peer: %s %v", verdict(err), err)
 	}
-	if err := g.beat(context.Background(), false); err != nil {
+	if _, err := g.beat(context.Background(), false); err != nil {
 		t.Fatalf("our own beat: %v", err)
 	}
 }

@@ -84,7 +84,7 @@ func (g *Gossip) probeDue(now time.Time) {
 func (g *Gossip) probe(p Probe) error {
 	ctx, cancel := context.WithTimeout(g.ctx, probeTimeout)
 	defer cancel()
-	s, err := g.h.NewStream(ctx, p.PeerID, g.probeProtocol())
+	raw, err := g.exchange(ctx, p.PeerID)
 	if errors.Is(err, msmux.ErrNotSupported[libp2pproto.ID]{}) {
 		g.stateMu.Lock()
 		g.live.Unprobeable(p.AgentID, g.cfg.clock())
@@ -94,25 +94,35 @@ func (g *Gossip) probe(p Probe) error {
 	if err != nil {
 		return err
 	}
+	return g.takeDirect(ctx, raw, p.PeerID)
+}
+
+// exchange sends pid this node's last signed beat over the probe protocol and returns pid's,
+// within ctx's deadline (which it must have).
+func (g *Gossip) exchange(ctx context.Context, pid peer.ID) ([]byte, error) {
+	s, err := g.h.NewStream(ctx, pid, g.probeProtocol())
+	if err != nil {
+		return nil, err
+	}
 	defer s.Close()
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
 	own, err := g.ownSealed()
 	if err != nil {
 		s.Reset()
-		return err
+		return nil, err
 	}
 	if err := protocol.WriteFrame(s, own); err != nil {
 		s.Reset()
-		return err
+		return nil, err
 	}
 	_ = s.CloseWrite()
 	raw, err := protocol.ReadFrame(s, maxBeatBytes)
 	if err != nil {
 		s.Reset()
-		return err
+		return nil, err
 	}
-	return g.takeDirect(ctx, raw, p.PeerID)
+	return raw, nil
 }
 
 // serveProbe answers one probe: it reads the prober's beat, takes it, and answers with this

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // firstSuspicion returns when a collector first saw agent suspect (zero: never).
@@ -69,5 +70,53 @@ func TestTiers_UnprobeableAgentIsJudgedByItsMeshBeats(t *testing.T) {
 	time.Sleep(4 * time.Second) // more than three intervals
 	if at := firstSuspicion(c, m.agents[1]); !at.IsZero() {
 		t.Fatalf("the unprobeable agent was suspected at %s", at)
+	}
+}
+
+// A node joining a mesh whose beats have stretched greets it at the mesh's pace: before its
+// greeting it asks its first peer for a beat, and announces the interval that beat announced,
+// which it then keeps. (It used to greet announcing its base interval, which held it to that
+// interval for SuspectAfter beats, each reaching every agent of the mesh.)
+func TestTiers_AJoinerGreetsAStretchedMeshAtItsPace(t *testing.T) {
+	const stretched = 6 * time.Second // six agents at a mesh budget of one beat a second
+	m := newMesh(t, 6, func(int) []Option { return []Option{WithDiscovery(nil), WithMeshBudget(1)} })
+	m.waitFormed(t, 30*time.Second)
+	testsupport.WaitFor(t, 30*time.Second, "the mesh's beats announcing 6 intervals", func() bool {
+		a, ok := m.nodes[4].Agent(m.agents[2])
+		return ok && a.Interval == stretched
+	})
+	h, sk := m.mn.AddHost(t, hostPort+len(m.hosts))
+	if _, err := m.mn.LinkPeers(h.ID(), m.hosts[2].ID()); err != nil {
+		t.Fatal(err)
+	}
+	b, err := protocol.NewBuilder("test:joiner:agent", sk, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joiner, err := New(h, b, WithHeartbeatInterval(time.Second), WithDiscovery(nil), WithMeshBudget(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { joiner.Close() })
+	if _, err := m.mn.ConnectPeers(h.ID(), m.hosts[2].ID()); err != nil {
+		t.Fatal(err)
+	}
+	// Node 4 first hears of the joiner from its greeting, relayed through node 2 (the joiner's
+	// probe of node 2 carries a beat signed before it knew the mesh, to node 2 alone).
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if a, ok := m.nodes[4].Agent("test:joiner:agent"); ok {
+			if a.Interval != stretched {
+				t.Fatalf("the joiner greeted the mesh announcing %s, want the mesh's %s", a.Interval, stretched)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("node 4 never heard the joiner")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	if st := joiner.Stats(); st.MeshInterval != stretched {
+		t.Fatalf("the joiner's mesh interval is %s after its greeting, want %s", st.MeshInterval, stretched)
 	}
 }

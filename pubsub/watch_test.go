@@ -101,7 +101,7 @@ func TestPacer_AnnouncesALongerIntervalBeforeTakingIt(t *testing.T) {
 	p := newPacer(T, 3)
 	var got []string
 	for _, want := range []time.Duration{T, 4 * T, 4 * T, 4 * T, 4 * T, 2 * T, 2 * T} {
-		grew := p.beat(want)
+		grew := p.beat(want, true)
 		got = append(got, fmt.Sprintf("%s/%s/%v", p.announced, p.pace, grew))
 	}
 	wantSeq := "[30s/30s/false 2m0s/30s/false 2m0s/30s/false 2m0s/2m0s/true 2m0s/2m0s/false 1m0s/1m0s/false 1m0s/1m0s/false]"
@@ -118,7 +118,7 @@ func TestPacer_AGrowingMeshStretchesTwoBeatsBehind(t *testing.T) {
 	p := newPacer(T, 3)
 	var paces []time.Duration
 	for k := 1; k <= 6; k++ {
-		p.beat(time.Duration(k) * T)
+		p.beat(time.Duration(k)*T, true)
 		paces = append(paces, p.pace)
 	}
 	if want := []time.Duration{T, T, T, 2 * T, 3 * T, 4 * T}; fmt.Sprint(paces) != fmt.Sprint(want) {
@@ -126,22 +126,47 @@ func TestPacer_AGrowingMeshStretchesTwoBeatsBehind(t *testing.T) {
 	}
 }
 
+// A node joining a mesh whose beats have stretched: its first beat, at start, announced the
+// base interval to nobody; it greets the mesh announcing the mesh's interval, and takes that
+// pace at once (it used to beat three times more at the base interval, each beat reaching
+// every agent of the mesh). A greeting heard by its peers holds the node to it as any beat.
+func TestPacer_ABeatNobodyHeardPromisesNothing(t *testing.T) {
+	const T, M = 30 * time.Second, 8 * 30 * time.Second
+	p := newPacer(T, 3)
+	p.beat(T, false) // at start, no peer on the topic
+	if grew := p.beat(M, true); !grew || p.pace != M {
+		t.Fatalf("after a greeting announcing %s: pace %s (grew %v), want %s", M, p.pace, grew, M)
+	}
+	if p.beat(T, true); p.pace != T {
+		t.Fatalf("a shorter interval is taken at once: pace %s", p.pace)
+	}
+	if p.beat(M, true); p.pace != T {
+		t.Fatalf("a longer one waits for the beats that announced %s: pace %s", T, p.pace)
+	}
+}
+
 // Whatever the intervals wanted, a receiver that heard one beat, announcing a, and missed the
 // next SuspectAfter-1 hears the one after them within SuspectAfter x a: it never suspects an
-// agent that only changed its pace.
+// agent that only changed its pace. That holds with beats that nobody heard (published while
+// the topic had no peer) among them: they are not counted, and promise nothing.
 func TestPacer_OneBeatHeardIsEnoughToWaitForTheNext(t *testing.T) {
 	const T = 30 * time.Second
 	for _, suspectAfter := range []int{1, 2, 3, 5} {
 		rng := rand.New(rand.NewPCG(uint64(suspectAfter), 7))
 		p := newPacer(T, suspectAfter)
 		var at, announced []time.Duration // per beat: when, and what it announced
+		var heard []bool
 		now := time.Duration(0)
 		for range 2000 {
-			p.beat(time.Duration(1+rng.IntN(30)) * T)
-			at, announced = append(at, now), append(announced, p.announced)
+			h := rng.IntN(5) > 0
+			p.beat(time.Duration(1+rng.IntN(30))*T, h)
+			at, announced, heard = append(at, now), append(announced, p.announced), append(heard, h)
 			now += p.pace
 		}
 		for k := range len(at) - suspectAfter {
+			if !heard[k] {
+				continue
+			}
 			if silence, allowed := at[k+suspectAfter]-at[k], time.Duration(suspectAfter)*announced[k]; silence > allowed {
 				t.Fatalf("suspect_after %d: beat %d announced %s, the beat %d later came %s after it (allowed %s)",
 					suspectAfter, k, announced[k], suspectAfter, silence, allowed)
