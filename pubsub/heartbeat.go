@@ -42,19 +42,21 @@ func (g *Gossip) beatLoop() {
 			}
 			grew := p.beat(want, reached)
 			gap := p.pace
-			switch {
-			case greeted:
-				// The greeting announced the interval one peer's beat announced (learnPace);
-				// the next beat, an interval later, announces what the node heard from the
-				// mesh by then, so that one peer's word stands for one interval at most.
-				gap = g.cfg.interval
-			case grew:
+			if grew {
 				// Agents stretch at about the same time (when their tables fill), so they
 				// would keep beating together, in bursts; the first longer gap is drawn
 				// at random (shorter than announced, which is safe) to spread them out.
 				gap = g.cfg.interval + rand.N(p.pace-g.cfg.interval+1)
 			}
 			next = now.Add(gap - g.cfg.interval/2)
+			if greeted {
+				// A greeting falls between two ticks: the next beat is the next tick's,
+				// less than an interval later (a gap reckoned from the greeting could end
+				// just after a tick, and wait for the one after). It announces what the
+				// node heard from the mesh by then, so that the interval one peer's beat
+				// announced (learnPace) stands for an interval at most.
+				next = now
+			}
 		}
 		select {
 		case <-g.ctx.Done():
