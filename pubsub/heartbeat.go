@@ -238,7 +238,7 @@ func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool
 
 // beat publishes one heartbeat with the current status on the heartbeat topic, announcing
 // the mesh interval the beat loop chose, and reports whether the topic had a peer to send it
-// to. Once Leave has begun, only Leave's own beat (final) goes out. A failure, unless the node
+// to (or one of the node's beats was heard before). Once Leave has begun, only Leave's own beat (final) goes out. A failure, unless the node
 // or ctx is closing, is a sign of local trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error) {
 	g.beatMu.Lock()
@@ -255,7 +255,10 @@ func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error)
 		return false, err
 	}
 	g.ownBeat.Store(&ownBeat{id: m.Envelope.MessageID, at: time.Now()})
-	reached = len(th.t.ListPeers()) > 0
+	// Asking gossipsub for the topic's peers waits for its event loop, seconds under load:
+	// it is asked only until a beat has been heard. Every beat after that counts as heard,
+	// which holds the pacer to what it announced (the safe side).
+	reached = g.heard.Load() || len(th.t.ListPeers()) > 0
 	if err := g.publish(ctx, th, m); err != nil {
 		if ctx.Err() == nil && g.ctx.Err() == nil {
 			g.publishFailed()
