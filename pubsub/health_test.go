@@ -259,6 +259,21 @@ func TestGossipPublishFailureRaisesHealth(t *testing.T) {
 	}
 }
 
+// A beat counts as heard (in the pacing) when the heartbeat topic had a peer, which is asked
+// of gossipsub until one of the node's beats was heard; after that every beat counts, even
+// with no peer left, without asking: the question waits for gossipsub's event loop, which a
+// saturated join holds up for seconds, and counting a beat holds the pacer to it (safe).
+func TestBeatsCountAsHeardOnceOneWas(t *testing.T) {
+	g := oneNode(t, WithHeartbeatInterval(5*time.Minute))
+	if reached, err := g.beat(context.Background(), false); err != nil || reached {
+		t.Fatalf("a beat with no peer on the topic: reached %v, err %v; want not reached", reached, err)
+	}
+	g.heard.Store(true)
+	if reached, err := g.beat(context.Background(), false); err != nil || !reached {
+		t.Fatalf("a beat after one was heard: reached %v, err %v; want reached", reached, err)
+	}
+}
+
 // The way of the node's own beat through its own gossipsub (publish to its own subscription)
 // is a sign of local health: when that queue is seconds long the node hears everyone late,
 // even with its timers on time. No peer can make this sign fire.
