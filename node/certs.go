@@ -180,7 +180,11 @@ func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) e
 	if err := b.fetch(ctx, p, via); err != nil {
 		return err
 	}
-	return b.check(agentID, p)
+	if err := b.check(agentID, p); !errors.Is(err, errNoCert) {
+		return err
+	}
+	// The fetch this call waited for, another caller's, reached no verdict.
+	return protocol.Errorf(protocol.CodeAgentNotFound, "no certificate of peer %s yet: it could not be fetched; try again", p)
 }
 
 // verifyCarried is verify for a message that carries raw, its author's certificate ("" for
@@ -206,7 +210,7 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 		case <-ch:
 			return nil // the caller checks the book again
 		case <-ctx.Done():
-			return protocol.Errorf(protocol.CodeIdentityInvalid, "certificate of peer %s: %v", p, ctx.Err())
+			return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
 		}
 	}
 	ch := make(chan struct{})
@@ -222,7 +226,7 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 	case b.slots <- struct{}{}:
 		defer func() { <-b.slots }()
 	case <-ctx.Done():
-		return protocol.Errorf(protocol.CodeIdentityInvalid, "certificate of peer %s: %v", p, ctx.Err())
+		return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
 	}
 	ans, err := b.ask(ctx, p, via)
 	if err != nil && !isAnswer(err) {
@@ -258,7 +262,9 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 }
 
 // isAnswer reports whether err, from ask, is via's answer (it does not speak the certificate
-// protocol, or its answer is too large or not JSON) rather than a failure to reach it.
+// protocol, or its answer is too large or not JSON) rather than a failure to reach it. A peer
+// whose protocols identify listed may be asked with lazy negotiation: its refusal of the
+// protocol can then come back as a reset stream, which counts as not reached.
 func isAnswer(err error) bool {
 	var syntax *json.SyntaxError
 	var typ *json.UnmarshalTypeError

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
@@ -49,8 +50,7 @@ func TestCertificates_AnExpiredCertificateIsRefusedAsExpired(t *testing.T) {
 // Only a peer's answer is a verdict on its certificate. A peer that cannot be reached gives
 // none: the fetch fails with an error to try again after (AGENT_NOT_FOUND), and nothing is
 // remembered, so the certificate is fetched as soon as the peer is back. A peer that answers
-// without speaking the certificate protocol has none: IDENTITY_INVALID, remembered for
-// certRetryAfter.
+// without a certificate has none: IDENTITY_INVALID, remembered for certRetryAfter.
 func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
 	m, _ := certifiedMesh(t, 3)
 	alice, bob := m.nodes[1], m.nodes[2]
@@ -73,11 +73,33 @@ func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
 		t.Fatalf("bob's certificate once he is back: %v", err)
 	}
 
+	// A caller that waited for another's fetch, which reached no verdict, is told to try
+	// again, not that bob has no certificate.
 	alice.certs.byPeer.Remove(bob.ID())
-	bob.host.RemoveStreamHandler(CertProtocolID)
+	other := make(chan struct{})
+	alice.certs.mu.Lock()
+	alice.certs.inflight[bob.ID()] = other
+	alice.certs.mu.Unlock()
+	close(other) // it found nothing
+	err = alice.certs.verify(testCtx(t), agentName(2), bob.ID(), "")
+	if protocol.CodeOf(err) != protocol.CodeAgentNotFound {
+		t.Fatalf("after another caller's fetch failed: %v (code %q); want AGENT_NOT_FOUND", err, protocol.CodeOf(err))
+	}
+	alice.certs.mu.Lock()
+	delete(alice.certs.inflight, bob.ID())
+	alice.certs.mu.Unlock()
+
+	// bob answers, without a certificate: that is a verdict.
+	alice.certs.byPeer.Remove(bob.ID())
+	bob.host.SetStreamHandler(CertProtocolID, func(s network.Stream) {
+		defer s.Close()
+		if _, err := protocol.ReadFrame(s, maxCertRequest); err == nil {
+			_ = protocol.WriteFrame(s, []byte(`{}`))
+		}
+	})
 	err = alice.certs.verify(testCtx(t), agentName(2), bob.ID(), "")
 	if code := protocol.CodeOf(err); code != protocol.CodeIdentityInvalid {
-		t.Fatalf("a peer without the certificate protocol: %v (code %q); want IDENTITY_INVALID", err, code)
+		t.Fatalf("a peer answering without a certificate: %v (code %q); want IDENTITY_INVALID", err, code)
 	}
 	if err := alice.certs.check(agentName(2), bob.ID()); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
 		t.Fatalf("after bob answered without a certificate his claim gives %v; want the remembered refusal", err)

@@ -73,7 +73,8 @@ func (r *Request) answer(m *protocol.Message) error {
 // Handle registers h for an intent (handoff, negotiate, notify or an x- custom intent),
 // replacing any earlier handler. query and health are answered by the node itself unless a
 // handler is registered for them. The node serves from New on: what arrives before Handle
-// goes to the inbox (see WithHandler, which registers a handler before that).
+// goes to the inbox (with the inbox off, an event is taken as it is); WithHandler registers a
+// handler before that.
 func (n *Node) Handle(intent protocol.Intent, h Handler) {
 	n.handlersMu.Lock()
 	defer n.handlersMu.Unlock()
