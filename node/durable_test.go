@@ -87,25 +87,9 @@ func TestDurable_ExpiredMessageBecomesTimeoutForSender(t *testing.T) {
 // again after it, and the same message resent is recognised (DUPLICATE) and not handed over a
 // second time. Real TCP hosts on loopback, the same data directory across the restart.
 func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
-	dir := t.TempDir()
-	key, _, _ := crypto.GenerateEd25519Key(nil)
-	start := func() *Node {
-		n, err := New(WithDataDir(dir), WithKey(key), WithAgent("test:restart:b", protocolManifest()),
-			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
-			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	start, _ := restartable(t, "test:restart:b")
 	b := start()
-	a, err := New(WithDataDir(t.TempDir()), WithAgent("test:restart:a", protocolManifest()), WithNAT(false),
-		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
+	a := loopbackSender(t, "test:restart:a", b)
 	ev := event(t, a.Builder(), "test:restart:b")
 	if err := a.Send(testCtx(t), ev); err != nil {
 		t.Fatal(err)
@@ -146,25 +130,9 @@ func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
 // crash between the two (here: the entry appended while the node is down, the message still
 // pending in the store) does not offer the message again, and the store forgets it.
 func TestDurable_AckedInTheAuditLogIsNotOfferedAgain(t *testing.T) {
-	dir := t.TempDir()
-	key, _, _ := crypto.GenerateEd25519Key(nil)
-	start := func() *Node {
-		n, err := New(WithDataDir(dir), WithKey(key), WithAgent("test:acked:b", protocolManifest()),
-			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
-			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	start, dir := restartable(t, "test:acked:b")
 	b := start()
-	a, err := New(WithDataDir(t.TempDir()), WithAgent("test:acked:a", protocolManifest()), WithNAT(false),
-		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.AddPeer("test:acked:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
+	a := loopbackSender(t, "test:acked:a", b)
 	taken, kept := event(t, a.Builder(), "test:acked:b"), event(t, a.Builder(), "test:acked:b")
 	for _, ev := range []*protocol.Message{taken, kept} {
 		if err := a.Send(testCtx(t), ev); err != nil {
@@ -274,25 +242,9 @@ func TestDurable_ARecipientDownBeforeItsCertificateIsFetchedGetsItsMessage(t *te
 // handlers after New, and counted a message that reached a restarting node in that window as
 // lost.)
 func TestDurable_AHandlerGivenToNewGetsWhatARestartOffersAgain(t *testing.T) {
-	dir := t.TempDir()
-	key, _, _ := crypto.GenerateEd25519Key(nil)
-	start := func(opts ...Option) *Node {
-		n, err := New(append([]Option{WithDataDir(dir), WithKey(key), WithAgent("test:restart:b", protocolManifest()),
-			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
-			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return n
-	}
+	start, _ := restartable(t, "test:restart:b")
 	b := start()
-	a, err := New(WithDataDir(t.TempDir()), WithAgent("test:restart:a", protocolManifest()), WithNAT(false),
-		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer a.Close()
-	a.AddPeer("test:restart:b", peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
+	a := loopbackSender(t, "test:restart:a", b)
 	ev := event(t, a.Builder(), "test:restart:b")
 	if err := a.Send(testCtx(t), ev); err != nil {
 		t.Fatal(err)
@@ -328,4 +280,37 @@ func TestWithHandler_RefusesANilHandler(t *testing.T) {
 		!strings.Contains(err.Error(), "nil") {
 		t.Fatalf("New with a nil handler: %v, want an error saying so", err)
 	}
+}
+
+// restartable returns start, which starts the node of agent id on loopback TCP, durable, with
+// its inbox on, always on the same data directory (dir) and key: each call after the first is
+// a restart (of a node the test closed). opts come after these.
+func restartable(t *testing.T, id string) (start func(opts ...Option) *Node, dir string) {
+	t.Helper()
+	dir = t.TempDir()
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	return func(opts ...Option) *Node {
+		t.Helper()
+		n, err := New(append([]Option{WithDataDir(dir), WithKey(key), WithAgent(id, protocolManifest()),
+			WithInbox(true), WithNAT(false), WithDiscovery(false), WithGossip(false),
+			WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler))}, opts...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}, dir
+}
+
+// loopbackSender starts the node of agent id on loopback TCP, knowing where b is; the test's
+// cleanup closes it.
+func loopbackSender(t *testing.T, id string, b *Node) *Node {
+	t.Helper()
+	a, err := New(WithDataDir(t.TempDir()), WithAgent(id, protocolManifest()), WithNAT(false),
+		WithDiscovery(false), WithGossip(false), WithListen("/ip4/127.0.0.1/tcp/0"), WithLogger(slog.New(slog.DiscardHandler)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	a.AddPeer(b.AgentID(), peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
+	return a
 }
