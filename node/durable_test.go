@@ -22,10 +22,7 @@ func TestDurable_OfflineRecipientGetsMessageWhenItReturns(t *testing.T) {
 	a, b := m.nodes[0], m.nodes[1]
 	got := make(chan string, 4)
 	b.Handle(protocol.IntentNotify, func(ctx context.Context, r *Request) error { got <- r.Msg.Envelope.MessageID; return nil })
-	if err := m.mn.UnlinkPeers(a.ID(), b.ID()); err != nil {
-		t.Fatal(err)
-	}
-	_ = m.mn.DisconnectPeers(a.ID(), b.ID())
+	unlink(t, m, a, b)
 	ev := event(t, a.Builder(), agentName(1))
 	if err := a.Send(testCtx(t), ev); err != nil {
 		t.Fatalf("Send to an unreachable recipient must queue, got %v", err)
@@ -35,17 +32,7 @@ func TestDurable_OfflineRecipientGetsMessageWhenItReturns(t *testing.T) {
 		t.Fatalf("outbox holds %v, want the message", entries)
 	}
 	time.Sleep(300 * time.Millisecond) // several failed attempts
-	if _, err := m.mn.LinkPeers(a.ID(), b.ID()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case id := <-got:
-		if id != ev.Envelope.MessageID {
-			t.Fatal("another message arrived")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("queued message never delivered after the recipient came back")
-	}
+	relinkAndReceive(t, m, a, b, got, ev)
 	testsupport.WaitFor(t, 5*time.Second, "outbox to empty", func() bool { e, _ := a.OutboxEntries(); return len(e) == 0 })
 }
 
@@ -211,10 +198,7 @@ func TestDurable_ARecipientDownBeforeItsCertificateIsFetchedGetsItsMessage(t *te
 	}
 	<-got // alice knows where bob is
 	alice.certs.byPeer.Remove(bob.ID())
-	if err := m.mn.UnlinkPeers(alice.ID(), bob.ID()); err != nil {
-		t.Fatal(err)
-	}
-	_ = m.mn.DisconnectPeers(alice.ID(), bob.ID())
+	unlink(t, m, alice, bob)
 	ev := event(t, alice.Builder(), agentName(2))
 	if err := alice.Send(testCtx(t), ev); err != nil {
 		t.Fatalf("Send to an unreachable recipient must queue, got %v", err)
@@ -223,17 +207,7 @@ func TestDurable_ARecipientDownBeforeItsCertificateIsFetchedGetsItsMessage(t *te
 	if entries, _ := alice.OutboxEntries(); len(entries) != 1 || entries[0].MessageID != ev.Envelope.MessageID {
 		t.Fatalf("outbox holds %v after failed certificate fetches, want the message", entries)
 	}
-	if _, err := m.mn.LinkPeers(alice.ID(), bob.ID()); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case id := <-got:
-		if id != ev.Envelope.MessageID {
-			t.Fatal("another message arrived")
-		}
-	case <-time.After(15 * time.Second):
-		t.Fatal("queued message never delivered after the recipient came back")
-	}
+	relinkAndReceive(t, m, alice, bob, got, ev)
 }
 
 // A message the agent had not taken before a restart is offered again by New, before a
@@ -313,4 +287,29 @@ func loopbackSender(t *testing.T, id string, b *Node) *Node {
 	t.Cleanup(func() { a.Close() })
 	a.AddPeer(b.AgentID(), peer.AddrInfo{ID: b.ID(), Addrs: b.host.Addrs()})
 	return a
+}
+
+// unlink cuts a from b on the mocknet: no connection, and none can be made.
+func unlink(t *testing.T, m *mesh, a, b *Node) {
+	t.Helper()
+	if err := m.mn.UnlinkPeers(a.ID(), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	_ = m.mn.DisconnectPeers(a.ID(), b.ID())
+}
+
+// relinkAndReceive links a and b again and waits for b's handler to report ev (on got).
+func relinkAndReceive(t *testing.T, m *mesh, a, b *Node, got <-chan string, ev *protocol.Message) {
+	t.Helper()
+	if _, err := m.mn.LinkPeers(a.ID(), b.ID()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case id := <-got:
+		if id != ev.Envelope.MessageID {
+			t.Fatal("another message arrived")
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("queued message never delivered after the recipient came back")
+	}
 }
