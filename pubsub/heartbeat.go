@@ -238,8 +238,9 @@ func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool
 
 // beat publishes one heartbeat with the current status on the heartbeat topic, announcing
 // the mesh interval the beat loop chose, and reports whether the topic had a peer to send it
-// to (or one of the node's beats was heard before). Once Leave has begun, only Leave's own beat (final) goes out. A failure, unless the node
-// or ctx is closing, is a sign of local trouble (see Health).
+// to (or one of the node's beats was heard before). Once Leave has begun, only Leave's own
+// beat (final) goes out. A failure, unless the node or ctx is closing, is a sign of local
+// trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error) {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
