@@ -251,6 +251,9 @@ type Config struct {
 	// Handlers are the agent's Go handlers by intent (WithHandler), in place before the node
 	// serves. Default none: Handle registers them once New has returned.
 	Handlers map[protocol.Intent]Handler `yaml:"-"`
+	// OtherHandler takes what no intent handler takes (WithOtherHandler), in place before the
+	// node serves. Default none: HandleOther registers it once New has returned.
+	OtherHandler Handler `yaml:"-"`
 }
 
 // PolicyRule lets the agents matching Agents (a recipient-style pattern, e.g. "ops:*:*")

@@ -249,10 +249,37 @@ func TestDurable_AHandlerGivenToNewGetsWhatARestartOffersAgain(t *testing.T) {
 	testsupport.WaitFor(t, 5*time.Second, "the message taken", func() bool { return b.Inbox().Len() == 0 })
 }
 
+// WithOtherHandler is the same for what no intent handler takes.
+func TestDurable_AnOtherHandlerGivenToNewGetsWhatARestartOffersAgain(t *testing.T) {
+	start, _ := restartable(t, "test:other:b")
+	b := start()
+	a := loopbackSender(t, "test:other:a", b)
+	ev, err := a.Builder().Event("test:other:b", "x-custom", protocol.EventPayload{EventType: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Send(testCtx(t), ev); err != nil {
+		t.Fatal(err)
+	}
+	b.Close() // the agent never took it
+	got := make(chan string, 1)
+	b = start(WithOtherHandler(func(_ context.Context, r *Request) error { got <- r.Msg.Envelope.MessageID; return nil }))
+	defer b.Close()
+	select {
+	case id := <-got:
+		if id != ev.Envelope.MessageID {
+			t.Fatalf("the handler got %s, want %s", id, ev.Envelope.MessageID)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the other handler given to New never got the message (inbox holds %d)", b.Inbox().Len())
+	}
+}
+
 func TestWithHandler_RefusesANilHandler(t *testing.T) {
-	if _, err := New(WithAgent("test:nil:handler", protocolManifest()), WithHandler(protocol.IntentNotify, nil)); err == nil ||
-		!strings.Contains(err.Error(), "nil") {
-		t.Fatalf("New with a nil handler: %v, want an error saying so", err)
+	for _, o := range []Option{WithHandler(protocol.IntentNotify, nil), WithOtherHandler(nil)} {
+		if _, err := New(WithAgent("test:nil:handler", protocolManifest()), o); err == nil || !strings.Contains(err.Error(), "nil") {
+			t.Fatalf("New with a nil handler: %v, want an error saying so", err)
+		}
 	}
 }
 

@@ -83,7 +83,7 @@ func (n *Node) Handle(intent protocol.Intent, h Handler) {
 
 // HandleOther registers a handler for every message no intent handler takes (events and
 // requests without a handler, responses that arrive after their requester stopped waiting),
-// instead of queueing them in the inbox.
+// instead of queueing them in the inbox. WithOtherHandler registers it before New serves.
 func (n *Node) HandleOther(h Handler) {
 	n.handlersMu.Lock()
 	defer n.handlersMu.Unlock()

@@ -143,6 +143,18 @@ func WithHandler(intent protocol.Intent, h Handler) Option {
 	}
 }
 
+// WithOtherHandler registers h, before the node starts serving, for every message no intent
+// handler takes, as HandleOther does once New has returned (see WithHandler for why before).
+func WithOtherHandler(h Handler) Option {
+	return func(c *Config) error {
+		if h == nil {
+			return fmt.Errorf("the handler for other messages is nil")
+		}
+		c.OtherHandler = h
+		return nil
+	}
+}
+
 // WithClock sets the time source. Default time.Now.
 func WithClock(now func() time.Time) Option {
 	return func(c *Config) error { c.Clock = now; return nil }

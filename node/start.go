@@ -82,6 +82,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		started:   cfg.Clock(),
 		slots:     make(chan struct{}, maxHandlers),
 		handlers:  handlersOf(cfg),
+		fallback:  cfg.OtherHandler,
 		waiters:   make(map[string]*waiter),
 		sessions:  make(map[peer.ID]*session),
 		inbound:   make(map[*inStream]struct{}),
