@@ -58,6 +58,9 @@ type Gossip struct {
 	heard     atomic.Bool
 	stopGreet context.CancelFunc
 	greetNow  chan struct{}
+	// greeting is set from a peer's join until greet has prepared the greeting (learnPace):
+	// a beat due then is not the node's first word to the mesh.
+	greeting atomic.Bool
 
 	// hbPeers and bcPeers count the heartbeat and broadcast topics' peers from gossipsub's peer
 	// events (countPeers), so that TopicPeers need not wait for its event loop.
@@ -473,7 +476,7 @@ type Stats struct {
 	// (after a restart), dropped before gossipsub could blame the relayer.
 	OwnRelayed uint64
 	Agents     int    // rows in the liveness table (the agents heard, this one aside)
-	MeshBeats  uint64 // beats this node published on the heartbeat topic (probes aside)
+	MeshBeats  uint64 // beats this node published on the heartbeat topic (probes, and beats nobody could hear, aside)
 	// MeshInterval is what this node's beats on the heartbeat topic announce: the heartbeat
 	// interval up to MeshBudget agents, a multiple of it beyond (docs/scale.md).
 	MeshInterval time.Duration

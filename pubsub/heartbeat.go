@@ -36,7 +36,7 @@ func (g *Gossip) beatLoop() {
 			greeting = false
 			want := g.meshInterval()
 			g.announce.Store(int64(want))
-			reached, err := g.beat(g.ctx, false)
+			reached, err := g.beatAs(g.ctx, false, greeted)
 			if err != nil && g.ctx.Err() == nil {
 				g.log.Warn("heartbeat not sent", "err", err)
 			}
@@ -174,13 +174,16 @@ func (g *Gossip) greet(ctx context.Context, th *topicHandle, evs *ps.TopicEventH
 		if ev.Type != ps.PeerJoin || g.heard.Load() {
 			continue
 		}
+		g.greeting.Store(true)
 		// gossipsub announces the join when the peer's subscription arrives, which may be
 		// before it can send to the peer; a beat published then reaches nobody.
 		if !waitUntil(ctx, time.Until(last.Add(greetEvery)), greetWait, func() bool { return len(th.t.ListPeers()) > 0 }) {
+			g.greeting.Store(false)
 			continue
 		}
 		last = time.Now()
 		g.learnPace(ctx, th)
+		g.greeting.Store(false)
 		select {
 		case g.greetNow <- struct{}{}:
 		default:
@@ -242,6 +245,12 @@ func waitUntil(ctx context.Context, first, bound time.Duration, cond func() bool
 // beat (final) goes out. A failure, unless the node or ctx is closing, is a sign of local
 // trouble (see Health).
 func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error) {
+	return g.beatAs(ctx, final, false)
+}
+
+// beatAs is beat, for the greeting when greeting is set: while greet prepares one (the flag
+// g.greeting), other beats stay local until the node has been heard.
+func (g *Gossip) beatAs(ctx context.Context, final, greeting bool) (reached bool, err error) {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
 	if g.leaving && !final {
@@ -259,14 +268,25 @@ func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error)
 	// Asking gossipsub for the topic's peers waits for its event loop, seconds under load:
 	// it is asked only until a beat has been heard. Every beat after that counts as heard,
 	// which holds the pacer to what it announced (the safe side).
-	reached = g.heard.Load() || len(th.t.ListPeers()) > 0
-	if err := g.publish(ctx, th, m); err != nil {
+	reached = g.heard.Load() || ((greeting || !g.greeting.Load()) && len(th.t.ListPeers()) > 0)
+	var opts []ps.PubOpt
+	if !reached && !final {
+		// Nobody to send it to, or the greeting is being prepared (learnPace) and comes next:
+		// it goes to this node's own subscription only, where its way back still measures
+		// local health. Published to the mesh it would be heard first (or wait in gossipsub's
+		// message cache and reach the first peers later, by gossip), announcing the interval
+		// the node had before it heard the mesh, which the greeting is there to replace.
+		opts = append(opts, ps.WithLocalPublication(true))
+	}
+	if err := g.publish(ctx, th, m, opts...); err != nil {
 		if ctx.Err() == nil && g.ctx.Err() == nil {
 			g.publishFailed()
 		}
 		return false, err
 	}
-	g.stats.beats.Add(1)
+	if len(opts) == 0 {
+		g.stats.beats.Add(1)
+	}
 	if reached && g.heard.CompareAndSwap(false, true) {
 		g.stopGreet()
 	}
