@@ -53,14 +53,11 @@ type Gossip struct {
 	beatMu  sync.Mutex // serialises heartbeats, so that offline is the last one
 	leaving bool       // guarded by beatMu
 
-	// heard is set once a beat of ours has been published while the heartbeat topic had a
-	// peer; stopGreet then ends greet. greetNow asks the beat loop for a beat at once.
-	heard     atomic.Bool
-	stopGreet context.CancelFunc
-	greetNow  chan struct{}
-	// greeting is set from a peer's join until greet has prepared the greeting (learnPace):
-	// a beat due then is not the node's first word to the mesh.
-	greeting atomic.Bool
+	// heard: a beat of ours was published while the topic had a peer (stopGreet then ends greet);
+	// greeting: greet prepares a greeting, which greetNow asks the beat loop for (see beatAs).
+	heard, greeting atomic.Bool
+	stopGreet       context.CancelFunc
+	greetNow        chan struct{}
 
 	// hbPeers and bcPeers count the heartbeat and broadcast topics' peers from gossipsub's peer
 	// events (countPeers), so that TopicPeers need not wait for its event loop.
