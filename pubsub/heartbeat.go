@@ -28,12 +28,12 @@ func (g *Gossip) beatLoop() {
 	defer t.Stop()
 	var next time.Time // when the next mesh beat is due
 	p := newPacer(g.cfg.interval, g.cfg.suspectAfter)
-	greeting := false
+	greetDue := false // greet asked for the greeting (greetNow)
 	for {
 		now := time.Now()
-		if greeting || !now.Before(next) {
-			greeted := greeting
-			greeting = false
+		if greetDue || !now.Before(next) {
+			greeted := greetDue
+			greetDue = false
 			want := g.meshInterval()
 			g.announce.Store(int64(want))
 			reached, err := g.beatAs(g.ctx, false, greeted)
@@ -64,7 +64,7 @@ func (g *Gossip) beatLoop() {
 		case scheduled := <-t.C:
 			g.ticked("a tick of the beat loop", scheduled, time.Now())
 		case <-g.greetNow:
-			greeting = true
+			greetDue = true
 		}
 	}
 }
@@ -248,9 +248,9 @@ func (g *Gossip) beat(ctx context.Context, final bool) (reached bool, err error)
 	return g.beatAs(ctx, final, false)
 }
 
-// beatAs is beat, for the greeting when greeting is set: while greet prepares one (the flag
-// g.greeting), other beats stay local until the node has been heard.
-func (g *Gossip) beatAs(ctx context.Context, final, greeting bool) (reached bool, err error) {
+// beatAs is beat; isGreeting says it is the greeting. While greet prepares one (g.greeting),
+// other beats stay local until the node has been heard.
+func (g *Gossip) beatAs(ctx context.Context, final, isGreeting bool) (reached bool, err error) {
 	g.beatMu.Lock()
 	defer g.beatMu.Unlock()
 	if g.leaving && !final {
@@ -268,7 +268,7 @@ func (g *Gossip) beatAs(ctx context.Context, final, greeting bool) (reached bool
 	// Asking gossipsub for the topic's peers waits for its event loop, seconds under load:
 	// it is asked only until a beat has been heard. Every beat after that counts as heard,
 	// which holds the pacer to what it announced (the safe side).
-	reached = g.heard.Load() || ((greeting || !g.greeting.Load()) && len(th.t.ListPeers()) > 0)
+	reached = g.heard.Load() || ((isGreeting || !g.greeting.Load()) && len(th.t.ListPeers()) > 0)
 	var opts []ps.PubOpt
 	if !reached && !final {
 		// Nobody to send it to, or the greeting is being prepared (learnPace) and comes next:

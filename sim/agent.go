@@ -64,10 +64,9 @@ type workPayload struct {
 // agentHandlers returns the synthetic agent's handlers, as options of its node, so that they
 // are in place before the node serves (an event reaching a restarting node before a later
 // Handle would be taken as it is, the simulated nodes having no inbox, and count as lost):
-// handoff requests are answered
-// "accepted" after the requested delay; notify events are counted as delivered. Every message
-// a handler takes is counted too when a step registered its id (recorder.expectDelivery):
-// what an agent acted on.
+// handoff requests are answered "accepted" after the requested delay; notify events are
+// counted as delivered. Every message a handler takes is counted too when a step registered
+// its id (recorder.expectDelivery): what an agent acted on.
 func agentHandlers(sn *simNode, rec *recorder) []node.Option {
 	return []node.Option{node.WithHandler(protocol.IntentHandoff, func(ctx context.Context, r *node.Request) error {
 		rec.deliver(r.Msg.Envelope.MessageID)
