@@ -238,14 +238,7 @@ func TestDurable_AHandlerGivenToNewGetsWhatARestartOffersAgain(t *testing.T) {
 		return nil
 	}))
 	defer b.Close()
-	select {
-	case id := <-got:
-		if id != ev.Envelope.MessageID {
-			t.Fatalf("the handler got %s, want %s", id, ev.Envelope.MessageID)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the handler given to New never got the message (inbox holds %d)", b.Inbox().Len())
-	}
+	expectHandled(t, got, ev, "the handler given to New")
 	testsupport.WaitFor(t, 5*time.Second, "the message taken", func() bool { return b.Inbox().Len() == 0 })
 }
 
@@ -265,14 +258,7 @@ func TestDurable_AnOtherHandlerGivenToNewGetsWhatARestartOffersAgain(t *testing.
 	got := make(chan string, 1)
 	b = start(WithOtherHandler(func(_ context.Context, r *Request) error { got <- r.Msg.Envelope.MessageID; return nil }))
 	defer b.Close()
-	select {
-	case id := <-got:
-		if id != ev.Envelope.MessageID {
-			t.Fatalf("the handler got %s, want %s", id, ev.Envelope.MessageID)
-		}
-	case <-time.After(10 * time.Second):
-		t.Fatalf("the other handler given to New never got the message (inbox holds %d)", b.Inbox().Len())
-	}
+	expectHandled(t, got, ev, "the other handler given to New")
 }
 
 func TestWithHandler_RefusesANilHandler(t *testing.T) {
@@ -331,12 +317,18 @@ func relinkAndReceive(t *testing.T, m *mesh, a, b *Node, got <-chan string, ev *
 	if _, err := m.mn.LinkPeers(a.ID(), b.ID()); err != nil {
 		t.Fatal(err)
 	}
+	expectHandled(t, got, ev, "the recipient that came back")
+}
+
+// expectHandled waits for a handler (who, for the failure) to report ev's id on got.
+func expectHandled(t *testing.T, got <-chan string, ev *protocol.Message, who string) {
+	t.Helper()
 	select {
 	case id := <-got:
 		if id != ev.Envelope.MessageID {
-			t.Fatal("another message arrived")
+			t.Fatalf("%s got %s, want %s", who, id, ev.Envelope.MessageID)
 		}
 	case <-time.After(15 * time.Second):
-		t.Fatal("queued message never delivered after the recipient came back")
+		t.Fatalf("%s never got the queued message", who)
 	}
 }
