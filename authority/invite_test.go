@@ -115,20 +115,41 @@ func TestInviteBook_RedeemOnceAndItSurvivesReopen(t *testing.T) {
 		t.Fatal("the file does not name the invitation")
 	}
 	id, proof := InviteID(secret), Proof(secret, f.agent, agentID)
-	if grants, err := book.RedeemProof(id, proof, f.agent, agentID); err != nil || len(grants) != 1 || grants[0] != "read:datasets" {
-		t.Fatalf("redeem: grants %q, %v; want the invitation's [read:datasets]", grants, err)
+	if red, err := book.RedeemProof(id, proof, f.agent, agentID); err != nil || !reflect.DeepEqual(red, Redemption{Grants: []string{"read:datasets"}}) {
+		t.Fatalf("redeem: %+v, %v; want the invitation's [read:datasets], for the first time", red, err)
 	}
-	if err := redeemErr(book, id, proof, f.agent, agentID); !errors.Is(err, ErrInviteUsed) {
-		t.Fatalf("second redemption: %v", err)
+	// Another peer, or the same peer for another agent, finds it used, whatever it proves.
+	other := peerOfKey(t, f.other)
+	if err := redeemErr(book, id, Proof(secret, other, agentID), other, agentID); !errors.Is(err, ErrInviteUsed) {
+		t.Fatalf("redemption by another peer: %v", err)
 	}
-	wantCode(t, redeemErr(book, id, proof, f.agent, agentID), protocol.CodePermissionDenied)
-	// Reopened, as after a restart: still used.
+	wantCode(t, redeemErr(book, id, Proof(secret, other, agentID), other, agentID), protocol.CodePermissionDenied)
+	if err := redeemErr(book, id, Proof(secret, f.agent, "test:agent:other"), f.agent, "test:agent:other"); !errors.Is(err, ErrInviteUsed) {
+		t.Fatalf("redemption for another agent: %v", err)
+	}
+	if err := book.Redeem(secret, agentID); !errors.Is(err, ErrInviteUsed) {
+		t.Fatalf("Redeem, which names no peer: %v", err)
+	}
+	// The peer that redeemed it, for the same agent, asks again: its answer was lost. Before
+	// the certificate is issued it gets the grants again; after, the certificate itself.
+	if red, err := book.RedeemProof(id, proof, f.agent, agentID); err != nil || !red.Again || red.Cert != "" || len(red.Grants) != 1 {
+		t.Fatalf("asked again before the certificate was issued: %+v, %v", red, err)
+	}
+	book.Issued(id, "the certificate")
+	if red, err := book.RedeemProof(id, proof, f.agent, agentID); err != nil || !red.Again || red.Cert != "the certificate" {
+		t.Fatalf("asked again: %+v, %v; want the certificate issued the first time", red, err)
+	}
+	// Reopened, as after a restart: still used; asked again by its peer, it is granted again
+	// (the book keeps certificates in memory only, so a new one is issued).
 	reopened := openBook(t, path, c)
-	if err := redeemErr(reopened, id, proof, f.agent, agentID); !errors.Is(err, ErrInviteUsed) {
-		t.Fatalf("redemption after reopening: %v", err)
+	if err := redeemErr(reopened, id, Proof(secret, other, agentID), other, agentID); !errors.Is(err, ErrInviteUsed) {
+		t.Fatalf("redemption by another peer after reopening: %v", err)
 	}
 	if err := reopened.Redeem(secret, agentID); !errors.Is(err, ErrInviteUsed) {
 		t.Fatalf("Redeem after reopening: %v", err)
+	}
+	if red, err := reopened.RedeemProof(id, proof, f.agent, agentID); err != nil || !red.Again || red.Cert != "" {
+		t.Fatalf("asked again after reopening: %+v, %v", red, err)
 	}
 	list := reopened.List()
 	if len(list) != 1 || !list[0].Used || list[0].UsedBy != f.agent || !strings.HasPrefix(id, list[0].IDPrefix) || list[0].AgentID != "" {

@@ -57,8 +57,32 @@ type bookEntry struct {
 	Expires time.Time `json:"expires"`
 	UsedAt  time.Time `json:"used_at,omitzero"`
 	UsedBy  peer.ID   `json:"used_by,omitempty"`
+	// UsedFor is the agent id it was redeemed for.
+	UsedFor string `json:"used_for,omitempty"`
 	// Grants are the permissions the certificate issued for it grants.
 	Grants []string `json:"grants,omitempty"`
+	// issued is the certificate issued for it (Issued), kept in memory only: a redemption
+	// asked again after a restart of the authority's node gets a new certificate.
+	issued string
+}
+
+// redeemedBy says whether the entry was redeemed by peer p for agentID: asked again, that
+// redemption is answered again (the first answer was lost on its way).
+func (e *bookEntry) redeemedBy(p peer.ID, agentID string) bool {
+	return !e.UsedAt.IsZero() && p != "" && e.UsedBy == p && e.UsedFor == agentID
+}
+
+// Redemption is what RedeemProof grants.
+type Redemption struct {
+	// Grants are the permissions the certificate issued for the invitation grants.
+	Grants []string
+	// Again says that the same peer redeemed the invitation for the same agent before: its
+	// answer was lost (a timeout, a dropped connection), and it asks again.
+	Again bool
+	// Cert is, when Again, the certificate issued the first time (given to Issued), to be
+	// answered again as it is; "" when the book does not hold it (the authority's node
+	// restarted since, or the first redemption is still being answered): issue another.
+	Cert string
 }
 
 // InviteInfo describes one invitation for people (iacp-node invite --list).
@@ -139,6 +163,7 @@ func (b *InviteBook) Create(agentID string, ttl time.Duration, grants ...string)
 }
 
 // Redeem redeems the invitation with secret for agentID: see RedeemProof, which joiners use.
+// It names no peer, so it never succeeds twice.
 func (b *InviteBook) Redeem(secret []byte, agentID string) error {
 	_, err := b.redeem(InviteID(secret), "", agentID, func(e *bookEntry) bool {
 		want, err := b64.DecodeString(e.Secret)
@@ -150,22 +175,32 @@ func (b *InviteBook) Redeem(secret []byte, agentID string) error {
 // RedeemProof redeems the invitation named inviteID (InviteID of its secret) for agent agentID
 // on peer p, given the joiner's proof (Proof of the secret, p and agentID). It refuses an
 // unknown invitation or a proof that does not match (IDENTITY_INVALID: ErrInviteUnknown,
-// ErrInviteProof), then a used or expired one, or one bound to another agent
-// (PERMISSION_DENIED: ErrInviteUsed, ErrInviteExpired, ErrInviteAgent). On success the
-// invitation is marked used on disk before RedeemProof returns the permissions its
-// certificate grants; it never succeeds twice.
-func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agentID string) (grants []string, err error) {
+// ErrInviteProof), then one used by another peer or for another agent, an expired one, or one
+// bound to another agent (PERMISSION_DENIED: ErrInviteUsed, ErrInviteExpired,
+// ErrInviteAgent). On success the invitation is marked used on disk before RedeemProof
+// returns. It succeeds again only for the peer and agent that redeemed it, whose first answer
+// was lost (Redemption.Again): an invitation binds one agent to one peer, once.
+func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agentID string) (Redemption, error) {
 	return b.redeem(inviteID, p, agentID, func(e *bookEntry) bool {
 		secret, err := b64.DecodeString(e.Secret)
 		return err == nil && hmac.Equal(Proof(secret, p, agentID), proof)
 	})
 }
 
+// Issued keeps cert, the certificate issued for the invitation inviteID that RedeemProof
+// granted, so that a redemption asked again is answered with it.
+func (b *InviteBook) Issued(inviteID, cert string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if e := b.entries[inviteID]; e != nil && !e.UsedAt.IsZero() {
+		e.issued = cert
+	}
+}
+
 // redeem is Redeem and RedeemProof: look up id, check the holder with match, then the state.
-// It returns the invitation's grants.
-func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bookEntry) bool) ([]string, error) {
+func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bookEntry) bool) (Redemption, error) {
 	if err := protocol.ValidateAgentID(agentID); err != nil {
-		return nil, err
+		return Redemption{}, err
 	}
 	short := id
 	if len(short) > inviteIDPrefix {
@@ -177,24 +212,27 @@ func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bo
 	e := b.entries[id]
 	switch {
 	case e == nil:
-		return nil, protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %q: %w (never issued, or expired)", short, ErrInviteUnknown)
+		return Redemption{}, protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %q: %w (never issued, or expired)", short, ErrInviteUnknown)
 	case !match(e):
-		return nil, protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %s: %w", short, ErrInviteProof)
-	case !e.UsedAt.IsZero():
-		return nil, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteUsed, fmtTime(e.UsedAt))
+		return Redemption{}, protocol.Errorf(protocol.CodeIdentityInvalid, "invitation %s: %w", short, ErrInviteProof)
+	case !e.UsedAt.IsZero() && !e.redeemedBy(p, agentID):
+		return Redemption{}, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteUsed, fmtTime(e.UsedAt))
 	case !now.Before(e.Expires):
-		return nil, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteExpired, fmtTime(e.Expires))
+		return Redemption{}, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w at %s", short, ErrInviteExpired, fmtTime(e.Expires))
 	case e.AgentID != "" && e.AgentID != agentID:
-		return nil, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w (not %s)", short, ErrInviteAgent, agentID)
+		return Redemption{}, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w (not %s)", short, ErrInviteAgent, agentID)
+	}
+	if e.redeemedBy(p, agentID) {
+		return Redemption{Grants: slices.Clone(e.Grants), Again: true, Cert: e.issued}, nil
 	}
 	next := b.pruned(now)
 	used := *e
-	used.UsedAt, used.UsedBy = now.UTC(), p
+	used.UsedAt, used.UsedBy, used.UsedFor = now.UTC(), p, agentID
 	next[id] = &used
 	if err := b.commit(next); err != nil {
-		return nil, protocol.Errorf(protocol.CodeInternalError, "invitation %s: %w", short, err)
+		return Redemption{}, protocol.Errorf(protocol.CodeInternalError, "invitation %s: %w", short, err)
 	}
-	return slices.Clone(e.Grants), nil
+	return Redemption{Grants: slices.Clone(e.Grants)}, nil
 }
 
 // pruned returns a copy of the entries without those that expired by now. Used entries stay

@@ -227,6 +227,11 @@ func TestTrustAuthority_JoinByInvitation(t *testing.T) {
 	if _, err := alice.certs.v.Certificate(cert.Raw, h.ID(), newcomer); err != nil {
 		t.Fatalf("the mesh does not accept the joined certificate: %v", err)
 	}
+	// A joiner whose answer was lost (it timed out while the authority's node was busy) asks
+	// again, and is given the same certificate: the invitation is not burnt.
+	if again, err := Join(testCtx(t), h, inv, newcomer, nil); err != nil || again.Raw != cert.Raw {
+		t.Fatalf("joining again from the same peer: %v; want the certificate given the first time", err)
+	}
 	if _, err := Join(testCtx(t), joiner(), inv, newcomer, nil); err == nil || !strings.Contains(err.Error(), "refused") {
 		t.Fatalf("a used invitation let a second peer join: %v", err)
 	}

@@ -108,7 +108,10 @@ func (n *Node) Invite(agentID string, ttl time.Duration, grants ...string) (toke
 }
 
 // serveJoin redeems one invitation. Everything the joiner sends is checked before anything is
-// written: the proof (for this peer and agent id), then the one-time use.
+// written: the proof (for this peer and agent id), then the one-time use. The peer and agent
+// that redeemed an invitation may ask again (a joiner whose answer was lost in a timeout, or
+// `iacp-node init --join` run again): they get the certificate they were given, or a new one
+// if this node restarted since (the registry bounds how many one agent holds).
 func (n *Node) serveJoin(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(joinTimeout))
@@ -146,12 +149,18 @@ func (n *Node) serveJoin(s network.Stream) {
 		fail(err)
 		return
 	}
-	grants, err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID)
+	red, err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID)
 	if err != nil {
 		fail(err)
 		return
 	}
-	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: grants})
+	if red.Cert != "" {
+		// The joiner asks again for what it was given: its first answer was lost.
+		n.log.Info("join: certificate given again", "agent", req.AgentID, "peer", remote)
+		answer(joinAnswer{Cert: red.Cert})
+		return
+	}
+	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: red.Grants})
 	if err == nil {
 		err = n.recordIssued(cert)
 	}
@@ -159,7 +168,8 @@ func (n *Node) serveJoin(s network.Stream) {
 		fail(err)
 		return
 	}
-	n.log.Info("join: certificate issued", "agent", req.AgentID, "peer", remote, "certificate", cert.ID, "expires", cert.Expires)
+	n.invites.Issued(req.InviteID, cert.Raw)
+	n.log.Info("join: certificate issued", "agent", req.AgentID, "peer", remote, "certificate", cert.ID, "expires", cert.Expires, "again", red.Again)
 	answer(joinAnswer{Cert: cert.Raw})
 }
 
