@@ -26,17 +26,6 @@ var ErrClosed = errors.New("stream closed")
 // the flow control a real stream multiplexer gives, and bounds what a stalled reader costs.
 const window = 256 << 10
 
-// A direction holds a buffer only while it has unread bytes: once drained, the buffer goes back
-// to bufPool (unless a burst grew it past keepBuffer) and the next write takes one from there.
-// Most of a mesh's streams are idle most of the time; buffers kept by each of them were the
-// largest item of a 300-node mesh's heap (10 %).
-const (
-	newBuffer  = 4 << 10
-	keepBuffer = 64 << 10
-)
-
-var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, newBuffer); return &b }}
-
 // stream is one end of a stream between two peers. It runs no goroutine: what one end writes
 // is appended to a half (the other end's reading direction) with the time the link delivers
 // it, and the reader takes it once that time has come, sleeping until then if need be.
@@ -61,9 +50,10 @@ type half struct {
 	// room, a close, a reset); it exists only while someone waits.
 	changed chan struct{}
 
-	buf   []byte  // buf[rpos:] is written and not read; buf[rpos:ready] has arrived
-	bufp  *[]byte // where buf came from in bufPool (nil: buf is nil)
-	rpos  int
+	// q holds what was written and not read; its first ready bytes have arrived. It holds
+	// chunks only while it has unread bytes (buffers kept by idle streams were once the
+	// largest item of a 300-node mesh's heap, 10 %).
+	q     queue
 	ready int
 	marks []mark // marks[mhead:] are the writes not arrived yet, oldest first
 	mhead int
@@ -77,10 +67,10 @@ type half struct {
 	readBy, writeBy time.Time
 }
 
-// mark is the end of one write in buf and when it arrives (zero: at once).
+// mark is the size of one write and when it arrives (zero: at once).
 type mark struct {
-	end int
-	at  time.Time
+	size int
+	at   time.Time
 }
 
 func newStreamPair() (*stream, *stream) {
@@ -154,7 +144,7 @@ func sooner(a, b time.Duration) time.Duration {
 	return a
 }
 
-// arrive moves ready past the writes that have arrived by now, and returns how long until the
+// arrive adds to ready the writes that have arrived by now, and returns how long until the
 // next one does (0 when none is on its way); mu is held.
 func (h *half) arrive() time.Duration {
 	var now time.Time
@@ -168,7 +158,7 @@ func (h *half) arrive() time.Duration {
 				return d
 			}
 		}
-		h.ready = m.end
+		h.ready += m.size
 	}
 	h.marks, h.mhead = h.marks[:0], 0
 	return 0
@@ -189,19 +179,12 @@ func (s *stream) Write(p []byte) (int, error) {
 			h.mu.Unlock()
 			return 0, err
 		}
-		if len(h.buf)-h.rpos == 0 || len(h.buf)-h.rpos+len(p) <= window { // room, or a write alone
-			if h.bufp == nil {
-				h.bufp = bufPool.Get().(*[]byte)
-				h.buf = (*h.bufp)[:0]
-			}
-			if h.rpos > 0 && len(h.buf)+len(p) > cap(h.buf) {
-				h.compact()
-			}
-			h.buf = append(h.buf, p...)
+		if h.q.Len() == 0 || h.q.Len()+len(p) <= window { // room, or a write alone
+			h.q.write(p)
 			if at.IsZero() && h.mhead == len(h.marks) {
-				h.ready = len(h.buf)
+				h.ready += len(p)
 			} else {
-				h.marks = append(h.marks, mark{end: len(h.buf), at: at})
+				h.marks = append(h.marks, mark{size: len(p), at: at})
 			}
 			h.notify()
 			h.mu.Unlock()
@@ -216,17 +199,6 @@ func (s *stream) Write(p []byte) (int, error) {
 	}
 }
 
-// compact moves the unread bytes to the front of buf; mu is held.
-func (h *half) compact() {
-	n := copy(h.buf, h.buf[h.rpos:])
-	h.buf = h.buf[:n]
-	h.ready -= h.rpos
-	for i := h.mhead; i < len(h.marks); i++ {
-		h.marks[i].end -= h.rpos
-	}
-	h.rpos = 0
-}
-
 // Read reads what has arrived, waiting for the next write to arrive when nothing has, until
 // the read deadline; io.EOF once the other end closed its write side and everything was read.
 // What has arrived is read even past the deadline, as from a yamux stream.
@@ -239,17 +211,14 @@ func (s *stream) Read(b []byte) (int, error) {
 			return 0, err
 		}
 		next := h.arrive()
-		if h.ready > h.rpos || len(b) == 0 {
-			n := copy(b, h.buf[h.rpos:h.ready])
-			h.rpos += n
-			if h.rpos == len(h.buf) {
-				h.drained()
-			}
+		if h.ready > 0 || len(b) == 0 {
+			n := h.q.read(b[:min(len(b), h.ready)])
+			h.ready -= n
 			h.notify()
 			h.mu.Unlock()
 			return n, nil
 		}
-		if h.writeClosed && len(h.buf) == h.rpos {
+		if h.writeClosed && h.q.Len() == 0 {
 			h.mu.Unlock()
 			return 0, io.EOF
 		}
@@ -262,13 +231,10 @@ func (s *stream) Read(b []byte) (int, error) {
 	}
 }
 
-// drained gives buf back to bufPool once everything in it was read (see newBuffer); mu is held.
-func (h *half) drained() {
-	if h.bufp != nil && cap(h.buf) <= keepBuffer {
-		*h.bufp = h.buf[:0]
-		bufPool.Put(h.bufp)
-	}
-	h.buf, h.bufp, h.rpos, h.ready = nil, nil, 0, 0
+// drop drops what was written and not read; mu is held.
+func (h *half) drop() {
+	h.q.free()
+	h.marks, h.mhead, h.ready = nil, 0, 0
 }
 
 // ID is the stream's number in this process.
@@ -318,7 +284,7 @@ func (s *stream) CloseRead() error {
 	h := s.in
 	h.mu.Lock()
 	h.readClosed = true
-	h.buf, h.bufp, h.marks, h.mhead, h.rpos, h.ready = nil, nil, nil, 0, 0, 0
+	h.drop()
 	h.notify()
 	h.mu.Unlock()
 	return nil
@@ -335,7 +301,7 @@ func (s *stream) Reset() error {
 	for _, h := range []*half{s.in, s.out} {
 		h.mu.Lock()
 		h.reset = true
-		h.buf, h.bufp, h.marks, h.mhead, h.rpos, h.ready = nil, nil, nil, 0, 0, 0
+		h.drop()
 		h.notify()
 		h.mu.Unlock()
 	}

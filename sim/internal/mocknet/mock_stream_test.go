@@ -17,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 // pair returns the two ends of a fresh stream between two linked peers with the given link
 // options; the mocknet closes when the test ends.
-func pair(t *testing.T, o LinkOptions) (a, b network.Stream) {
+func pair(t testing.TB, o LinkOptions) (a, b network.Stream) {
 	t.Helper()
 	mn := New()
 	t.Cleanup(func() { _ = mn.Close() })
@@ -193,27 +193,27 @@ func TestStream_ClosingTheConnectionResetsItsStreams(t *testing.T) {
 }
 
 // Most streams of a mesh are idle: once its reader has read everything, a direction holds no
-// buffer (it went back to the pool for the next write of any stream).
+// chunk (they went back to the pool for the next write of any stream).
 func TestStream_ADrainedDirectionHoldsNoBuffer(t *testing.T) {
 	a, b := pair(t, LinkOptions{})
-	msg := bytes.Repeat([]byte("x"), 3000)
+	msg := bytes.Repeat([]byte("x"), 3*chunkSize/2)
 	if _, err := a.Write(msg); err != nil {
 		t.Fatal(err)
 	}
 	h := b.(*stream).in
 	h.mu.Lock()
-	held := cap(h.buf)
+	held := len(h.q.chunks) * chunkSize
 	h.mu.Unlock()
 	if held < len(msg) {
-		t.Fatalf("the direction holds %d bytes of buffer with %d unread", held, len(msg))
+		t.Fatalf("the direction holds %d bytes of chunks with %d unread", held, len(msg))
 	}
 	if _, err := io.ReadFull(b, make([]byte, len(msg))); err != nil {
 		t.Fatal(err)
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.buf != nil || h.bufp != nil {
-		t.Fatalf("a drained direction still holds a buffer of %d bytes", cap(h.buf))
+	if len(h.q.chunks) != 0 || h.q.Len() != 0 {
+		t.Fatalf("a drained direction still holds %d chunks", len(h.q.chunks))
 	}
 }
 
