@@ -21,16 +21,28 @@ import (
 // one beat and missed the next SuspectAfter-1 still hears one before the silence it allows, and
 // does not suspect an agent that only slowed down. A longer interval is therefore taken
 // SuspectAfter-1 beats after it is first announced, and a shorter one at once. greet asks for
-// a beat at once (greetNow), which the pacer counts like any other.
+// a beat at once (greetNow), which the pacer counts like any other; the tick after it beats
+// again only if the mesh the node heard by then asks for a shorter interval than the greeting
+// announced.
 func (g *Gossip) beatLoop() {
 	defer g.wg.Done()
 	t := time.NewTicker(g.cfg.interval)
 	defer t.Stop()
 	var next time.Time // when the next mesh beat is due
 	p := newPacer(g.cfg.interval, g.cfg.suspectAfter)
-	greetDue := false // greet asked for the greeting (greetNow)
+	greetDue := false   // greet asked for the greeting (greetNow)
+	var paced time.Time // after a greeting: when its pace sets the next beat
 	for {
 		now := time.Now()
+		if !greetDue && !paced.IsZero() && !now.Before(next) {
+			// The tick after a greeting, which announced the interval one peer's beat announced
+			// (learnPace): the node beats again now only if what it has heard from the mesh
+			// since asks for a shorter one; otherwise the greeting's pace stands.
+			if g.meshInterval() >= p.announced {
+				next = paced
+			}
+			paced = time.Time{}
+		}
 		if greetDue || !now.Before(next) {
 			greeted := greetDue
 			greetDue = false
@@ -42,19 +54,24 @@ func (g *Gossip) beatLoop() {
 			}
 			grew := p.beat(want, reached)
 			gap := p.pace
-			if grew {
+			if grew && !greeted {
 				// Agents stretch at about the same time (when their tables fill), so they
 				// would keep beating together, in bursts; the first longer gap is drawn
 				// at random (shorter than announced, which is safe) to spread them out.
 				gap = g.cfg.interval + rand.N(p.pace-g.cfg.interval+1)
 			}
 			next = now.Add(gap - g.cfg.interval/2)
+			paced = time.Time{}
 			if greeted {
-				// A greeting falls between two ticks: the next beat is the next tick's,
-				// less than an interval later (a gap reckoned from the greeting could end
-				// just after a tick, and wait for the one after). It announces what the
-				// node heard from the mesh by then, so that the interval one peer's beat
-				// announced (learnPace) stands for an interval at most.
+				// A greeting falls between two ticks, and the next tick checks its pace
+				// against what the node heard from the mesh by then (above): the interval
+				// one peer's beat announced stands unconfirmed for an interval at most.
+				// (Until 2026-11-28 the node beat at that tick whatever it heard: every
+				// joiner beat twice, each beat reaching every agent.) After a greeting
+				// nobody heard, the node beats at that tick.
+				if reached {
+					paced = next
+				}
 				next = now
 			}
 		}

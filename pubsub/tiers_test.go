@@ -117,7 +117,17 @@ func TestTiers_AJoinerGreetsAStretchedMeshAtItsPace(t *testing.T) {
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	if st := joiner.Stats(); st.MeshInterval < stretched {
+	st := joiner.Stats()
+	if st.MeshInterval < stretched {
 		t.Fatalf("the joiner's mesh interval is %s after its greeting, want %s", st.MeshInterval, stretched)
+	}
+	// What the joiner heard from the mesh since confirms the greeting's pace: it does not beat
+	// again at its next tick (a second of its interval), but a pace after the greeting.
+	if st.MeshBeats != 1 {
+		t.Fatalf("the joiner published %d beats by its greeting, want the greeting alone", st.MeshBeats)
+	}
+	time.Sleep(3 * time.Second)
+	if n := joiner.Stats().MeshBeats; n != 1 {
+		t.Fatalf("the joiner published %d beats within 3 s of its greeting at a pace of %s, want the greeting alone", n, stretched)
 	}
 }
