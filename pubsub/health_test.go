@@ -195,6 +195,10 @@ func TestGossipLocalHealth(t *testing.T) {
 	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
 	// The default 30 s beat, so that the beat loop does not tick during the test.
 	g := oneNode(t, WithClock(clock))
+	// The node's first beat, signed on the real clock, is checked on the test's: wait for it
+	// before the test's clock moves, or it is found expired and counted as a failed
+	// publication (1 run in 10 under -race, when the beat loop started late).
+	testsupport.WaitFor(t, 10*time.Second, "the node's first beat", func() bool { return g.replay.Len() == 1 })
 	if h := g.Health(); h.LateAfter != 250*time.Millisecond || h.MaxScore != DefaultMaxHealthScore {
 		t.Fatalf("health at the default beat: %+v", h)
 	}
