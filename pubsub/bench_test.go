@@ -1,6 +1,7 @@
 package pubsub
 
 import (
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -9,6 +10,7 @@ import (
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 	pb "github.com/libp2p/go-libp2p-pubsub/pb"
+	"github.com/libp2p/go-libp2p/core/peer"
 )
 
 // BenchmarkGossip100 measures, on a 100-node mocknet mesh: broadcast delivery latency (p50,
@@ -154,5 +156,39 @@ func BenchmarkMsgID(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		_ = msgID(m)
+	}
+}
+
+// BenchmarkLivenessTick is one second of a 500-agent table in a mesh past its connection limit
+// under load, as in a large join on a saturated machine: a connection is trimmed, a beat
+// arrives, and the tick is late or on time (the health multiplier moves), then Tick. Its
+// ns/op is what a node spends a second on its table.
+func BenchmarkLivenessTick(b *testing.B) {
+	const agents = 500
+	cfg := LivenessConfig{Interval: 30 * time.Second, SuspectAfter: 3, StuckAfter: 10 * time.Minute,
+		ForgetAfter: time.Hour, MaxAgents: agents, ConnHigh: 48}
+	l := NewLiveness(cfg)
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	peers := make([]peer.ID, agents)
+	for i := range peers {
+		peers[i] = peer.ID(fmt.Sprintf("peer-%03d", i))
+		h := Heard{AgentID: fmt.Sprintf("a:h:%03d", i), PeerID: peers[i], Interval: 4 * time.Minute,
+			Sent: now, MessageID: fmt.Sprintf("%08d", i)}
+		h.Payload.Status = "alive"
+		l.Observe(h, now)
+	}
+	seq := agents
+	for i := 0; b.Loop(); i++ {
+		now = now.Add(time.Second)
+		l.Disconnected(peers[i%agents])
+		seq++
+		j := (i * 7) % agents
+		h := Heard{AgentID: fmt.Sprintf("a:h:%03d", j), PeerID: peers[j], Interval: 4 * time.Minute,
+			Sent: now, MessageID: fmt.Sprintf("%08d", seq)}
+		h.Payload.Status = "alive"
+		l.Observe(h, now)
+		late := time.Duration(i%2) * 400 * time.Millisecond
+		l.Ticked(now.Add(-late), now)
+		l.Tick(now)
 	}
 }

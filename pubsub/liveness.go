@@ -46,6 +46,7 @@ type AgentState struct {
 	sent               time.Time   // timestamp of the beat recorded
 	lastID             string      // message id of the beat recorded
 	lost               bool        // the connection to its peer dropped after its last beat
+	closer             bool        // in Liveness.pending: its deadline came closer (due.go)
 	suspected          time.Time   // when this node made it suspect
 	older, newer       *AgentState // neighbours in the table's order of LastSeen, for eviction
 	peerPrev, peerNext *AgentState // neighbours among the rows of the same peer (byPeer)
@@ -101,8 +102,9 @@ type Liveness struct {
 	// next is the earliest time Tick can find a transition, as of its last visit of every
 	// row, lowered by whatever brought a row's deadline closer since (soon); zero: visit at
 	// the next Tick. nextK is the health multiplier that visit used.
-	next  time.Time
-	nextK time.Duration
+	next    time.Time
+	nextK   time.Duration
+	pending []*AgentState // rows whose deadline came closer since the last Tick (closer)
 }
 
 // NewLiveness returns an empty table.
@@ -242,7 +244,7 @@ func (l *Liveness) Disconnected(pid peer.ID) {
 	for a := l.byPeer[pid]; a != nil; a = a.peerNext {
 		if beating(a.State) {
 			a.lost = true
-			l.next = time.Time{} // its deadline came closer: visit every row at the next Tick
+			l.closer(a) // its deadline came closer
 		}
 		if w, ok := l.watch[a.AgentID]; ok && w.peer == pid {
 			w.urgent = true
@@ -359,12 +361,13 @@ func (l *Liveness) hinted(a *AgentState, iv time.Duration) bool {
 //
 // Tick visits every row only when one may be due: a visit notes the earliest deadline of any
 // row (see due), and until then, unless a beat, a lost connection, a watch or a lower health
-// multiplier brought one closer, Tick returns at once. In a large mesh most rows are due
-// minutes apart, and a node ticks every second.
+// multiplier brought one closer, Tick returns at once (due.go). In a large mesh most rows are
+// due minutes apart, and a node ticks every second.
 func (l *Liveness) Tick(now time.Time) []Transition {
 	k := time.Duration(l.health.multiplier())
-	if !l.next.IsZero() && k == l.nextK && now.Before(l.next) {
-		return nil
+	l.takeCloser(now)
+	if !l.next.IsZero() && k >= l.nextK && now.Before(l.next) {
+		return nil // a higher multiplier only puts deadlines later
 	}
 	var out []Transition
 	next := now.Add(l.cfg.Interval) // at least once a beat, whatever the rows say
@@ -396,45 +399,6 @@ func (l *Liveness) Tick(now time.Time) []Transition {
 	}
 	slices.SortFunc(out, func(x, y Transition) int { return strings.Compare(x.AgentID, y.AgentID) })
 	return out
-}
-
-// due is when Tick's rules next change a's row with the health multiplier k: the rules of
-// Tick's switch, as times. It counts the moment a watched agent becomes probed again (its
-// expected interval shortens then).
-func (l *Liveness) due(a *AgentState, now time.Time, k time.Duration) time.Time {
-	iv, from := l.expect(a, now)
-	stuck := max(l.cfg.StuckAfter, time.Duration(l.cfg.SuspectAfter+1)*a.Interval)
-	t := a.LastSeen.Add(max(l.cfg.ForgetAfter, 2*stuck))
-	if a.State == StateOffline || a.State == StateStuck {
-		return t
-	}
-	t = earlier(t, a.LastSeen.Add(stuck))
-	if a.State != StateSuspect {
-		t = earlier(t, from.Add(k*time.Duration(l.cfg.SuspectAfter)*iv))
-		if l.hinted(a, iv) {
-			t = earlier(t, from.Add(k*lostAfter(iv)))
-		}
-	}
-	if w, ok := l.watch[a.AgentID]; ok && !l.direct(w, now) {
-		t = earlier(t, w.refused.Add(refuseFor*l.cfg.Interval))
-	}
-	return t
-}
-
-// soon lowers the time of Tick's next visit to a's deadline, after something that may have
-// brought it closer (a beat: a new row, a shorter interval, a state that beats again).
-func (l *Liveness) soon(a *AgentState, now time.Time) {
-	if l.next.IsZero() {
-		return // a visit is due anyway
-	}
-	l.next = earlier(l.next, l.due(a, now, l.nextK))
-}
-
-func earlier(a, b time.Time) time.Time {
-	if b.Before(a) {
-		return b
-	}
-	return a
 }
 
 func (l *Liveness) move(a *AgentState, to State, now time.Time, reason string) Transition {
