@@ -49,8 +49,9 @@ func earlier(a, b time.Time) time.Time {
 // closer notes that a's deadline came closer at a moment Tick's clock is not known (a lost
 // connection): the next Tick lowers its visit time to a's deadline (takeCloser). Until
 // 2026-11-28 a lost connection made the next Tick visit every row, as did any change of the
-// health multiplier: in a mesh past its connection limit, where connections are trimmed all the
-// time, on a node whose ticks run late, that was most Ticks (BenchmarkLivenessTick).
+// health multiplier: on a node whose ticks run late, in a mesh past its connection limit where
+// connections are trimmed all the time, that can be most Ticks (BenchmarkLivenessTick models
+// one such second).
 func (l *Liveness) closer(a *AgentState) {
 	if l.next.IsZero() || a.closer {
 		return // a visit is due anyway, or a is noted already
