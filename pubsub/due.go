@@ -46,24 +46,24 @@ func earlier(a, b time.Time) time.Time {
 	return a
 }
 
-// closer notes that a's deadline came closer at a moment Tick's clock is not known (a lost
-// connection): the next Tick lowers its visit time to a's deadline (takeCloser). Until
+// noteCloser notes that a's deadline came closer at a moment Tick's clock is not known (a lost
+// connection): the next Tick lowers its visit time to a's deadline (takeNoted). Until
 // 2026-11-28 a lost connection made the next Tick visit every row, as did any change of the
 // health multiplier: on a node whose ticks run late, in a mesh past its connection limit where
 // connections are trimmed all the time, that can be most Ticks (BenchmarkLivenessTick models
 // one such second).
-func (l *Liveness) closer(a *AgentState) {
-	if l.next.IsZero() || a.closer {
+func (l *Liveness) noteCloser(a *AgentState) {
+	if l.next.IsZero() || a.noted {
 		return // a visit is due anyway, or a is noted already
 	}
-	a.closer = true
+	a.noted = true
 	l.pending = append(l.pending, a)
 }
 
-// takeCloser lowers the time of Tick's next visit to the deadlines of the rows closer noted.
-func (l *Liveness) takeCloser(now time.Time) {
+// takeNoted lowers the time of Tick's next visit to the deadlines of the rows noteCloser noted.
+func (l *Liveness) takeNoted(now time.Time) {
 	for i, a := range l.pending {
-		a.closer = false
+		a.noted = false
 		if l.agents[a.AgentID] == a {
 			l.soon(a, now)
 		}

@@ -46,7 +46,7 @@ type AgentState struct {
 	sent               time.Time   // timestamp of the beat recorded
 	lastID             string      // message id of the beat recorded
 	lost               bool        // the connection to its peer dropped after its last beat
-	closer             bool        // in Liveness.pending: its deadline came closer (due.go)
+	noted              bool        // in Liveness.pending: its deadline came closer (due.go)
 	suspected          time.Time   // when this node made it suspect
 	older, newer       *AgentState // neighbours in the table's order of LastSeen, for eviction
 	peerPrev, peerNext *AgentState // neighbours among the rows of the same peer (byPeer)
@@ -104,7 +104,7 @@ type Liveness struct {
 	// the next Tick. nextK is the health multiplier that visit used.
 	next    time.Time
 	nextK   time.Duration
-	pending []*AgentState // rows whose deadline came closer since the last Tick (closer)
+	pending []*AgentState // rows whose deadline came closer since the last Tick (noteCloser)
 }
 
 // NewLiveness returns an empty table.
@@ -244,7 +244,7 @@ func (l *Liveness) Disconnected(pid peer.ID) {
 	for a := l.byPeer[pid]; a != nil; a = a.peerNext {
 		if beating(a.State) {
 			a.lost = true
-			l.closer(a) // its deadline came closer
+			l.noteCloser(a) // its deadline came closer
 		}
 		if w, ok := l.watch[a.AgentID]; ok && w.peer == pid {
 			w.urgent = true
@@ -365,7 +365,7 @@ func (l *Liveness) hinted(a *AgentState, iv time.Duration) bool {
 // due minutes apart, and a node ticks every second.
 func (l *Liveness) Tick(now time.Time) []Transition {
 	k := time.Duration(l.health.multiplier())
-	l.takeCloser(now)
+	l.takeNoted(now)
 	if !l.next.IsZero() && k >= l.nextK && now.Before(l.next) {
 		return nil // a higher multiplier only puts deadlines later
 	}
