@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"log/slog"
 	"os"
 	"testing"
@@ -13,4 +14,21 @@ func testLogger(t *testing.T) *slog.Logger {
 		return slog.New(slog.DiscardHandler)
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+// testCluster returns the cluster of sc, closed when the test ends, with the nodes of slots
+// start running.
+func testCluster(t *testing.T, sc *Scenario, start ...int) *cluster {
+	t.Helper()
+	c, err := newCluster(sc, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	for _, i := range start {
+		if err := c.startNode(context.Background(), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return c
 }

@@ -16,17 +16,8 @@ func TestOffline_SaysWhereALostMessageIs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := newCluster(sc, testLogger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
+	c := testCluster(t, sc, 0, 1)
 	ctx := context.Background()
-	for i := range 2 {
-		if err := c.startNode(ctx, i); err != nil {
-			t.Fatal(err)
-		}
-	}
 	sender, target := c.node(0), c.slots[1].agentID
 	event := func(to string, intent protocol.Intent) *offlineMsg {
 		m, err := sender.Builder().Event(to, intent, protocol.EventPayload{EventType: "test"})

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
@@ -184,14 +183,7 @@ func TestLibrary_NodesStart(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			c, err := newCluster(sc, testLogger(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer c.Close()
-			if err := c.startNode(context.Background(), 0); err != nil {
-				t.Fatal(err)
-			}
+			testCluster(t, sc, 0)
 		})
 	}
 }
