@@ -21,6 +21,7 @@ type Store interface {
 	// The outbox.
 	PreparePut(m *protocol.Message, raw []byte) (store.PreparedPut, error)
 	Due(now time.Time, limit int) ([]store.OutboxEntry, error)
+	Get(id string) (store.OutboxEntry, error)
 	Reschedule(id string, next time.Time, lastErr string) error
 	RetryNow(recipient string, now time.Time) (int, error)
 	Delivered(id string) (bool, error)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/store"
 )
 
 // Every goroutine an engine starts ends in Close.
@@ -458,4 +460,46 @@ func TestNewNeedsAStoreAndAWire(t *testing.T) {
 	if _, err := delivery.New(context.Background(), delivery.Config{}); err == nil || !strings.Contains(err.Error(), "Store") {
 		t.Fatalf("New without a store: %v", err)
 	}
+}
+
+// The retry loop reads what is due, then claims each message. The attempt that held the claim
+// meanwhile may have settled the message (here Send's first, rescheduling it): the loop
+// attempts what the outbox holds by then, so the message is not sent again at once, and its
+// next wait counts every failure.
+func TestTheRetryLoopDoesNotResendWhatWasSettledSinceItRead(t *testing.T) {
+	r := newRig(t, time.Millisecond)
+	m, raw := r.message(t, time.Hour)
+	id := m.Envelope.MessageID
+	read, goOn := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	r.store.onDueRead(func(due []store.OutboxEntry) {
+		for _, e := range due {
+			if e.MessageID == id {
+				once.Do(func() { close(read); <-goOn })
+			}
+		}
+	})
+	done := r.send(m, raw)
+	first := r.wire.next(t)
+	select {
+	case <-read: // the loop read the message as due while Send's attempt held its claim
+	case <-time.After(hangGuard):
+		t.Fatal("the retry loop never read the message as due")
+	}
+	first.answer <- unreachable
+	if err := result(t, done); err != nil {
+		t.Fatal(err)
+	}
+	r.rescheduled(t, id, 1)
+	time.Sleep(50 * time.Millisecond) // Send releases its claim right after the reschedule
+	close(goOn)
+	select {
+	case a := <-r.wire.attempts:
+		t.Fatalf("the loop attempted %s again at once (resend %v), from what it read before the reschedule", a.m.Envelope.MessageID, a.resend)
+	case <-time.After(200 * time.Millisecond):
+	}
+	r.clock.advance(retryMax)
+	a := r.wire.next(t)
+	a.answer <- nil
+	r.outboxEmpties(t)
 }

@@ -94,8 +94,9 @@ type fakeStore struct {
 	inbox    []store.InboxEntry
 	seen     map[string]bool
 	dueCalls int
-	hold     *held        // when set, commits wait for it (holdCommits)
-	holding  atomic.Int32 // commits that waited on a hold
+	dueRead  func([]store.OutboxEntry) // when set, Due calls it with what it read, unlocked
+	hold     *held                     // when set, commits wait for it (holdCommits)
+	holding  atomic.Int32              // commits that waited on a hold
 
 	abandoned atomic.Int32 // prepared puts abandoned
 }
@@ -184,6 +185,31 @@ func (s *fakeStore) put(m *protocol.Message, raw []byte) error {
 }
 
 func (s *fakeStore) Due(now time.Time, limit int) ([]store.OutboxEntry, error) {
+	out := s.due(now, limit)
+	s.mu.Lock()
+	read := s.dueRead
+	s.mu.Unlock()
+	if read != nil {
+		read(out)
+	}
+	return out, nil
+}
+
+// onDueRead makes Due call f with what it read, before it returns.
+func (s *fakeStore) onDueRead(f func([]store.OutboxEntry)) {
+	s.mu.Lock()
+	s.dueRead = f
+	s.mu.Unlock()
+}
+
+func (s *fakeStore) Get(id string) (store.OutboxEntry, error) {
+	if e, ok := s.queued(id); ok {
+		return e, nil
+	}
+	return store.OutboxEntry{}, store.ErrNotFound
+}
+
+func (s *fakeStore) due(now time.Time, limit int) []store.OutboxEntry {
 	defer s.changed()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -200,7 +226,7 @@ func (s *fakeStore) Due(now time.Time, limit int) ([]store.OutboxEntry, error) {
 	if limit > 0 && len(out) > limit {
 		out = out[:limit]
 	}
-	return out, nil
+	return out
 }
 
 func (s *fakeStore) Reschedule(id string, next time.Time, lastErr string) error {

@@ -326,7 +326,7 @@ func (e *Engine) retry(now time.Time, slots chan struct{}) bool {
 		started := e.spawn(func() {
 			defer func() { <-slots }()
 			defer e.claims.release(en.MessageID)
-			e.resend(en)
+			e.resendIfDue(en.MessageID, now)
 		})
 		if !started {
 			<-slots
@@ -335,6 +335,27 @@ func (e *Engine) retry(now time.Time, slots chan struct{}) bool {
 		}
 	}
 	return true
+}
+
+// resendIfDue attempts the queued message id if it is still due at now. The retry loop read
+// it as due before it took its claim, and the attempt that held the claim meanwhile (Send's
+// first, or the loop's previous) may have settled it since: delivered, or rescheduled with
+// one failure more. Attempting what was read sent it again at once, its next wait reckoned
+// from the failures counted before (TestRetriesUntilDelivered caught it, once in a CI run).
+func (e *Engine) resendIfDue(id string, now time.Time) {
+	en, err := e.cfg.Store.Get(id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return // settled for good meanwhile
+	case err != nil:
+		if e.ctx.Err() == nil {
+			e.cfg.Log.Error("outbox: get", "id", id, "err", err.Error())
+		}
+		return // the next round reads it again
+	case en.NextAttemptAt.After(now):
+		return // rescheduled meanwhile
+	}
+	e.resend(en)
 }
 
 // resend makes one attempt of a queued message and settles it. A message the loop attempts
