@@ -20,12 +20,13 @@ const DefaultKeyCacheSize = 4096
 type KeyCache struct {
 	mu   sync.Mutex
 	max  int
-	pubs map[string]senderKey // peer id string -> its decoded id and Ed25519 public key
+	pubs map[string]senderKey // peer id string -> its decoded id and Ed25519 public key (twice decoded)
 }
 
 type senderKey struct {
 	pub crypto.PubKey
 	id  peer.ID
+	ed  *edKey // pub decoded for verification; nil if its bytes are no curve point
 }
 
 // NewKeyCache returns a cache of up to n decoded sender keys (DefaultKeyCacheSize is what a

@@ -87,26 +87,38 @@ func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
 // SenderKey returns the public key named by sender.peer_id. Ed25519 peer ids embed their key,
 // so no lookup is needed; any other key type is refused.
 func (v *Verifier) SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
+	k, err := v.senderKey(m)
+	return k.pub, k.id, err
+}
+
+// senderKey is SenderKey with the key decoded for verification too (ed is nil when the key's
+// bytes are no curve point: then no signature verifies, as with crypto/ed25519). The decoded
+// key is cached with the rest in the Verifier's KeyCache.
+func (v *Verifier) senderKey(m *Message) (senderKey, error) {
 	var keys *KeyCache
 	if v != nil {
 		keys = v.Keys
 	}
 	if k, ok := keys.get(m.Envelope.Sender.PeerID); ok {
-		return k.pub, k.id, nil
+		return k, nil
 	}
 	id, err := peer.Decode(m.Envelope.Sender.PeerID)
 	if err != nil {
-		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id %q is not a peer id: %w", m.Envelope.Sender.PeerID, err)
+		return senderKey{}, Errorf(CodeIdentityInvalid, "sender.peer_id %q is not a peer id: %w", m.Envelope.Sender.PeerID, err)
 	}
 	pub, err := id.ExtractPublicKey()
 	if err != nil {
-		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id does not embed a public key: %w", err)
+		return senderKey{}, Errorf(CodeIdentityInvalid, "sender.peer_id does not embed a public key: %w", err)
 	}
 	if pub.Type() != crypto.Ed25519 {
-		return nil, "", Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
+		return senderKey{}, Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
 	}
-	keys.put(m.Envelope.Sender.PeerID, senderKey{pub: pub, id: id})
-	return pub, id, nil
+	k := senderKey{pub: pub, id: id}
+	if raw, err := pub.Raw(); err == nil {
+		k.ed, _ = newEdKey(raw)
+	}
+	keys.put(m.Envelope.Sender.PeerID, k)
+	return k, nil
 }
 
 // Verify checks a signature without a cache: see Verifier.Verify.
@@ -119,7 +131,7 @@ func Verify(m *Message) error {
 // canonicalised). Verify does not check that the peer id is allowed to speak for
 // sender.agent_id: that is the node's trust policy.
 func (v *Verifier) Verify(m *Message) error {
-	pub, _, err := v.SenderKey(m)
+	sender, err := v.senderKey(m)
 	if err != nil {
 		return err
 	}
@@ -145,8 +157,7 @@ func (v *Verifier) Verify(m *Message) error {
 			return nil
 		}
 	}
-	ok, err := pub.Verify(digest[:], sig)
-	if err != nil || !ok {
+	if sender.ed == nil || !sender.ed.verify(digest[:], sig) {
 		return Errorf(CodeIdentityInvalid, "signature does not verify for peer %s", m.Envelope.Sender.PeerID)
 	}
 	if cache != nil {
