@@ -105,7 +105,7 @@ func (n *Node) handOver(r *Request) error {
 // refuse it refuses now, before it is stored and receipted. start hands it over; cancel
 // releases the reservation instead.
 //
-// A message with a Go handler runs it on its own goroutine (at most maxHandlers at once) and
+// A message with a Go handler runs it on a worker goroutine (at most maxHandlers at once) and
 // counts as taken when the handler returns; otherwise it waits in the inbox (when on) until
 // the agent acknowledges it. Without either, a request is refused with CAPABILITY_MISMATCH
 // and an event is taken as it is.
@@ -144,7 +144,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 		return nil, nil, protocol.Errorf(protocol.CodeAgentNotFound, "node is shutting down")
 	}
 	start = func() {
-		go func() {
+		n.workers.run(func() {
 			defer n.inflight.Done()
 			defer func() { <-n.slots }()
 			ctx, cancel := context.WithDeadline(n.ctx, r.Msg.Expires())
@@ -155,7 +155,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 			if err := n.handled(id); err != nil {
 				n.log.Error("inbox: ack after handler", "id", id, "err", err.Error())
 			}
-		}()
+		})
 	}
 	cancel = func() {
 		<-n.slots

@@ -63,6 +63,7 @@ type Node struct {
 	policy   policy
 	started  time.Time
 	slots    chan struct{} // handler concurrency
+	workers  *workers      // the goroutines handlers run on
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler

@@ -93,6 +93,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	n.workers = newWorkers(ctx.Done(), &n.wg)
 	n.cfg.Manifest.AgentID = cfg.AgentID
 	if n.cfg.Manifest.Name == "" {
 		n.cfg.Manifest.Name = cfg.AgentName
