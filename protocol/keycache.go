@@ -20,7 +20,7 @@ const DefaultKeyCacheSize = 4096
 type KeyCache struct {
 	mu   sync.Mutex
 	max  int
-	pubs map[string]senderKey // peer id string -> its decoded id and Ed25519 public key (twice decoded)
+	pubs map[string]senderKey // peer id string -> its decoded id and Ed25519 public key, parsed and as a point
 }
 
 type senderKey struct {
