@@ -144,7 +144,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 		return nil, nil, protocol.Errorf(protocol.CodeAgentNotFound, "node is shutting down")
 	}
 	start = func() {
-		n.workers.run(func() {
+		n.workers.Go(func() {
 			defer n.inflight.Done()
 			defer func() { <-n.slots }()
 			ctx, cancel := context.WithDeadline(n.ctx, r.Msg.Expires())

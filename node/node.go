@@ -20,6 +20,7 @@ import (
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
@@ -30,6 +31,10 @@ const ProtocolID = "/iacp/1.0.0"
 
 // KeyFile is the identity key's name inside the data directory.
 const KeyFile = "identity.key"
+
+// idleWorkers is how many handler goroutines stay parked after their message, so that the next
+// message's handler runs on a stack already grown (internal/workers).
+const idleWorkers = 8
 
 // maxHandlers bounds the handler goroutines running at once; beyond it new messages are
 // refused with RATE_LIMITED so that a flood cannot grow the node without bound.
@@ -63,7 +68,7 @@ type Node struct {
 	policy   policy
 	started  time.Time
 	slots    chan struct{} // handler concurrency
-	workers  *workers      // the goroutines handlers run on
+	workers  *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler

@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
@@ -93,7 +94,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	n.workers = newWorkers(ctx.Done(), &n.wg)
+	n.workers = workers.New(idleWorkers, ctx.Done(), &n.wg)
 	n.cfg.Manifest.AgentID = cfg.AgentID
 	if n.cfg.Manifest.Name == "" {
 		n.cfg.Manifest.Name = cfg.AgentName
