@@ -11,7 +11,6 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
-	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/store"
 )
@@ -117,14 +116,7 @@ type Engine struct {
 	started bool         // guarded by mu
 	closed  bool         // guarded by mu: no new goroutines
 	wg      sync.WaitGroup
-	// workers run what spawn is given: a message's outbox write, the settling of its first
-	// attempt, its inbox ack, the retry loop's attempts (at most idleWorkers parked).
-	workers *workers.Pool
 }
-
-// idleWorkers is how many of the engine's goroutines stay parked after their task, so that the
-// next message's store writes and audit entry run on a stack already grown (internal/workers).
-const idleWorkers = 8
 
 // New returns an engine over cfg. Its work (the retry loop and the attempts it runs) stops
 // when ctx ends or Close is called. It starts nothing until Start.
@@ -151,7 +143,6 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	e := &Engine{cfg: cfg, claims: claims{ids: make(map[string]bool)},
 		wake: make(chan struct{}, 1), back: make(chan comeback, backCap), silent: map[string]struct{}{}}
 	e.ctx, e.cancel = context.WithCancel(ctx)
-	e.workers = workers.New(idleWorkers, e.ctx.Done(), &e.wg)
 	return e, nil
 }
 
@@ -185,7 +176,7 @@ func (e *Engine) Close() {
 	e.wg.Wait()
 }
 
-// spawn runs f on a worker that Close waits for, unless Close has begun; then it returns
+// spawn runs f on a goroutine that Close waits for, unless Close has begun; then it returns
 // false and f does not run.
 func (e *Engine) spawn(f func()) bool {
 	e.mu.RLock()
@@ -193,7 +184,11 @@ func (e *Engine) spawn(f func()) bool {
 	if e.closed {
 		return false
 	}
-	e.workers.Go(f)
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		f()
+	}()
 	return true
 }
 
