@@ -204,6 +204,7 @@ func (n *Node) Close() error {
 		n.cancel()
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
+		n.workers.Close() // no handler runs or starts once the exchanges drained
 		n.wg.Wait()
 		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.flush())
 	})
@@ -224,6 +225,7 @@ func (n *Node) abandon() {
 	n.sessionsMu.Unlock()
 	n.cancel()
 	n.inflight.Wait()
+	n.workers.Close()
 }
 
 // track counts one in-flight exchange, or returns false once Close has begun.

@@ -94,7 +94,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	n.workers = workers.New(idleWorkers, ctx.Done(), &n.wg)
+	n.workers = workers.New(idleWorkers, &n.wg)
 	n.cfg.Manifest.AgentID = cfg.AgentID
 	if n.cfg.Manifest.Name == "" {
 		n.cfg.Manifest.Name = cfg.AgentName

@@ -14,26 +14,22 @@ import (
 
 // Pool runs tasks on workers. Tasks never wait for one another: a task that finds no parked
 // worker gets a new one, so whatever bounds the owner's concurrency bounds the workers too.
-// Parked workers exit when done is closed; every worker is counted in the owner's WaitGroup,
-// so the owner's wait after closing done returns once they all have.
+// Every worker is counted in the owner's WaitGroup; Close makes the parked ones exit.
 type Pool struct {
-	tasks   chan func() // unbuffered: a send succeeds only into a parked worker
+	tasks   chan func() // unbuffered: a send succeeds only into a parked worker; closed by Close
 	idle    atomic.Int32
 	maxIdle int32
-	started atomic.Int64 // workers started, for tests
-	done    <-chan struct{}
 	wg      *sync.WaitGroup
+	started atomic.Int64 // workers started, for tests
 }
 
-// New returns a pool that keeps at most idle workers parked, which exit when done is closed,
-// and counts its workers in wg.
-func New(idle int, done <-chan struct{}, wg *sync.WaitGroup) *Pool {
-	return &Pool{tasks: make(chan func()), maxIdle: int32(idle), done: done, wg: wg}
+// New returns a pool that keeps at most idle workers parked and counts its workers in wg.
+func New(idle int, wg *sync.WaitGroup) *Pool {
+	return &Pool{tasks: make(chan func()), maxIdle: int32(idle), wg: wg}
 }
 
-// Go runs f on a parked worker, or on a new one when none is parked. The caller orders Go
-// before its own wait on wg, as for wg.Add: a Go that may start a worker must not race the
-// owner's Close.
+// Go runs f on a parked worker, or on a new one when none is parked. The owner orders every Go
+// before its Close and its wait on wg, as for wg.Add.
 func (p *Pool) Go(f func()) {
 	select {
 	case p.tasks <- f:
@@ -45,24 +41,25 @@ func (p *Pool) Go(f func()) {
 	go p.work(f)
 }
 
-// work runs f, then parks and runs what it is given until done, unless idle workers are
+// Close makes the parked workers exit, and those still running exit after their task. Call it
+// once, after the last Go; then wait on the WaitGroup given to New.
+func (p *Pool) Close() { close(p.tasks) }
+
+// work runs f, then parks and runs what it is given until Close, unless idle workers are
 // already parked. A worker counts itself parked just before it waits, so a Go in that
-// instant starts a new worker: one goroutine more, never a task that waits.
+// instant starts a new worker: one goroutine more, never a task that waits. A parked worker
+// waits on the task channel alone, which Close closes: a select over a second channel would
+// lock both on every task.
 func (p *Pool) work(f func()) {
 	defer p.wg.Done()
-	for {
+	for ok := true; ok; {
 		f()
 		if p.idle.Add(1) > p.maxIdle {
 			p.idle.Add(-1)
 			return
 		}
-		select {
-		case f = <-p.tasks:
-			p.idle.Add(-1)
-		case <-p.done:
-			p.idle.Add(-1)
-			return
-		}
+		f, ok = <-p.tasks
+		p.idle.Add(-1)
 	}
 }
 

@@ -14,9 +14,8 @@ func TestMain(m *testing.M) { testsupport.VerifyTestMain(m) }
 // in the instant its predecessor's worker counts itself parked but is not yet waiting starts a
 // worker of its own, so the test allows a few.)
 func TestPool_TasksInTurnReuseAParkedWorker(t *testing.T) {
-	done := make(chan struct{})
 	var wg sync.WaitGroup
-	p := New(4, done, &wg)
+	p := New(4, &wg)
 	for range 100 {
 		ran := make(chan struct{})
 		p.Go(func() { close(ran) })
@@ -27,17 +26,16 @@ func TestPool_TasksInTurnReuseAParkedWorker(t *testing.T) {
 	if n := p.started.Load(); n > 10 {
 		t.Fatalf("100 tasks in turn started %d workers, want one or a few", n)
 	}
-	close(done)
+	p.Close()
 	wg.Wait()
 }
 
 // Tasks in progress at once each get a worker, however many are parked; at most the bound
-// stay parked afterwards, and all of them exit when done is closed.
+// stay parked afterwards, and all of them exit on Close.
 func TestPool_ConcurrentTasksRunAtOnceAndFewStayParked(t *testing.T) {
-	done := make(chan struct{})
 	var wg sync.WaitGroup
 	const idle, n = 4, 12
-	p := New(idle, done, &wg)
+	p := New(idle, &wg)
 	release := make(chan struct{})
 	var started sync.WaitGroup
 	started.Add(n)
@@ -51,6 +49,6 @@ func TestPool_ConcurrentTasksRunAtOnceAndFewStayParked(t *testing.T) {
 	if got := p.Parked(); got != idle {
 		t.Fatalf("%d workers parked after %d tasks, want %d", got, n, idle)
 	}
-	close(done)
+	p.Close()
 	wg.Wait() // returns only once every worker exited; TestMain checks that none is left
 }
