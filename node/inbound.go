@@ -197,6 +197,9 @@ func (n *Node) verifyAll(opened []openedFrame) []error {
 	return sigs
 }
 
+// gate charges a frame to its peer's rates: a frame that took the peer over its byte rate,
+// or an unsolicited message over its message rate, is refused with RATE_LIMITED. Replies the
+// node is waiting for are not charged: they answer what it sent.
 func (in *inStream) gate(m *protocol.Message, f frame) error {
 	n := in.n
 	now := n.now()
