@@ -30,8 +30,9 @@ func gossipParams() ps.GossipSubParams {
 	// joined (mesh-1000's limits, 48 connections kept), and one of the node's defaults keeps up
 	// to 192. A quarter of them is 25 to 50 IHAVE messages a second per topic, each read and
 	// checked by its receiver, where the beats themselves reach a node about D times. With
-	// Dlazy the 300-node join and convergence took about 9 % less CPU and time (docs/scale.md). Each peer still hears of a message it missed from the gossip of
-	// its other peers (each sends IHAVE to 6 of its own at every heartbeat), and the mesh,
+	// Dlazy the 300-node join and convergence took about 9 % less CPU and time
+	// (docs/scale.md). Each peer still hears of a message it missed from the gossip of its
+	// other peers (each sends IHAVE to 6 of its own at every heartbeat), and the mesh,
 	// opportunistic grafting and peer scores are unchanged.
 	p.GossipFactor = 0
 	// IDONTWANT (gossipsub v1.2) for documents of 16 KiB and more (default 1 KiB). On the first
