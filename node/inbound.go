@@ -34,6 +34,11 @@ type inStream struct {
 	// is closed (the answer reaches the peer, nothing more is read) rather than reset. Set and
 	// read by the serving goroutine only.
 	closeAfter bool
+	// opened holds the frames of the batch being served that are decoded and charged, their
+	// signatures not yet checked, and sigs their checks (serveAll): kept from batch to batch
+	// so that serving allocates neither, and used by the serving goroutine only.
+	opened []openedFrame
+	sigs   []error
 }
 
 // handleStream serves one inbound stream: every frame is checked, answered with an error, a
@@ -95,7 +100,6 @@ type inbound struct {
 func (in *inStream) serveAll(frames []frame) bool {
 	n := in.n
 	var batch []inbound
-	var opened []openedFrame
 	ok := true
 	for _, f := range frames {
 		m, release, decoded := n.openFrame(f, in.remote)
@@ -105,8 +109,7 @@ func (in *inStream) serveAll(frames []frame) bool {
 		}
 		if err := in.gate(m, f); err != nil {
 			release()
-			in.checkAll(opened, &batch)
-			opened = nil
+			in.checkOpened(&batch)
 			n.log.Info("peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
 			n.recordRefusal(f.raw, in.remote, m, err)
 			in.replyError(m, err)
@@ -114,15 +117,14 @@ func (in *inStream) serveAll(frames []frame) bool {
 			ok = false
 			break
 		}
-		opened = append(opened, openedFrame{m: m, raw: f.raw})
+		in.opened = append(in.opened, openedFrame{m: m, raw: f.raw})
 		if len(f.raw) >= largeFrame {
-			sigs := n.verifyAll(opened)
+			in.verifyOpened()
 			release() // the slot covers decoding and verifying, never a write to the peer
-			in.admitAll(opened, sigs, &batch)
-			opened = nil
+			in.admitOpened(&batch)
 		}
 	}
-	in.checkAll(opened, &batch)
+	in.checkOpened(&batch)
 	if len(batch) == 0 {
 		return ok
 	}
@@ -158,43 +160,57 @@ type openedFrame struct {
 	raw []byte
 }
 
-// checkAll checks the signatures of opened together (verifyAll), then admits each in order.
-func (in *inStream) checkAll(opened []openedFrame, batch *[]inbound) {
-	in.admitAll(opened, in.n.verifyAll(opened), batch)
+// checkOpened checks the signatures of the opened frames together, then admits each in order.
+func (in *inStream) checkOpened(batch *[]inbound) {
+	in.verifyOpened()
+	in.admitOpened(batch)
 }
 
-// admitAll runs the checks and the routing of each opened frame in order, its signature check
-// being sigs[i], adding what passes to batch.
-func (in *inStream) admitAll(opened []openedFrame, sigs []error, batch *[]inbound) {
-	for i, o := range opened {
-		if ib, pass := in.admit(o.m, o.raw, sigs[i]); pass {
+// verifyOpened checks the signatures of the opened frames (verifyAll) into in.sigs.
+func (in *inStream) verifyOpened() {
+	in.sigs = in.n.verifyAll(in.opened, in.sigs)
+}
+
+// admitOpened runs the checks and the routing of each opened frame in order, its signature
+// check being in.sigs[i], adding what passes to batch; it then empties in.opened.
+func (in *inStream) admitOpened(batch *[]inbound) {
+	for i, o := range in.opened {
+		if ib, pass := in.admit(o.m, o.raw, in.sigs[i]); pass {
 			*batch = append(*batch, ib)
 		}
 	}
+	clear(in.opened) // keep no message of this batch past it
+	clear(in.sigs)
+	in.opened = in.opened[:0]
 }
 
-// verifyAll returns the signature check of each message, checked on up to GOMAXPROCS
-// goroutines at once: this one and helpers it waits for. A check reads no state but the
-// Verifier's caches, which are safe for concurrent use.
-func (n *Node) verifyAll(opened []openedFrame) []error {
-	sigs := make([]error, len(opened))
-	verify := func(from, to int) {
-		for i := from; i < to; i++ {
-			sigs[i] = n.cfg.Verifier.Verify(opened[i].m)
-		}
+// verifyAll returns, in sigs (resized), the signature check of each opened message, checked on
+// up to GOMAXPROCS goroutines at once: this one and helpers it waits for. A check reads no
+// state but the Verifier's caches, which are safe for concurrent use.
+func (n *Node) verifyAll(opened []openedFrame, sigs []error) []error {
+	if cap(sigs) < len(opened) {
+		sigs = make([]error, len(opened))
 	}
+	out := sigs[:len(opened)] // never reassigned: the helpers capture it by value
 	parts := min(runtime.GOMAXPROCS(0), len(opened))
 	if parts <= 1 {
-		verify(0, len(opened))
-		return sigs
+		n.verifyRange(opened, out, 0, len(opened))
+		return out
 	}
 	var wg sync.WaitGroup
 	for p := 1; p < parts; p++ {
-		wg.Go(func() { verify(p*len(opened)/parts, (p+1)*len(opened)/parts) })
+		wg.Go(func() { n.verifyRange(opened, out, p*len(opened)/parts, (p+1)*len(opened)/parts) })
 	}
-	verify(0, len(opened)/parts)
+	n.verifyRange(opened, out, 0, len(opened)/parts)
 	wg.Wait()
-	return sigs
+	return out
+}
+
+// verifyRange checks the signatures of opened[from:to] into sigs[from:to].
+func (n *Node) verifyRange(opened []openedFrame, sigs []error, from, to int) {
+	for i := from; i < to; i++ {
+		sigs[i] = n.cfg.Verifier.Verify(opened[i].m)
+	}
 }
 
 // gate charges a frame to its peer's rates: a frame that took the peer over its byte rate,
