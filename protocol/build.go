@@ -24,7 +24,7 @@ const TimestampFormat = "2006-01-02T15:04:05.000Z07:00"
 // signatures by hand. A Builder is safe for concurrent use once built.
 type Builder struct {
 	agentID string
-	key     crypto.PrivKey
+	signer  edSigner
 	peerID  peer.ID
 	pid     string // peerID in base58, as sender.peer_id carries it
 	now     func() time.Time
@@ -61,7 +61,7 @@ func NewBuilder(agentID string, key crypto.PrivKey, now func() time.Time) (*Buil
 	if now == nil {
 		now = time.Now
 	}
-	return &Builder{agentID: agentID, key: key, peerID: id, pid: id.String(), now: now, ttl: DefaultTTL}, nil
+	return &Builder{agentID: agentID, signer: newEdSigner(key), peerID: id, pid: id.String(), now: now, ttl: DefaultTTL}, nil
 }
 
 // AgentID returns the agent the builder signs for.
@@ -194,7 +194,7 @@ func (b *Builder) Seal(m *Message) error {
 		env.Recipient.Channel = DefaultChannel(m.Message.Intent)
 	}
 	env.Sender.AgentID = b.agentID
-	return sign(m, b.key, b.pid)
+	return sign(m, b.signer, b.pid)
 }
 
 func encodePayload(payload any) (json.RawMessage, error) {

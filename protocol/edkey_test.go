@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/libp2p/go-libp2p/core/crypto"
 )
 
 // stdVerify is the reference: crypto/ed25519.Verify, which panics on a key of another length.
@@ -141,6 +143,56 @@ func FuzzEdKeyVerify(f *testing.F) {
 	f.Fuzz(func(t *testing.T, pub, msg, sig []byte) {
 		if got, want := edVerify(pub, msg, sig), stdVerify(pub, msg, sig); got != want {
 			t.Fatalf("cached key says %v, crypto/ed25519 says %v (pub %x sig %x msg %x)", got, want, pub, sig, msg)
+		}
+	})
+}
+
+// edSign signs msg with the key of seed as a Builder does.
+func edSign(t testing.TB, seed, msg []byte) []byte {
+	t.Helper()
+	key, err := crypto.UnmarshalEd25519PrivateKey(ed25519.NewKeyFromSeed(seed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer := newEdSigner(key)
+	if signer.priv == nil {
+		t.Fatal("an Ed25519 key is signed with by its own Sign, not on curve25519-voi")
+	}
+	sig, err := signer.sign(msg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+// Ed25519 is deterministic: the node's signer must make, for every key and message, the bytes
+// crypto/ed25519.Sign makes, or other implementations would refuse what it signs.
+func TestEdSigner_SignsAsTheStandardLibrary(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 200 {
+		seed := make([]byte, ed25519.SeedSize)
+		msg := make([]byte, r.IntN(100))
+		for _, b := range [][]byte{seed, msg} {
+			for j := range b {
+				b[j] = byte(r.Uint32())
+			}
+		}
+		if got, want := edSign(t, seed, msg), ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg); !bytes.Equal(got, want) {
+			t.Fatalf("seed %x msg %x: signed %x, crypto/ed25519 signs %x", seed, msg, got, want)
+		}
+	}
+}
+
+// FuzzEdSigner checks, on any seed and message, that the node's signer signs as
+// crypto/ed25519.Sign does.
+func FuzzEdSigner(f *testing.F) {
+	f.Add(make([]byte, ed25519.SeedSize), []byte("fuzz"))
+	f.Fuzz(func(t *testing.T, seed, msg []byte) {
+		if len(seed) != ed25519.SeedSize {
+			return
+		}
+		if got, want := edSign(t, seed, msg), ed25519.Sign(ed25519.NewKeyFromSeed(seed), msg); !bytes.Equal(got, want) {
+			t.Fatalf("seed %x msg %x: signed %x, crypto/ed25519 signs %x", seed, msg, got, want)
 		}
 	})
 }

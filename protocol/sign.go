@@ -47,17 +47,17 @@ func Sign(m *Message, key crypto.PrivKey) error {
 	if err != nil {
 		return Errorf(CodeIdentityInvalid, "peer id of signing key: %w", err)
 	}
-	return sign(m, key, id.String())
+	return sign(m, newEdSigner(key), id.String())
 }
 
 // sign signs m with key, whose peer id is id (base58).
-func sign(m *Message, key crypto.PrivKey, id string) error {
+func sign(m *Message, key edSigner, id string) error {
 	m.Envelope.Sender.PeerID = id
 	digest, err := Digest(m)
 	if err != nil {
 		return err
 	}
-	sig, err := key.Sign(digest[:])
+	sig, err := key.sign(digest[:])
 	if err != nil {
 		return Errorf(CodeInternalError, "sign: %w", err)
 	}
