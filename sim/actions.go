@@ -33,7 +33,7 @@ func init() {
 		"restart":   {parseRestart, runRestart, []string{"restarted", "rejoin_p50_ms", "rejoin_max_ms"}},
 		"partition": {parsePartition, runPartition, []string{"cut_links", "detected_ratio", "detection_p50_ms"}},
 		"heal":      {parseHeal, runHeal, []string{"converged", "heal_ms"}},
-		"churn":     {parseChurn, runChurn, []string{"kills", "restarts", "request_success", "request_p99_ms"}},
+		"churn":     {parseChurn, runChurn, []string{"kills", "restarts", "request_success", "request_p99_ms", "broadcast_delivery_ratio", "broadcast_p99_ms"}},
 		"offline":   {parseOffline, runOffline, []string{"offline_sent", "offline_delivered", "lost"}},
 		"intruder":  {parseIntruder, runIntruder, []string{"intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio"}},
 		"sleep":     {parseSleep, runSleep, nil},

@@ -70,7 +70,8 @@ func TestRun_Smoke(t *testing.T) {
 
 // Faults: a clean departure is seen as draining/offline, a partition is suspected across the
 // cut and fails requests across it, the heal converges, and churn under load stops and
-// restarts nodes.
+// restarts nodes, while broadcasts reach the nodes that run throughout; a churn given as a
+// fraction of the mesh a minute stops nodes at that rate.
 func TestRun_Faults(t *testing.T) {
 	rep := runScenario(t, `
 nodes: 10
@@ -90,12 +91,17 @@ steps:
     expect: {request_success: "< 1"}
   - heal: {timeout: 60s}
     expect: {converged: 1}
-  - churn: {rate: 1, duration: 3s, down: 1s, load: {rate: 10, timeout: 5s}}
-    expect: {kills: "> 0"}
+  - churn: {rate: 1, duration: 3s, down: 1s, load: {rate: 10, timeout: 5s}, broadcast: {every: 1s, timeout: 3s}}
+    expect: {kills: "> 0", broadcasts: 3, broadcast_delivery_ratio: ">= 0.8"}
+  - churn: {per_minute: 0.6, duration: 1s, down: 1s}
+    expect: {churn_rate_per_s: 0.1}
 `)
-	churn := rep.Steps[len(rep.Steps)-1]
+	churn := rep.Steps[len(rep.Steps)-2]
 	if churn.Metrics["kills"] != churn.Metrics["restarts"] {
 		t.Fatalf("churn left nodes down: %v", churn.Metrics)
+	}
+	if churn.Metrics["broadcast_receivers_expected"] < 3*5 || churn.Metrics["broadcast_p99_ms"] <= 0 {
+		t.Fatalf("broadcasts under churn measured too few receivers, or no latency: %v", churn.Metrics)
 	}
 	if rep.Steps[5].Errors["TIMEOUT"]+rep.Steps[5].Errors["AGENT_NOT_FOUND"] == 0 {
 		t.Fatalf("requests across the cut failed with no timeout or not-found: %v", rep.Steps[5].Errors)

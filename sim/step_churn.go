@@ -3,13 +3,21 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"time"
+
+	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 type churnParams struct {
 	// Rate is how many nodes stop per second, at random (Poisson) times (default 0.5).
 	Rate float64 `yaml:"rate"`
+	// PerMinute, when set, gives the churn as the fraction of the nodes stopped per minute
+	// (0.1: a tenth of them a minute) in place of Rate, so that a scenario keeps its churn
+	// when --nodes changes its size.
+	PerMinute float64 `yaml:"per_minute"`
 	// Duration is how long the churn lasts (default 10s).
 	Duration Duration `yaml:"duration"`
 	// Down is how long each stopped node stays down before it restarts (default 2s).
@@ -19,12 +27,39 @@ type churnParams struct {
 	// Load, when set, sends requests during the churn (rate, pattern, ...; its duration is
 	// the churn's).
 	Load *loadParams `yaml:"load"`
+	// Broadcast, when set, sends broadcasts during the churn (churnBroadcast).
+	Broadcast *churnBroadcast `yaml:"broadcast"`
+}
+
+// churnBroadcast sends a broadcast every Every during a churn, from a random running node,
+// and waits up to Timeout for it. Each is measured over the nodes that ran from its sending
+// to the end of its wait (a node stopped or restarted meanwhile counts neither way):
+// broadcast_delivery_ratio, broadcast_p50_ms, broadcast_p99_ms and broadcast_max_ms.
+type churnBroadcast struct {
+	// Every is the time from one broadcast to the next (default 5s).
+	Every Duration `yaml:"every"`
+	// Timeout bounds the wait for each (default 10s).
+	Timeout Duration `yaml:"timeout"`
 }
 
 var parseChurn = params(churnParams{Rate: 0.5, Duration: Duration(10 * time.Second), Down: Duration(2 * time.Second), Mode: ModeCrash},
 	func(p *churnParams, sc *Scenario) error {
 		if p.Rate <= 0 || p.Rate > 100 || p.Duration.D() <= 0 {
 			return fmt.Errorf("churn: rate must be in (0, 100] per second and duration positive")
+		}
+		if p.PerMinute < 0 || p.PerMinute > 1 {
+			return fmt.Errorf("churn: per_minute is a fraction of the nodes, in (0, 1]; got %v", p.PerMinute)
+		}
+		if b := p.Broadcast; b != nil {
+			if b.Every == 0 {
+				b.Every = Duration(5 * time.Second)
+			}
+			if b.Timeout == 0 {
+				b.Timeout = Duration(10 * time.Second)
+			}
+			if b.Every.D() <= 0 || b.Timeout.D() <= 0 {
+				return fmt.Errorf("churn: broadcast every and timeout must be positive")
+			}
 		}
 		if err := checkMode(p.Mode); err != nil {
 			return fmt.Errorf("churn: %w", err)
@@ -55,10 +90,25 @@ type churnEvent struct {
 }
 
 // runChurn stops random nodes at Poisson times and restarts each Down later, optionally
-// under request load; it ends with every churned node restarted.
+// under request load and broadcasts; it ends with every churned node restarted.
 func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 	cp := p.(*churnParams)
 	c := r.c
+	rate := cp.Rate
+	if cp.PerMinute > 0 {
+		rate = cp.PerMinute * float64(len(c.slots)) / 60
+	}
+	var spread churnSpread
+	spreadDone := make(chan struct{})
+	if cp.Broadcast != nil {
+		rng := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())) // c.rng is the churn's own
+		go func() {
+			defer close(spreadDone)
+			spread = r.spreadDuring(ctx, res.Index, *cp.Broadcast, cp.Duration.D(), rng)
+		}()
+	} else {
+		close(spreadDone)
+	}
 	var out loadResult
 	loadDone := make(chan struct{})
 	if cp.Load != nil {
@@ -72,7 +122,7 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 	}
 	t0 := time.Now()
 	var stops []time.Duration
-	for at := time.Duration(c.rng.ExpFloat64() / cp.Rate * float64(time.Second)); at < cp.Duration.D(); at += time.Duration(c.rng.ExpFloat64() / cp.Rate * float64(time.Second)) {
+	for at := time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second)); at < cp.Duration.D(); at += time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second)) {
 		stops = append(stops, at)
 	}
 	var queue []churnEvent
@@ -120,13 +170,111 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 		}
 	}
 	<-loadDone
+	<-spreadDone
 	res.Metrics["kills"] = float64(kills)
 	res.Metrics["restarts"] = float64(restarts)
+	res.Metrics["churn_rate_per_s"] = round3(rate)
 	if cp.Load != nil {
 		out.put(r, res, time.Since(t0))
+	}
+	if cp.Broadcast != nil {
+		spread.put(r, res)
 	}
 	if firstErr != nil {
 		return firstErr
 	}
 	return ctx.Err()
+}
+
+// churnSpread is what the broadcasts sent during a churn measured.
+type churnSpread struct {
+	lat                     samples
+	sent, reached, expected int
+	series                  []Series
+	errs                    map[string]int
+}
+
+// spreadDuring sends a broadcast every p.Every for d (churnBroadcast) and measures each over
+// the nodes that ran throughout its wait. rng is its own: the churn draws from the cluster's.
+func (r *run) spreadDuring(ctx context.Context, step int, p churnBroadcast, d time.Duration, rng *rand.Rand) churnSpread {
+	out := churnSpread{errs: map[string]int{}}
+	end := time.Now().Add(d)
+	for k := 0; ctx.Err() == nil && time.Now().Before(end); k++ {
+		next := time.Now().Add(p.Every.D())
+		r.spreadOne(ctx, step, k, p.Timeout.D(), rng, &out)
+		if wait := time.Until(next); wait > 0 {
+			t := time.NewTimer(wait)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+			}
+		}
+	}
+	return out
+}
+
+// spreadOne sends broadcast k of a churn step from a random running node and waits until
+// every node that ran when it was sent, and still runs the same node, has it, or timeout.
+func (r *run) spreadOne(ctx context.Context, step, k int, timeout time.Duration, rng *rand.Rand, out *churnSpread) {
+	c := r.c
+	up := c.up()
+	if len(up) < 2 {
+		return
+	}
+	from := up[rng.IntN(len(up))]
+	nd := c.node(from)
+	if nd == nil { // stopped since
+		return
+	}
+	want := map[int]*node.Node{}
+	for _, i := range up {
+		if n := c.node(i); n != nil && i != from {
+			want[i] = n
+		}
+	}
+	throughout := func() map[int]bool {
+		m := make(map[int]bool, len(want))
+		for i, n := range want {
+			if c.node(i) == n {
+				m[i] = true
+			}
+		}
+		return m
+	}
+	key := fmt.Sprintf("sim.broadcast.%d.churn.%d", step, k)
+	c.rec.expect(key)
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t0 := time.Now()
+	out.sent++
+	if _, err := nd.Broadcast(sctx, protocol.EventPayload{EventType: key, Detail: "simulator broadcast under churn"}); err != nil {
+		out.errs[codeOf(err)]++
+	} else {
+		waitFor(sctx, func() bool { m := throughout(); return countIn(c.rec.receipts(key, false), m) == len(m) })
+	}
+	got := c.rec.receipts(key, true)
+	ran := throughout()
+	var delays []float64
+	for i := range ran {
+		if at, ok := got[i]; ok {
+			out.lat.add(at.Sub(t0))
+			delays = append(delays, ms(at.Sub(t0)))
+		}
+	}
+	out.reached += len(delays)
+	out.expected += len(ran)
+	out.series = append(out.series, propagation(fmt.Sprintf("step %d broadcast under churn %d", step, k+1), delays, len(ran)))
+}
+
+// put writes what the broadcasts measured into res and the report.
+func (s churnSpread) put(r *run, res *StepResult) {
+	res.Metrics["broadcasts"] = float64(s.sent)
+	res.Metrics["broadcast_delivery_ratio"] = ratio(s.reached, s.expected)
+	res.Metrics["broadcast_receivers_expected"] = float64(s.expected)
+	s.lat.put(res.Metrics, "broadcast")
+	for code, n := range s.errs {
+		res.Errors[code] += n
+	}
+	r.rep.Propagation = append(r.rep.Propagation, s.series...)
 }
