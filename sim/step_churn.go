@@ -94,21 +94,8 @@ type churnEvent struct {
 func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 	cp := p.(*churnParams)
 	c := r.c
-	rate := cp.Rate
-	if cp.PerMinute > 0 {
-		rate = cp.PerMinute * float64(len(c.slots)) / 60
-	}
-	var spread churnSpread
-	spreadDone := make(chan struct{})
-	if cp.Broadcast != nil {
-		rng := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())) // c.rng is the churn's own
-		go func() {
-			defer close(spreadDone)
-			spread = r.spreadDuring(ctx, res.Index, *cp.Broadcast, cp.Duration.D(), rng)
-		}()
-	} else {
-		close(spreadDone)
-	}
+	rate := cp.rate(len(c.slots))
+	spread := r.spreadAsync(ctx, cp, res.Index)
 	var out loadResult
 	loadDone := make(chan struct{})
 	if cp.Load != nil {
@@ -170,7 +157,7 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 		}
 	}
 	<-loadDone
-	<-spreadDone
+	measured := spread()
 	res.Metrics["kills"] = float64(kills)
 	res.Metrics["restarts"] = float64(restarts)
 	res.Metrics["churn_rate_per_s"] = round3(rate)
@@ -178,12 +165,38 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 		out.put(r, res, time.Since(t0))
 	}
 	if cp.Broadcast != nil {
-		spread.put(r, res)
+		measured.put(r, res)
 	}
 	if firstErr != nil {
 		return firstErr
 	}
 	return ctx.Err()
+}
+
+// rate is the churn's stops per second in a mesh of n slots: PerMinute's share of them a
+// minute when set, else Rate.
+func (p *churnParams) rate(n int) float64 {
+	if p.PerMinute > 0 {
+		return p.PerMinute * float64(n) / 60
+	}
+	return p.Rate
+}
+
+// spreadAsync starts the broadcasts of a churn (p.Broadcast) and returns a function that
+// waits for them to end and returns what they measured; without broadcasts it starts nothing.
+func (r *run) spreadAsync(ctx context.Context, p *churnParams, step int) func() churnSpread {
+	if p.Broadcast == nil {
+		return func() churnSpread { return churnSpread{} }
+	}
+	c := r.c
+	rng := rand.New(rand.NewPCG(c.rng.Uint64(), c.rng.Uint64())) // c.rng is the churn's own
+	done := make(chan struct{})
+	var out churnSpread
+	go func() {
+		defer close(done)
+		out = r.spreadDuring(ctx, step, *p.Broadcast, p.Duration.D(), rng)
+	}()
+	return func() churnSpread { <-done; return out }
 }
 
 // churnSpread is what the broadcasts sent during a churn measured.
