@@ -9,8 +9,6 @@ package bench
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/json"
@@ -40,23 +38,16 @@ type envelope struct {
 
 // signer signs documents from one agent and verifies documents from its peer.
 type signer struct {
-	agent   string
-	priv    ed25519.PrivateKey
-	peerPub ed25519.PublicKey
+	agent string
+	own   edPair // signs
+	peer  edPair // its public key verifies the peer's documents
 }
 
 // signerPair returns two signers, each verifying the other's documents.
 func signerPair(tb testing.TB, a, b string) (*signer, *signer) {
 	tb.Helper()
-	pubA, privA, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	pubB, privB, err := ed25519.GenerateKey(rand.Reader)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return &signer{agent: a, priv: privA, peerPub: pubB}, &signer{agent: b, priv: privB, peerPub: pubA}
+	ka, kb := newEdPair(tb), newEdPair(tb)
+	return &signer{agent: a, own: ka, peer: kb}, &signer{agent: b, own: kb, peer: ka}
 }
 
 // seal encodes payload in a new envelope to `to`, canonicalises it, and signs its digest. It
@@ -80,7 +71,7 @@ func (s *signer) seal(to, typ, intent, correlation string, payload any) (doc []b
 		return nil, "", err
 	}
 	digest := sha256.Sum256(doc)
-	return doc, base64.StdEncoding.EncodeToString(ed25519.Sign(s.priv, digest[:])), nil
+	return doc, base64.StdEncoding.EncodeToString(s.own.sign(digest[:])), nil
 }
 
 // open verifies a document sealed by the peer, over its canonical form as IACP's receiver
@@ -95,7 +86,7 @@ func (s *signer) open(doc []byte, sig string) (envelope, error) {
 		return envelope{}, err
 	}
 	digest := sha256.Sum256(canon)
-	if !ed25519.Verify(s.peerPub, digest[:], rawSig) {
+	if !s.peer.verify(digest[:], rawSig) {
 		return envelope{}, errors.New("signature does not verify")
 	}
 	var env envelope
