@@ -19,6 +19,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/protocol"
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
 const echoProtocol = "/iacp-bench/echo/1.0.0"
@@ -107,12 +108,16 @@ var rttConfigs = []struct {
 }
 
 // BenchmarkRTT measures, interleaved in one run: a raw libp2p framed echo of 1 KiB on a
-// reused stream; an Ed25519 sign and verify of a digest; and an IACP request/response with a
-// 1 KiB payload (signed request, verified; signed response, verified) on one pair of loopback
-// hosts per configuration of rttConfigs. The echo runs between the defaults' pair.
+// reused stream; an Ed25519 sign and verify of a digest, as the node makes them (on
+// curve25519-voi, the key expanded once: protocol/edkey.go) and with crypto/ed25519; and an
+// IACP request/response with a 1 KiB payload (signed request, verified; signed response,
+// verified) on one pair of loopback hosts per configuration of rttConfigs. The echo runs
+// between the defaults' pair.
 //
 // Metrics: p50-µs, p99-µs and p50/budget are the defaults' round trip; nodurable- and plain-
-// prefix the same for the lighter configurations. budget-µs is echo + 2 signs + 2 verifies.
+// prefix the same for the lighter configurations. budget-µs is echo + 2 signs + 2 verifies
+// with the node's crypto; budget-stdlib-µs the same with crypto/ed25519, and
+// plain-p50/budget-stdlib the plain round trip against it.
 // Goals (issues 3 and 20): with the defaults p50 < 1 ms and p99 < 2 ms; plain p50 <= 1.3 x
 // budget.
 func BenchmarkRTT(b *testing.B) {
@@ -134,10 +139,15 @@ func BenchmarkRTT(b *testing.B) {
 	br := bufio.NewReader(s)
 	frame := []byte(stringOf(1024))
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
+	expanded, err := voi.NewExpandedPublicKey(voi.PublicKey(pub))
+	if err != nil {
+		b.Fatal(err)
+	}
+	rules := &voi.Options{Verify: voi.VerifyOptionsStdLib}
 	digest := sha256.Sum256(frame)
 	payload := payload1K()
 	round := func(a *Node) time.Duration { return roundTrip(b, ctx, a, payload) }
-	var echo, sign, verify []time.Duration
+	var echo, sign, verify, signStd, verifyStd []time.Duration
 	rtt := make([][]time.Duration, len(pairs))
 	for range 50 { // sessions, streams, the store's first pages
 		for _, a := range pairs {
@@ -154,28 +164,40 @@ func BenchmarkRTT(b *testing.B) {
 			b.Fatal(err)
 		}
 		t1 := time.Now()
-		sig := ed25519.Sign(priv, digest[:])
+		sig := voi.Sign(voi.PrivateKey(priv), digest[:])
 		t2 := time.Now()
-		if !ed25519.Verify(pub, digest[:], sig) {
+		if !voi.VerifyExpandedWithOptions(expanded, digest[:], sig, rules) {
 			b.Fatal("verify")
 		}
 		t3 := time.Now()
+		sig = ed25519.Sign(priv, digest[:])
+		t4 := time.Now()
+		if !ed25519.Verify(pub, digest[:], sig) {
+			b.Fatal("verify")
+		}
+		t5 := time.Now()
 		echo, sign, verify = append(echo, t1.Sub(t0)), append(sign, t2.Sub(t1)), append(verify, t3.Sub(t2))
+		signStd, verifyStd = append(signStd, t4.Sub(t3)), append(verifyStd, t5.Sub(t4))
 		for j, a := range pairs {
 			rtt[j] = append(rtt[j], round(a))
 		}
 	}
 	b.StopTimer()
 	budget := pct(echo, .5) + 2*pct(sign, .5) + 2*pct(verify, .5)
+	budgetStd := pct(echo, .5) + 2*pct(signStd, .5) + 2*pct(verifyStd, .5)
 	b.ReportMetric(us(pct(echo, .5)), "echo-p50-µs")
 	b.ReportMetric(us(pct(sign, .5)), "sign-µs")
 	b.ReportMetric(us(pct(verify, .5)), "verify-µs")
 	b.ReportMetric(us(budget), "budget-µs")
+	b.ReportMetric(us(pct(signStd, .5)), "sign-stdlib-µs")
+	b.ReportMetric(us(pct(verifyStd, .5)), "verify-stdlib-µs")
+	b.ReportMetric(us(budgetStd), "budget-stdlib-µs")
 	for j, c := range rttConfigs {
 		b.ReportMetric(us(pct(rtt[j], .5)), c.prefix+"p50-µs")
 		b.ReportMetric(us(pct(rtt[j], .99)), c.prefix+"p99-µs")
 		b.ReportMetric(float64(pct(rtt[j], .5))/float64(budget), c.prefix+"p50/budget")
 	}
+	b.ReportMetric(float64(pct(rtt[len(rtt)-1], .5))/float64(budgetStd), "plain-p50/budget-stdlib")
 }
 
 // BenchmarkOneWay measures signed one-way messages per second (notify events, each
