@@ -12,11 +12,12 @@ import (
 const DefaultKeyCacheSize = 4096
 
 // KeyCache remembers the public key that a sender.peer_id string names, so that a Verifier
-// does not decode base58, a multihash and a protobuf on every message. The mapping is a pure
-// function of the peer id, so a cached answer is always the right one. It holds at most its
-// bound; when full it is emptied and starts over, which keeps the cost of a hostile stream of
-// new peer ids at one decode and expansion each (about 8 µs, measured, and 1.7 KiB kept until the next reset). It is safe for concurrent use, and may be shared by the
-// Verifiers of many nodes in one process. Its map is guarded by mu.
+// does not decode base58, a multihash and a protobuf, and expand the key, on every message.
+// The mapping is a pure function of the peer id, so a cached answer is always the right one.
+// It holds at most its bound; when full it is emptied and starts over, which keeps the cost
+// of a hostile stream of new peer ids at one decode and expansion each (about 8 µs, measured,
+// and 1.7 KiB kept until the next reset). It is safe for concurrent use, and may be shared by
+// the Verifiers of many nodes in one process. Its map is guarded by mu.
 type KeyCache struct {
 	mu   sync.Mutex
 	max  int
