@@ -298,14 +298,14 @@ func TestAsk_AnswersAreChargedToThePeersRate(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limited := 0
-	for _, err := range recv(t, sent) {
+	limited, errs := 0, recv(t, sent)
+	for _, err := range errs {
 		if protocol.CodeOf(err) == protocol.CodeRateLimited {
 			limited++
 		}
 	}
 	if limited == 0 || len(res.Answers) != 1 || res.Refused > 2 {
-		t.Fatalf("%d of 10 answers refused RATE_LIMITED, %d collected, %d dropped; want some refused, 1 collected, at most 2 dropped (burst 3)", limited, len(res.Answers), res.Refused)
+		t.Fatalf("%d of 10 answers refused RATE_LIMITED, %d collected, %d dropped; want some refused, 1 collected, at most 2 dropped (burst 3); sends returned %v", limited, len(res.Answers), res.Refused, errs)
 	}
 }
 

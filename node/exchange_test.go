@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"sync/atomic"
 	"testing"
@@ -298,5 +299,29 @@ func TestReceiptOf_TellsReceiptsFromAnswers(t *testing.T) {
 		if got := receiptOf(m); !slices.Equal(got, c.want) {
 			t.Errorf("%s: receiptOf = %v, want %v", c.name, got, c.want)
 		}
+	}
+}
+
+// A peer that answers and then closes the stream (a node refusing a peer over its rate does)
+// was heard: when the answer and the session's end are both there by the time the sender
+// looks, the answer wins, every time. Sending again would only meet the peer's penalty, and
+// the refusal would be lost (the CI run of 2026-11-28 lost it this way).
+func TestAwaitReceipt_AnAnswerBeforeTheSessionEndedIsHeard(t *testing.T) {
+	ended := &session{done: make(chan struct{}), err: io.EOF}
+	close(ended.done)
+	w := &waiter{receipted: make(chan struct{}), done: make(chan struct{})}
+	if heard, err := awaitReceipt(t.Context(), w, ended); heard || err != io.EOF {
+		t.Fatalf("no answer, session ended: heard %v, %v; want false, EOF", heard, err)
+	}
+	w.complete(&protocol.Message{})
+	for range 200 { // select picks at random among ready cases
+		if heard, err := awaitReceipt(t.Context(), w, ended); !heard || err != nil {
+			t.Fatalf("answered, then the session ended: heard %v, %v; want heard", heard, err)
+		}
+	}
+	done, cancel := context.WithCancel(t.Context())
+	cancel()
+	if heard, _ := awaitReceipt(done, w, &session{done: make(chan struct{})}); !heard {
+		t.Fatal("answered, then the context ended: not heard")
 	}
 }

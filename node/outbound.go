@@ -304,16 +304,36 @@ func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 			lastErr = err
 			continue
 		}
-		select {
-		case <-w.receipted:
+		heard, err := awaitReceipt(ctx, w, s)
+		if heard {
 			return nil
-		case <-s.done:
-			lastErr = s.err
-		case <-ctx.Done():
-			return timeoutError(m, ctx.Err())
 		}
+		if ctx.Err() != nil {
+			return timeoutError(m, err)
+		}
+		lastErr = err
 	}
 	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", m.Envelope.Recipient.AgentID), Err: lastErr}
+}
+
+// awaitReceipt waits for w's receipt (or reply) on session s. It reports heard when one came,
+// even if s ended as well: a peer that answers and then closes the stream, as a node does
+// after refusing a peer over its rate (inbound.go), was heard, and its answer is what Send
+// returns; sending again would only meet the peer's penalty. Otherwise it returns why it
+// stopped waiting: the session's end or ctx's.
+func awaitReceipt(ctx context.Context, w *waiter, s *session) (heard bool, err error) {
+	select {
+	case <-w.receipted:
+		return true, nil
+	case <-s.done:
+		err = s.err
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if closed(w.receipted) {
+		return true, nil
+	}
+	return false, err
 }
 
 // matchReply hands a receipt, response or error to whoever waits for it, and reports whether
