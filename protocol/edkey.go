@@ -1,20 +1,31 @@
 package protocol
 
 import (
+	"bytes"
+	"sync/atomic"
+
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/oasisprotocol/curve25519-voi/curve"
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
-// edKey is an Ed25519 public key expanded once for verification: its point decoded and
-// negated, and the table of its multiples that verification walks, as curve25519-voi keeps
-// them (about 1.5 KiB). crypto/ed25519.Verify decodes the point (a square root in the field,
-// about 4 µs of a 50 µs verification on this machine) and builds that table on every call,
-// since it takes the key as bytes; a Verifier keeps an edKey per sender in its KeyCache and
-// pays that once per sender instead. curve25519-voi's vectorised arithmetic does the rest in
-// about 37 µs against crypto/ed25519's 51 (docs/node.md, sixth phase).
+// edKey is an Ed25519 public key as a Verifier keeps it in its KeyCache. Its first
+// expandAfter verifications take the key as bytes, as crypto/ed25519.Verify does: each decodes
+// the point and builds the table of its multiples that verification walks (about 40 µs a
+// verification on this machine). A sender whose signatures verified that often is expected
+// again, and its key is expanded once, as curve25519-voi keeps it (the point decoded and negated, and that table:
+// 1.5 KiB, 13 µs to build), after which each verification takes about 35.5 µs. A key heard
+// once (an agent's beat, every few minutes in a large mesh) costs the cache about 300 bytes,
+// not 1.7 KiB (docs/node.md, sixth phase).
 type edKey struct {
-	exp *voi.ExpandedPublicKey
+	pub  voi.PublicKey
+	uses atomic.Int32
+	exp  atomic.Pointer[voi.ExpandedPublicKey] // nil until expandAfter signatures verified
 }
+
+// expandAfter is how many signatures of one key verify with the key taken as bytes before it
+// is expanded: expanding costs about three verifications' saving.
+const expandAfter = 4
 
 // stdlibRules are the verification rules of crypto/ed25519 (RFC 8032 pure Ed25519,
 // cofactorless; keys of small order and non-canonical key encodings accepted; S must be
@@ -29,19 +40,39 @@ func newEdKey(raw []byte) (*edKey, error) {
 	if len(raw) != voi.PublicKeySize {
 		return nil, Errorf(CodeIdentityInvalid, "an Ed25519 public key is %d bytes, not %d", voi.PublicKeySize, len(raw))
 	}
-	exp, err := voi.NewExpandedPublicKey(voi.PublicKey(raw))
-	if err != nil {
+	var y curve.CompressedEdwardsY
+	var a curve.EdwardsPoint
+	if _, err := y.SetBytes(raw); err != nil {
 		return nil, Errorf(CodeIdentityInvalid, "the public key is not a point of Ed25519's curve")
 	}
-	return &edKey{exp: exp}, nil
+	if _, err := a.SetCompressedY(&y); err != nil {
+		return nil, Errorf(CodeIdentityInvalid, "the public key is not a point of Ed25519's curve")
+	}
+	return &edKey{pub: voi.PublicKey(bytes.Clone(raw))}, nil
 }
 
 // verify reports whether sig is an Ed25519 signature of msg by k. It accepts exactly what
-// crypto/ed25519.Verify accepts (TestEdKey_AgreesWithTheStandardLibrary, FuzzEdKeyVerify): a
-// 64-byte signature whose S is canonical (below the group order) and for which
-// [S]B - [k]A encodes to R, k = SHA-512(R || A || msg) reduced.
+// crypto/ed25519.Verify accepts, whether k is expanded yet or not
+// (TestEdKey_AgreesWithTheStandardLibrary, FuzzEdKeyVerify): a 64-byte signature whose S is
+// canonical (below the group order) and for which [S]B - [k]A encodes to R,
+// k = SHA-512(R || A || msg) reduced.
 func (k *edKey) verify(msg, sig []byte) bool {
-	return voi.VerifyExpandedWithOptions(k.exp, msg, sig, stdlibRules)
+	if exp := k.exp.Load(); exp != nil {
+		return voi.VerifyExpandedWithOptions(exp, msg, sig, stdlibRules)
+	}
+	ok := voi.VerifyWithOptions(k.pub, msg, sig, stdlibRules)
+	if ok && k.uses.Add(1) == expandAfter {
+		k.expand() // only signatures that verified count: a forger cannot make the node expand
+	}
+	return ok
+}
+
+// expand expands k for the verifications after this one (newEdKey has ruled out the keys
+// that would not expand).
+func (k *edKey) expand() {
+	if exp, err := voi.NewExpandedPublicKey(k.pub); err == nil {
+		k.exp.Store(exp)
+	}
 }
 
 // edSigner signs with an Ed25519 private key on curve25519-voi: about 18 µs a signature

@@ -15,10 +15,24 @@ func stdVerify(pub, msg, sig []byte) bool {
 	return len(pub) == ed25519.PublicKeySize && ed25519.Verify(pub, msg, sig)
 }
 
-// edVerify is the verification a Verifier makes with its cached key.
-func edVerify(pub, msg, sig []byte) bool {
+// edVerify is the verification a Verifier makes with its cached key, on both of its paths: the
+// key taken as bytes (a sender's first verifications) and expanded (after expandAfter
+// signatures verified). It fails the test when the two disagree.
+func edVerify(t testing.TB, pub, msg, sig []byte) bool {
+	t.Helper()
 	k, err := newEdKey(pub)
-	return err == nil && k.verify(msg, sig)
+	if err != nil {
+		return false
+	}
+	asBytes := k.verify(msg, sig)
+	k.expand()
+	if k.exp.Load() == nil {
+		t.Fatalf("key %x, a point, did not expand", pub)
+	}
+	if expanded := k.verify(msg, sig); expanded != asBytes {
+		t.Fatalf("key %x: %v taken as bytes, %v expanded (sig %x msg %x)", pub, asBytes, expanded, sig, msg)
+	}
+	return asBytes
 }
 
 // groupOrder is ℓ, little-endian: a signature whose S is ℓ + s is the same equation as S = s
@@ -47,11 +61,11 @@ func TestEdKey_AcceptsRFC8032Vectors(t *testing.T) {
 			"6291d657deec24024827e69c3abe01a30ce548a284743a445e3680d7db5ac3ac18ff9b538d16f290ae67f760984dc6594a7c15e9716ed28dc027beceea1ec40a"},
 	} {
 		pub, msg, sig := unhex(t, v.pub), unhex(t, v.msg), unhex(t, v.sig)
-		if !edVerify(pub, msg, sig) {
+		if !edVerify(t, pub, msg, sig) {
 			t.Errorf("RFC 8032 vector %s: refused", v.pub[:8])
 		}
 		sig[0] ^= 1
-		if edVerify(pub, msg, sig) {
+		if edVerify(t, pub, msg, sig) {
 			t.Errorf("RFC 8032 vector %s with R altered: accepted", v.pub[:8])
 		}
 	}
@@ -65,7 +79,7 @@ func TestEdKey_AgreesWithTheStandardLibrary(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	check := func(what string, pub, msg, sig []byte) {
 		t.Helper()
-		if got, want := edVerify(pub, msg, sig), stdVerify(pub, msg, sig); got != want {
+		if got, want := edVerify(t, pub, msg, sig), stdVerify(pub, msg, sig); got != want {
 			t.Fatalf("%s: cached key says %v, crypto/ed25519 says %v (pub %x sig %x)", what, got, want, pub, sig)
 		}
 	}
@@ -83,7 +97,7 @@ func TestEdKey_AgreesWithTheStandardLibrary(t *testing.T) {
 		}
 		sig := ed25519.Sign(priv, msg)
 		check("valid", pub, msg, sig)
-		if edVerify(pub, msg, sig) {
+		if edVerify(t, pub, msg, sig) {
 			accepted++
 		}
 		flipped := bytes.Clone(sig)
@@ -141,7 +155,7 @@ func FuzzEdKeyVerify(f *testing.F) {
 	f.Add([]byte(priv.Public().(ed25519.PublicKey)), msg, sig)
 	f.Add(make([]byte, 32), []byte{}, make([]byte, 64))
 	f.Fuzz(func(t *testing.T, pub, msg, sig []byte) {
-		if got, want := edVerify(pub, msg, sig), stdVerify(pub, msg, sig); got != want {
+		if got, want := edVerify(t, pub, msg, sig), stdVerify(pub, msg, sig); got != want {
 			t.Fatalf("cached key says %v, crypto/ed25519 says %v (pub %x sig %x msg %x)", got, want, pub, sig, msg)
 		}
 	})

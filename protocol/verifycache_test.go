@@ -79,3 +79,43 @@ func TestKeyCache_AnswersAsDecodingDoesWithinItsBound(t *testing.T) {
 		t.Fatal("a cache of size 0 is a cache")
 	}
 }
+
+// A sender heard once keeps only its key's bytes in the cache (a beat every few minutes from
+// each agent of a large mesh); one whose signatures verified expandAfter times is expected
+// again, and its key is kept expanded, for the faster verification. Signatures that fail do
+// not count: a forger cannot make the node spend the memory.
+func TestKeyCache_ExpandsTheKeysOfSendersVerifiedOften(t *testing.T) {
+	keys := NewKeyCache(8)
+	v := &Verifier{Keys: keys}
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	b, _ := NewBuilder("test:cache:a", key, nil)
+	expanded := func() bool {
+		k, ok := keys.get(b.PeerID().String())
+		return ok && k.ed.exp.Load() != nil
+	}
+	forged, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged.Envelope.TTLSeconds++ // signed content changed after signing
+	for range 2 * expandAfter {
+		if err := v.Verify(forged); err == nil {
+			t.Fatal("a forged message verified")
+		}
+	}
+	if expanded() {
+		t.Fatalf("%d forged signatures expanded the key", 2*expandAfter)
+	}
+	for i := range expandAfter {
+		m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(m); err != nil {
+			t.Fatalf("verification %d: %v", i+1, err)
+		}
+		if got, want := expanded(), i+1 >= expandAfter; got != want {
+			t.Fatalf("after %d verifications the key is expanded: %v, want %v", i+1, got, want)
+		}
+	}
+}
