@@ -28,6 +28,8 @@ type runConfig struct {
 	heapProfile io.Writer
 	cpuStep     string    // the step whose CPU profile goes to cpuProfile
 	cpuProfile  io.Writer //
+
+	repeats int // Sweep only: runs at each size (WithRepeats)
 }
 
 // WithProgress writes one line per step to w as the run goes. Default: nowhere.
@@ -92,6 +94,19 @@ func WithNodes(n int) Option {
 
 // WithSeed overrides the scenario's seed; 0 keeps it (the default).
 func WithSeed(s uint64) Option { return func(c *runConfig) error { c.seed = s; return nil } }
+
+// WithRepeats makes a Sweep run the scenario r times at each size (1 to MaxSweepRepeats;
+// default 1), in rounds of every size, and report each size's median with the lowest and
+// highest of its runs. Run ignores it.
+func WithRepeats(r int) Option {
+	return func(c *runConfig) error {
+		if r < 1 || r > MaxSweepRepeats {
+			return fmt.Errorf("sim.WithRepeats: %d runs a size; give 1 to %d", r, MaxSweepRepeats)
+		}
+		c.repeats = r
+		return nil
+	}
+}
 
 // run is the state of one Run: the cluster and the report being filled. It belongs to the
 // goroutine that called Run.

@@ -7,6 +7,7 @@ import (
 	"html/template"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -18,8 +19,12 @@ import (
 // named "steady" (`- sleep: {duration: 60s}` with `name: steady`), else the last sleep step.
 const SteadyStep = "steady"
 
-// MaxSweepSizes bounds how many sizes one sweep runs.
-const MaxSweepSizes = 8
+// MaxSweepSizes bounds how many sizes one sweep runs, and MaxSweepRepeats how many times it
+// runs each (WithRepeats).
+const (
+	MaxSweepSizes   = 8
+	MaxSweepRepeats = 9
+)
 
 // ScalePoint is what one size of a sweep measured, per running node.
 type ScalePoint struct {
@@ -42,7 +47,17 @@ type ScalePoint struct {
 	Overloaded    bool    `json:"overloaded"`
 	LagP99MS      float64 `json:"lag_p99_ms"`
 	CPUSaturation float64 `json:"cpu_saturation"`
-	// Error is why the run at this size did not complete.
+	// Repeats is how many runs measured this size (WithRepeats). With more than one, every
+	// figure above is the median of the runs that reached their steady window (converge_ms of
+	// those that converged), Passed holds if every run passed, Overloaded if any run was, and
+	// the Low and High fields are the lowest and highest run's cost: the spread that one run
+	// cannot show.
+	Repeats int     `json:"repeats"`
+	CPULow  float64 `json:"cpu_s_per_node_min_low"`
+	CPUHigh float64 `json:"cpu_s_per_node_min_high"`
+	KiBLow  float64 `json:"kib_per_node_min_low"`
+	KiBHigh float64 `json:"kib_per_node_min_high"`
+	// Error is why a run at this size did not complete ("run 2: ..." when there were several).
 	Error string `json:"error,omitempty"`
 }
 
@@ -50,12 +65,21 @@ type ScalePoint struct {
 type ScaleReport struct {
 	Scenario string       `json:"scenario"`
 	Points   []ScalePoint `json:"points"`
+	// Repeats is how many times each size ran (WithRepeats), in rounds of every size.
+	Repeats int `json:"repeats"`
 	// CPUGrowth and KiBGrowth are the largest size's cost per node over the smallest's (1.0
-	// is flat); 0 when not measured.
-	CPUGrowth float64   `json:"cpu_growth"`
-	KiBGrowth float64   `json:"kib_growth"`
-	Passed    bool      `json:"passed"`
-	Runs      []*Report `json:"runs"`
+	// is flat), medians over medians; 0 when not measured. The Low and High growths pair the
+	// runs' extremes (the largest size's lowest over the smallest's highest, and its highest
+	// over the smallest's lowest): the growth lies between them, whichever runs were typical.
+	CPUGrowth     float64 `json:"cpu_growth"`
+	KiBGrowth     float64 `json:"kib_growth"`
+	CPUGrowthLow  float64 `json:"cpu_growth_low"`
+	CPUGrowthHigh float64 `json:"cpu_growth_high"`
+	KiBGrowthLow  float64 `json:"kib_growth_low"`
+	KiBGrowthHigh float64 `json:"kib_growth_high"`
+	Passed        bool    `json:"passed"`
+	// Runs are the runs' full reports, in the order they ran.
+	Runs []*Report `json:"runs"`
 }
 
 // ParseSizes reads a comma-separated list of node counts ("100,300,1000"): each 2 to MaxNodes,
@@ -78,35 +102,104 @@ func ParseSizes(s string) ([]int, error) {
 	return out, nil
 }
 
-// Sweep runs the scenario at each size (WithNodes is overridden) and returns the cost curve.
-// The scenario must have a sleep step to measure the steady state (see SteadyStep). A size
-// that cannot run is a point with its error; the sweep goes on unless ctx ends.
+// Sweep runs the scenario at each size (WithNodes is overridden) and returns the cost curve;
+// with WithRepeats(r), r rounds of every size, smallest first, so that a drift of the machine
+// falls on every size alike. The scenario must have a sleep step to measure the steady state
+// (see SteadyStep). A size that cannot run is a point with its error; the sweep goes on
+// unless ctx ends.
 func Sweep(ctx context.Context, scenario *Scenario, sizes []int, opts ...Option) (*ScaleReport, error) {
 	if steadyIndex(scenario) < 0 {
 		return nil, fmt.Errorf("scenario %s has no sleep step to measure the steady state: add `- sleep: {duration: 60s}` named %q after it converges", scenario.Name, SteadyStep)
 	}
-	sr := &ScaleReport{Scenario: scenario.Name, Passed: true}
-	for _, n := range sizes {
-		rep, err := Run(ctx, scenario, append(slices.Clone(opts), WithNodes(n))...)
-		p := ScalePoint{Nodes: n}
-		if rep != nil {
-			sr.Runs = append(sr.Runs, rep)
-			p = pointOf(rep)
+	cfg := runConfig{repeats: 1}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
 		}
-		if err != nil {
-			p.Error = err.Error()
-			p.Passed = false
+	}
+	sr := &ScaleReport{Scenario: scenario.Name, Repeats: cfg.repeats, Passed: true}
+	measured := make([][]ScalePoint, len(sizes))
+sweep:
+	for range cfg.repeats {
+		for i, n := range sizes {
+			rep, err := Run(ctx, scenario, append(slices.Clone(opts), WithNodes(n))...)
+			p := ScalePoint{Nodes: n}
+			if rep != nil {
+				sr.Runs = append(sr.Runs, rep)
+				p = pointOf(rep)
+			}
+			if err != nil {
+				p.Error = err.Error()
+				p.Passed = false
+			}
+			measured[i] = append(measured[i], p)
+			if ctx.Err() != nil {
+				break sweep
+			}
 		}
-		sr.Passed = sr.Passed && p.Passed
-		sr.Points = append(sr.Points, p)
-		if ctx.Err() != nil {
-			return sr, ctx.Err()
+	}
+	for _, ps := range measured {
+		if len(ps) > 0 {
+			p := combine(ps)
+			sr.Passed = sr.Passed && p.Passed
+			sr.Points = append(sr.Points, p)
 		}
+	}
+	if ctx.Err() != nil {
+		return sr, ctx.Err()
 	}
 	first, last := sr.Points[0], sr.Points[len(sr.Points)-1]
 	sr.CPUGrowth = ratioOf(last.CPUSecondsPerNodeMin, first.CPUSecondsPerNodeMin)
 	sr.KiBGrowth = ratioOf(last.KiBPerNodeMin, first.KiBPerNodeMin)
+	sr.CPUGrowthLow, sr.CPUGrowthHigh = ratioOf(last.CPULow, first.CPUHigh), ratioOf(last.CPUHigh, first.CPULow)
+	sr.KiBGrowthLow, sr.KiBGrowthHigh = ratioOf(last.KiBLow, first.KiBHigh), ratioOf(last.KiBHigh, first.KiBLow)
 	return sr, nil
+}
+
+// combine makes one size's point of its runs' points (see ScalePoint.Repeats).
+func combine(ps []ScalePoint) ScalePoint {
+	out := ScalePoint{Nodes: ps[0].Nodes, Passed: true, Repeats: len(ps)}
+	var cpu, kib, rss, heap, gor, conv []float64
+	var errs []string
+	for k, p := range ps {
+		out.Passed = out.Passed && p.Passed
+		out.Overloaded = out.Overloaded || p.Overloaded
+		out.LagP99MS, out.CPUSaturation = max(out.LagP99MS, p.LagP99MS), max(out.CPUSaturation, p.CPUSaturation)
+		switch {
+		case p.Error != "" && len(ps) > 1:
+			errs = append(errs, fmt.Sprintf("run %d: %s", k+1, p.Error))
+		case p.Error != "":
+			errs = append(errs, p.Error)
+		}
+		if p.CPUSecondsPerNodeMin > 0 { // the run reached its steady window
+			cpu, kib, rss = append(cpu, p.CPUSecondsPerNodeMin), append(kib, p.KiBPerNodeMin), append(rss, p.RSSPerNodeMiB)
+			heap, gor = append(heap, p.HeapPerNodeMiB), append(gor, p.GoroutinesPerNode)
+		}
+		if p.ConvergeMS > 0 {
+			conv = append(conv, p.ConvergeMS)
+		}
+	}
+	out.Error = strings.Join(errs, "; ")
+	out.CPUSecondsPerNodeMin, out.KiBPerNodeMin = median(cpu), median(kib)
+	out.RSSPerNodeMiB, out.HeapPerNodeMiB, out.GoroutinesPerNode = median(rss), median(heap), median(gor)
+	out.ConvergeMS = median(conv)
+	if len(cpu) > 0 {
+		out.CPULow, out.CPUHigh = slices.Min(cpu), slices.Max(cpu)
+		out.KiBLow, out.KiBHigh = slices.Min(kib), slices.Max(kib)
+	}
+	return out
+}
+
+// median is the middle of xs (the mean of the two middle ones for an even count), 0 for none.
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return round3((s[len(s)/2-1] + s[len(s)/2]) / 2)
 }
 
 func ratioOf(a, b float64) float64 {
@@ -164,11 +257,20 @@ func (sr *ScaleReport) WriteJSON(w io.Writer) error {
 }
 
 // WriteText writes the cost curve as a table, and says where the simulator was the
-// bottleneck.
+// bottleneck. With several runs a size, the figures are medians and the table adds the
+// lowest and highest run's CPU and the growth between the extremes.
 func (sr *ScaleReport) WriteText(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sweep %s: steady-state cost per node against the number of nodes\n\n", sr.Scenario)
-	fmt.Fprintf(&b, "%6s  %6s  %14s  %12s  %8s  %8s  %10s  %10s\n", "nodes", "result", "cpu-s/node/min", "KiB/node/min", "RSS MiB", "heap MiB", "goroutines", "converge s")
+	many := sr.Repeats > 1
+	fmt.Fprintf(&b, "sweep %s: steady-state cost per node against the number of nodes", sr.Scenario)
+	if many {
+		fmt.Fprintf(&b, " (medians of %d runs a size)", sr.Repeats)
+	}
+	fmt.Fprintf(&b, "\n\n%6s  %6s  %14s  %12s  %8s  %8s  %10s  %10s", "nodes", "result", "cpu-s/node/min", "KiB/node/min", "RSS MiB", "heap MiB", "goroutines", "converge s")
+	if many {
+		fmt.Fprintf(&b, "  %4s  %13s", "runs", "cpu-s low-high")
+	}
+	b.WriteString("\n")
 	for _, p := range sr.Points {
 		res := "ok"
 		if !p.Passed {
@@ -177,11 +279,19 @@ func (sr *ScaleReport) WriteText(w io.Writer) error {
 		if p.Overloaded {
 			res += "*"
 		}
-		fmt.Fprintf(&b, "%6d  %6s  %14.3f  %12.1f  %8.2f  %8.2f  %10.0f  %10.1f\n", p.Nodes, res, p.CPUSecondsPerNodeMin, p.KiBPerNodeMin,
+		fmt.Fprintf(&b, "%6d  %6s  %14.3f  %12.1f  %8.2f  %8.2f  %10.0f  %10.1f", p.Nodes, res, p.CPUSecondsPerNodeMin, p.KiBPerNodeMin,
 			p.RSSPerNodeMiB, p.HeapPerNodeMiB, p.GoroutinesPerNode, p.ConvergeMS/1000)
+		if many {
+			fmt.Fprintf(&b, "  %4d  %6.3f-%.3f", p.Repeats, p.CPULow, p.CPUHigh)
+		}
+		b.WriteString("\n")
 	}
 	fmt.Fprintf(&b, "\nfrom %d to %d nodes: CPU per node x%.2f, bytes per node x%.2f (1.00 is flat)\n",
 		sr.Points[0].Nodes, sr.Points[len(sr.Points)-1].Nodes, sr.CPUGrowth, sr.KiBGrowth)
+	if many {
+		fmt.Fprintf(&b, "between the runs' extremes: CPU x%.2f to x%.2f, bytes x%.2f to x%.2f\n",
+			sr.CPUGrowthLow, sr.CPUGrowthHigh, sr.KiBGrowthLow, sr.KiBGrowthHigh)
+	}
 	for _, p := range sr.Points {
 		if p.Overloaded {
 			fmt.Fprintf(&b, "* %d nodes: the simulator itself was the bottleneck in the steady window (timers %.0f ms late at p99, CPU %.0f%% of the cores): this point measures the machine\n",
@@ -211,13 +321,18 @@ func (sr *ScaleReport) WriteHTML(w io.Writer) error {
 	if err := sr.WriteText(&text); err != nil {
 		return err
 	}
+	cpu := curve("cpu-s/node/min", func(p ScalePoint) float64 { return p.CPUSecondsPerNodeMin })
+	if sr.Repeats > 1 {
+		cpu[0].Label = "median of " + strconv.Itoa(sr.Repeats) + " runs"
+		cpu = append(cpu, curve("lowest run", func(p ScalePoint) float64 { return p.CPULow })...)
+		cpu = append(cpu, curve("highest run", func(p ScalePoint) float64 { return p.CPUHigh })...)
+	}
 	data := struct {
 		S             *ScaleReport
 		CPU, KiB, RSS template.HTML
 		Table         string
 	}{S: sr, Table: text.String(),
-		CPU: plot("CPU per node in the steady state (flat is the goal)", "nodes", "CPU seconds per node per minute",
-			curve("cpu-s/node/min", func(p ScalePoint) float64 { return p.CPUSecondsPerNodeMin }), false),
+		CPU: plot("CPU per node in the steady state (flat is the goal)", "nodes", "CPU seconds per node per minute", cpu, false),
 		KiB: plot("Bytes sent per node in the steady state", "nodes", "KiB per node per minute",
 			curve("KiB/node/min", func(p ScalePoint) float64 { return p.KiBPerNodeMin }), false),
 		RSS: plot("Memory per node", "nodes", "MiB per node",
@@ -231,7 +346,7 @@ var scalePage = template.Must(template.New("scale").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>iacp-node sim sweep: {{.S.Scenario}}</title>
 <style>body{font-family:sans-serif;margin:2em;max-width:900px} pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head>
 <body><h1>Sweep of {{.S.Scenario}}: cost per node against the number of nodes</h1>
-<p>CPU per node per minute grew x{{printf "%.2f" .S.CPUGrowth}} and bytes per node x{{printf "%.2f" .S.KiBGrowth}} from the smallest to the largest mesh (1.00 is flat). Points marked * in the table were measured while the simulator's own process was the bottleneck.</p>
+<p>CPU per node per minute grew x{{printf "%.2f" .S.CPUGrowth}} and bytes per node x{{printf "%.2f" .S.KiBGrowth}} from the smallest to the largest mesh (1.00 is flat){{if gt .S.Repeats 1}}, medians of {{.S.Repeats}} runs a size; between the runs' extremes CPU grew x{{printf "%.2f" .S.CPUGrowthLow}} to x{{printf "%.2f" .S.CPUGrowthHigh}}{{end}}. Points marked * in the table were measured while the simulator's own process was the bottleneck.</p>
 {{.CPU}}
 {{.KiB}}
 {{.RSS}}

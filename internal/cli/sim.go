@@ -23,7 +23,7 @@ type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
 	profileStep                          string
-	nodes                                int
+	nodes, repeat                        int
 	seed                                 uint64
 	list                                 bool
 }
@@ -31,7 +31,7 @@ type simFlags struct {
 func newSimCmd() *cobra.Command {
 	var sf simFlags
 	cmd := &cobra.Command{
-		Use:   "sim [--scenario FILE|NAME] [--nodes N | --sizes N,N,...] [--seed S] [--json FILE] [--html FILE] [--list]",
+		Use:   "sim [--scenario FILE|NAME] [--nodes N | --sizes N,N,... [--repeat R]] [--seed S] [--json FILE] [--html FILE] [--list]",
 		Short: "Run many real nodes in this process through a scenario and measure them",
 		Long: `sim starts N real iacp-node nodes in this process, on an in-memory network (go-libp2p's
 mocknet, with configurable latency, jitter and bandwidth) or on loopback sockets, and runs a
@@ -49,6 +49,9 @@ steady state (its sleep step named "steady", else its last sleep step) cost each
 the number of nodes: CPU seconds and KiB sent per node per minute, memory per node, and where
 the simulator itself was the bottleneck. --json and --html then write that sweep (the HTML
 draws the curves; flat is the goal). The scale scenario is made for it (docs/scale.md).
+One run's steady minute moves by a fifth from run to run on a shared machine: --repeat 3 runs
+every size three times, in rounds, and reports each size's median with its lowest and highest
+run, and the growth between those extremes.
 
 Exit status: 0 when every expectation held, 3 when one failed, 1 when the run could not
 complete.`,
@@ -64,6 +67,7 @@ complete.`,
 	f.StringVar(&sf.scenario, "scenario", "", "scenario file, or the name of a built-in scenario (default \"smoke\")")
 	f.IntVar(&sf.nodes, "nodes", 0, "number of nodes (default: the scenario's)")
 	f.StringVar(&sf.sizes, "sizes", "", "run the scenario at each of these sizes (like 100,300,1000) and report the cost per node against the size")
+	f.IntVar(&sf.repeat, "repeat", 1, "with --sizes, run every size this many times (1 to 9), in rounds, and report medians with the lowest and highest run")
 	f.Uint64Var(&sf.seed, "seed", 0, "seed of every random choice (default: the scenario's)")
 	f.StringVar(&sf.jsonOut, "json", "", "write the full report as JSON to FILE")
 	f.StringVar(&sf.htmlOut, "html", "", "write a self-contained HTML report to FILE")
@@ -102,6 +106,9 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	stopOnInterrupt(ctx, cancel, cmd.ErrOrStderr())
 	if sf.sizes != "" {
 		return runSweep(ctx, cmd, sc, sf, opts)
+	}
+	if sf.repeat != 1 {
+		return errors.New("--repeat goes with --sizes: it runs every size of a sweep several times")
 	}
 	var heap *os.File
 	if sf.memProfile != "" {
@@ -170,11 +177,14 @@ func runSweep(ctx context.Context, cmd *cobra.Command, sc *sim.Scenario, sf *sim
 	if err != nil {
 		return err
 	}
+	if sf.repeat < 1 || sf.repeat > sim.MaxSweepRepeats {
+		return fmt.Errorf("--repeat %d: run every size 1 to %d times", sf.repeat, sim.MaxSweepRepeats)
+	}
 	stopProfile, err := startCPUProfile(sf.cpuProfile)
 	if err != nil {
 		return err
 	}
-	sr, runErr := sim.Sweep(ctx, sc, sizes, opts...)
+	sr, runErr := sim.Sweep(ctx, sc, sizes, append(opts, sim.WithRepeats(sf.repeat))...)
 	if err := stopProfile(); err != nil {
 		return err
 	}

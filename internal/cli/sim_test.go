@@ -48,6 +48,9 @@ func TestSim_RefusesBadInput(t *testing.T) {
 		{[]string{"sim", "--profile-step", "converge"}, "give --cpuprofile FILE too"},
 		{[]string{"sim", "--profile-step", "no-such-step", "--cpuprofile", filepath.Join(t.TempDir(), "p")}, `no step named "no-such-step"`},
 		{[]string{"sim", "--profile-step", "converge", "--cpuprofile", filepath.Join(t.TempDir(), "p"), "--sizes", "2,3"}, "--profile-step"},
+		{[]string{"sim", "--repeat", "3"}, "--repeat goes with --sizes"},
+		{[]string{"sim", "--sizes", "2,3", "--repeat", "0"}, "--repeat 0"},
+		{[]string{"sim", "--sizes", "2,3", "--repeat", "10"}, "--repeat 10"},
 	} {
 		code, _, stderr := run(t, "", c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) {
