@@ -202,7 +202,7 @@ func (g *Gossip) takeDirect(ctx context.Context, raw []byte, remote peer.ID) err
 	if err != nil {
 		return fmt.Errorf("decode: %w", err)
 	}
-	author, err := protocol.PeerIDOf(doc)
+	_, author, err := g.cfg.verifier.SenderKey(doc)
 	if err != nil || author != remote {
 		return fmt.Errorf("sender.peer_id %q is not the probe's peer %s", doc.Envelope.Sender.PeerID, remote)
 	}

@@ -87,7 +87,7 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 	if err != nil {
 		return nil, reject("decode: %w", err)
 	}
-	author, err := protocol.PeerIDOf(doc)
+	_, author, err := g.cfg.verifier.SenderKey(doc) // from its key cache, after the author's first message
 	if err != nil || author != claimed {
 		return nil, reject("sender.peer_id %q is not the pubsub author %s", doc.Envelope.Sender.PeerID, claimed)
 	}
