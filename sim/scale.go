@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"html/template"
 	"io"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -122,6 +123,9 @@ func Sweep(ctx context.Context, scenario *Scenario, sizes []int, opts ...Option)
 sweep:
 	for range cfg.repeats {
 		for i, n := range sizes {
+			// Give the last run's memory back to the system first: in rounds a small mesh
+			// follows a large one, and its RSS per node would count what the process kept.
+			debug.FreeOSMemory()
 			rep, err := Run(ctx, scenario, append(slices.Clone(opts), WithNodes(n))...)
 			p := ScalePoint{Nodes: n}
 			if rep != nil {
