@@ -9,14 +9,15 @@ import (
 	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
 )
 
-// edKey is an Ed25519 public key as a Verifier keeps it in its KeyCache. Its first
-// expandAfter verifications take the key as bytes, as crypto/ed25519.Verify does: each decodes
-// the point and builds the table of its multiples that verification walks (about 40 µs a
-// verification on this machine). A sender whose signatures verified that often is expected
-// again, and its key is expanded once, as curve25519-voi keeps it (the point decoded and negated, and that table:
-// 1.5 KiB, 13 µs to build), after which each verification takes about 35.5 µs. A key heard
-// once (an agent's beat, every few minutes in a large mesh) costs the cache about 300 bytes,
-// not 1.7 KiB (docs/node.md, sixth phase).
+// edKey is an Ed25519 public key as a Verifier keeps it in its KeyCache. Until expandAfter of
+// its signatures have verified, it is taken as bytes, as crypto/ed25519.Verify takes it: each
+// verification decodes the point and builds the table of its multiples that verification
+// walks (about 40 µs in all on this machine). A sender whose signatures verified that often is
+// expected again, and its key is then expanded once, as curve25519-voi keeps it (the point
+// decoded and negated, and that table: 1.5 KiB, 13 µs to build), after which a verification
+// takes about 35.5 µs. A key heard once (an agent's beat, every few minutes in a large mesh)
+// costs the cache about 300 bytes, not 1.7 KiB (docs/node.md, "Expanded only for senders heard
+// often").
 type edKey struct {
 	pub  voi.PublicKey
 	uses atomic.Int32

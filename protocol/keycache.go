@@ -13,13 +13,14 @@ import (
 const DefaultKeyCacheSize = 4096
 
 // KeyCache remembers the public key that a sender.peer_id string names, so that a Verifier
-// does not decode base58, a multihash and a protobuf, and expand the key, on every message.
+// does not decode base58, a multihash and a protobuf on every message, and keeps the key
+// expanded for the senders it hears often.
 // The mapping is a pure function of the peer id, so a cached answer is always the right one.
 // It holds at most its bound; when full it is emptied and starts over, which keeps the cost
 // of a hostile stream of new peer ids at one decode each (about 9 µs besides the verification,
-// and 300 bytes kept until the next reset: a key is expanded only for a sender whose signatures
-// verified several times). It is safe for concurrent use, and may be shared by
-// the Verifiers of many nodes in one process. Its map is guarded by mu.
+// and 300 bytes kept until the next reset: a key is expanded only for a sender whose
+// signatures verified several times). It is safe for concurrent use, and may be shared by the
+// Verifiers of many nodes in one process. Its map is guarded by mu.
 type KeyCache struct {
 	mu   sync.Mutex
 	max  int
