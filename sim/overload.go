@@ -35,7 +35,8 @@ type lagMonitor struct {
 	wg      sync.WaitGroup
 }
 
-func startLagMonitor() *lagMonitor {
+// startLagMonitor starts the monitor; observe, if not nil, sees each lateness as it is measured.
+func startLagMonitor(observe func(late time.Duration)) *lagMonitor {
 	m := &lagMonitor{done: make(chan struct{})}
 	m.wg.Add(1)
 	go func() {
@@ -49,6 +50,9 @@ func startLagMonitor() *lagMonitor {
 				return
 			case now := <-t.C:
 				late := max(now.Sub(next), 0)
+				if observe != nil {
+					observe(late)
+				}
 				m.mu.Lock()
 				if len(m.samples) < 1<<16 {
 					m.samples = append(m.samples, late)

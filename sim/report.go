@@ -62,6 +62,9 @@ type Report struct {
 	DroppedItems uint64 `json:"dropped_items"`
 	// PeakHeapPerNodeMiB is the largest heap-in-use per running node measured after a step.
 	PeakHeapPerNodeMiB float64 `json:"peak_heap_per_node_mib"`
+	// StallTraceMS is how late the simulator's timer fired at the stall whose execution trace
+	// WithStallTrace wrote (0: none written).
+	StallTraceMS float64 `json:"stall_trace_ms,omitempty"`
 }
 
 // WriteJSON writes the report as indented JSON.

@@ -30,6 +30,10 @@ type runConfig struct {
 	cpuProfile  io.Writer //
 
 	repeats int // Sweep only: runs at each size (WithRepeats)
+
+	stallTrace io.Writer     // WithStallTrace
+	stallAt    time.Duration //
+	stallStep  string        //
 }
 
 // WithProgress writes one line per step to w as the run goes. Default: nowhere.
@@ -116,6 +120,7 @@ type run struct {
 	requests samples
 	lookups  samples
 	lag      *lagMonitor
+	stalls   *stallTracer // WithStallTrace; nil without
 
 	cpuStep    string    // the step to profile (WithStepCPUProfile), "" once profiled
 	cpuProfile io.Writer //
@@ -172,6 +177,9 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if cfg.cpuStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.cpuStep }) {
 		return nil, fmt.Errorf("scenario %s has no step named %q to profile (its steps: %s)", sc.Name, cfg.cpuStep, stepNames(sc.Steps))
 	}
+	if cfg.stallStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.stallStep }) {
+		return nil, fmt.Errorf("scenario %s has no step named %q to trace (its steps: %s)", sc.Name, cfg.stallStep, stepNames(sc.Steps))
+	}
 	c, err := newCluster(&sc, cfg.log)
 	if err != nil {
 		return nil, err
@@ -183,7 +191,20 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 			err = fmt.Errorf("closing the nodes: %w", cerr)
 		}
 	}()
-	r.lag = startLagMonitor()
+	stopStalls, err := r.traceStalls(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if serr := stopStalls(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	var observe func(time.Duration)
+	if r.stalls != nil {
+		observe = r.stalls.observe
+	}
+	r.lag = startLagMonitor(observe)
 	defer r.lag.stop()
 	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, trust %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Trust, sc.Seed)
 	for i := range sc.Steps {
@@ -218,8 +239,9 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	t0, cpu0, susp0, sent0, beats0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load(), r.meshBeats()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
-		stop := r.profileStep(st)
+		stop, disarm := r.profileStep(st), r.stalls.during(st)
 		err = errors.Join(a.run(ctx, r, p, &res), stop())
+		disarm()
 	}
 	wall := time.Since(t0)
 	res.DurationMS = ms(wall)

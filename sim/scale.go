@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"html/template"
 	"io"
@@ -117,6 +118,9 @@ func Sweep(ctx context.Context, scenario *Scenario, sizes []int, opts ...Option)
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
+	}
+	if cfg.stallTrace != nil {
+		return nil, errors.New("sim.WithStallTrace follows one run (one flight recorder, one trace): give it to Run, not Sweep")
 	}
 	sr := &ScaleReport{Scenario: scenario.Name, Repeats: cfg.repeats, Passed: true}
 	measured := make([][]ScalePoint, len(sizes))

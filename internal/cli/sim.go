@@ -9,7 +9,9 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"sync"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +24,8 @@ func init() { register(newSimCmd) }
 type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
-	profileStep                          string
+	profileStep, stallTrace              string
+	stallAt                              time.Duration
 	nodes, repeat                        int
 	seed                                 uint64
 	list                                 bool
@@ -74,8 +77,10 @@ complete.`,
 	f.BoolVar(&sf.list, "list", false, "list the built-in scenarios and exit")
 	f.StringVar(&sf.logLevel, "log-level", "", "show the nodes' logs on stderr at this level (debug, info, warn, error); default: none")
 	f.StringVar(&sf.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (read it with go tool pprof)")
-	f.StringVar(&sf.profileStep, "profile-step", "", "with --cpuprofile, profile only the step of this name (like steady): what the mesh costs without its join")
+	f.StringVar(&sf.profileStep, "profile-step", "", "with --cpuprofile, profile only the step of this name (like steady): what the mesh costs without its join; with --trace-stall, trace only a stall in it")
 	f.StringVar(&sf.memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
+	f.StringVar(&sf.stallTrace, "trace-stall", "", "keep the last seconds of Go's execution trace in memory and write them to FILE at the first stall of the whole simulator (read it with go tool trace)")
+	f.DurationVar(&sf.stallAt, "stall-threshold", sim.DefaultStallThreshold, "with --trace-stall, how late the simulator's own timer must fire to count as a stall")
 	return cmd
 }
 
@@ -110,6 +115,11 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	if sf.repeat != 1 {
 		return errors.New("--repeat goes with --sizes: it runs every size of a sweep several times")
 	}
+	opts, endStallTrace, err := withStallTrace(sf, opts)
+	if err != nil {
+		return err
+	}
+	defer endStallTrace(nil)
 	var heap *os.File
 	if sf.memProfile != "" {
 		if heap, err = os.Create(sf.memProfile); err != nil {
@@ -119,10 +129,10 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 		opts = append(opts, sim.WithHeapProfile(heap))
 	}
 	profile := sf.cpuProfile
-	if sf.profileStep != "" {
-		if sf.cpuProfile == "" {
-			return errors.New("--profile-step says which step --cpuprofile covers: give --cpuprofile FILE too")
-		}
+	if sf.profileStep != "" && sf.cpuProfile == "" && sf.stallTrace == "" {
+		return errors.New("--profile-step says which step --cpuprofile or --trace-stall follows: give --cpuprofile FILE or --trace-stall FILE too")
+	}
+	if sf.profileStep != "" && sf.cpuProfile != "" {
 		f, err := os.Create(sf.cpuProfile)
 		if err != nil {
 			return fmt.Errorf("--cpuprofile: %w", err)
@@ -135,7 +145,7 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 		return err
 	}
 	rep, runErr := sim.Run(ctx, sc, opts...)
-	profErr := stopProfile()
+	profErr := errors.Join(stopProfile(), endStallTrace(rep))
 	if heap != nil {
 		if err := heap.Close(); err != nil {
 			profErr = errors.Join(profErr, fmt.Errorf("--memprofile: %w", err))
@@ -165,13 +175,45 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	return nil
 }
 
+// withStallTrace adds --trace-stall's option to opts, and returns what closes its file once
+// the run has ended (rep; nil on an early return), removing it when no stall was written.
+func withStallTrace(sf *simFlags, opts []sim.Option) ([]sim.Option, func(rep *sim.Report) error, error) {
+	if sf.stallTrace == "" {
+		if sf.stallAt != sim.DefaultStallThreshold {
+			return nil, nil, errors.New("--stall-threshold goes with --trace-stall FILE")
+		}
+		return opts, func(*sim.Report) error { return nil }, nil
+	}
+	if sf.stallAt <= 0 {
+		return nil, nil, fmt.Errorf("--stall-threshold %s: give a positive duration, like 500ms", sf.stallAt)
+	}
+	f, err := os.Create(sf.stallTrace)
+	if err != nil {
+		return nil, nil, fmt.Errorf("--trace-stall: %w", err)
+	}
+	var once sync.Once
+	var cerr error
+	end := func(rep *sim.Report) error {
+		once.Do(func() {
+			if cerr = f.Close(); cerr != nil {
+				cerr = fmt.Errorf("--trace-stall: %w", cerr)
+			}
+			if rep == nil || rep.StallTraceMS == 0 {
+				_ = os.Remove(sf.stallTrace) // nothing written: no file to mistake for a trace
+			}
+		})
+		return cerr
+	}
+	return append(opts, sim.WithStallTrace(f, sf.stallAt, sf.profileStep)), end, nil
+}
+
 // runSweep runs the scenario at each of --sizes and writes the cost curve.
 func runSweep(ctx context.Context, cmd *cobra.Command, sc *sim.Scenario, sf *simFlags, opts []sim.Option) error {
 	if sf.nodes != 0 {
 		return errors.New("--sizes and --nodes: give one; --sizes runs the scenario at each of its sizes")
 	}
-	if sf.memProfile != "" || sf.profileStep != "" {
-		return errors.New("--memprofile and --profile-step take one run's profile; with --sizes, profile one size with --nodes instead")
+	if sf.memProfile != "" || sf.profileStep != "" || sf.stallTrace != "" {
+		return errors.New("--memprofile, --profile-step and --trace-stall follow one run; with --sizes, look at one size with --nodes instead")
 	}
 	sizes, err := sim.ParseSizes(sf.sizes)
 	if err != nil {

@@ -45,10 +45,13 @@ func TestSim_RefusesBadInput(t *testing.T) {
 		{[]string{"sim", "--scenario", "no-such-scenario"}, "--list"},
 		{[]string{"sim", "--log-level", "loud"}, "--log-level"},
 		{[]string{"sim", "--cpuprofile", "/nonexistent-dir/x"}, "--cpuprofile"},
-		{[]string{"sim", "--profile-step", "converge"}, "give --cpuprofile FILE too"},
+		{[]string{"sim", "--profile-step", "converge"}, "give --cpuprofile FILE or --trace-stall FILE too"},
 		{[]string{"sim", "--profile-step", "no-such-step", "--cpuprofile", filepath.Join(t.TempDir(), "p")}, `no step named "no-such-step"`},
 		{[]string{"sim", "--profile-step", "converge", "--cpuprofile", filepath.Join(t.TempDir(), "p"), "--sizes", "2,3"}, "--profile-step"},
 		{[]string{"sim", "--repeat", "3"}, "--repeat goes with --sizes"},
+		{[]string{"sim", "--stall-threshold", "1s"}, "--stall-threshold goes with --trace-stall"},
+		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--stall-threshold", "-1s"}, "--stall-threshold -1s"},
+		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--sizes", "2,3"}, "--trace-stall follow one run"},
 		{[]string{"sim", "--sizes", "2,3", "--repeat", "0"}, "--repeat 0"},
 		{[]string{"sim", "--sizes", "2,3", "--repeat", "10"}, "--repeat 10"},
 	} {
@@ -69,5 +72,19 @@ func TestSim_ProfilesOneStep(t *testing.T) {
 	}
 	if st, err := os.Stat(cpu); err != nil || st.Size() == 0 {
 		t.Fatalf("profile of the converge step not written: %v", err)
+	}
+}
+
+// --trace-stall writes the execution trace of the seconds before the first stall: with a
+// threshold every timer reaches, the first tick of the run's lag monitor.
+func TestSim_TracesAStall(t *testing.T) {
+	trace := filepath.Join(t.TempDir(), "stall.trace")
+	code, stdout, stderr := run(t, "", "sim", "--scenario", "smoke", "--nodes", "3", "--trace-stall", trace, "--stall-threshold", "1ns")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+	raw, err := os.ReadFile(trace)
+	if err != nil || !strings.HasPrefix(string(raw), "go 1.") || !strings.Contains(stderr, "stall: the simulator's timer fired") {
+		t.Fatalf("trace %s: %v, %d bytes; stderr:\n%s", trace, err, len(raw), stderr)
 	}
 }
