@@ -5,7 +5,6 @@ import (
 	"io"
 	"runtime/trace"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -45,15 +44,16 @@ func WithStallTrace(w io.Writer, threshold time.Duration, step string) Option {
 	}
 }
 
-// stallTracer owns the flight recorder of one run.
+// stallTracer owns the flight recorder of one run. The recorder runs only while stalls count
+// (the whole run, or the step asked for) and until one is written: tracing every goroutine of
+// a few hundred nodes is not free.
 type stallTracer struct {
-	fr        *trace.FlightRecorder
 	w         io.Writer
 	threshold time.Duration
-	step      string      // the step whose stalls count ("": every step)
-	armed     atomic.Bool // stalls count now
+	step      string // the step whose stalls count ("": every step)
 
 	mu      sync.Mutex
+	fr      *trace.FlightRecorder // running while stalls count; nil otherwise
 	written bool
 	late    time.Duration // the stall written, 0 before
 	at      time.Time     // when it was written
@@ -61,13 +61,38 @@ type stallTracer struct {
 }
 
 func startStallTracer(w io.Writer, threshold time.Duration, step string) (*stallTracer, error) {
+	s := &stallTracer{w: w, threshold: threshold, step: step}
+	if step == "" {
+		if err := s.arm(); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// arm starts a flight recorder, unless one runs or a stall was written: stalls count from now.
+func (s *stallTracer) arm() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fr != nil || s.written {
+		return nil
+	}
 	fr := trace.NewFlightRecorder(trace.FlightRecorderConfig{MinAge: stallWindow, MaxBytes: stallMaxBytes})
 	if err := fr.Start(); err != nil {
-		return nil, fmt.Errorf("stall trace: %w (is another trace or flight recorder running in this process?)", err)
+		return fmt.Errorf("stall trace: %w (is another trace or flight recorder running in this process?)", err)
 	}
-	s := &stallTracer{fr: fr, w: w, threshold: threshold, step: step}
-	s.armed.Store(step == "")
-	return s, nil
+	s.fr = fr
+	return nil
+}
+
+// disarm stops the flight recorder, if one runs.
+func (s *stallTracer) disarm() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fr != nil {
+		s.fr.Stop()
+		s.fr = nil
+	}
 }
 
 // during arms the tracer for the step st when it is the one asked for, and returns what
@@ -76,32 +101,40 @@ func (s *stallTracer) during(st *Step) (end func()) {
 	if s == nil || s.step == "" || st.Name != s.step {
 		return func() {}
 	}
-	s.armed.Store(true)
-	return func() { s.armed.Store(false) }
+	if err := s.arm(); err != nil {
+		s.mu.Lock()
+		s.err = err
+		s.mu.Unlock()
+		return func() {}
+	}
+	return s.disarm
 }
 
 // observe takes one lateness of the lag monitor's timer; the first at or past the threshold
-// has the window written out. It runs on the lag monitor's goroutine: a stall is over by the
-// time its lateness is known, so the window holds it.
+// while the recorder runs has the window written out, and the recorder stopped. It runs on
+// the lag monitor's goroutine: a stall is over by the time its lateness is known, so the
+// window holds it.
 func (s *stallTracer) observe(late time.Duration) {
-	if late < s.threshold || !s.armed.Load() {
+	if late < s.threshold {
 		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.written {
+	if s.fr == nil || s.written {
 		return
 	}
 	s.written, s.late, s.at = true, late, time.Now()
 	if _, err := s.fr.WriteTo(s.w); err != nil {
 		s.err = fmt.Errorf("stall trace: %w", err)
 	}
+	s.fr.Stop()
+	s.fr = nil
 }
 
 // stop stops the recorder and reports the stall written (late 0: none came), or why the
 // trace could not be written.
 func (s *stallTracer) stop() (late time.Duration, at time.Time, err error) {
-	s.fr.Stop()
+	s.disarm()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.late, s.at, s.err
