@@ -86,21 +86,9 @@ complete.`,
 
 // runSim loads the scenario, runs it with the profiles asked for, and writes the reports.
 func runSim(cmd *cobra.Command, sf *simFlags) error {
-	name := sf.scenario
-	if name == "" {
-		name = sim.DefaultScenario
-	}
-	sc, err := sim.Load(name)
+	sc, opts, err := loadScenario(cmd, sf)
 	if err != nil {
 		return err
-	}
-	opts := []sim.Option{sim.WithProgress(cmd.ErrOrStderr()), sim.WithNodes(sf.nodes), sim.WithSeed(sf.seed)}
-	if sf.logLevel != "" {
-		var lvl slog.Level
-		if err := lvl.UnmarshalText([]byte(sf.logLevel)); err != nil {
-			return fmt.Errorf("--log-level %q: use debug, info, warn or error", sf.logLevel)
-		}
-		opts = append(opts, sim.WithLogger(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))))
 	}
 	base := cmd.Context()
 	if base == nil {
@@ -173,6 +161,28 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 		return &exitError{code: 3, err: errors.New("some expectations of the scenario failed (see the table)")}
 	}
 	return nil
+}
+
+// loadScenario loads --scenario (the default one when empty) and returns it with the options
+// every run takes: progress on stderr, --nodes, --seed and --log-level.
+func loadScenario(cmd *cobra.Command, sf *simFlags) (*sim.Scenario, []sim.Option, error) {
+	name := sf.scenario
+	if name == "" {
+		name = sim.DefaultScenario
+	}
+	sc, err := sim.Load(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	opts := []sim.Option{sim.WithProgress(cmd.ErrOrStderr()), sim.WithNodes(sf.nodes), sim.WithSeed(sf.seed)}
+	if sf.logLevel != "" {
+		var lvl slog.Level
+		if err := lvl.UnmarshalText([]byte(sf.logLevel)); err != nil {
+			return nil, nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", sf.logLevel)
+		}
+		opts = append(opts, sim.WithLogger(slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: lvl}))))
+	}
+	return sc, opts, nil
 }
 
 // withStallTrace adds --trace-stall's option to opts, and returns what closes its file once
