@@ -6,6 +6,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -78,39 +79,49 @@ func (r *run) spread(ctx context.Context, res *StepResult, count int, timeout ti
 			}
 		}
 		key := fmt.Sprintf("sim.%s.%d.%d", kind, res.Index, k)
-		c.rec.expect(key)
-		ev := protocol.EventPayload{EventType: key, Detail: "simulator " + kind}
-		sctx, cancel := context.WithTimeout(ctx, timeout)
-		t0 := time.Now()
-		var err error
-		if group == "" {
-			_, err = nd.Broadcast(sctx, ev)
-		} else {
-			_, err = nd.SendToGroup(sctx, group, protocol.IntentNotify, ev)
-		}
+		delays, n, err := r.gossipOnce(ctx, nd, key, "simulator "+kind, group, timeout, func() map[int]bool { return want })
 		if err != nil {
 			res.Errors[codeOf(err)]++
-		} else {
-			waitFor(sctx, func() bool { return countIn(c.rec.receipts(key, false), want) == len(want) })
 		}
-		cancel()
-		got := c.rec.receipts(key, true)
-		var delays []float64
-		for i, at := range got {
-			if want[i] {
-				lat.add(at.Sub(t0))
-				delays = append(delays, ms(at.Sub(t0)))
-			}
-		}
+		lat = append(lat, delays...)
 		reached += len(delays)
-		expected += len(want)
-		r.rep.Propagation = append(r.rep.Propagation, propagation(fmt.Sprintf("step %d %s %d", res.Index, kind, k+1), delays, len(want)))
+		expected += n
+		r.rep.Propagation = append(r.rep.Propagation, propagation(fmt.Sprintf("step %d %s %d", res.Index, kind, k+1), delays, n))
 	}
 	res.Metrics["messages"] = float64(count)
 	res.Metrics["delivery_ratio"] = ratio(reached, expected)
 	res.Metrics["receivers_expected"] = float64(expected)
 	lat.put(res.Metrics, kind)
 	return ctx.Err()
+}
+
+// gossipOnce sends one gossip message, key, from nd (a broadcast when group is "", else a
+// message to group) and waits, within timeout, until every receiver that want names has it.
+// want is asked again at each look, so that a churn can change who counts. It returns the
+// delay (ms) of each receiver want names at the end that had the message, how many want named
+// then, and the send's error.
+func (r *run) gossipOnce(ctx context.Context, nd *node.Node, key, detail, group string, timeout time.Duration, want func() map[int]bool) (delays []float64, expected int, err error) {
+	c := r.c
+	c.rec.expect(key)
+	ev := protocol.EventPayload{EventType: key, Detail: detail}
+	sctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	t0 := time.Now()
+	if group == "" {
+		_, err = nd.Broadcast(sctx, ev)
+	} else {
+		_, err = nd.SendToGroup(sctx, group, protocol.IntentNotify, ev)
+	}
+	if err == nil {
+		waitFor(sctx, func() bool { w := want(); return countIn(c.rec.receipts(key, false), w) == len(w) })
+	}
+	got, w := c.rec.receipts(key, true), want()
+	for i, at := range got {
+		if w[i] {
+			delays = append(delays, ms(at.Sub(t0)))
+		}
+	}
+	return delays, len(w), err
 }
 
 // propagation is the plot of one message: fraction of expected receivers reached over time.

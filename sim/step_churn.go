@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/node"
-	"github.com/iacp-node/iacp-node/protocol"
 )
 
 type churnParams struct {
@@ -256,28 +255,15 @@ func (r *run) spreadOne(ctx context.Context, step, k int, timeout time.Duration,
 		return m
 	}
 	key := fmt.Sprintf("sim.broadcast.%d.churn.%d", step, k)
-	c.rec.expect(key)
-	sctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	t0 := time.Now()
 	out.sent++
-	if _, err := nd.Broadcast(sctx, protocol.EventPayload{EventType: key, Detail: "simulator broadcast under churn"}); err != nil {
+	delays, n, err := r.gossipOnce(ctx, nd, key, "simulator broadcast under churn", "", timeout, throughout)
+	if err != nil {
 		out.errs[codeOf(err)]++
-	} else {
-		waitFor(sctx, func() bool { m := throughout(); return countIn(c.rec.receipts(key, false), m) == len(m) })
 	}
-	got := c.rec.receipts(key, true)
-	ran := throughout()
-	var delays []float64
-	for i := range ran {
-		if at, ok := got[i]; ok {
-			out.lat.add(at.Sub(t0))
-			delays = append(delays, ms(at.Sub(t0)))
-		}
-	}
+	out.lat = append(out.lat, delays...)
 	out.reached += len(delays)
-	out.expected += len(ran)
-	out.series = append(out.series, propagation(fmt.Sprintf("step %d broadcast under churn %d", step, k+1), delays, len(ran)))
+	out.expected += n
+	out.series = append(out.series, propagation(fmt.Sprintf("step %d broadcast under churn %d", step, k+1), delays, n))
 }
 
 // put writes what the broadcasts measured into res and the report.
