@@ -103,7 +103,7 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	if sf.repeat != 1 {
 		return errors.New("--repeat goes with --sizes: it runs every size of a sweep several times")
 	}
-	opts, endStallTrace, err := withStallTrace(sf, opts)
+	opts, endStallTrace, err := withStallTrace(sf, cmd.Flags().Changed("stall-threshold"), opts)
 	if err != nil {
 		return err
 	}
@@ -187,9 +187,10 @@ func loadScenario(cmd *cobra.Command, sf *simFlags) (*sim.Scenario, []sim.Option
 
 // withStallTrace adds --trace-stall's option to opts, and returns what closes its file once
 // the run has ended (rep; nil on an early return), removing it when no stall was written.
-func withStallTrace(sf *simFlags, opts []sim.Option) ([]sim.Option, func(rep *sim.Report) error, error) {
+// thresholdGiven says --stall-threshold was on the command line.
+func withStallTrace(sf *simFlags, thresholdGiven bool, opts []sim.Option) ([]sim.Option, func(rep *sim.Report) error, error) {
 	if sf.stallTrace == "" {
-		if sf.stallAt != sim.DefaultStallThreshold {
+		if thresholdGiven {
 			return nil, nil, errors.New("--stall-threshold goes with --trace-stall FILE")
 		}
 		return opts, func(*sim.Report) error { return nil }, nil

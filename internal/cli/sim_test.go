@@ -50,6 +50,7 @@ func TestSim_RefusesBadInput(t *testing.T) {
 		{[]string{"sim", "--profile-step", "converge", "--cpuprofile", filepath.Join(t.TempDir(), "p"), "--sizes", "2,3"}, "--profile-step"},
 		{[]string{"sim", "--repeat", "3"}, "--repeat goes with --sizes"},
 		{[]string{"sim", "--stall-threshold", "1s"}, "--stall-threshold goes with --trace-stall"},
+		{[]string{"sim", "--stall-threshold", "500ms"}, "--stall-threshold goes with --trace-stall"},
 		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--stall-threshold", "-1s"}, "--stall-threshold -1s"},
 		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--sizes", "2,3"}, "--trace-stall follow one run"},
 		{[]string{"sim", "--sizes", "2,3", "--repeat", "0"}, "--repeat 0"},
