@@ -143,7 +143,7 @@ func (g *Gossip) start() error {
 		g.log.Info("replay window restored", "entries", g.replay.Len(), "dropped_over_capacity", dropped)
 	}
 	var err error
-	if g.ps, err = ps.NewGossipSub(g.ctx, h, g.routerOptions()...); err != nil {
+	if g.ps, err = ps.NewGossipSub(g.ctx, newOneSubscriberHost(h), g.routerOptions()...); err != nil {
 		return fmt.Errorf("pubsub: start gossipsub: %w", err)
 	}
 	g.notifiee = &network.NotifyBundle{DisconnectedF: g.disconnected}
