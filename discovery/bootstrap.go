@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -111,6 +112,7 @@ const foundingPoll = time.Second
 // has emptied, goes back to backoff rounds.
 func (d *Discovery) bootstrapLoop() {
 	failed := 0
+	walked := false // since the last (re)join, see walkToSelf
 	for {
 		var answered, configured int
 		if !d.joined() || d.dht.RoutingTable().Size() < rejoinBelow {
@@ -140,9 +142,13 @@ func (d *Discovery) bootstrapLoop() {
 			failed = 0
 			d.markJoined()
 			if justJoined {
-				// Publish after the refresh, so that the record goes to the peers closest
-				// to its keys rather than to the few the node knew on joining.
-				d.refreshRoutingTable()
+				walked = false
+			}
+			if !walked {
+				// Publish after the walk, so that the record goes to the peers closest
+				// to its keys rather than to the few the node knew on joining. A walk that
+				// failed is tried again at the next round.
+				walked = d.walkToSelf()
 			}
 			d.maybeStale(d.dht.RoutingTable().Size())
 			d.kickRepublish()
@@ -226,8 +232,70 @@ func (d *Discovery) bootstrapRound() (answered, configured int) {
 	return answered, len(peers)
 }
 
+// joinWalkTimeout bounds the walk a node makes toward itself when it (re)joins.
+const joinWalkTimeout = time.Minute
+
+// walkToSelf looks the node's own id up in the DHT, as a node that (re)joins does: the walk
+// fills the routing table with the node's neighbourhood and the peers on the way to it, and
+// every peer it queries learns of the node. The other buckets fill at the first refresh
+// (refreshLoop) and from the queries the node makes and answers meanwhile. Errors are
+// logged, and the walk reported as not done.
+func (d *Discovery) walkToSelf() bool {
+	ctx, cancel := context.WithTimeout(d.ctx, joinWalkTimeout)
+	defer cancel()
+	// The bootstrap peers are connected, but kad-dht adds a peer to its table only once
+	// identify has said that it serves the DHT: the walk starts from the table.
+	for wait := time.Now().Add(d.cfg.connectTimeout); d.dht.RoutingTable().Size() == 0; {
+		if time.Now().After(wait) {
+			d.log.Debug("walk to self not started: the routing table is still empty")
+			return false
+		}
+		t := time.NewTimer(tablePoll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+	}
+	if _, err := d.dht.GetClosestPeers(ctx, string(d.h.ID())); err != nil {
+		if d.ctx.Err() == nil {
+			d.log.Debug("walk to self incomplete", "err", err)
+		}
+		return false
+	}
+	return true
+}
+
+// tablePoll is how often walkToSelf looks whether the routing table has its first peer.
+const tablePoll = 20 * time.Millisecond
+
+// refreshEvery is the mean time between two refreshes of the routing table: kad-dht's
+// default period, which this package keeps instead of kad-dht's own timer (New).
+const refreshEvery = 10 * time.Minute
+
+// refreshLoop refreshes the routing table of a joined node at random times, refreshEvery
+// apart on average (uniform between half and one and a half of it), so that a mesh that
+// joined at once does not refresh at once. A refresh walks toward every bucket that no lookup
+// refreshed within kad-dht's refresh interval and pings the peers not heard from within it.
+func (d *Discovery) refreshLoop(r *rand.Rand) {
+	every := d.cfg.refreshEvery
+	for {
+		t := time.NewTimer(every/2 + time.Duration(r.Int64N(int64(every))))
+		select {
+		case <-d.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		if d.joined() {
+			d.refreshRoutingTable()
+		}
+	}
+}
+
 // refreshRoutingTable asks the DHT to refresh its routing table and waits for the outcome (or
-// Close). Refresh errors are logged, not fatal: the DHT refreshes on its own schedule too.
+// Close). Refresh errors are logged, not fatal: the next refresh tries again.
 func (d *Discovery) refreshRoutingTable() {
 	select {
 	case err := <-d.dht.RefreshRoutingTable():

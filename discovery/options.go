@@ -80,6 +80,7 @@ type config struct {
 	logger         *slog.Logger
 	backoff        retry.Backoff // of bootstrap rounds and record publishes
 	healthInterval time.Duration
+	refreshEvery   time.Duration // mean time between routing-table refreshes (refreshLoop)
 	connectTimeout time.Duration
 	quorum         int
 	maxProviders   int
@@ -103,6 +104,7 @@ func defaults() config {
 		logger:         slog.Default(),
 		backoff:        retry.Backoff{Min: DefaultBackoffBase, Max: DefaultBackoffMax},
 		healthInterval: DefaultHealthInterval,
+		refreshEvery:   refreshEvery,
 		connectTimeout: DefaultConnectTimeout,
 		quorum:         DefaultQuorum,
 		bucketSize:     DefaultBucketSize,

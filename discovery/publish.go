@@ -23,7 +23,7 @@ func (d *Discovery) Publish(ctx context.Context, m protocol.Manifest) error {
 	if err := d.setLocal(m); err != nil {
 		return err
 	}
-	return d.publishLocal(ctx)
+	return d.publishLocal(ctx, false)
 }
 
 // Announce sets the agent to advertise, like Publish, but returns at once: the republish loop
@@ -70,12 +70,18 @@ func (d *Discovery) acquirePublish(ctx context.Context) error {
 
 func (d *Discovery) releasePublish() { <-d.pubSem }
 
-// publishLocal signs and stores the current local record and provides its capabilities.
-func (d *Discovery) publishLocal(ctx context.Context) error {
+// publishLocal signs and stores the current local record and provides its capabilities. With
+// ifNeeded (a kick of the republish loop) it publishes only if the record still needs it once
+// the publish in progress, if any, is done: a kick that came while Publish was storing the
+// record would otherwise store it a second time under a new seq.
+func (d *Discovery) publishLocal(ctx context.Context, ifNeeded bool) error {
 	if err := d.acquirePublish(ctx); err != nil {
 		return err
 	}
 	defer d.releasePublish()
+	if ifNeeded && !d.needsPublish() {
+		return nil
+	}
 	d.mu.Lock()
 	if d.local == nil {
 		d.mu.Unlock()
@@ -258,6 +264,7 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 	defer t.Stop()
 	failed := 0
 	for {
+		kicked := false
 		select {
 		case <-d.ctx.Done():
 			return
@@ -271,9 +278,10 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 			if !d.needsPublish() || !d.joined() {
 				continue // the join kicks again
 			}
+			kicked = true
 		}
 		ctx, cancel := context.WithTimeout(d.ctx, every)
-		err := d.publishLocal(ctx)
+		err := d.publishLocal(ctx, kicked)
 		cancel()
 		wait := every
 		if err != nil && d.ctx.Err() == nil {
