@@ -26,6 +26,9 @@ type Status struct {
 	// Rounds counts bootstrap rounds; FailedRounds those in which no peer answered in a row.
 	Rounds       int
 	FailedRounds int
+	// SelfWalks counts the walks toward the node's own id (one at each join, and one each
+	// round while the routing table is small).
+	SelfWalks int
 	// NextRound is when the bootstrap loop next tries, zero when not scheduled.
 	NextRound time.Time
 	// RoutingTableSize is the number of peers in the DHT routing table.
@@ -56,6 +59,7 @@ type bootState struct {
 	peers        []BootstrapPeerStatus
 	bootstrapped bool
 	rounds       int
+	walks        int
 	failed       int
 	answered     int
 	next         time.Time
@@ -73,6 +77,7 @@ func (d *Discovery) Status() Status {
 		BootstrapConfigured: len(d.boot.peers), BootstrapAnswered: d.boot.answered,
 		BootstrapPeers: append([]BootstrapPeerStatus(nil), d.boot.peers...),
 		Rounds:         d.boot.rounds, FailedRounds: d.boot.failed, NextRound: d.boot.next,
+		SelfWalks:      d.boot.walks,
 		RoutingTableSize: d.dht.RoutingTable().Size(),
 		LastError:        d.boot.lastErr, LastErrorAt: d.boot.lastErrAt,
 		Left: d.boot.left, CachedAgents: d.cache.len(),
@@ -108,14 +113,15 @@ const foundingPoll = time.Second
 
 // bootstrapLoop joins the mesh and keeps it joined: rounds that reach no bootstrap peer are
 // retried with backoff; once joined, every health interval it retries the bootstrap peers that
-// are not connected while its routing table is small (rejoinBelow) and, if the routing table
-// has emptied, goes back to backoff rounds.
+// are not connected and walks toward itself again while its routing table is small
+// (rejoinBelow) and, if the routing table has emptied, goes back to backoff rounds.
 func (d *Discovery) bootstrapLoop() {
 	failed := 0
 	walked := false // since the last (re)join, see walkToSelf
 	for {
 		var answered, configured int
-		if !d.joined() || d.dht.RoutingTable().Size() < rejoinBelow {
+		small := d.dht.RoutingTable().Size() < rejoinBelow
+		if !d.joined() || small {
 			answered, configured = d.bootstrapRound()
 		}
 		var wait time.Duration
@@ -141,13 +147,14 @@ func (d *Discovery) bootstrapLoop() {
 			}
 			failed = 0
 			d.markJoined()
-			if justJoined {
+			if justJoined || small {
 				walked = false
 			}
 			if !walked {
 				// Publish after the walk, so that the record goes to the peers closest
 				// to its keys rather than to the few the node knew on joining. A walk that
-				// failed is tried again at the next round.
+				// failed is tried again at the next round, and so is one that left the
+				// table small (a small mesh, or peers gone).
 				walked = d.walkToSelf()
 			}
 			d.maybeStale(d.dht.RoutingTable().Size())
@@ -258,6 +265,9 @@ func (d *Discovery) walkToSelf() bool {
 		case <-t.C:
 		}
 	}
+	d.mu.Lock()
+	d.boot.walks++
+	d.mu.Unlock()
 	if _, err := d.dht.GetClosestPeers(ctx, string(d.h.ID())); err != nil {
 		if d.ctx.Err() == nil {
 			d.log.Debug("walk to self incomplete", "err", err)
@@ -274,14 +284,18 @@ const tablePoll = 20 * time.Millisecond
 // default period, which this package keeps instead of kad-dht's own timer (New).
 const refreshEvery = 10 * time.Minute
 
-// refreshLoop refreshes the routing table of a joined node at random times, refreshEvery
-// apart on average (uniform between half and one and a half of it), so that a mesh that
-// joined at once does not refresh at once. A refresh walks toward every bucket that no lookup
-// refreshed within kad-dht's refresh interval and pings the peers not heard from within it.
+// refreshLoop refreshes the routing table of a joined node at random times: the first between
+// one and one and a half refreshEvery after New (kad-dht's first refresh came one period after
+// its start; the join's walk has done the urgent part), then refreshEvery apart on average
+// (uniform between half and one and a half of it), so that a mesh that joined at once does
+// not keep refreshing at once. A refresh walks toward every bucket that no lookup refreshed
+// within kad-dht's refresh interval and pings the peers not heard from within it.
 func (d *Discovery) refreshLoop(r *rand.Rand) {
 	every := d.cfg.refreshEvery
+	wait := every + time.Duration(r.Int64N(int64(every/2)))
 	for {
-		t := time.NewTimer(every/2 + time.Duration(r.Int64N(int64(every))))
+		t := time.NewTimer(wait)
+		wait = every/2 + time.Duration(r.Int64N(int64(every)))
 		select {
 		case <-d.ctx.Done():
 			t.Stop()
