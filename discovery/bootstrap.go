@@ -77,7 +77,7 @@ func (d *Discovery) Status() Status {
 		BootstrapConfigured: len(d.boot.peers), BootstrapAnswered: d.boot.answered,
 		BootstrapPeers: append([]BootstrapPeerStatus(nil), d.boot.peers...),
 		Rounds:         d.boot.rounds, FailedRounds: d.boot.failed, NextRound: d.boot.next,
-		SelfWalks:      d.boot.walks,
+		SelfWalks:        d.boot.walks,
 		RoutingTableSize: d.dht.RoutingTable().Size(),
 		LastError:        d.boot.lastErr, LastErrorAt: d.boot.lastErrAt,
 		Left: d.boot.left, CachedAgents: d.cache.len(),
