@@ -23,8 +23,8 @@ import (
 //   - the second subscription holds the bus lock and waits for that type's lock;
 //   - the first waits for the bus lock to register its second type.
 //
-// Every identification of the host then waits forever (stop 36 saw 473 of them in one node of
-// a 300-node simulation). Taking the two subscriptions one after the other breaks the cycle:
+// Every identification of the host then waits forever (473 of them in one node of a 300-node
+// simulation, docs/scale.md). Taking the two subscriptions one after the other breaks the cycle:
 // while the first registers, nobody holds the bus lock waiting on a type the first has
 // registered.
 type oneSubscriberHost struct {
