@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -26,9 +25,6 @@ type Status struct {
 	// Rounds counts bootstrap rounds; FailedRounds those in which no peer answered in a row.
 	Rounds       int
 	FailedRounds int
-	// SelfWalks counts the walks toward the node's own id (one at each join, and one each
-	// round while the routing table is small).
-	SelfWalks int
 	// NextRound is when the bootstrap loop next tries, zero when not scheduled.
 	NextRound time.Time
 	// RoutingTableSize is the number of peers in the DHT routing table.
@@ -59,7 +55,6 @@ type bootState struct {
 	peers        []BootstrapPeerStatus
 	bootstrapped bool
 	rounds       int
-	walks        int
 	failed       int
 	answered     int
 	next         time.Time
@@ -77,7 +72,6 @@ func (d *Discovery) Status() Status {
 		BootstrapConfigured: len(d.boot.peers), BootstrapAnswered: d.boot.answered,
 		BootstrapPeers: append([]BootstrapPeerStatus(nil), d.boot.peers...),
 		Rounds:         d.boot.rounds, FailedRounds: d.boot.failed, NextRound: d.boot.next,
-		SelfWalks:        d.boot.walks,
 		RoutingTableSize: d.dht.RoutingTable().Size(),
 		LastError:        d.boot.lastErr, LastErrorAt: d.boot.lastErrAt,
 		Left: d.boot.left, CachedAgents: d.cache.len(),
@@ -113,15 +107,13 @@ const foundingPoll = time.Second
 
 // bootstrapLoop joins the mesh and keeps it joined: rounds that reach no bootstrap peer are
 // retried with backoff; once joined, every health interval it retries the bootstrap peers that
-// are not connected and walks toward itself again while its routing table is small
-// (rejoinBelow) and, if the routing table has emptied, goes back to backoff rounds.
+// are not connected while its routing table is small (rejoinBelow) and, if the routing table
+// has emptied, goes back to backoff rounds.
 func (d *Discovery) bootstrapLoop() {
 	failed := 0
-	walked := false // since the last (re)join, see walkToSelf
 	for {
 		var answered, configured int
-		small := d.dht.RoutingTable().Size() < rejoinBelow
-		if !d.joined() || small {
+		if !d.joined() || d.dht.RoutingTable().Size() < rejoinBelow {
 			answered, configured = d.bootstrapRound()
 		}
 		var wait time.Duration
@@ -147,15 +139,10 @@ func (d *Discovery) bootstrapLoop() {
 			}
 			failed = 0
 			d.markJoined()
-			if justJoined || small {
-				walked = false
-			}
-			if !walked {
-				// Publish after the walk, so that the record goes to the peers closest
-				// to its keys rather than to the few the node knew on joining. A walk that
-				// failed is tried again at the next round, and so is one that left the
-				// table small (a small mesh, or peers gone).
-				walked = d.walkToSelf()
+			if justJoined {
+				// Publish after the refresh, so that the record goes to the peers closest
+				// to its keys rather than to the few the node knew on joining.
+				d.refreshRoutingTable()
 			}
 			d.maybeStale(d.dht.RoutingTable().Size())
 			d.kickRepublish()
@@ -239,77 +226,8 @@ func (d *Discovery) bootstrapRound() (answered, configured int) {
 	return answered, len(peers)
 }
 
-// joinWalkTimeout bounds the walk a node makes toward itself when it (re)joins.
-const joinWalkTimeout = time.Minute
-
-// walkToSelf looks the node's own id up in the DHT, as a node that (re)joins does: the walk
-// fills the routing table with the node's neighbourhood and the peers on the way to it, and
-// every peer it queries learns of the node. The other buckets fill at the first refresh
-// (refreshLoop) and from the queries the node makes and answers meanwhile. Errors are
-// logged, and the walk reported as not done.
-func (d *Discovery) walkToSelf() bool {
-	ctx, cancel := context.WithTimeout(d.ctx, joinWalkTimeout)
-	defer cancel()
-	// The bootstrap peers are connected, but kad-dht adds a peer to its table only once
-	// identify has said that it serves the DHT: the walk starts from the table.
-	for wait := time.Now().Add(d.cfg.connectTimeout); d.dht.RoutingTable().Size() == 0; {
-		if time.Now().After(wait) {
-			d.log.Debug("walk to self not started: the routing table is still empty")
-			return false
-		}
-		t := time.NewTimer(tablePoll)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C:
-		}
-	}
-	d.mu.Lock()
-	d.boot.walks++
-	d.mu.Unlock()
-	if _, err := d.dht.GetClosestPeers(ctx, string(d.h.ID())); err != nil {
-		if d.ctx.Err() == nil {
-			d.log.Debug("walk to self incomplete", "err", err)
-		}
-		return false
-	}
-	return true
-}
-
-// tablePoll is how often walkToSelf looks whether the routing table has its first peer.
-const tablePoll = 20 * time.Millisecond
-
-// refreshEvery is the mean time between two refreshes of the routing table: kad-dht's
-// default period, which this package keeps instead of kad-dht's own timer (New).
-const refreshEvery = 10 * time.Minute
-
-// refreshLoop refreshes the routing table of a joined node at random times: the first between
-// one and one and a half refreshEvery after New (kad-dht's first refresh came one period after
-// its start; the join's walk has done the urgent part), then refreshEvery apart on average
-// (uniform between half and one and a half of it), so that a mesh that joined at once does
-// not keep refreshing at once. A refresh walks toward every bucket that no lookup refreshed
-// within kad-dht's refresh interval and pings the peers not heard from within it.
-func (d *Discovery) refreshLoop(r *rand.Rand) {
-	every := d.cfg.refreshEvery
-	wait := every + time.Duration(r.Int64N(int64(every/2)))
-	for {
-		t := time.NewTimer(wait)
-		wait = every/2 + time.Duration(r.Int64N(int64(every)))
-		select {
-		case <-d.ctx.Done():
-			t.Stop()
-			return
-		case <-t.C:
-		}
-		if d.joined() {
-			d.refreshRoutingTable()
-		}
-	}
-}
-
 // refreshRoutingTable asks the DHT to refresh its routing table and waits for the outcome (or
-// Close). Refresh errors are logged, not fatal: the next refresh tries again.
+// Close). Refresh errors are logged, not fatal: the DHT refreshes on its own schedule too.
 func (d *Discovery) refreshRoutingTable() {
 	select {
 	case err := <-d.dht.RefreshRoutingTable():

@@ -133,11 +133,6 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		// Every record the DHT keeps for the mesh, bounded and charged to its owner.
 		dht.Datastore(d.recs),
 		dht.ProviderManagerOpts(records.Cache(noProviderCache{})),
-		// The package refreshes the routing table itself (bootstrap.go): a node that joins
-		// walks toward itself only, where kad-dht would walk toward every bucket as soon as
-		// its table held a peer (its low-peers fix), and then every 10 minutes at fixed times.
-		// In a mesh that joins at once those walks were half the join's work (docs/scale.md).
-		dht.DisableAutoRefresh(),
 	}
 	d.dht, err = dht.New(h, append(dopts, cfg.dhtOpts...)...)
 	if err != nil {
@@ -155,13 +150,10 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		d.mdns = svc
 		d.mu.Unlock()
 	}
-	// the loops run concurrently: one source each
-	r := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64()))
-	rr := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64()))
-	d.wg.Add(3)
+	r := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64())) // the loops run concurrently: one source each
+	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
 	go func() { defer d.wg.Done(); d.republishLoop(r) }()
-	go func() { defer d.wg.Done(); d.refreshLoop(rr) }()
 	return d, nil
 }
 

@@ -80,7 +80,6 @@ type config struct {
 	logger         *slog.Logger
 	backoff        retry.Backoff // of bootstrap rounds and record publishes
 	healthInterval time.Duration
-	refreshEvery   time.Duration // mean time between routing-table refreshes (refreshLoop)
 	connectTimeout time.Duration
 	quorum         int
 	maxProviders   int
@@ -104,7 +103,6 @@ func defaults() config {
 		logger:         slog.Default(),
 		backoff:        retry.Backoff{Min: DefaultBackoffBase, Max: DefaultBackoffMax},
 		healthInterval: DefaultHealthInterval,
-		refreshEvery:   refreshEvery,
 		connectTimeout: DefaultConnectTimeout,
 		quorum:         DefaultQuorum,
 		bucketSize:     DefaultBucketSize,
