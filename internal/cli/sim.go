@@ -223,8 +223,8 @@ func runSweep(ctx context.Context, cmd *cobra.Command, sc *sim.Scenario, sf *sim
 	if sf.nodes != 0 {
 		return errors.New("--sizes and --nodes: give one; --sizes runs the scenario at each of its sizes")
 	}
-	if sf.memProfile != "" || sf.profileStep != "" || sf.stallTrace != "" {
-		return errors.New("--memprofile, --profile-step and --trace-stall follow one run; with --sizes, look at one size with --nodes instead")
+	if sf.memProfile != "" || sf.profileStep != "" || sf.stallTrace != "" || cmd.Flags().Changed("stall-threshold") {
+		return errors.New("--memprofile, --profile-step, --trace-stall and --stall-threshold follow one run; with --sizes, look at one size with --nodes instead")
 	}
 	sizes, err := sim.ParseSizes(sf.sizes)
 	if err != nil {

@@ -52,7 +52,8 @@ func TestSim_RefusesBadInput(t *testing.T) {
 		{[]string{"sim", "--stall-threshold", "1s"}, "--stall-threshold goes with --trace-stall"},
 		{[]string{"sim", "--stall-threshold", "500ms"}, "--stall-threshold goes with --trace-stall"},
 		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--stall-threshold", "-1s"}, "--stall-threshold -1s"},
-		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--sizes", "2,3"}, "--trace-stall follow one run"},
+		{[]string{"sim", "--trace-stall", filepath.Join(t.TempDir(), "t"), "--sizes", "2,3"}, "--stall-threshold follow one run"},
+		{[]string{"sim", "--stall-threshold", "1s", "--sizes", "2,3"}, "--stall-threshold follow one run"},
 		{[]string{"sim", "--sizes", "2,3", "--repeat", "0"}, "--repeat 0"},
 		{[]string{"sim", "--sizes", "2,3", "--repeat", "10"}, "--repeat 10"},
 	} {
