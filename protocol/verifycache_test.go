@@ -119,3 +119,44 @@ func TestKeyCache_ExpandsTheKeysOfSendersVerifiedOften(t *testing.T) {
 		}
 	}
 }
+
+// A stream of new senders, each heard once (a hostile peer making up peer ids, or a large
+// mesh's beats), fills the cache and makes it start over, but does not evict the expanded key
+// of a sender verified often: that key stays, expanded, through any number of restarts.
+func TestKeyCache_NewSendersDoNotEvictExpandedKeys(t *testing.T) {
+	const bound = 8
+	keys := NewKeyCache(bound)
+	v := &Verifier{Keys: keys}
+	event := func(b *Builder) *Message {
+		m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	key, _, _ := crypto.GenerateEd25519Key(nil)
+	often, _ := NewBuilder("test:cache:often", key, nil)
+	for range expandAfter {
+		if err := v.Verify(event(often)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before, ok := keys.get(often.PeerID().String())
+	if !ok || before.ed.exp.Load() == nil {
+		t.Fatal("the key of a sender verified often is not expanded")
+	}
+	for i := range 5 * bound {
+		k, _, _ := crypto.GenerateEd25519Key(nil)
+		b, _ := NewBuilder("test:cache:once", k, nil)
+		if err := v.Verify(event(b)); err != nil {
+			t.Fatalf("new sender %d: %v", i, err)
+		}
+		if n := len(keys.pubs); n > bound {
+			t.Fatalf("cache holds %d, bound %d", n, bound)
+		}
+	}
+	after, ok := keys.get(often.PeerID().String())
+	if !ok || after.ed != before.ed {
+		t.Fatalf("%d new senders evicted the expanded key of a sender verified often", 5*bound)
+	}
+}
