@@ -2,7 +2,6 @@ package discovery
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -17,7 +16,8 @@ type Status struct {
 	// configured and the routing table is not empty).
 	Bootstrapped bool
 	// BootstrapConfigured and BootstrapAnswered count the configured bootstrap peers and those
-	// connected after the last round.
+	// that answered the last round (a round returns at the first answer; its other dials
+	// count as they end).
 	BootstrapConfigured int
 	BootstrapAnswered   int
 	// BootstrapPeers tells, per configured peer, whether it answered and its last error.
@@ -42,7 +42,9 @@ type Status struct {
 	CachedAgents int
 }
 
-// BootstrapPeerStatus is one configured bootstrap peer.
+// BootstrapPeerStatus is one configured bootstrap peer: whether it was connected or answered
+// its last dial (false while a dial is under way), the error of that dial if it failed, and
+// when the last dial began.
 type BootstrapPeerStatus struct {
 	Peer      peer.AddrInfo
 	Answered  bool
@@ -53,6 +55,8 @@ type BootstrapPeerStatus struct {
 // bootState is guarded by Discovery.mu.
 type bootState struct {
 	peers        []BootstrapPeerStatus
+	dialing      []bool    // per peer: a dial of a round is still running
+	dialed       chan bool // the outcome of each dial that ends, answered or not
 	bootstrapped bool
 	rounds       int
 	failed       int
@@ -177,53 +181,111 @@ func (d *Discovery) markJoined() {
 	d.mu.Unlock()
 }
 
-// bootstrapRound dials, in parallel, every configured bootstrap peer that is not connected, and
-// records who answered. It returns how many are connected after the round.
+// joinAnswers is how many bootstrap peers a round waits for, when that many are configured:
+// kad-dht's own bootstrap waits for two, so that a mesh that restarts at once does not join
+// through one peer and split.
+const joinAnswers = 2
+
+// bootstrapRound dials, in parallel, every configured bootstrap peer that is neither connected
+// nor still being dialled by an earlier round, and returns as soon as joinAnswers peers are
+// connected (or every dial, this round's and those still running from earlier ones, has
+// ended): a node joins through the first bootstrap peers to answer, and does not wait out the
+// connect timeout of one that is slow or gone. Its other dials go on in the background (Close
+// waits for them) and record their outcome when they end. It returns how many peers had
+// answered by then, and how many are configured.
 func (d *Discovery) bootstrapRound() (answered, configured int) {
 	d.mu.Lock()
-	peers := append([]BootstrapPeerStatus(nil), d.boot.peers...)
-	d.mu.Unlock()
-	var wg sync.WaitGroup
-	for i := range peers {
-		p := &peers[i]
-		if d.h.Network().Connectedness(p.Peer.ID) == network.Connected {
-			p.Answered, p.LastError = true, ""
-			continue
-		}
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(d.ctx, d.cfg.connectTimeout)
-			defer cancel()
-			p.LastTry = d.cfg.now()
-			if err := d.h.Connect(ctx, p.Peer); err != nil {
-				p.Answered, p.LastError = false, err.Error()
-				if d.ctx.Err() == nil {
-					d.log.Warn("bootstrap peer did not answer; will retry", "bootstrap_peer", p.Peer.ID.String(),
-						"addrs", p.Peer.Addrs, "err", err)
-				}
-				return
-			}
-			p.Answered, p.LastError = true, ""
-			d.log.Info("bootstrap peer answered", "bootstrap_peer", p.Peer.ID.String())
-		})
+	ids := make([]peer.ID, len(d.boot.peers))
+	for i, p := range d.boot.peers {
+		ids[i] = p.Peer.ID
 	}
-	wg.Wait()
-	var lastErr string
-	for _, p := range peers {
-		if p.Answered {
-			answered++
-		} else if p.LastError != "" {
-			lastErr = "bootstrap peer " + p.Peer.ID.String() + ": " + p.LastError
-		}
+	d.mu.Unlock()
+	connected := make([]bool, len(ids))
+	for i, id := range ids {
+		connected[i] = d.h.Network().Connectedness(id) == network.Connected
 	}
 	d.mu.Lock()
-	d.boot.peers = peers
 	d.boot.rounds++
-	d.boot.answered = answered
-	if lastErr != "" {
-		d.boot.lastErr, d.boot.lastErrAt = lastErr, d.cfg.now()
+	for len(d.boot.dialed) > 0 { // outcomes already recorded: only those still to come count
+		<-d.boot.dialed
 	}
+	var dial []int
+	pending := 0
+	for i := range d.boot.peers {
+		p := &d.boot.peers[i]
+		switch {
+		case d.boot.dialing[i]:
+			pending++
+		case connected[i]:
+			p.Answered, p.LastError = true, ""
+		default:
+			d.boot.dialing[i] = true
+			p.Answered, p.LastTry = false, d.cfg.now()
+			dial = append(dial, i)
+			pending++
+		}
+	}
+	answered = d.countAnswered()
+	d.boot.answered = answered
+	configured = len(d.boot.peers)
 	d.mu.Unlock()
-	return answered, len(peers)
+	for _, i := range dial {
+		d.wg.Go(func() { d.dialBootstrap(i) })
+	}
+	for need := min(joinAnswers, configured); answered < need && pending > 0; pending-- {
+		select {
+		case ok := <-d.boot.dialed:
+			if ok {
+				answered++
+			}
+		case <-d.ctx.Done():
+			return answered, configured
+		}
+	}
+	return answered, configured
+}
+
+// dialBootstrap dials configured bootstrap peer i for at most the connect timeout, records the
+// outcome and sends it to d.boot.dialed.
+func (d *Discovery) dialBootstrap(i int) {
+	d.mu.Lock()
+	p := d.boot.peers[i].Peer
+	d.mu.Unlock()
+	ctx, cancel := context.WithTimeout(d.ctx, d.cfg.connectTimeout)
+	defer cancel()
+	err := d.h.Connect(ctx, p)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	st := &d.boot.peers[i]
+	if err != nil {
+		st.Answered, st.LastError = false, err.Error()
+		d.boot.lastErr, d.boot.lastErrAt = "bootstrap peer "+p.ID.String()+": "+st.LastError, d.cfg.now()
+		if d.ctx.Err() == nil {
+			d.log.Warn("bootstrap peer did not answer; will retry", "bootstrap_peer", p.ID.String(),
+				"addrs", p.Addrs, "err", err)
+		}
+	} else {
+		st.Answered, st.LastError = true, ""
+		d.log.Info("bootstrap peer answered", "bootstrap_peer", p.ID.String())
+	}
+	d.boot.answered = d.countAnswered()
+	// Under d.mu, with the dialing mark: a round that drains the channel and counts the marks
+	// under d.mu sees every outcome exactly once. At most one dial per peer runs, so the send
+	// never blocks.
+	d.boot.dialing[i] = false
+	d.boot.dialed <- err == nil
+}
+
+// countAnswered counts the configured bootstrap peers whose last dial, or check, found them
+// answering. The caller holds d.mu.
+func (d *Discovery) countAnswered() int {
+	n := 0
+	for _, p := range d.boot.peers {
+		if p.Answered {
+			n++
+		}
+	}
+	return n
 }
 
 // refreshRoutingTable asks the DHT to refresh its routing table and waits for the outcome (or

@@ -116,6 +116,8 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 			d.boot.peers = append(d.boot.peers, BootstrapPeerStatus{Peer: ai})
 		}
 	}
+	d.boot.dialing = make([]bool, len(d.boot.peers))
+	d.boot.dialed = make(chan bool, len(d.boot.peers))
 	mode := dht.ModeServer
 	if cfg.client {
 		mode = dht.ModeClient

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
+	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
@@ -61,6 +62,71 @@ func TestBootstrapUnreachableThenJoins(t *testing.T) {
 	testsupport.WaitFor(t, 10*time.Second, "joined after the peer came back", func() bool { return d.Status().Bootstrapped })
 	if st := d.Status(); st.BootstrapAnswered != 1 || st.FailedRounds != 0 {
 		t.Fatalf("status after joining: %+v", st)
+	}
+}
+
+// A node joins through the first two bootstrap peers to answer: one that takes its whole
+// connect timeout (here every byte to it takes a minute, and the timeout is two) does not hold
+// the join back, and its dial goes on, to be recorded when it ends.
+func TestJoinDoesNotWaitForASlowBootstrapPeer(t *testing.T) {
+	m := newMesh(t, 2, 1) // two live bootstrap peers, the second joined to the first
+	m.waitJoined(t)
+	sh, _ := m.mn.AddHost(t, hostPort+2)
+	nh, nsk := m.mn.AddHost(t, hostPort+3)
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.mn.LinksBetweenPeers(nh.ID(), sh.ID()) {
+		l.SetOptions(mocknet.LinkOptions{Latency: time.Minute})
+	}
+	boot := []peer.AddrInfo{{ID: sh.ID(), Addrs: sh.Addrs()}}
+	for _, h := range m.hosts {
+		boot = append(boot, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
+	}
+	d, err := New(nh, nsk, WithLogger(quiet), WithConnectTimeout(2*time.Minute), WithBootstrapPeers(boot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, d)
+	testsupport.WaitFor(t, 30*time.Second, "joined through the peers that answered", func() bool {
+		s := d.Status()
+		return s.Bootstrapped && s.RoutingTableSize > 0
+	})
+	st := d.Status()
+	if st.BootstrapAnswered != 2 || st.FailedRounds != 0 {
+		t.Errorf("status after joining: %+v", st)
+	}
+	if p := st.BootstrapPeers[0]; p.Answered || p.LastError != "" || p.LastTry.IsZero() {
+		t.Errorf("the slow peer's dial should still be under way: %+v", p)
+	}
+}
+
+// With two bootstrap peers or more, a node waits for two to answer before it joins, as
+// kad-dht's own bootstrap does: a mesh that restarts at once and joins through one peer each
+// could split. Here the second peer answers slowly (every byte takes 500 ms), and the node
+// is joined only once it has.
+func TestJoinWaitsForTwoBootstrapPeers(t *testing.T) {
+	m := newMesh(t, 2, 1)
+	m.waitJoined(t)
+	nh, nsk := m.mn.AddHost(t, hostPort+2)
+	if err := m.mn.LinkAll(); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range m.mn.LinksBetweenPeers(nh.ID(), m.hosts[1].ID()) {
+		l.SetOptions(mocknet.LinkOptions{Latency: 500 * time.Millisecond})
+	}
+	var boot []peer.AddrInfo
+	for _, h := range m.hosts {
+		boot = append(boot, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
+	}
+	d, err := New(nh, nsk, WithLogger(quiet), WithBootstrapPeers(boot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.ds = append(m.ds, d)
+	testsupport.WaitFor(t, 30*time.Second, "joined", func() bool { return d.Status().Bootstrapped })
+	if st := d.Status(); st.BootstrapAnswered != 2 {
+		t.Fatalf("joined with %d bootstrap peers answered, of 2: %+v", st.BootstrapAnswered, st)
 	}
 }
 
