@@ -60,7 +60,6 @@ type bootState struct {
 	bootstrapped bool
 	rounds       int
 	failed       int
-	answered     int
 	next         time.Time
 	lastErr      string
 	lastErrAt    time.Time
@@ -73,7 +72,7 @@ func (d *Discovery) Status() Status {
 	defer d.mu.Unlock()
 	s := Status{
 		Mode: "server", Bootstrapped: d.boot.bootstrapped,
-		BootstrapConfigured: len(d.boot.peers), BootstrapAnswered: d.boot.answered,
+		BootstrapConfigured: len(d.boot.peers), BootstrapAnswered: d.countAnswered(),
 		BootstrapPeers: append([]BootstrapPeerStatus(nil), d.boot.peers...),
 		Rounds:         d.boot.rounds, FailedRounds: d.boot.failed, NextRound: d.boot.next,
 		RoutingTableSize: d.dht.RoutingTable().Size(),
@@ -226,7 +225,6 @@ func (d *Discovery) bootstrapRound() (answered, configured int) {
 		}
 	}
 	answered = d.countAnswered()
-	d.boot.answered = answered
 	configured = len(d.boot.peers)
 	d.mu.Unlock()
 	for _, i := range dial {
@@ -268,7 +266,6 @@ func (d *Discovery) dialBootstrap(i int) {
 		st.Answered, st.LastError = true, ""
 		d.log.Info("bootstrap peer answered", "bootstrap_peer", p.ID.String())
 	}
-	d.boot.answered = d.countAnswered()
 	// Under d.mu, with the dialing mark: a round that drains the channel and counts the marks
 	// under d.mu sees every outcome exactly once. At most one dial per peer runs, so the send
 	// never blocks.
