@@ -32,8 +32,7 @@ func withListenFunc(f func(network, addr string) (net.Listener, error)) Option {
 // that ever were at once.
 type countingListener struct {
 	net.Listener
-	mu         sync.Mutex
-	open, most int
+	testsupport.Gauge
 }
 
 func (l *countingListener) Accept() (net.Conn, error) {
@@ -41,17 +40,8 @@ func (l *countingListener) Accept() (net.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.open++
-	l.most = max(l.most, l.open)
+	l.Enter()
 	return &countedConn{Conn: c, l: l}, nil
-}
-
-func (l *countingListener) counts() (open, most int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.open, l.most
 }
 
 type countedConn struct {
@@ -61,7 +51,7 @@ type countedConn struct {
 }
 
 func (c *countedConn) Close() error {
-	c.once.Do(func() { c.l.mu.Lock(); c.l.open--; c.l.mu.Unlock() })
+	c.once.Do(c.l.Leave)
 	return c.Conn.Close()
 }
 
@@ -210,8 +200,8 @@ func TestGuard_AClientThatStopsReadingIsCutAtTheWriteTimeout(t *testing.T) {
 	if _, err := io.WriteString(c, "GET /v1/inbox HTTP/1.1\r\nHost: "+s.Addr()+"\r\nAuthorization: Bearer "+s.Token()+"\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.WaitFor(t, 10*time.Second, "the server accepts the connection", func() bool { _, most := cl.counts(); return most == 1 })
-	testsupport.WaitFor(t, 10*time.Second, "the server closes the connection it cannot write to", func() bool { open, _ := cl.counts(); return open == 0 })
+	testsupport.WaitFor(t, 10*time.Second, "the server accepts the connection", func() bool { _, most := cl.Counts(); return most == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "the server closes the connection it cannot write to", func() bool { open, _ := cl.Counts(); return open == 0 })
 }
 
 // The read timeout bounds reading a request, not answering it: a WebSocket, the event
@@ -300,7 +290,7 @@ func TestGuard_ConnectionLimit(t *testing.T) {
 		return []Option{WithMaxConnections(2), withListenFunc(listen), WithHeaderTimeout(time.Hour)}
 	}})
 	s := m.servers[0]
-	openNow := func() int { open, _ := cl.counts(); return open }
+	openNow := func() int { open, _ := cl.Counts(); return open }
 	// Two clients that never finish their headers (slowloris) hold both connections.
 	partial := "GET /healthz HTTP/1.1\r\nHost: " + s.Addr() + "\r\n"
 	held1, _ := rawRequest(t, s, partial, "")
@@ -327,7 +317,7 @@ func TestGuard_ConnectionLimit(t *testing.T) {
 	if code := <-served; code != http.StatusOK {
 		t.Fatalf("the waiting connection got %d, want 200 once a slot freed", code)
 	}
-	if _, most := cl.counts(); most != 2 {
+	if _, most := cl.Counts(); most != 2 {
 		t.Fatalf("%d connections were open at once, the limit is 2", most)
 	}
 }

@@ -1,7 +1,7 @@
 package pubsub
 
 import (
-	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,10 +15,8 @@ import (
 // when the bus is busy, and which counts how many of them overlapped.
 type slowBus struct {
 	event.Bus
-	mu       sync.Mutex
-	inFlight int
-	most     int
-	multi    int
+	multi testsupport.Gauge // subscriptions to several types under way
+	done  atomic.Int32      // and ended
 }
 
 func (b *slowBus) Subscribe(eventType any, opts ...event.SubscriptionOpt) (event.Subscription, error) {
@@ -26,23 +24,11 @@ func (b *slowBus) Subscribe(eventType any, opts ...event.SubscriptionOpt) (event
 	if !many || len(types) < 2 {
 		return b.Bus.Subscribe(eventType, opts...)
 	}
-	b.mu.Lock()
-	b.inFlight++
-	b.most = max(b.most, b.inFlight)
-	b.mu.Unlock()
+	b.multi.Enter()
+	defer b.done.Add(1)
+	defer b.multi.Leave()
 	time.Sleep(50 * time.Millisecond) // the window between the first type and the last
-	sub, err := b.Bus.Subscribe(eventType, opts...)
-	b.mu.Lock()
-	b.inFlight--
-	b.multi++
-	b.mu.Unlock()
-	return sub, err
-}
-
-func (b *slowBus) counts() (most, multi int) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.most, b.multi
+	return b.Bus.Subscribe(eventType, opts...)
 }
 
 type slowBusHost struct {
@@ -68,10 +54,9 @@ func TestGossip_SubscribesToTheEventBusOneSubscriptionAtATime(t *testing.T) {
 	}
 	defer g.Close()
 	testsupport.WaitFor(t, 10*time.Second, "gossipsub's two subscriptions to several event types", func() bool {
-		_, multi := bus.counts()
-		return multi >= 2
+		return bus.done.Load() >= 2
 	})
-	if most, multi := bus.counts(); most != 1 {
-		t.Fatalf("%d of gossipsub's %d subscriptions to several types ran at once; want one at a time", most, multi)
+	if _, most := bus.multi.Counts(); most != 1 {
+		t.Fatalf("%d of gossipsub's %d subscriptions to several types ran at once; want one at a time", most, bus.done.Load())
 	}
 }

@@ -86,3 +86,15 @@ func TestMocknet_LinkOnlyLeavesTheHostsUnconnected(t *testing.T) {
 		t.Fatalf("linked hosts cannot connect: %v", err)
 	}
 }
+
+func TestGauge_CountsWhatIsUnderWayAndTheMostAtOnce(t *testing.T) {
+	var g Gauge
+	g.Enter()
+	g.Enter()
+	g.Leave()
+	g.Enter()
+	g.Leave()
+	if now, most := g.Counts(); now != 1 || most != 2 {
+		t.Fatalf("Counts() = %d, %d; want 1 under way, at most 2", now, most)
+	}
+}
