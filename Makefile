@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare idle clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
 
 all: build
 
@@ -77,6 +77,12 @@ python-test: build
 ## the node's own (anonymous) memory and the binary's pages, ROUNDS runs (docs/node.md).
 idle: build
 	bench/idle.sh $(BIN)
+
+## idle-floor: the same measure of a bare go-libp2p host on its defaults (bench/barehost, from
+## the bench/ module), the floor under the node's: what go-libp2p alone costs on this machine.
+idle-floor:
+	cd bench && $(GO) build -o ../bin/barehost ./barehost
+	FLOOR=1 bench/idle.sh bin/barehost
 
 ## python-bench: a request through the Python client against raw HTTP, p50 of each (BENCH_N
 ## requests a side).

@@ -4,7 +4,8 @@
 // node does not depend on NATS: nothing outside this directory imports it, and the root
 // module's go.mod, `go build ./...`, `go test ./...` and `make test` never see it.
 //
-// It has no code outside its tests; run it from the repository root with
+// Apart from barehost (a bare go-libp2p host, the floor under the idle node's memory, run by
+// `make idle-floor`), it has no code outside its tests; run them from the repository root with
 //
 //	make bench-compare
 //

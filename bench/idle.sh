@@ -5,30 +5,44 @@
 # (the node's own) and file-backed pages (the binary's code and read-only data, mapped from
 # the page cache and shared by every process that runs the same file).
 # Usage: bench/idle.sh [BIN] (default bin/iacp-node; `make idle` builds it first).
+# With FLOOR=1, BIN is bench/barehost (a go-libp2p host on its defaults and nothing else, the
+# floor under the node; `make idle-floor`): it is started as it is, and ready means its
+# "ready" line.
 set -euo pipefail
 BIN=${1:-bin/iacp-node}
 ROUNDS=${ROUNDS:-5}
 SETTLE=${SETTLE:-10}
+FLOOR=${FLOOR:-0}
 printf '%-5s %9s %9s %9s %9s\n' run ready_ms rss_kb anon_kb file_kb
 for i in $(seq 1 "$ROUNDS"); do
 	dir=$(mktemp -d)
-	"$BIN" init --data-dir "$dir" >/dev/null 2>&1
-	port=$((20000 + RANDOM % 20000))
 	fifo="$dir/out"
 	mkfifo "$fifo"
-	t0=$(date +%s%N)
-	"$BIN" run --data-dir "$dir" --api "127.0.0.1:$port" \
-		--listen /ip4/127.0.0.1/tcp/0 --listen /ip4/127.0.0.1/udp/0/quic-v1 >"$fifo" 2>/dev/null &
-	pid=$!
+	if [ "$FLOOR" = 1 ]; then
+		t0=$(date +%s%N)
+		"$BIN" >"$fifo" 2>/dev/null &
+		pid=$!
+		want=ready
+	else
+		"$BIN" init --data-dir "$dir" >/dev/null 2>&1
+		port=$((20000 + RANDOM % 20000))
+		t0=$(date +%s%N)
+		"$BIN" run --data-dir "$dir" --api "127.0.0.1:$port" \
+			--listen /ip4/127.0.0.1/tcp/0 --listen /ip4/127.0.0.1/udp/0/quic-v1 >"$fifo" 2>/dev/null &
+		pid=$!
+		want=api
+	fi
 	exec 3<"$fifo"
 	while IFS= read -r line <&3; do
-		case $line in api*) break ;; esac
+		case $line in "$want"*) break ;; esac
 	done
 	t1=$(date +%s%N)
 	cat <&3 >/dev/null &
 	drain=$!
-	code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz" || true)
-	[ "$code" = 200 ] || { echo "run $i: /healthz answered $code" >&2; exit 1; }
+	if [ "$FLOOR" != 1 ]; then
+		code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$port/healthz" || true)
+		[ "$code" = 200 ] || { echo "run $i: /healthz answered $code" >&2; exit 1; }
+	fi
 	sleep "$SETTLE"
 	rss=$(awk '/^VmRSS/{print $2}' "/proc/$pid/status")
 	anon=$(awk '/^RssAnon/{print $2}' "/proc/$pid/status")
