@@ -89,7 +89,8 @@ func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool)
 }
 
 // providers returns the peers that provide a capability (cache first), calling found for each
-// as soon as it is known, so that record fetches overlap the rest of the DHT walk.
+// as soon as it is known, so that record fetches overlap the rest of the DHT walk. A walk's
+// answer is cached for the cache TTL.
 func (d *Discovery) providers(ctx context.Context, c capability, found func(peer.ID)) ([]peer.ID, error) {
 	if ps, ok := d.cache.providersOf(c); ok {
 		for _, id := range ps {
@@ -97,6 +98,17 @@ func (d *Discovery) providers(ctx context.Context, c capability, found func(peer
 		}
 		return ps, nil
 	}
+	out, err := d.walkProviders(ctx, c, found)
+	if err != nil {
+		return nil, err
+	}
+	d.cache.putProviders(c, out)
+	return out, nil
+}
+
+// walkProviders asks the DHT for the providers of a capability, calling found for each as it
+// comes. It neither reads nor fills the cache.
+func (d *Discovery) walkProviders(ctx context.Context, c capability, found func(peer.ID)) ([]peer.ID, error) {
 	key, err := CapabilityCID(c.kind, c.name)
 	if err != nil {
 		return nil, err
@@ -115,7 +127,6 @@ func (d *Discovery) providers(ctx context.Context, c capability, found func(peer
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("find providers of %s: %w", c, err)
 	}
-	d.cache.putProviders(c, out)
 	return out, nil
 }
 

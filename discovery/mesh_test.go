@@ -408,3 +408,44 @@ func TestPeerSource(t *testing.T) {
 		}
 	}
 }
+
+// Gossip's group search does not answer capability lookups: a search made before most agents
+// had advertised (a node joins its groups as it starts, while the mesh forms) must not hide
+// the agents that advertised after it from the next FindByCapability for the cache TTL.
+func TestCapabilityLookupFindsAgentsThatAdvertisedAfterAGroupSearch(t *testing.T) {
+	m := newMesh(t, 6, 1) // the default cache TTL, a minute
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	early := []int{1, 2}
+	for _, i := range early {
+		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// manifestFor: every agent has the terminal tool.
+	got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(early) {
+		t.Fatalf("the group search found %d peers, want the %d that advertised", len(got), len(early))
+	}
+	for _, i := range []int{3, 4, 5} {
+		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs, err := m.ds[0].FindByCapability(ctx, KindTool, "terminal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, r := range recs {
+		ids = append(ids, r.AgentID)
+	}
+	want := []string{agentID(1), agentID(2), agentID(3), agentID(4), agentID(5)}
+	if !slices.Equal(ids, want) {
+		t.Fatalf("FindByCapability after the group search: %v, want %v", ids, want)
+	}
+}

@@ -82,14 +82,17 @@ func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int)
 const maxGroupSearches = 1024
 
 // searchCapability finds the providers of name under every kind, in parallel. It fails only
-// when every kind failed.
+// when every kind failed. It walks the DHT without the directory cache: gossip searches in the
+// background, at its start as a rule, while the mesh may still be forming, and a set found
+// before most agents had advertised must not answer the capability lookups of callers for the
+// cache TTL (CapabilityPeers keeps its searches groupPeersTTL, in its own map).
 func (d *Discovery) searchCapability(ctx context.Context, name string) ([]peer.ID, error) {
 	kinds := []string{KindTool, KindModel, KindDomain}
 	sets := make([][]peer.ID, len(kinds))
 	errs := make([]error, len(kinds))
 	var wg sync.WaitGroup
 	for i, k := range kinds {
-		wg.Go(func() { sets[i], errs[i] = d.providers(ctx, capability{k, name}, func(peer.ID) {}) })
+		wg.Go(func() { sets[i], errs[i] = d.walkProviders(ctx, capability{k, name}, func(peer.ID) {}) })
 	}
 	wg.Wait()
 	ids := combine(sets, false)

@@ -68,6 +68,19 @@ func TestRun_Smoke(t *testing.T) {
 	}
 }
 
+// Lookups on 20 nodes joined by invitation through two bootstrap peers
+// (scenarios/discovery.yaml): every agent resolves, and a lookup by capability finds at least
+// nine in ten of the agents that have it. The nodes' groups search the DHT for their members
+// as they start; that search must not leave partial provider sets for the lookups to answer
+// from (it did from 2026-11-23 to 2026-11-28, recall 0.4 to 0.7).
+func TestRun_Discovery(t *testing.T) {
+	rep := runScenario(t, "discovery")
+	by := rep.Steps[len(rep.Steps)-1]
+	if by.Name != "by-capability" || by.Metrics["lookup_recall"] < 0.9 {
+		t.Fatalf("last step %s: recall %v", by.Name, by.Metrics["lookup_recall"])
+	}
+}
+
 // Faults: a clean departure is seen as draining/offline, a partition is suspected across the
 // cut and fails requests across it, the heal converges, and churn under load stops and
 // restarts nodes, while broadcasts reach the nodes that run throughout; a churn given as a
