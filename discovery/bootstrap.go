@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -15,9 +16,9 @@ type Status struct {
 	// Bootstrapped is true once a bootstrap round reached at least one peer (or none were
 	// configured and the routing table is not empty).
 	Bootstrapped bool
-	// BootstrapConfigured and BootstrapAnswered count the configured bootstrap peers and those
-	// that answered the last round (a round returns at the first answer; its other dials
-	// count as they end).
+	// BootstrapConfigured and BootstrapAnswered count the configured bootstrap peers (a peer
+	// listed with several addresses once) and those that answered (a round ends once two have,
+	// or one if only one is configured; its other dials count as they end).
 	BootstrapConfigured int
 	BootstrapAnswered   int
 	// BootstrapPeers tells, per configured peer, whether it answered and its last error.
@@ -43,13 +44,40 @@ type Status struct {
 }
 
 // BootstrapPeerStatus is one configured bootstrap peer: whether it was connected or answered
-// its last dial (false while a dial is under way), the error of that dial if it failed, and
-// when the last dial began.
+// its last dial (false while a dial is under way), the error of the last dial that failed
+// (kept while the next one is under way, cleared when one answers), and when the last dial
+// began.
 type BootstrapPeerStatus struct {
 	Peer      peer.AddrInfo
 	Answered  bool
 	LastError string
 	LastTry   time.Time
+}
+
+// bootstrapPeers is the configured list with one entry per peer, in the order of their
+// first entries: a peer listed more than once (an address per transport, say) has all its
+// addresses in its one entry, so that a round's rule of two answers takes two peers. The
+// node itself is left out.
+func bootstrapPeers(list []peer.AddrInfo, self peer.ID) []peer.AddrInfo {
+	var out []peer.AddrInfo
+	at := map[peer.ID]int{}
+	for _, ai := range list {
+		if ai.ID == self {
+			continue
+		}
+		i, ok := at[ai.ID]
+		if !ok {
+			at[ai.ID] = len(out)
+			out = append(out, peer.AddrInfo{ID: ai.ID, Addrs: slices.Clone(ai.Addrs)})
+			continue
+		}
+		for _, a := range ai.Addrs {
+			if !slices.ContainsFunc(out[i].Addrs, a.Equal) {
+				out[i].Addrs = append(out[i].Addrs, a)
+			}
+		}
+	}
+	return out
 }
 
 // bootState is guarded by Discovery.mu.

@@ -110,11 +110,8 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	if d.rand == nil {
 		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	d.boot.peers = make([]BootstrapPeerStatus, 0, len(cfg.bootstrap))
-	for _, ai := range cfg.bootstrap {
-		if ai.ID != h.ID() {
-			d.boot.peers = append(d.boot.peers, BootstrapPeerStatus{Peer: ai})
-		}
+	for _, ai := range bootstrapPeers(cfg.bootstrap, h.ID()) {
+		d.boot.peers = append(d.boot.peers, BootstrapPeerStatus{Peer: ai})
 	}
 	d.boot.dialing = make([]bool, len(d.boot.peers))
 	d.boot.dialed = make(chan bool, len(d.boot.peers))

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	mocknet "github.com/libp2p/go-libp2p/p2p/net/mock"
+	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
@@ -65,9 +67,10 @@ func TestBootstrapUnreachableThenJoins(t *testing.T) {
 	}
 }
 
-// A node joins through the first two bootstrap peers to answer: one that takes its whole
-// connect timeout (here every byte to it takes a minute, and the timeout is two) does not hold
-// the join back, and its dial goes on, to be recorded when it ends.
+// A node joins through the first two bootstrap peers to answer: a slow one (here every byte
+// to it takes 3 s, so its dial takes several times that, within the minute's connect timeout)
+// does not hold the join back, and its dial goes on, to be recorded when it ends. (A longer
+// latency would test the same, but mocknet's Close waits for what is in flight on the link.)
 func TestJoinDoesNotWaitForASlowBootstrapPeer(t *testing.T) {
 	m := newMesh(t, 2, 1) // two live bootstrap peers, the second joined to the first
 	m.waitJoined(t)
@@ -77,13 +80,13 @@ func TestJoinDoesNotWaitForASlowBootstrapPeer(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, l := range m.mn.LinksBetweenPeers(nh.ID(), sh.ID()) {
-		l.SetOptions(mocknet.LinkOptions{Latency: time.Minute})
+		l.SetOptions(mocknet.LinkOptions{Latency: 3 * time.Second})
 	}
 	boot := []peer.AddrInfo{{ID: sh.ID(), Addrs: sh.Addrs()}}
 	for _, h := range m.hosts {
 		boot = append(boot, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
 	}
-	d, err := New(nh, nsk, WithLogger(quiet), WithConnectTimeout(2*time.Minute), WithBootstrapPeers(boot))
+	d, err := New(nh, nsk, WithLogger(quiet), WithConnectTimeout(time.Minute), WithBootstrapPeers(boot))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,29 +107,39 @@ func TestJoinDoesNotWaitForASlowBootstrapPeer(t *testing.T) {
 // With two bootstrap peers or more, a node waits for two to answer before it joins, as
 // kad-dht's own bootstrap does: a mesh that restarts at once and joins through one peer each
 // could split. Here the second peer answers slowly (every byte takes 500 ms), and the node
-// is joined only once it has.
+// is joined only once it has. A peer listed twice (an address per transport, say) is one
+// peer: its two dials are not two answers.
 func TestJoinWaitsForTwoBootstrapPeers(t *testing.T) {
-	m := newMesh(t, 2, 1)
-	m.waitJoined(t)
-	nh, nsk := m.mn.AddHost(t, hostPort+2)
-	if err := m.mn.LinkAll(); err != nil {
-		t.Fatal(err)
-	}
-	for _, l := range m.mn.LinksBetweenPeers(nh.ID(), m.hosts[1].ID()) {
-		l.SetOptions(mocknet.LinkOptions{Latency: 500 * time.Millisecond})
-	}
-	var boot []peer.AddrInfo
-	for _, h := range m.hosts {
-		boot = append(boot, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
-	}
-	d, err := New(nh, nsk, WithLogger(quiet), WithBootstrapPeers(boot))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.ds = append(m.ds, d)
-	testsupport.WaitFor(t, 30*time.Second, "joined", func() bool { return d.Status().Bootstrapped })
-	if st := d.Status(); st.BootstrapAnswered != 2 {
-		t.Fatalf("joined with %d bootstrap peers answered, of 2: %+v", st.BootstrapAnswered, st)
+	for name, twice := range map[string]bool{"each listed once": false, "the first listed twice": true} {
+		t.Run(name, func(t *testing.T) {
+			m := newMesh(t, 2, 1)
+			m.waitJoined(t)
+			nh, nsk := m.mn.AddHost(t, hostPort+2)
+			if err := m.mn.LinkAll(); err != nil {
+				t.Fatal(err)
+			}
+			for _, l := range m.mn.LinksBetweenPeers(nh.ID(), m.hosts[1].ID()) {
+				l.SetOptions(mocknet.LinkOptions{Latency: 500 * time.Millisecond})
+			}
+			var boot []peer.AddrInfo
+			for _, h := range m.hosts {
+				boot = append(boot, peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()})
+			}
+			if twice {
+				boot = append([]peer.AddrInfo{boot[0]}, boot...)
+			}
+			d, err := New(nh, nsk, WithLogger(quiet), WithBootstrapPeers(boot))
+			if err != nil {
+				t.Fatal(err)
+			}
+			m.ds = append(m.ds, d)
+			testsupport.WaitFor(t, 30*time.Second, "joined", func() bool { return d.Status().Bootstrapped })
+			st := d.Status()
+			if st.BootstrapConfigured != 2 || st.BootstrapAnswered != 2 || !st.BootstrapPeers[1].Answered {
+				t.Fatalf("joined with %d of %d bootstrap peers answered, the slow one %+v; want both of 2",
+					st.BootstrapAnswered, st.BootstrapConfigured, st.BootstrapPeers[len(st.BootstrapPeers)-1])
+			}
+		})
 	}
 }
 
@@ -327,4 +340,21 @@ func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
 		rec, err := ds[1].Resolve(ctx, agentID(0))
 		return err == nil && rec.PeerID == founder.ID()
 	})
+}
+
+// The bootstrap list keeps one entry per peer, in the order of first mention, with every
+// address the list gave it once, and never the node itself.
+func TestBootstrapPeers_OneEntryPerPeer(t *testing.T) {
+	self, a, b := peer.ID("self"), peer.ID("a"), peer.ID("b")
+	tcp, quic := ma.StringCast("/ip4/127.0.0.1/tcp/4001"), ma.StringCast("/ip4/127.0.0.1/udp/4001/quic-v1")
+	got := bootstrapPeers([]peer.AddrInfo{
+		{ID: b, Addrs: []ma.Multiaddr{tcp}},
+		{ID: self, Addrs: []ma.Multiaddr{tcp}},
+		{ID: a, Addrs: []ma.Multiaddr{quic}},
+		{ID: b, Addrs: []ma.Multiaddr{quic, tcp}},
+	}, self)
+	want := []peer.AddrInfo{{ID: b, Addrs: []ma.Multiaddr{tcp, quic}}, {ID: a, Addrs: []ma.Multiaddr{quic}}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("bootstrapPeers: %v, want %v", got, want)
+	}
 }
