@@ -22,6 +22,9 @@ type edKey struct {
 	pub  voi.PublicKey
 	uses atomic.Int32
 	exp  atomic.Pointer[voi.ExpandedPublicKey] // nil until expandAfter signatures verified
+	// recent says a signature verified with the key since the KeyCache last started over:
+	// a full cache keeps the expanded keys in use before the idle ones.
+	recent atomic.Bool
 }
 
 // expandAfter is how many signatures of one key verify with the key taken as bytes before it
@@ -59,11 +62,16 @@ func newEdKey(raw []byte) (*edKey, error) {
 // k = SHA-512(R || A || msg) reduced.
 func (k *edKey) verify(msg, sig []byte) bool {
 	if exp := k.exp.Load(); exp != nil {
-		return voi.VerifyExpandedWithOptions(exp, msg, sig, stdlibRules)
+		ok := voi.VerifyExpandedWithOptions(exp, msg, sig, stdlibRules)
+		if ok && !k.recent.Load() {
+			k.recent.Store(true)
+		}
+		return ok
 	}
 	ok := voi.VerifyWithOptions(k.pub, msg, sig, stdlibRules)
 	if ok && k.uses.Add(1) == expandAfter {
 		k.expand() // only signatures that verified count: a forger cannot make the node expand
+		k.recent.Store(true)
 	}
 	return ok
 }

@@ -16,15 +16,16 @@ const DefaultKeyCacheSize = 4096
 // does not decode base58, a multihash and a protobuf on every message, and keeps the key
 // expanded for the senders it hears often.
 // The mapping is a pure function of the peer id, so a cached answer is always the right one.
-// It holds at most its bound. When full it starts over, keeping only the expanded keys of the
-// senders verified often, up to half the bound: a hostile stream of new peer ids costs one
-// decode each (about 9 µs besides the verification, and 300 bytes kept until the next reset)
-// and evicts only keys as cheap to decode again, not the expanded keys of the node's
-// correspondents (13 µs each to expand again). Only a sender whose signatures verified
-// several times has its key expanded, so displacing those takes several valid signatures per
-// key, each verified under the limits charged to the peer that sent it. It is safe for
-// concurrent use, and may be shared by the Verifiers of many nodes in one process. Its map is
-// guarded by mu.
+// It holds at most its bound. When full it starts over, keeping only expanded keys, up to half
+// the bound: first those that verified a signature since the last restart, then idle ones if
+// there is room. A hostile stream of new peer ids costs one decode each (about 9 µs besides
+// the verification, and 300 bytes kept until the next restart) and evicts only keys as cheap
+// to decode again, not the expanded keys of the node's correspondents (13 µs each to expand
+// again). Only signatures that verify expand a key (four of them) or mark it in use, so a peer
+// that makes up key pairs to crowd the node's correspondents out must sign valid messages
+// with each, under the limits charged to whoever relays them, and keep signing: its keys go
+// once they idle and keys in use need the room. It is safe for concurrent use, and may be
+// shared by the Verifiers of many nodes in one process. Its map is guarded by mu.
 type KeyCache struct {
 	mu   sync.Mutex
 	max  int
@@ -69,18 +70,24 @@ func (c *KeyCache) put(id string, k senderKey) {
 	c.pubs[id] = k
 }
 
-// restart empties a full cache but for its expanded keys, at most half the bound of them, the
-// map's random order choosing if there are more: at least half the bound is then inserted
-// between two restarts, each of which walks the map once. The caller holds mu.
+// restart empties a full cache but for its expanded keys, at most half the bound of them:
+// those in use since the last restart first, then idle ones, the map's random order choosing
+// within each. At least half the bound is then inserted between two restarts, each of which
+// walks the map at most twice. The caller holds mu.
 func (c *KeyCache) restart() {
 	kept := make(map[string]senderKey)
-	for id, k := range c.pubs {
-		if len(kept) >= c.max/2 {
-			break
+	for _, inUse := range []bool{true, false} {
+		for id, k := range c.pubs {
+			if len(kept) >= c.max/2 {
+				break
+			}
+			if k.ed != nil && k.ed.exp.Load() != nil && k.ed.recent.Load() == inUse {
+				kept[id] = k
+			}
 		}
-		if k.ed != nil && k.ed.exp.Load() != nil {
-			kept[id] = k
-		}
+	}
+	for _, k := range kept {
+		k.ed.recent.Store(false)
 	}
 	c.pubs = kept
 }

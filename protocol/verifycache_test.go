@@ -160,3 +160,57 @@ func TestKeyCache_NewSendersDoNotEvictExpandedKeys(t *testing.T) {
 		t.Fatalf("%d new senders evicted the expanded key of a sender verified often", 5*bound)
 	}
 }
+
+// A full cache keeps the expanded keys in use before idle ones: a correspondent that keeps
+// sending holds its expanded key however many other keys were expanded and then fell silent
+// (a hostile peer's made-up senders, four valid signatures each, or agents that left). Here
+// four idle expanded keys fill the half of the bound that a restart keeps, and the
+// correspondent's key survives forty restarts; chosen at random among the five, it would be
+// dropped at one of them all but once in ten thousand runs.
+func TestKeyCache_KeepsTheExpandedKeysInUseBeforeIdleOnes(t *testing.T) {
+	const bound = 8
+	keys := NewKeyCache(bound)
+	v := &Verifier{Keys: keys}
+	verify := func(b *Builder) {
+		t.Helper()
+		m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := v.Verify(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sender := func(name string) *Builder {
+		k, _, _ := crypto.GenerateEd25519Key(nil)
+		b, err := NewBuilder("test:cache:"+name, k, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	for range bound / 2 { // expanded, then silent
+		idle := sender("idle")
+		for range expandAfter {
+			verify(idle)
+		}
+	}
+	for range bound { // a restart: the four idle keys are all it keeps
+		verify(sender("once"))
+	}
+	friend := sender("friend")
+	for range expandAfter {
+		verify(friend)
+	}
+	before, ok := keys.get(friend.PeerID().String())
+	if !ok || before.ed.exp.Load() == nil {
+		t.Fatal("the correspondent's key is not expanded")
+	}
+	for range 40 * bound / 2 { // forty restarts, the correspondent sending between new senders
+		verify(sender("once"))
+		verify(friend)
+	}
+	if after, ok := keys.get(friend.PeerID().String()); !ok || after.ed != before.ed {
+		t.Fatal("restarts dropped the expanded key of a sender in use for idle ones")
+	}
+}
