@@ -81,6 +81,17 @@ func TestRun_Discovery(t *testing.T) {
 	}
 }
 
+// The small scenarios of the library pass as a user runs them (`iacp-node sim --scenario
+// NAME`), but for their upper bounds on latency (runScenario): broadcasts, group messages and
+// queries with link latency (gossip), detection of crashes and departures (failure-detection),
+// messages to agents that are down (offline) and request load in four arrival patterns
+// (load-patterns). The others run above and below, or are too large for a unit test.
+func TestRun_LibraryScenarios(t *testing.T) {
+	for _, name := range []string{"gossip", "failure-detection", "offline", "load-patterns"} {
+		t.Run(name, func(t *testing.T) { runScenario(t, name) })
+	}
+}
+
 // Faults: a clean departure is seen as draining/offline, a partition is suspected across the
 // cut and fails requests across it, the heal converges, and churn under load stops and
 // restarts nodes, while broadcasts reach the nodes that run throughout; a churn given as a
