@@ -449,3 +449,47 @@ func TestCapabilityLookupFindsAgentsThatAdvertisedAfterAGroupSearch(t *testing.T
 		t.Fatalf("FindByCapability after the group search: %v, want %v", ids, want)
 	}
 }
+
+// Gossip's group search is reused for the cache TTL (a minute) once it found members, as
+// capability lookups reuse theirs: gossipsub asks every second about each group it has too
+// few peers of, and a node in a small group would otherwise walk the DHT three times (a walk
+// per kind) every 10 s for as long as it runs.
+func TestGroupSearchIsReusedForTheCacheTTL(t *testing.T) {
+	clock := &fakeClock{t: time.Now()}
+	m := newMeshWith(t, 5, 1, func(i int, _ peer.ID) []Option {
+		if i == 0 {
+			return []Option{WithClock(clock.Now)}
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	publish := func(nodes ...int) {
+		for _, i := range nodes {
+			if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	members := func() int { // manifestFor: every agent has the terminal tool
+		got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(got)
+	}
+	publish(1, 2)
+	if n := members(); n != 2 {
+		t.Fatalf("the first search found %d members, want 2", n)
+	}
+	publish(3, 4)
+	clock.Advance(30 * time.Second)
+	if n := members(); n != 2 {
+		t.Fatalf("30 s later the search walked the DHT again (%d members)", n)
+	}
+	clock.Advance(31 * time.Second)
+	if n := members(); n != 4 {
+		t.Fatalf("after the cache TTL the search found %d members, want 4", n)
+	}
+}

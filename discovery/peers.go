@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,9 +31,11 @@ func (d *Discovery) Neighbours(limit int) []peer.AddrInfo {
 	return out
 }
 
-// groupPeersTTL is how long CapabilityPeers reuses a search, an empty one included. gossipsub
-// asks every second for each topic it has too few peers of, and a small group may never have
-// enough: without this, each node would walk the DHT three times a second per small group.
+// groupPeersTTL is how long CapabilityPeers reuses a search that found no other member; one
+// that found members is reused for the cache TTL (a minute by default) when that is longer.
+// gossipsub asks every second for each topic it has too few peers of, and a small group may
+// never have enough: without this, each node would walk the DHT three times a second per
+// small group, and at every groupPeersTTL without the longer reuse of what it found.
 const groupPeersTTL = 10 * time.Second
 
 type groupPeers struct {
@@ -42,7 +45,9 @@ type groupPeers struct {
 
 // CapabilityPeers returns up to limit peers (not this one) that provide a capability of this
 // name, whatever its kind (tool, model or domain): the members of the capability's gossip
-// group. A search is reused for groupPeersTTL.
+// group. A search is reused for the cache TTL, or groupPeersTTL if that is longer or the
+// search found no other member; it neither reads nor fills the provider sets that capability
+// lookups answer from (searchCapability).
 func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
@@ -57,7 +62,11 @@ func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int)
 		if err != nil {
 			return nil, err
 		}
-		e = groupPeers{ids: ids, until: now.Add(groupPeersTTL)}
+		ttl := groupPeersTTL
+		if slices.ContainsFunc(ids, func(id peer.ID) bool { return id != d.h.ID() }) {
+			ttl = max(ttl, d.cfg.cacheTTL)
+		}
+		e = groupPeers{ids: ids, until: now.Add(ttl)}
 		d.mu.Lock()
 		if len(d.groups) >= maxGroupSearches {
 			clear(d.groups)
