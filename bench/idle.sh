@@ -5,14 +5,14 @@
 # (the node's own) and file-backed pages (the binary's code and read-only data, mapped from
 # the page cache and shared by every process that runs the same file).
 # Usage: bench/idle.sh [BIN] (default bin/iacp-node; `make idle` builds it first).
-# With FLOOR=1, BIN is bench/barehost (a go-libp2p host on its defaults and nothing else, the
-# floor under the node; `make idle-floor`): it is started as it is, and ready means its
-# "ready" line.
+# With FLOOR=1, BIN (default bin/barehost, built from bench/barehost by `make idle-floor`) is
+# a go-libp2p host on its defaults and nothing else, the floor under the node: it is started
+# as it is, and ready means its "ready" line.
 set -euo pipefail
-BIN=${1:-bin/iacp-node}
+FLOOR=${FLOOR:-0}
+if [ "$FLOOR" = 1 ]; then BIN=${1:-bin/barehost}; else BIN=${1:-bin/iacp-node}; fi
 ROUNDS=${ROUNDS:-5}
 SETTLE=${SETTLE:-10}
-FLOOR=${FLOOR:-0}
 printf '%-5s %9s %9s %9s %9s\n' run ready_ms rss_kb anon_kb file_kb
 for i in $(seq 1 "$ROUNDS"); do
 	dir=$(mktemp -d)
@@ -33,9 +33,11 @@ for i in $(seq 1 "$ROUNDS"); do
 		want=api
 	fi
 	exec 3<"$fifo"
+	ready=0
 	while IFS= read -r line <&3; do
-		case $line in "$want"*) break ;; esac
+		case $line in "$want"*) ready=1 && break ;; esac
 	done
+	[ "$ready" = 1 ] || { echo "run $i: $BIN ended without printing its \"$want\" line" >&2; exit 1; }
 	t1=$(date +%s%N)
 	cat <&3 >/dev/null &
 	drain=$!

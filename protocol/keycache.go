@@ -21,11 +21,14 @@ const DefaultKeyCacheSize = 4096
 // there is room. A hostile stream of new peer ids costs one decode each (about 9 µs besides
 // the verification, and 300 bytes kept until the next restart) and evicts only keys as cheap
 // to decode again, not the expanded keys of the node's correspondents (13 µs each to expand
-// again). Only signatures that verify expand a key (four of them) or mark it in use, so a peer
-// that makes up key pairs to crowd the node's correspondents out must sign valid messages
-// with each, under the limits charged to whoever relays them, and keep signing: its keys go
-// once they idle and keys in use need the room. It is safe for concurrent use, and may be
-// shared by the Verifiers of many nodes in one process. Its map is guarded by mu.
+// again). Only signatures that verify expand a key (four of them) or mark it in use, so made-up
+// keys that stop signing, and the keys of agents that left, give way to keys in use. A peer
+// can still crowd out a correspondent's expanded key: with half the bound of made-up keys,
+// each signing a valid message between two restarts, which it can bring about with made-up
+// peer ids; that costs the node a verification per key and restart, under the limits charged
+// to whoever relays the messages, and the correspondent 13 µs and four slower verifications.
+// It is safe for concurrent use, and may be shared by the Verifiers of many nodes in one
+// process. Its map is guarded by mu.
 type KeyCache struct {
 	mu   sync.Mutex
 	max  int

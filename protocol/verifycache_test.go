@@ -166,7 +166,7 @@ func TestKeyCache_NewSendersDoNotEvictExpandedKeys(t *testing.T) {
 // (a hostile peer's made-up senders, four valid signatures each, or agents that left). Here
 // four idle expanded keys fill the half of the bound that a restart keeps, and the
 // correspondent's key survives forty restarts; chosen at random among the five, it would be
-// dropped at one of them all but once in ten thousand runs.
+// dropped at one of them in all but about one run in seven thousand.
 func TestKeyCache_KeepsTheExpandedKeysInUseBeforeIdleOnes(t *testing.T) {
 	const bound = 8
 	keys := NewKeyCache(bound)
