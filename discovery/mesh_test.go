@@ -450,13 +450,14 @@ func TestCapabilityLookupFindsAgentsThatAdvertisedAfterAGroupSearch(t *testing.T
 	}
 }
 
-// Gossip's group search is reused for the cache TTL (a minute) once it found members, as
-// capability lookups reuse theirs: gossipsub asks every second about each group it has too
-// few peers of, and a node in a small group would otherwise walk the DHT three times (a walk
-// per kind) every 10 s for as long as it runs.
-func TestGroupSearchIsReusedForTheCacheTTL(t *testing.T) {
+// Gossip's group search is searched again after 10 s while its answer changes (the mesh
+// forming), and reused for the cache TTL (a minute) once the answer holds still, as capability
+// lookups reuse theirs: gossipsub asks every second about each group it has too few peers of,
+// and a node in a small group would otherwise walk the DHT three times (a walk per kind) every
+// 10 s for as long as it runs.
+func TestGroupSearchIsReusedForTheCacheTTLOnceItsAnswerHoldsStill(t *testing.T) {
 	clock := &fakeClock{t: time.Now()}
-	m := newMeshWith(t, 5, 1, func(i int, _ peer.ID) []Option {
+	m := newMeshWith(t, 6, 1, func(i int, _ peer.ID) []Option {
 		if i == 0 {
 			return []Option{WithClock(clock.Now)}
 		}
@@ -472,24 +473,51 @@ func TestGroupSearchIsReusedForTheCacheTTL(t *testing.T) {
 			}
 		}
 	}
-	members := func() int { // manifestFor: every agent has the terminal tool
-		got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0)
+	members := func(after time.Duration, want int, why string) {
+		t.Helper()
+		clock.Advance(after)
+		got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0) // manifestFor: everyone has it
 		if err != nil {
 			t.Fatal(err)
 		}
-		return len(got)
+		if len(got) != want {
+			t.Fatalf("%s: %d members, want %d", why, len(got), want)
+		}
 	}
 	publish(1, 2)
-	if n := members(); n != 2 {
-		t.Fatalf("the first search found %d members, want 2", n)
+	members(0, 2, "the first search")
+	publish(3)
+	members(11*time.Second, 3, "11 s later, searched again")
+	members(11*time.Second, 3, "11 s later again, the same answer")
+	publish(4, 5)
+	members(30*time.Second, 3, "30 s after an answer that held still, reused")
+	members(31*time.Second, 5, "after the cache TTL, searched again")
+}
+
+// A group search takes the providers a capability lookup cached, without a walk of its own:
+// a node that just looked a capability up (its agent about to message the group, say) has
+// the group's members at once.
+func TestGroupSearchTakesWhatALookupCached(t *testing.T) {
+	m := newMesh(t, 5, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	for _, i := range []int{1, 2} {
+		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
+			t.Fatal(err)
+		}
 	}
-	publish(3, 4)
-	clock.Advance(30 * time.Second)
-	if n := members(); n != 2 {
-		t.Fatalf("30 s later the search walked the DHT again (%d members)", n)
+	if recs, err := m.ds[0].FindByCapability(ctx, KindTool, "terminal"); err != nil || len(recs) != 2 {
+		t.Fatalf("lookup: %d records, %v", len(recs), err)
 	}
-	clock.Advance(31 * time.Second)
-	if n := members(); n != 4 {
-		t.Fatalf("after the cache TTL the search found %d members, want 4", n)
+	if err := m.ds[3].Publish(ctx, manifestFor(3)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("the group search found %d members; want the lookup's 2, taken from its cache", len(got))
 	}
 }
