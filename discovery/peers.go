@@ -48,8 +48,8 @@ type groupPeers struct {
 // CapabilityPeers returns up to limit peers (not this one) that provide a capability of this
 // name, whatever its kind (tool, model or domain): the members of the capability's gossip
 // group. A search is reused for groupPeersTTL, or for the cache TTL once its answer holds
-// still (see groupPeersTTL); it neither reads nor fills the provider sets that capability
-// lookups answer from (searchCapability).
+// still (see groupPeersTTL); it takes the provider sets that capability lookups cached but
+// never fills them (searchCapability).
 func (d *Discovery) CapabilityPeers(ctx context.Context, name string, limit int) ([]peer.AddrInfo, error) {
 	if d.isClosed() {
 		return nil, ErrClosed
