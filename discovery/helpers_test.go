@@ -77,6 +77,16 @@ func (m *mesh) publishAll(tb testing.TB, ctx context.Context) {
 	m.parallel(tb, 8, len(m.ds), func(i int) error { return m.ds[i].Publish(ctx, manifestFor(i)) })
 }
 
+// publish publishes manifestFor(i) on each of nodes, in turn.
+func (m *mesh) publish(tb testing.TB, ctx context.Context, nodes ...int) {
+	tb.Helper()
+	for _, i := range nodes {
+		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
+			tb.Fatalf("publish on node %d: %v", i, err)
+		}
+	}
+}
+
 // parallel runs f(0..n-1) with at most width at a time and fails on the first error.
 func (m *mesh) parallel(tb testing.TB, width, n int, f func(i int) error) {
 	tb.Helper()

@@ -418,11 +418,7 @@ func TestCapabilityLookupFindsAgentsThatAdvertisedAfterAGroupSearch(t *testing.T
 	defer cancel()
 	m.waitJoined(t)
 	early := []int{1, 2}
-	for _, i := range early {
-		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m.publish(t, ctx, early...)
 	// manifestFor: every agent has the terminal tool.
 	got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0)
 	if err != nil {
@@ -431,11 +427,7 @@ func TestCapabilityLookupFindsAgentsThatAdvertisedAfterAGroupSearch(t *testing.T
 	if len(got) != len(early) {
 		t.Fatalf("the group search found %d peers, want the %d that advertised", len(got), len(early))
 	}
-	for _, i := range []int{3, 4, 5} {
-		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m.publish(t, ctx, 3, 4, 5)
 	recs, err := m.ds[0].FindByCapability(ctx, KindTool, "terminal")
 	if err != nil {
 		t.Fatal(err)
@@ -466,13 +458,6 @@ func TestGroupSearchIsReusedForTheCacheTTLOnceItsAnswerHoldsStill(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.waitJoined(t)
-	publish := func(nodes ...int) {
-		for _, i := range nodes {
-			if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
 	members := func(after time.Duration, want int, why string) {
 		t.Helper()
 		clock.Advance(after)
@@ -484,12 +469,12 @@ func TestGroupSearchIsReusedForTheCacheTTLOnceItsAnswerHoldsStill(t *testing.T) 
 			t.Fatalf("%s: %d members, want %d", why, len(got), want)
 		}
 	}
-	publish(1, 2)
+	m.publish(t, ctx, 1, 2)
 	members(0, 2, "the first search")
-	publish(3)
+	m.publish(t, ctx, 3)
 	members(11*time.Second, 3, "11 s later, searched again")
 	members(11*time.Second, 3, "11 s later again, the same answer")
-	publish(4, 5)
+	m.publish(t, ctx, 4, 5)
 	members(30*time.Second, 3, "30 s after an answer that held still, reused")
 	members(31*time.Second, 5, "after the cache TTL, searched again")
 }
@@ -502,17 +487,11 @@ func TestGroupSearchTakesWhatALookupCached(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	m.waitJoined(t)
-	for _, i := range []int{1, 2} {
-		if err := m.ds[i].Publish(ctx, manifestFor(i)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	m.publish(t, ctx, 1, 2)
 	if recs, err := m.ds[0].FindByCapability(ctx, KindTool, "terminal"); err != nil || len(recs) != 2 {
 		t.Fatalf("lookup: %d records, %v", len(recs), err)
 	}
-	if err := m.ds[3].Publish(ctx, manifestFor(3)); err != nil {
-		t.Fatal(err)
-	}
+	m.publish(t, ctx, 3)
 	got, err := m.ds[0].CapabilityPeers(ctx, "terminal", 0)
 	if err != nil {
 		t.Fatal(err)

@@ -120,6 +120,32 @@ func TestKeyCache_ExpandsTheKeysOfSendersVerifiedOften(t *testing.T) {
 	}
 }
 
+// newSender returns a builder with a fresh Ed25519 key: a sender the cache has not seen.
+func newSender(t *testing.T, agent string) *Builder {
+	t.Helper()
+	k, _, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := NewBuilder(agent, k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// verifyEvent has b sign an event and v verify it, and fails the test if it does not verify.
+func verifyEvent(t *testing.T, v *Verifier, b *Builder) {
+	t.Helper()
+	m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := v.Verify(m); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // A stream of new senders, each heard once (a hostile peer making up peer ids, or a large
 // mesh's beats), fills the cache and makes it start over, but does not evict the expanded key
 // of a sender verified often: that key stays, expanded, through any number of restarts.
@@ -127,30 +153,16 @@ func TestKeyCache_NewSendersDoNotEvictExpandedKeys(t *testing.T) {
 	const bound = 8
 	keys := NewKeyCache(bound)
 	v := &Verifier{Keys: keys}
-	event := func(b *Builder) *Message {
-		m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
-	}
-	key, _, _ := crypto.GenerateEd25519Key(nil)
-	often, _ := NewBuilder("test:cache:often", key, nil)
+	often := newSender(t, "test:cache:often")
 	for range expandAfter {
-		if err := v.Verify(event(often)); err != nil {
-			t.Fatal(err)
-		}
+		verifyEvent(t, v, often)
 	}
 	before, ok := keys.get(often.PeerID().String())
 	if !ok || before.ed.exp.Load() == nil {
 		t.Fatal("the key of a sender verified often is not expanded")
 	}
-	for i := range 5 * bound {
-		k, _, _ := crypto.GenerateEd25519Key(nil)
-		b, _ := NewBuilder("test:cache:once", k, nil)
-		if err := v.Verify(event(b)); err != nil {
-			t.Fatalf("new sender %d: %v", i, err)
-		}
+	for range 5 * bound {
+		verifyEvent(t, v, newSender(t, "test:cache:once"))
 		if n := len(keys.pubs); n > bound {
 			t.Fatalf("cache holds %d, bound %d", n, bound)
 		}
@@ -171,44 +183,26 @@ func TestKeyCache_KeepsTheExpandedKeysInUseBeforeIdleOnes(t *testing.T) {
 	const bound = 8
 	keys := NewKeyCache(bound)
 	v := &Verifier{Keys: keys}
-	verify := func(b *Builder) {
-		t.Helper()
-		m, err := b.Event("*", IntentNotify, EventPayload{EventType: "x"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := v.Verify(m); err != nil {
-			t.Fatal(err)
-		}
-	}
-	sender := func(name string) *Builder {
-		k, _, _ := crypto.GenerateEd25519Key(nil)
-		b, err := NewBuilder("test:cache:"+name, k, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
 	for range bound / 2 { // expanded, then silent
-		idle := sender("idle")
+		idle := newSender(t, "test:cache:idle")
 		for range expandAfter {
-			verify(idle)
+			verifyEvent(t, v, idle)
 		}
 	}
 	for range bound { // a restart: the four idle keys are all it keeps
-		verify(sender("once"))
+		verifyEvent(t, v, newSender(t, "test:cache:once"))
 	}
-	friend := sender("friend")
+	friend := newSender(t, "test:cache:friend")
 	for range expandAfter {
-		verify(friend)
+		verifyEvent(t, v, friend)
 	}
 	before, ok := keys.get(friend.PeerID().String())
 	if !ok || before.ed.exp.Load() == nil {
 		t.Fatal("the correspondent's key is not expanded")
 	}
 	for range 40 * bound / 2 { // forty restarts, the correspondent sending between new senders
-		verify(sender("once"))
-		verify(friend)
+		verifyEvent(t, v, newSender(t, "test:cache:once"))
+		verifyEvent(t, v, friend)
 	}
 	if after, ok := keys.get(friend.PeerID().String()); !ok || after.ed != before.ed {
 		t.Fatal("restarts dropped the expanded key of a sender in use for idle ones")
