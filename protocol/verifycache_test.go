@@ -146,6 +146,21 @@ func verifyEvent(t *testing.T, v *Verifier, b *Builder) {
 	}
 }
 
+// expandedSender returns a new sender whose key v's cache has expanded (expandAfter of its
+// signatures verified), and that expanded key.
+func expandedSender(t *testing.T, v *Verifier, agent string) (*Builder, *edKey) {
+	t.Helper()
+	b := newSender(t, agent)
+	for range expandAfter {
+		verifyEvent(t, v, b)
+	}
+	k, ok := v.Keys.get(b.PeerID().String())
+	if !ok || k.ed.exp.Load() == nil {
+		t.Fatalf("the key of %s, verified %d times, is not expanded", agent, expandAfter)
+	}
+	return b, k.ed
+}
+
 // A stream of new senders, each heard once (a hostile peer making up peer ids, or a large
 // mesh's beats), fills the cache and makes it start over, but does not evict the expanded key
 // of a sender verified often: that key stays, expanded, through any number of restarts.
@@ -153,14 +168,7 @@ func TestKeyCache_NewSendersDoNotEvictExpandedKeys(t *testing.T) {
 	const bound = 8
 	keys := NewKeyCache(bound)
 	v := &Verifier{Keys: keys}
-	often := newSender(t, "test:cache:often")
-	for range expandAfter {
-		verifyEvent(t, v, often)
-	}
-	before, ok := keys.get(often.PeerID().String())
-	if !ok || before.ed.exp.Load() == nil {
-		t.Fatal("the key of a sender verified often is not expanded")
-	}
+	often, before := expandedSender(t, v, "test:cache:often")
 	for range 5 * bound {
 		verifyEvent(t, v, newSender(t, "test:cache:once"))
 		if n := len(keys.pubs); n > bound {
@@ -168,43 +176,30 @@ func TestKeyCache_NewSendersDoNotEvictExpandedKeys(t *testing.T) {
 		}
 	}
 	after, ok := keys.get(often.PeerID().String())
-	if !ok || after.ed != before.ed {
+	if !ok || after.ed != before {
 		t.Fatalf("%d new senders evicted the expanded key of a sender verified often", 5*bound)
 	}
 }
 
 // A full cache keeps the expanded keys in use before idle ones: a correspondent that keeps
-// sending holds its expanded key however many other keys were expanded and then fell silent
-// (a hostile peer's made-up senders, four valid signatures each, or agents that left). Here
-// four idle expanded keys fill the half of the bound that a restart keeps, and the
-// correspondent's key survives forty restarts; chosen at random among the five, it would be
-// dropped at one of them in all but about one run in seven thousand.
+// sending holds its expanded key however many other keys are expanded and then fall silent
+// (a hostile peer's made-up senders, four valid signatures each, or agents that left). Here,
+// between two restarts, one more sender has its key expanded and falls silent, so every
+// restart finds more expanded keys than the half of the bound it keeps; chosen at random, the
+// correspondent's would go at about one restart in five or six, and it must last a hundred.
 func TestKeyCache_KeepsTheExpandedKeysInUseBeforeIdleOnes(t *testing.T) {
 	const bound = 8
 	keys := NewKeyCache(bound)
 	v := &Verifier{Keys: keys}
-	for range bound / 2 { // expanded, then silent
-		idle := newSender(t, "test:cache:idle")
-		for range expandAfter {
-			verifyEvent(t, v, idle)
+	friend, before := expandedSender(t, v, "test:cache:friend")
+	for range 100 { // a restart each time round: bound/2 new senders fill what a restart leaves
+		expandedSender(t, v, "test:cache:idle")
+		for range bound/2 - 1 {
+			verifyEvent(t, v, newSender(t, "test:cache:once"))
 		}
-	}
-	for range bound { // a restart: the four idle keys are all it keeps
-		verifyEvent(t, v, newSender(t, "test:cache:once"))
-	}
-	friend := newSender(t, "test:cache:friend")
-	for range expandAfter {
 		verifyEvent(t, v, friend)
 	}
-	before, ok := keys.get(friend.PeerID().String())
-	if !ok || before.ed.exp.Load() == nil {
-		t.Fatal("the correspondent's key is not expanded")
-	}
-	for range 40 * bound / 2 { // forty restarts, the correspondent sending between new senders
-		verifyEvent(t, v, newSender(t, "test:cache:once"))
-		verifyEvent(t, v, friend)
-	}
-	if after, ok := keys.get(friend.PeerID().String()); !ok || after.ed != before.ed {
+	if after, ok := keys.get(friend.PeerID().String()); !ok || after.ed != before {
 		t.Fatal("restarts dropped the expanded key of a sender in use for idle ones")
 	}
 }
