@@ -16,13 +16,16 @@ const DefaultKeyCacheSize = 4096
 // does not decode base58, a multihash and a protobuf on every message, and keeps the key
 // expanded for the senders it hears often.
 // The mapping is a pure function of the peer id, so a cached answer is always the right one.
+// A key enters it only once a signature of it verified (Verifier.Verify), so a message that
+// fails its check leaves nothing behind: a hostile stream of new peer ids with bad signatures
+// costs one decode each (about 9 µs besides the verification) and keeps nothing.
 // It holds at most its bound. When full it starts over, keeping only expanded keys, up to half
 // the bound: first those that verified a signature since the last restart, then idle ones if
-// there is room. A hostile stream of new peer ids costs one decode each (about 9 µs besides
-// the verification, and 300 bytes kept until the next restart) and evicts only keys as cheap
-// to decode again, not the expanded keys of the node's correspondents (13 µs each to expand
-// again). Only signatures that verify expand a key (four of them) or mark it in use, so made-up
-// keys that stop signing, and the keys of agents that left, give way to keys in use. A peer
+// there is room. A stream of new senders that do sign validly (a hostile peer's made-up ids,
+// or a large mesh's beats) keeps 300 bytes each until the next restart and evicts only keys as
+// cheap to decode again, not the expanded keys of the node's correspondents (13 µs each to
+// expand again). Only signatures that verify expand a key (four of them) or mark it in use, so
+// made-up keys that stop signing, and the keys of agents that left, give way to keys in use. A peer
 // can still crowd out a correspondent's expanded key: with half the bound of made-up keys,
 // each signing a valid message between two restarts, which it can bring about with made-up
 // peer ids; that costs the node a verification per key and restart, under the limits charged

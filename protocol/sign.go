@@ -85,40 +85,45 @@ func SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
 }
 
 // SenderKey returns the public key named by sender.peer_id. Ed25519 peer ids embed their key,
-// so no lookup is needed; any other key type is refused.
+// so no lookup is needed; any other key type is refused. It answers from the Verifier's
+// KeyCache when a signature of that sender verified before, and decodes the id otherwise.
 func (v *Verifier) SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
-	k, err := v.senderKey(m)
+	k, _, err := v.senderKey(m)
 	return k.pub, k.id, err
 }
 
 // senderKey is SenderKey with the key decoded for verification too (ed is nil when the key's
-// bytes are no curve point: then no signature verifies, as with crypto/ed25519). The decoded
-// key is cached with the rest in the Verifier's KeyCache.
-func (v *Verifier) senderKey(m *Message) (senderKey, error) {
-	var keys *KeyCache
-	if v != nil {
-		keys = v.Keys
-	}
-	if k, ok := keys.get(m.Envelope.Sender.PeerID); ok {
-		return k, nil
+// bytes are no curve point: then no signature verifies, as with crypto/ed25519), and whether
+// it came from the Verifier's KeyCache. It does not fill the cache: Verify does, once a
+// signature of the key verified, so that a message that fails its check leaves nothing behind.
+func (v *Verifier) senderKey(m *Message) (k senderKey, cached bool, err error) {
+	if k, ok := v.keys().get(m.Envelope.Sender.PeerID); ok {
+		return k, true, nil
 	}
 	id, err := peer.Decode(m.Envelope.Sender.PeerID)
 	if err != nil {
-		return senderKey{}, Errorf(CodeIdentityInvalid, "sender.peer_id %q is not a peer id: %w", m.Envelope.Sender.PeerID, err)
+		return senderKey{}, false, Errorf(CodeIdentityInvalid, "sender.peer_id %q is not a peer id: %w", m.Envelope.Sender.PeerID, err)
 	}
 	pub, err := id.ExtractPublicKey()
 	if err != nil {
-		return senderKey{}, Errorf(CodeIdentityInvalid, "sender.peer_id does not embed a public key: %w", err)
+		return senderKey{}, false, Errorf(CodeIdentityInvalid, "sender.peer_id does not embed a public key: %w", err)
 	}
 	if pub.Type() != crypto.Ed25519 {
-		return senderKey{}, Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
+		return senderKey{}, false, Errorf(CodeIdentityInvalid, "sender.peer_id names a %s key; IACP signatures are Ed25519", pub.Type())
 	}
-	k := senderKey{pub: pub, id: id}
+	k = senderKey{pub: pub, id: id}
 	if raw, err := pub.Raw(); err == nil {
 		k.ed, _ = newEdKey(raw)
 	}
-	keys.put(m.Envelope.Sender.PeerID, k)
-	return k, nil
+	return k, false, nil
+}
+
+// keys returns the Verifier's KeyCache; nil (no cache) for a nil Verifier.
+func (v *Verifier) keys() *KeyCache {
+	if v == nil {
+		return nil
+	}
+	return v.Keys
 }
 
 // Verify checks a signature without a cache: see Verifier.Verify.
@@ -131,7 +136,7 @@ func Verify(m *Message) error {
 // canonicalised). Verify does not check that the peer id is allowed to speak for
 // sender.agent_id: that is the node's trust policy.
 func (v *Verifier) Verify(m *Message) error {
-	sender, err := v.senderKey(m)
+	sender, cached, err := v.senderKey(m)
 	if err != nil {
 		return err
 	}
@@ -154,16 +159,26 @@ func (v *Verifier) Verify(m *Message) error {
 	if cache != nil {
 		key = verifyCacheKey(digest, sig, m.Envelope.Sender.PeerID)
 		if cache.has(key) {
+			v.keep(m, sender, cached)
 			return nil
 		}
 	}
 	if sender.ed == nil || !sender.ed.verify(digest[:], sig) {
 		return Errorf(CodeIdentityInvalid, "signature does not verify for peer %s", m.Envelope.Sender.PeerID)
 	}
+	v.keep(m, sender, cached)
 	if cache != nil {
 		cache.add(key)
 	}
 	return nil
+}
+
+// keep puts a sender's key, one of whose signatures verified, into the KeyCache if it is not
+// there yet.
+func (v *Verifier) keep(m *Message, sender senderKey, cached bool) {
+	if !cached {
+		v.keys().put(m.Envelope.Sender.PeerID, sender)
+	}
 }
 
 // PeerIDOf returns sender.peer_id decoded, for callers that compare it with the authenticated

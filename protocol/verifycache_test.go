@@ -51,7 +51,8 @@ func TestVerifyCache_HitsOnlyForTheSameSignedDocument(t *testing.T) {
 	}
 }
 
-// The key cache answers what decoding answers, keeps its bound, and a nil one is no cache.
+// The key cache answers what decoding answers, keeps the key of a sender once one of its
+// signatures verified, keeps its bound, and a nil one is no cache.
 func TestKeyCache_AnswersAsDecodingDoesWithinItsBound(t *testing.T) {
 	keys := NewKeyCache(3)
 	v := &Verifier{Keys: keys}
@@ -62,13 +63,16 @@ func TestKeyCache_AnswersAsDecodingDoesWithinItsBound(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for range 2 {
+		for round := range 2 {
 			pub, id, err := v.SenderKey(m)
 			if err != nil || !pub.Equals(key.GetPublic()) || id != b.PeerID() {
 				t.Fatalf("SenderKey = %v, %s, %v; want the builder's key and id", pub, id, err)
 			}
-			if _, ok := keys.get(m.Envelope.Sender.PeerID); !ok {
-				t.Fatal("the decoded key was not kept")
+			if _, ok := keys.get(m.Envelope.Sender.PeerID); ok != (round > 0) {
+				t.Fatalf("round %d: the key is cached: %v, want %v (kept once a signature verified)", round, ok, round > 0)
+			}
+			if err := v.Verify(m); err != nil {
+				t.Fatal(err)
 			}
 		}
 		if n := len(keys.pubs); n > 3 {
@@ -77,6 +81,49 @@ func TestKeyCache_AnswersAsDecodingDoesWithinItsBound(t *testing.T) {
 	}
 	if NewKeyCache(0) != nil {
 		t.Fatal("a cache of size 0 is a cache")
+	}
+}
+
+// Nothing is learned from a message that failed its check: a stream of made-up senders whose
+// signatures do not verify (a hostile peer's, at no cost to it but the bytes) leaves the key
+// cache as it was, so it neither grows nor restarts, and a correspondent's key stays put.
+// A document whose signature verified once, for another node sharing the verification cache,
+// is kept as if verified here.
+func TestKeyCache_KeepsNoKeyWhoseSignatureFailed(t *testing.T) {
+	const bound = 8
+	keys := NewKeyCache(bound)
+	v := &Verifier{Keys: keys, Verified: NewVerifyCache(16)}
+	friend := newSender(t, "test:cache:friend")
+	verifyEvent(t, v, friend)
+	for i := range 5 * bound {
+		m, err := newSender(t, "test:cache:forger").Event("*", IntentNotify, EventPayload{EventType: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Envelope.TTLSeconds++ // signed content changed after signing
+		if err := v.Verify(m); CodeOf(err) != CodeIdentityInvalid {
+			t.Fatalf("forgery %d: %v, want IDENTITY_INVALID", i, err)
+		}
+		if _, _, err := v.SenderKey(m); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(keys.pubs); n != 1 {
+			t.Fatalf("after forgery %d the cache holds %d keys, want the friend's alone", i, n)
+		}
+	}
+	other := newSender(t, "test:cache:other")
+	m, err := other.Event("*", IntentNotify, EventPayload{EventType: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Verifier{Verified: v.Verified}).Verify(m); err != nil { // another node of the process
+		t.Fatal(err)
+	}
+	if err := v.Verify(m); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := keys.get(other.PeerID().String()); !ok {
+		t.Fatal("a sender verified through the shared verification cache was not kept")
 	}
 }
 
