@@ -3,6 +3,8 @@ package node
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -313,5 +315,28 @@ func TestTrustAuthority_FirstBroadcastOfAnUnknownAuthorIsTaken(t *testing.T) {
 	}
 	if err := carol.certs.check(alice.AgentID(), alice.ID()); err != nil {
 		t.Fatalf("carol holds no certificate for alice after her broadcast: %v", err)
+	}
+}
+
+// A node asks each bootstrap peer once for the mesh authority, however many lines list it
+// (an address per transport), and never itself: a peer that does not answer costs one
+// authorityTimeout, not one per line.
+func TestTrustAuthority_EachBootstrapPeerIsAskedOnce(t *testing.T) {
+	net := testsupport.Mocknet(t, 3, testsupport.FirstPort(4000))
+	peers := []string{peerOf(net.Keys[1]), peerOf(net.Keys[2])}
+	line := func(i, port int) string {
+		return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d/p2p/%s", port, peerOf(net.Keys[i]))
+	}
+	nd, err := startNode(t, net.Hosts[0], net.Keys[0], agentName(0), WithBootstrap(
+		line(2, 4101), line(0, 4100), line(1, 4102), line(2, 4103), line(1, 4104)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range nd.authorityPeers() {
+		got = append(got, p.String())
+	}
+	if want := []string{peers[1], peers[0]}; !slices.Equal(got, want) {
+		t.Fatalf("peers asked for the authority: %v; want %v, each once in the order of its first line", got, want)
 	}
 }
