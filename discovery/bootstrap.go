@@ -86,6 +86,7 @@ type bootState struct {
 	dialing      []bool    // per peer: a dial of a round is still running
 	dialed       chan bool // the outcome of each dial that ends, answered or not
 	bootstrapped bool
+	settled      bool // joined, and the routing table refreshed since (Discovery.settled)
 	rounds       int
 	failed       int
 	next         time.Time
@@ -155,6 +156,7 @@ func (d *Discovery) bootstrapLoop() {
 			// interval later (a routing-table size is all it reads).
 			wait = min(foundingPoll, d.cfg.healthInterval)
 		case answered == 0 && d.dht.RoutingTable().Size() == 0:
+			d.setSettled(false)
 			failed++
 			wait = d.cfg.backoff.Delay(failed, d.rand.Int64N)
 			d.log.Warn("no bootstrap peer answered; the node is not joined to the mesh and keeps trying",
@@ -175,6 +177,7 @@ func (d *Discovery) bootstrapLoop() {
 				// to its keys rather than to the few the node knew on joining.
 				d.refreshRoutingTable()
 			}
+			d.setSettled(true)
 			d.maybeStale(d.dht.RoutingTable().Size())
 			d.kickRepublish()
 			wait = d.cfg.healthInterval
@@ -197,6 +200,21 @@ func (d *Discovery) joined() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.boot.bootstrapped
+}
+
+// settled reports whether the node has joined and refreshed its routing table since, so that
+// a DHT walk reaches the peers closest to its key rather than the few the node joined through.
+// It is false again while a node that lost every peer rejoins.
+func (d *Discovery) settled() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.boot.settled
+}
+
+func (d *Discovery) setSettled(v bool) {
+	d.mu.Lock()
+	d.boot.settled = v
+	d.mu.Unlock()
 }
 
 // markJoined records the join and clears the failure count in one update, so that Status

@@ -60,13 +60,14 @@ func newMeshWith(tb testing.TB, n, nBoot int, perNode func(i int, id peer.ID) []
 	return m
 }
 
-// waitJoined waits until every Discovery (each started by New) has joined.
+// waitJoined waits until every Discovery (each started by New) has joined and settled (its
+// routing table refreshed since), so that its lookups are cached.
 func (m *mesh) waitJoined(tb testing.TB) {
 	tb.Helper()
 	for i, d := range m.ds {
 		testsupport.WaitFor(tb, 30*time.Second, fmt.Sprintf("node %d joined", i), func() bool {
 			s := d.Status()
-			return s.Bootstrapped && s.RoutingTableSize > 0
+			return s.Bootstrapped && s.RoutingTableSize > 0 && d.settled()
 		})
 	}
 }

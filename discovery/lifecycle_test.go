@@ -358,3 +358,35 @@ func TestBootstrapPeers_OneEntryPerPeer(t *testing.T) {
 		t.Fatalf("bootstrapPeers: %v, want %v", got, want)
 	}
 }
+
+// A capability lookup made before the node settled in the mesh (joined, and its routing table
+// refreshed since) answers, but is not cached: walked through the few peers a node knows on
+// joining, it may miss most providers, and it would answer every lookup for the cache TTL (a
+// minute). Once the node has settled, an answer is cached as before.
+func TestLookupsBeforeTheJoinRefreshAreNotCached(t *testing.T) {
+	m := newMesh(t, 6, 1, WithHealthInterval(time.Hour)) // nothing settles the node behind the test's back
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	m.publish(t, ctx, 1, 2)
+	d := m.ds[5]
+	terminal := capability{KindTool, "terminal"} // manifestFor: every agent has it
+	find := func(want int) {
+		t.Helper()
+		recs, err := d.FindByCapability(ctx, KindTool, "terminal")
+		if err != nil || len(recs) != want {
+			t.Fatalf("FindByCapability: %d records, %v; want %d", len(recs), err, want)
+		}
+	}
+	d.setSettled(false) // as between its join and the end of the refresh that follows it
+	find(2)
+	if ps, ok := d.cache.providersOf(terminal); ok {
+		t.Fatalf("a lookup made before the node settled cached %d providers", len(ps))
+	}
+	m.publish(t, ctx, 3)
+	d.setSettled(true)
+	find(3)
+	if ps, ok := d.cache.providersOf(terminal); !ok || len(ps) != 3 {
+		t.Fatalf("a settled node's lookup cached %d providers (%v), want 3", len(ps), ok)
+	}
+}

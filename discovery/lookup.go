@@ -90,7 +90,9 @@ func (d *Discovery) recordOfPeer(ctx context.Context, id peer.ID) (Record, bool)
 
 // providers returns the peers that provide a capability (cache first), calling found for each
 // as soon as it is known, so that record fetches overlap the rest of the DHT walk. A walk's
-// answer is cached for the cache TTL.
+// answer is cached for the cache TTL once the node has settled in the mesh (joined, and its
+// routing table refreshed after the join): a walk made before that, through the few peers the
+// node knew on joining, may have missed most providers, and must not answer for a minute.
 func (d *Discovery) providers(ctx context.Context, c capability, found func(peer.ID)) ([]peer.ID, error) {
 	if ps, ok := d.cache.providersOf(c); ok {
 		for _, id := range ps {
@@ -98,11 +100,14 @@ func (d *Discovery) providers(ctx context.Context, c capability, found func(peer
 		}
 		return ps, nil
 	}
+	settled := d.settled()
 	out, err := d.walkProviders(ctx, c, found)
 	if err != nil {
 		return nil, err
 	}
-	d.cache.putProviders(c, out)
+	if settled {
+		d.cache.putProviders(c, out)
+	}
 	return out, nil
 }
 
