@@ -97,8 +97,8 @@ func (v *Verifier) SenderKey(m *Message) (crypto.PubKey, peer.ID, error) {
 // it came from the Verifier's KeyCache. It does not fill the cache: Verify does, once a
 // signature of the key verified, so that a message that fails its check leaves nothing behind.
 func (v *Verifier) senderKey(m *Message) (k senderKey, cached bool, err error) {
-	if k, ok := v.keys().get(m.Envelope.Sender.PeerID); ok {
-		return k, true, nil
+	if known, ok := v.keys().get(m.Envelope.Sender.PeerID); ok {
+		return known, true, nil
 	}
 	id, err := peer.Decode(m.Envelope.Sender.PeerID)
 	if err != nil {
