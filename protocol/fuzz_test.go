@@ -209,16 +209,24 @@ func FuzzReadFrame(f *testing.F) {
 	})
 }
 
-// FuzzValidate: Validate and Verify never panic on a decoded message, and every failure they
-// report carries a registered IACP code.
+// FuzzValidate: Validate and Verify never panic on a decoded message, every failure they
+// report carries a registered IACP code, and a Verifier with caches (shared across inputs, as
+// a node's are across messages) answers as Verify without them, the first time and the next.
 func FuzzValidate(f *testing.F) {
 	addDocSeeds(f)
+	cached := &protocol.Verifier{Keys: protocol.NewKeyCache(64), Verified: protocol.NewVerifyCache(64)}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		m, err := protocol.Decode(data)
 		if err != nil {
 			return
 		}
-		for _, err := range []error{protocol.Validate(m, fixedNow, len(data), protocol.Limits{}), protocol.Verify(m)} {
+		plain := protocol.Verify(m)
+		for i := range 2 {
+			if err := cached.Verify(m); (err == nil) != (plain == nil) {
+				t.Fatalf("verification %d with caches: %v; without: %v", i+1, err, plain)
+			}
+		}
+		for _, err := range []error{protocol.Validate(m, fixedNow, len(data), protocol.Limits{}), plain} {
 			if err == nil {
 				continue
 			}
