@@ -54,11 +54,11 @@ type BootstrapPeerStatus struct {
 	LastTry   time.Time
 }
 
-// bootstrapPeers is the configured list with one entry per peer, in the order of their
-// first entries: a peer listed more than once (an address per transport, say) has all its
-// addresses in its one entry, so that a round's rule of two answers takes two peers. The
-// node itself is left out.
-func bootstrapPeers(list []peer.AddrInfo, self peer.ID) []peer.AddrInfo {
+// MergePeers returns list with one entry per peer, in the order of their first entries: a
+// peer listed more than once (an address per transport, say) has all its addresses in its one
+// entry, so that a bootstrap round's rule of two answers takes two peers, and whoever walks the
+// list asks each peer once. self is left out. list is not modified.
+func MergePeers(list []peer.AddrInfo, self peer.ID) []peer.AddrInfo {
 	var out []peer.AddrInfo
 	at := map[peer.ID]int{}
 	for _, ai := range list {

@@ -110,7 +110,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	if d.rand == nil {
 		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
-	for _, ai := range bootstrapPeers(cfg.bootstrap, h.ID()) {
+	for _, ai := range MergePeers(cfg.bootstrap, h.ID()) {
 		d.boot.peers = append(d.boot.peers, BootstrapPeerStatus{Peer: ai})
 	}
 	d.boot.dialing = make([]bool, len(d.boot.peers))

@@ -347,7 +347,7 @@ func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
 func TestBootstrapPeers_OneEntryPerPeer(t *testing.T) {
 	self, a, b := peer.ID("self"), peer.ID("a"), peer.ID("b")
 	tcp, quic := ma.StringCast("/ip4/127.0.0.1/tcp/4001"), ma.StringCast("/ip4/127.0.0.1/udp/4001/quic-v1")
-	got := bootstrapPeers([]peer.AddrInfo{
+	got := MergePeers([]peer.AddrInfo{
 		{ID: b, Addrs: []ma.Multiaddr{tcp}},
 		{ID: self, Addrs: []ma.Multiaddr{tcp}},
 		{ID: a, Addrs: []ma.Multiaddr{quic}},
@@ -355,7 +355,7 @@ func TestBootstrapPeers_OneEntryPerPeer(t *testing.T) {
 	}, self)
 	want := []peer.AddrInfo{{ID: b, Addrs: []ma.Multiaddr{tcp, quic}}, {ID: a, Addrs: []ma.Multiaddr{quic}}}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Fatalf("bootstrapPeers: %v, want %v", got, want)
+		t.Fatalf("MergePeers: %v, want %v", got, want)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -210,8 +209,8 @@ func (n *Node) Token(ctx context.Context, req TokenRequest) (*authority.Token, e
 
 // authorityPeers returns the peers that may be the mesh authority's node: authority_node
 // when configured, else the bootstrap peers (an invitation's addresses are the authority
-// node's, and `init --join` makes them the bootstrap peers), each once, in the order of its
-// first entry (a peer listed with an address per transport is asked once, not once a line).
+// node's, and `init --join` makes them the bootstrap peers). The node's bootstrap list has one
+// entry per peer and leaves the node out (discovery.MergePeers), so each is asked once.
 func (n *Node) authorityPeers() []peer.ID {
 	if n.cfg.AuthorityNode != "" {
 		if p, err := peer.Decode(n.cfg.AuthorityNode); err == nil {
@@ -220,9 +219,7 @@ func (n *Node) authorityPeers() []peer.ID {
 	}
 	out := make([]peer.ID, 0, len(n.bootstrap))
 	for _, ai := range n.bootstrap {
-		if ai.ID != n.host.ID() && !slices.Contains(out, ai.ID) {
-			out = append(out, ai.ID)
-		}
+		out = append(out, ai.ID)
 	}
 	return out
 }

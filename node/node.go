@@ -91,7 +91,7 @@ type Node struct {
 	dirMu     sync.RWMutex
 	resolvers []Resolver
 	needed    map[peer.ID]*backoff
-	bootstrap []peer.AddrInfo
+	bootstrap []peer.AddrInfo // the configured bootstrap peers, one entry each, the node left out (discovery.MergePeers)
 
 	status atomic.Pointer[protocol.HeartbeatPayload]
 	inbox  *Inbox

@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -109,9 +110,12 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 			cancel()
 			return nil, err
 		}
+		n.bootstrap = append(n.bootstrap, ai)
+	}
+	n.bootstrap = discovery.MergePeers(n.bootstrap, h.ID())
+	for _, ai := range n.bootstrap {
 		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
 		n.needed[ai.ID] = &backoff{}
-		n.bootstrap = append(n.bootstrap, ai)
 	}
 	return n, nil
 }
