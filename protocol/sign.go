@@ -158,27 +158,19 @@ func (v *Verifier) Verify(m *Message) error {
 	var key [32]byte
 	if cache != nil {
 		key = verifyCacheKey(digest, sig, m.Envelope.Sender.PeerID)
-		if cache.has(key) {
-			v.keep(m, sender, cached)
-			return nil
+	}
+	if cache == nil || !cache.has(key) {
+		if sender.ed == nil || !sender.ed.verify(digest[:], sig) {
+			return Errorf(CodeIdentityInvalid, "signature does not verify for peer %s", m.Envelope.Sender.PeerID)
+		}
+		if cache != nil {
+			cache.add(key)
 		}
 	}
-	if sender.ed == nil || !sender.ed.verify(digest[:], sig) {
-		return Errorf(CodeIdentityInvalid, "signature does not verify for peer %s", m.Envelope.Sender.PeerID)
-	}
-	v.keep(m, sender, cached)
-	if cache != nil {
-		cache.add(key)
-	}
-	return nil
-}
-
-// keep puts a sender's key, one of whose signatures verified, into the KeyCache if it is not
-// there yet.
-func (v *Verifier) keep(m *Message, sender senderKey, cached bool) {
-	if !cached {
+	if !cached { // a signature of it verified, here or for another node of the process
 		v.keys().put(m.Envelope.Sender.PeerID, sender)
 	}
+	return nil
 }
 
 // PeerIDOf returns sender.peer_id decoded, for callers that compare it with the authenticated
