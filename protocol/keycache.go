@@ -18,7 +18,7 @@ const DefaultKeyCacheSize = 4096
 // The mapping is a pure function of the peer id, so a cached answer is always the right one.
 // A key enters it only once a signature of it verified (Verifier.Verify), so a message that
 // fails its check leaves nothing behind: a hostile stream of new peer ids with bad signatures
-// costs one decode each (about 9 µs besides the verification) and keeps nothing.
+// costs its decoding (about 8 µs besides the verification) and keeps nothing.
 // It holds at most its bound. When full it starts over, keeping only expanded keys, up to half
 // the bound: first those that verified a signature since the last restart, then idle ones if
 // there is room. A stream of new senders that do sign validly (a hostile peer's made-up ids,
