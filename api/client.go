@@ -306,14 +306,10 @@ func (c *Client) ForgetTrust(ctx context.Context, agentID, peerID string) (Forge
 	return d, c.do(ctx, http.MethodPost, "/v1/trust/forget", body, mediaJSON, &d)
 }
 
-// Invite asks the mesh authority's node for a one-time invitation, bound to agentID when it
-// is not "", valid for ttl (0: the node's default), whose certificate grants grants.
-func (c *Client) Invite(ctx context.Context, agentID string, ttl time.Duration, grants ...string) (InviteDoc, error) {
+// Invite asks the mesh authority's node for a one-time invitation on the terms of req (an
+// agent id, "" for any id no other peer holds; a ttl, "" for the node's default; grants; replace).
+func (c *Client) Invite(ctx context.Context, req InviteRequest) (InviteDoc, error) {
 	var d InviteDoc
-	req := InviteRequest{AgentID: agentID, Grants: grants}
-	if ttl > 0 {
-		req.TTL = ttl.String()
-	}
 	body, err := json.Marshal(req)
 	if err != nil {
 		return d, err
@@ -321,11 +317,11 @@ func (c *Client) Invite(ctx context.Context, agentID string, ttl time.Duration, 
 	return d, c.do(ctx, http.MethodPost, "/v1/trust/invites", body, mediaJSON, &d)
 }
 
-// Revoke asks the mesh authority's node to revoke target, an agent id or a certificate id,
-// and returns the certificates revoked.
-func (c *Client) Revoke(ctx context.Context, target string) (CertificatesDoc, error) {
+// Revoke asks the mesh authority's node to revoke what req names, an agent id or a certificate
+// id, and returns the certificates revoked (with req.DryRun, those it would revoke).
+func (c *Client) Revoke(ctx context.Context, req RevokeRequest) (CertificatesDoc, error) {
 	var d CertificatesDoc
-	body, err := json.Marshal(RevokeRequest{Target: target})
+	body, err := json.Marshal(req)
 	if err != nil {
 		return d, err
 	}

@@ -266,21 +266,30 @@ type ForgetRequest struct {
 	PeerID  string `json:"peer_id,omitempty"`
 }
 
-// InviteRequest is POST /v1/trust/invites: a one-time invitation, bound to AgentID when set,
-// valid for TTL (a Go duration; default 24h, at most 720h).
+// InviteRequest is POST /v1/trust/invites: a one-time invitation, bound to AgentID when set
+// (else the joiner chooses any agent id that no other peer holds), valid for TTL (a Go
+// duration; default 24h, at most 720h).
 type InviteRequest struct {
 	AgentID string `json:"agent_id,omitempty"`
 	TTL     string `json:"ttl,omitempty"`
 	// Grants are the permissions the joined agent's certificate grants (ACP v2
 	// security.permissions, and what A2ACP tokens for it may carry).
 	Grants []string `json:"grants,omitempty"`
+	// Replace lets the joiner take AgentID from the peer that holds it now, whose certificates
+	// are revoked when the joiner's is issued (an agent moving to a new key).
+	Replace bool `json:"replace,omitempty"`
 }
 
 // InviteDoc is the invitation: the token `iacp-node init --join` takes.
 type InviteDoc struct {
-	Token   string    `json:"token"`
-	AgentID string    `json:"agent_id,omitempty"`
-	Grants  []string  `json:"grants,omitempty"`
+	Token   string   `json:"token"`
+	AgentID string   `json:"agent_id,omitempty"`
+	Grants  []string `json:"grants,omitempty"`
+	// AnyAgent says that the invitation names no agent id: its holder chooses any id that no
+	// other peer holds.
+	AnyAgent bool `json:"any_agent,omitempty"`
+	// Replace says that the joiner replaces AgentID's current holder.
+	Replace bool      `json:"replace,omitempty"`
 	Expires time.Time `json:"expires"`
 }
 
@@ -288,6 +297,11 @@ type InviteDoc struct {
 // certificate id.
 type RevokeRequest struct {
 	Target string `json:"target"`
+	// DryRun answers the certificates the revocation would revoke, and revokes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// AllPeers revokes an agent id's certificates even when they are held on several peers;
+	// without it that is refused, naming each certificate.
+	AllPeers bool `json:"all_peers,omitempty"`
 }
 
 // CertificatesDoc is GET /v1/trust/certificates and the answer of POST /v1/trust/revoke: the

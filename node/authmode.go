@@ -81,6 +81,9 @@ func (n *Node) setupTrust() error {
 	if err != nil {
 		return err
 	}
+	certs.onConflict = func(agentID string, bound, claimant peer.ID) {
+		n.trust.conflict(agentID, bound, claimant, claimCertificate)
+	}
 	n.certs = certs
 	if err := n.openAuthority(); err != nil {
 		return err

@@ -78,6 +78,18 @@ type certBook struct {
 	// that nobody makes the node answer, or send its revocation list, without bound.
 	allow func(p peer.ID) error
 
+	// holders holds, per agent id, its holder's certificate: of the valid certificates for
+	// the id that the book verified, the one that Precedes the others. holdMu orders its
+	// compare-and-replace.
+	holdMu  sync.Mutex
+	holders *lru.Cache[string, *authority.Certificate]
+	// onConflict is told of two certified peers for one agent id: the id stays with bound,
+	// its first holder, and claimant is refused. reported keeps when each claimant was last
+	// told of, so that a conflict is reported once per certRetryAfter however often the
+	// claimant's messages and records are checked.
+	onConflict func(agentID string, bound, claimant peer.ID)
+	reported   *lru.Cache[string, time.Time]
+
 	// onRevoked is told of each verified certificate a new revocation list revokes (the
 	// node drops its agent from the liveness table).
 	onRevoked atomic.Pointer[func(*authority.Certificate)]
@@ -97,7 +109,16 @@ func newCertBook(v *authority.Verifier, h host.Host, size int, crlFile string, a
 	if err != nil {
 		return nil, err
 	}
+	holders, err := lru.New[string, *authority.Certificate](size)
+	if err != nil {
+		return nil, err
+	}
+	reported, err := lru.New[string, time.Time](maxConflicts)
+	if err != nil {
+		return nil, err
+	}
 	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, allow: allow, byPeer: byPeer, failed: failed,
+		holders: holders, reported: reported, onConflict: func(string, peer.ID, peer.ID) {},
 		inflight: make(map[peer.ID]chan struct{}), slots: make(chan struct{}, certFetchers)}
 	if crlFile != "" {
 		raw, err := os.ReadFile(crlFile)
@@ -122,6 +143,7 @@ func (b *certBook) setOwn(raw, agentID string) (*authority.Certificate, error) {
 	}
 	b.own.Store(c)
 	b.byPeer.Add(b.self, c)
+	b.holds(c)
 	return c, nil
 }
 
@@ -138,8 +160,63 @@ func (b *certBook) checkRaw(raw, agentID string, p peer.ID) error {
 	if err != nil {
 		return err
 	}
-	b.byPeer.Add(p, c)
+	return b.admit(c)
+}
+
+// admit keeps c, a certificate that just verified, unless another peer holds its agent id
+// first: then c is refused, remembered as failed for certRetryAfter (whoever passed it on),
+// and the conflict reported.
+func (b *certBook) admit(c *authority.Certificate) error {
+	if err := b.holds(c); err != nil {
+		b.byPeer.Remove(c.Peer)
+		b.failed.Add(c.Peer, failure{at: b.now(), err: err})
+		return err
+	}
+	b.byPeer.Add(c.Peer, c)
+	b.failed.Remove(c.Peer)
 	return nil
+}
+
+// holds returns nil when c's peer holds c's agent id: no other peer's valid certificate for
+// the id precedes c (authority.Certificate.Precedes). c becomes the id's holder then, and a
+// holder it displaces is reported as a conflict. Otherwise the error names the holder: an
+// agent id has one holder, so that a second certificate for it, however it was made, takes
+// nothing from the first.
+func (b *certBook) holds(c *authority.Certificate) error {
+	b.holdMu.Lock()
+	h, ok := b.holders.Peek(c.AgentID)
+	if ok && h.Peer != c.Peer && b.stands(h) && !c.Precedes(h) {
+		b.holdMu.Unlock()
+		b.conflict(c.AgentID, h.Peer, c.Peer)
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is held by peer %s (certified since %s); peer %s shows a second certificate for it (%s): refused and reported as a conflict; the mesh's operator revokes the wrong one with iacp-node revoke CERTIFICATE_ID",
+			c.AgentID, h.Peer, h.HeldSince.UTC().Format(time.RFC3339), c.Peer, c.ID)
+	}
+	if !ok || h.ID != c.ID {
+		b.holders.Add(c.AgentID, c)
+	}
+	b.holdMu.Unlock()
+	if ok && h.Peer != c.Peer && b.stands(h) {
+		b.conflict(c.AgentID, c.Peer, h.Peer)
+	}
+	return nil
+}
+
+// conflict reports claimant's certificate for agentID, which bound holds, once per
+// certRetryAfter.
+func (b *certBook) conflict(agentID string, bound, claimant peer.ID) {
+	key := agentID + " " + string(claimant)
+	now := b.now()
+	if at, ok := b.reported.Get(key); ok && now.Sub(at) < certRetryAfter {
+		return
+	}
+	b.reported.Add(key, now)
+	b.log.Warn("two peers are certified for one agent id; the first holder keeps it", "agent", agentID, "holder", bound, "refused", claimant)
+	b.onConflict(agentID, bound, claimant)
+}
+
+// stands reports whether c is neither revoked nor expired.
+func (b *certBook) stands(c *authority.Certificate) bool {
+	return !b.v.Revoked(c.ID) && c.Expires.After(b.now())
 }
 
 // check reports whether a certificate the book holds binds agentID to p: nil, an error
@@ -155,7 +232,7 @@ func (b *certBook) check(agentID string, p peer.ID) error {
 		case c.AgentID != agentID:
 			return protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s is certified for agent %s, not %s", p, c.AgentID, agentID)
 		}
-		return nil
+		return b.admit(c) // a certificate that precedes c may have come since
 	}
 	if f, ok := b.failed.Get(p); ok && b.now().Sub(f.at) < certRetryAfter {
 		return f.err
@@ -247,9 +324,7 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 	if err == nil {
 		var c *authority.Certificate
 		if c, err = b.v.Certificate(ans.Cert, p, ""); err == nil {
-			b.byPeer.Add(p, c)
-			b.failed.Remove(p)
-			return nil
+			return b.admit(c)
 		}
 	}
 	err = protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s has no valid certificate from mesh authority %s: %v", p, b.v.MeshID(), err)

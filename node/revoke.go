@@ -2,8 +2,12 @@ package node
 
 import (
 	"context"
+	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
+
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -28,15 +32,43 @@ const revocationSyncEvery = time.Minute
 // IssuedCertificate is a certificate the mesh authority issued, as its registry keeps it.
 type IssuedCertificate = authority.Issued
 
+// RevokeOptions are how Revoke treats what its target names.
+type RevokeOptions struct {
+	// DryRun returns the certificates the revocation would revoke, and revokes nothing.
+	DryRun bool
+	// AllPeers revokes an agent id's certificates even when they are held on more than one
+	// peer (two certified holders of one id, a conflict). Without it such a revocation is
+	// refused, naming each certificate, so that the operator revokes the wrong holder alone,
+	// by certificate id.
+	AllPeers bool
+}
+
 // Revoke revokes the certificates that target names, an agent id (all of its certificates)
 // or a certificate id, and broadcasts the new revocation list, which this node applies at
 // once. From then on no node that holds the list believes the revoked certificates: their
 // messages, heartbeats and DHT records are refused with IDENTITY_INVALID. Only the mesh
-// authority's node can revoke. It returns the certificates revoked; a failed broadcast is
-// reported with them (peers still catch up within a minute).
-func (n *Node) Revoke(ctx context.Context, target string) ([]IssuedCertificate, error) {
+// authority's node can revoke. It returns the certificates revoked (with o.DryRun, those it
+// would revoke); a failed broadcast is reported with them (peers still catch up within a
+// minute).
+func (n *Node) Revoke(ctx context.Context, target string, o RevokeOptions) ([]IssuedCertificate, error) {
 	if n.registry == nil {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): revoke on the node that founded the mesh", AuthorityKeyFile)
+	}
+	named := n.registry.Matching(target)
+	if peers := holderPeers(named); len(peers) > 1 && !o.AllPeers && !o.DryRun {
+		var each []string
+		for _, c := range named {
+			if c.Revoked.IsZero() {
+				each = append(each, fmt.Sprintf("%s on %s", c.ID, c.Peer))
+			}
+		}
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "agent %s has certificates on %d peers (%s): revoke the wrong holder by certificate id, or all of them with --all-peers", target, len(peers), strings.Join(each, "; "))
+	}
+	if o.DryRun {
+		if len(named) == 0 {
+			return nil, protocol.Errorf(protocol.CodeAgentNotFound, "revoke %s: %v (see the certificates with iacp-node trust certs)", target, authority.ErrNothingToRevoke)
+		}
+		return named, nil
 	}
 	crl, revoked, err := n.registry.Revoke(n.cfg.MeshAuthority, target)
 	if err != nil {
@@ -48,15 +80,32 @@ func (n *Node) Revoke(ctx context.Context, target string) ([]IssuedCertificate, 
 	for _, c := range revoked {
 		n.log.Warn("certificate revoked", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID)
 	}
-	if n.gossip == nil {
-		return revoked, nil
-	}
-	_, err = n.gossip.Broadcast(ctx, protocol.EventPayload{EventType: RevocationsEvent, Severity: protocol.SeverityWarning,
-		Detail: "the mesh authority revoked certificates", Data: map[string]string{"crl": crl}})
-	if err != nil {
+	if err := n.broadcastRevocations(ctx, crl); err != nil {
 		return revoked, protocol.Errorf(protocol.CodeInternalError, "revoked, but the broadcast failed (peers catch up within %v): %v", revocationSyncEvery, err)
 	}
 	return revoked, nil
+}
+
+// holderPeers returns the peers that the unrevoked certificates among cs are held on.
+func holderPeers(cs []IssuedCertificate) map[peer.ID]bool {
+	out := map[peer.ID]bool{}
+	for _, c := range cs {
+		if c.Revoked.IsZero() {
+			out[c.Peer] = true
+		}
+	}
+	return out
+}
+
+// broadcastRevocations broadcasts crl, a list the mesh authority just signed and this node
+// applied, to the mesh.
+func (n *Node) broadcastRevocations(ctx context.Context, crl string) error {
+	if n.gossip == nil {
+		return nil
+	}
+	_, err := n.gossip.Broadcast(ctx, protocol.EventPayload{EventType: RevocationsEvent, Severity: protocol.SeverityWarning,
+		Detail: "the mesh authority revoked certificates", Data: map[string]string{"crl": crl}})
+	return err
 }
 
 // Certificates returns the unexpired certificates the mesh authority issued, revoked or not;
