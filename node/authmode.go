@@ -14,6 +14,7 @@ import (
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/internal/fsutil"
+	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
 
@@ -100,8 +101,12 @@ func (n *Node) setupTrust() error {
 	c.DiscoveryOptions = append(c.DiscoveryOptions,
 		discovery.WithCertCheck(certs.checkRaw),
 		discovery.WithCertificate(func() string { return certs.own.Load().Raw }))
-	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, c pubsub.AuthorClaim) bool {
-		return certs.verifyCarried(ctx, c.AgentID, c.Author, c.Via, c.Certificate) == nil
+	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, c pubsub.AuthorClaim) error {
+		err := certs.verifyCarried(ctx, c.AgentID, c.Author, c.Via, c.Certificate)
+		if protocol.CodeOf(err) == protocol.CodeIdentityInvalid {
+			return fmt.Errorf("%w: %v", pubsub.ErrNotCertified, err)
+		}
+		return err
 	}), pubsub.WithCertificate(func() string { return certs.own.Load().Raw }))
 	n.host.SetStreamHandler(CertProtocolID, n.tracked(certs.serve))
 	n.serveAuthorityProtocols()

@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
@@ -23,11 +26,16 @@ const RegistryFile = "certificates.json"
 // relays it, a node applies it only when the signature verifies and its seq is higher.
 const RevocationsEvent = "iacp.trust.revocations"
 
-// revocationSyncEvery is how often a node in authority mode asks one connected peer whether
-// it holds a newer revocation list: a node that missed the broadcast (down, partitioned, or
-// not yet holding the authority node's certificate) catches up within this, at the cost of
-// one small exchange per interval, whatever the size of the mesh.
+// revocationSyncEvery is how often a node in authority mode asks a few connected peers
+// (revocationSyncPeers) whether they hold a newer revocation list: a node that missed the
+// broadcast (down, partitioned, kept from it by peers that withhold gossip, or not yet holding
+// the authority node's certificate) catches up within this, at the cost of a few small
+// exchanges per interval, whatever the size of the mesh.
 const revocationSyncEvery = time.Minute
+
+// revocationSyncPeers is how many peers each sync asks: the authority's node when connected,
+// and certified peers.
+const revocationSyncPeers = 3
 
 // IssuedCertificate is a certificate the mesh authority issued, as its registry keeps it.
 type IssuedCertificate = authority.Issued
@@ -144,25 +152,41 @@ func (n *Node) heardRevocations(it *pubsub.Item) {
 	}
 }
 
-// syncRevocations asks one connected peer that speaks the certificate protocol for a newer
-// revocation list than the node holds.
+// syncRevocations asks up to revocationSyncPeers connected peers, at once, for a newer
+// revocation list than the node holds: the mesh authority's node when it is connected, then
+// peers whose certificates the node verified, at random. Any peer could answer slowly or never
+// to keep a list from the node, and a peer without a certificate costs nothing to make; a
+// certified peer is one the authority vouched for, and several asked at once are each within
+// certTimeout.
 func (n *Node) syncRevocations(r *rand.Rand) {
+	var ask []peer.ID
+	if p, err := peer.Decode(n.cfg.AuthorityNode); err == nil && p != n.host.ID() && n.host.Network().Connectedness(p) == network.Connected {
+		ask = append(ask, p)
+	}
 	peers := n.host.Network().Peers()
 	r.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	for _, p := range peers {
-		if ok, _ := n.host.Peerstore().SupportsProtocols(p, CertProtocolID); len(ok) == 0 {
-			continue
+		if len(ask) == revocationSyncPeers {
+			break
 		}
-		ctx, cancel := context.WithTimeout(n.ctx, certTimeout)
-		ans, err := n.certs.ask(ctx, p, p)
-		cancel()
-		if err == nil && ans.CRL != "" {
-			if err := n.certs.applyRevocations(ans.CRL); err != nil {
-				n.log.Warn("revocation list refused", "from", p, "err", err.Error())
-			}
+		if c, ok := n.certs.byPeer.Peek(p); ok && p != n.host.ID() && !slices.Contains(ask, p) && n.certs.stands(c) {
+			ask = append(ask, p)
 		}
-		return
 	}
+	ctx, cancel := context.WithTimeout(n.ctx, certTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for _, p := range ask {
+		wg.Go(func() {
+			ans, err := n.certs.ask(ctx, p, p)
+			if err == nil && ans.CRL != "" {
+				if err := n.certs.applyRevocations(ans.CRL); err != nil {
+					n.log.Warn("revocation list refused", "from", p, "err", err.Error())
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 // keepTrust is the authority mode's upkeep: the revocation-list sync and the renewal of the
