@@ -3,6 +3,7 @@ package node
 import (
 	"bufio"
 	"context"
+	"math/rand/v2"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -157,5 +158,46 @@ func TestStall_ARelayerHoldsAtMostItsBudgetOfFetches(t *testing.T) {
 	}
 	if n := relayer.asked.Load(); n != certFetchesPerPeer {
 		t.Fatalf("the relayer was asked %d times; want its budget, %d", n, certFetchesPerPeer)
+	}
+}
+
+// The revocation sync asks certified peers (and the authority's node), not whoever is
+// connected: a node surrounded by stallers still gets the list from the one certified peer
+// that holds it, in one sync.
+func TestStall_TheRevocationSyncAsksCertifiedPeers(t *testing.T) {
+	m, _ := certifiedMesh(t, 3)
+	auth, bob, carol := m.nodes[0], m.nodes[1], m.nodes[2]
+	revoked, err := auth.Revoke(testCtx(t), agentName(1), RevokeOptions{DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// carol verified bob's certificate, then the authority's node went out of her reach
+	if err := bob.Send(testCtx(t), event(t, bob.Builder(), agentName(2))); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mn.UnlinkPeers(auth.ID(), carol.ID()); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.mn.DisconnectPeers(auth.ID(), carol.ID()); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range addStallers(t, m, 8) {
+		if err := s.h.Connect(testCtx(t), peer.AddrInfo{ID: carol.ID(), Addrs: carol.host.Addrs()}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := auth.Revoke(testCtx(t), agentName(1), RevokeOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	ans, err := bob.certs.ask(testCtx(t), auth.ID(), auth.ID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bob.certs.applyRevocations(ans.CRL); err != nil || bob.RevocationSeq() != 1 {
+		t.Fatalf("bob took list %d: %v", bob.RevocationSeq(), err)
+	}
+	carol.syncRevocations(rand.New(rand.NewPCG(1, 2)))
+	if !carol.certs.v.Revoked(revoked[0].ID) {
+		t.Fatal("one sync among eight stallers and a certified peer did not bring the list")
 	}
 }
