@@ -94,7 +94,7 @@ func (n *Node) serveAuthority(s network.Stream) {
 	}
 	a, err := n.authorityAnswer(remote, req)
 	if err != nil {
-		n.log.Warn("authority request refused", "peer", remote, "op", req.Op, "err", err.Error())
+		n.quiet.Warn(string(remote), "authority request refused", "peer", remote, "op", req.Op, "err", err.Error())
 		a = authorityAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))}
 	}
 	answer(a)

@@ -129,7 +129,7 @@ func (n *Node) serveJoin(s network.Stream) {
 		}
 	}
 	fail := func(err error) {
-		n.log.Warn("join refused", "peer", remote, "err", err.Error())
+		n.quiet.Warn(string(remote), "join refused", "peer", remote, "err", err.Error())
 		answer(joinAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))})
 	}
 	if err := n.rate.allow(remote, n.now()); err != nil {

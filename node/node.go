@@ -20,6 +20,7 @@ import (
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/internal/quietlog"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -64,6 +65,7 @@ type Node struct {
 	budget   *queueBudget
 	large    chan struct{} // the slot of the large frame being served (holdLarge)
 	audits   *refusalAudit
+	quiet    *quietlog.Logger // what peers make the node refuse: a log line per peer per interval
 	journal  *gossipJournal
 	policy   policy
 	started  time.Time

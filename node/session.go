@@ -139,7 +139,7 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 	sig := n.cfg.Verifier.Verify(m)
 	release() // the slot covers decoding and verifying only
 	if err := n.checkSigned(m, len(f.raw), s.peer, s.pid, sig); err != nil {
-		n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
+		n.quiet.Info(string(s.peer), "reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
 		n.recordRefusal(f.raw, s.peer, m, err)
 		return true
 	}
