@@ -23,7 +23,7 @@ const module = "github.com/iacp-node/iacp-node"
 // store and the audit log); the node; the coordination patterns and workflows over the node;
 // what stands on them (the local API, the simulator, MCP, A2A); the command line.
 var floors = map[string]int{
-	"internal/fsutil": 0, "internal/retry": 0, "internal/workers": 0, "internal/testsupport": 0, "sim/internal/mocknet": 0,
+	"internal/fsutil": 0, "internal/retry": 0, "internal/workers": 0, "internal/quietlog": 0, "internal/testsupport": 0, "sim/internal/mocknet": 0,
 	"protocol": 1, "identity": 1,
 	"authority": 2, "dialect": 2,
 	"audit": 3, "store": 3, "discovery": 3, "pubsub": 3,
