@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/coord"
@@ -102,8 +101,9 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// At most maxConns connections at once: the rest wait in the kernel's accept queue.
-	s.ln = netutil.LimitListener(ln, cfg.maxConns)
+	// At most maxConns connections at once, the rest waiting in the kernel's accept queue; of
+	// them, those without a token hold a small share (connGate).
+	s.ln = newConnGate(ln, cfg.maxConns, cfg.headerTimeout)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &http.Server{
 		Handler:           s.guard(s.mux),
@@ -111,6 +111,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnContext:       withConn,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	if cfg.dataDir != "" {
@@ -224,10 +225,14 @@ func (s *Server) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		if rt.Auth && !s.authorized(r) {
+		switch authed := s.authorized(r); {
+		case rt.Auth && !authed:
 			s.fail(rec, r, &httpError{status: http.StatusUnauthorized, err: errorf(protocol.CodeIdentityInvalid,
 				"missing or wrong bearer token: send Authorization: Bearer <token from %s in the data directory>", TokenFile)}, "")
-		} else {
+		default:
+			if authed {
+				authenticatedConn(r)
+			}
 			rt.handler(rec, r)
 		}
 		if !rt.Stream {
