@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -33,8 +34,9 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node: join the mesh, serve the agent, stop cleanly on SIGINT/SIGTERM",
-		Long: `run starts the node with the data directory's config.yaml (or the embedded defaults when
-there is none), prints its peer id and full listen multiaddrs, and serves the local agent API.
+		Long: `run starts the node with the data directory's config.yaml, which iacp-node init writes
+(founding a mesh, joining one, or a lab node: run refuses a data directory that chose none),
+prints its peer id and full listen multiaddrs, and serves the local agent API.
 Settings come from, in rising precedence: the defaults, the config file, IACP_ environment
 variables (IACP_AGENT_ID, IACP_LISTEN=a,b, ...), and flags. SIGINT or SIGTERM stops it
 cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
@@ -82,11 +84,15 @@ const defaultAPIAddr = "127.0.0.1:9700"
 // runConfig merges defaults, the config file and the flags (which already hold the
 // environment) into the node's configuration.
 func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
-	cfg, _, err := loadConfig(configPath(f.dataDir, f.config))
+	path := configPath(f.dataDir, f.config)
+	cfg, exists, err := loadConfig(path)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.DataDir = f.dataDir
+	if err := chosenTrust(cfg, exists, path); err != nil {
+		return cfg, err
+	}
 	changed := cmd.Flags().Changed
 	if changed("agent-id") {
 		cfg.AgentID = f.agentID
@@ -129,6 +135,28 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 	}
 	cfg.Inbox = true
 	return cfg, nil
+}
+
+// chosenTrust refuses to run a node whose data directory chose no trust mode: one never made
+// with init (no config file), or a config that names neither a trust mode nor a mesh
+// authority. Such a node would run open, where any peer may claim an agent id nobody claimed
+// before; the secure default is init's, which founds a mesh, and run says how to choose.
+func chosenTrust(cfg node.Config, exists bool, path string) error {
+	if cfg.Trust != "" || cfg.Authority != "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, node.AuthorityKeyFile)); err == nil {
+		return nil // a founder's data directory: authority mode
+	}
+	what := "names no trust mode"
+	if !exists {
+		what = "does not exist"
+	}
+	return fmt.Errorf("%s %s, so this node belongs to no mesh yet; choose one first:\n"+
+		"  iacp-node init --data-dir %s                 found a mesh (this node holds its authority)\n"+
+		"  iacp-node init --data-dir %s --join TOKEN    join a mesh with an invitation from iacp-node invite\n"+
+		"  iacp-node init --data-dir %s --open          a lab node that trusts on first use (docs/trust.md)\n"+
+		"then iacp-node run --data-dir %s (make run does both on embedded defaults)", path, what, cfg.DataDir, cfg.DataDir, cfg.DataDir, cfg.DataDir)
 }
 
 // runNode starts the node and its local API, prints where it listens, and waits for ctx.
