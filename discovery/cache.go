@@ -61,7 +61,7 @@ func newCache(now func() time.Time, ttl time.Duration, size int, rule Validator)
 func (c *cache) lookup(agentID string) (rec Record, found bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return liveEntry(c.agents, agentID, c.now())
+	return standing(c.agents, agentID, c.now(), c.rule.CertCheck)
 }
 
 // lookupPeer returns the live cached record signed by peer id, the record of its agent that
@@ -69,7 +69,19 @@ func (c *cache) lookup(agentID string) (rec Record, found bool) {
 func (c *cache) lookupPeer(id peer.ID) (Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return liveEntry(c.peers, id, c.now())
+	return standing(c.peers, id, c.now(), c.rule.CertCheck)
+}
+
+// standing returns m[k] unless it expired or, in authority mode, its certificate no longer
+// stands (check, the validator's CertCheck, refuses it now: revoked, expired, or another peer
+// holds the agent id since it was cached): then the entry is dropped, and the DHT asked again.
+func standing[K comparable](m map[K]cacheEntry, k K, now time.Time, check func(cert, agentID string, p peer.ID) error) (Record, bool) {
+	rec, ok := liveEntry(m, k, now)
+	if ok && check != nil && check(rec.Cert, rec.AgentID, rec.PeerID) != nil {
+		delete(m, k)
+		return Record{}, false
+	}
+	return rec, ok
 }
 
 // liveEntry returns m[k] unless it expired; an expired entry is dropped.

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"strings"
@@ -75,7 +76,7 @@ func TestOneHolder_ReplaceMovesTheIdAndRevokesTheHolder(t *testing.T) {
 		t.Fatal(err)
 	}
 	inv, _ := authority.DecodeInvite(token)
-	h, _ := m.mn.AddHost(t, 4100)
+	h, sk := m.mn.AddHost(t, 4100)
 	if err := m.mn.LinkAll(); err != nil {
 		t.Fatal(err)
 	}
@@ -100,9 +101,33 @@ func TestOneHolder_ReplaceMovesTheIdAndRevokesTheHolder(t *testing.T) {
 	if err := carol.certs.applyRevocations(ans.CRL); err != nil {
 		t.Fatal(err)
 	}
-	if err := carol.Send(testCtx(t), event(t, carol.Builder(), agentName(1))); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
-		t.Fatalf("carol to the old holder after the move: %v; want IDENTITY_INVALID", err)
+	// carol's directory still names the old holder: her next send looks the agent up again
+	// rather than failing on the revoked peer, and reaches the agent where it moved.
+	if err := carol.certs.verify(testCtx(t), agentName(1), bob.ID(), ""); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
+		t.Fatalf("carol on the old holder after the move: %v; want IDENTITY_INVALID", err)
 	}
+	if p, _ := carol.directory.Peek(agentName(1)); p != bob.ID() {
+		t.Fatalf("carol's directory names %s for the agent; the test wants the old holder there", p)
+	}
+	moved, err := startNode(t, h, sk, agentName(1), WithAuthority(alice.cfg.Authority, cert.Raw), WithAuthorityNode(alice.ID()), WithInbox(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	carol.AddResolver(fixedResolver{agentName(1): {ID: h.ID(), Addrs: h.Addrs()}})
+	if err := carol.Send(testCtx(t), event(t, carol.Builder(), agentName(1))); err != nil {
+		t.Fatalf("carol to the agent after it moved: %v", err)
+	}
+	testsupport.WaitFor(t, 5*time.Second, "the message at the agent's new peer", func() bool { return moved.Inbox().Len() == 1 })
+}
+
+// fixedResolver resolves the agent ids it lists.
+type fixedResolver map[string]peer.AddrInfo
+
+func (r fixedResolver) ResolveAgent(_ context.Context, agentID string) (peer.AddrInfo, error) {
+	if ai, ok := r[agentID]; ok {
+		return ai, nil
+	}
+	return peer.AddrInfo{}, protocol.Errorf(protocol.CodeAgentNotFound, "no record of %s", agentID)
 }
 
 // hijackMesh is a mesh of alice (the authority, node 0), bob (node 1), carol and dave (2 and

@@ -266,22 +266,43 @@ func (n *Node) unregister(id string) {
 	delete(n.waiters, id)
 }
 
+// recipient resolves agentID to the peer a message for it goes to. Nothing meant for an agent
+// goes to a peer the authority did not certify for it: a peer whose certificate fails (revoked,
+// expired, another peer holds the id) is forgotten and the agent looked up once more, since it
+// may have moved; found nowhere else, the answer is AGENT_NOT_FOUND, which a durable send
+// queues. A peer that could not be reached for its certificate is still where the agent is.
+func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
+	var refused error
+	for range 2 {
+		p, err := n.resolve(ctx, agentID)
+		if err != nil {
+			if refused != nil {
+				return "", protocol.Errorf(protocol.CodeAgentNotFound, "agent %s: its last known peer is no longer certified for it (%v), and no other peer is known for it: %v", agentID, refused, err)
+			}
+			return "", err
+		}
+		if n.certs == nil || p == n.host.ID() {
+			return p, nil
+		}
+		err = n.certs.verify(ctx, agentID, p, "")
+		switch {
+		case err == nil:
+			return p, nil
+		case protocol.CodeOf(err) != protocol.CodeIdentityInvalid:
+			return "", err
+		}
+		n.directory.Remove(agentID)
+		refused = err
+	}
+	return "", refused
+}
+
 // transmit resolves m's recipient, writes raw on a session to its peer and waits for the
 // receipt. A session that dies before the receipt is replaced once.
 func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
-	p, err := n.resolve(ctx, m.Envelope.Recipient.AgentID)
+	p, err := n.recipient(ctx, m.Envelope.Recipient.AgentID)
 	if err != nil {
 		return err
-	}
-	if n.certs != nil && p != n.host.ID() {
-		// Nothing meant for an agent goes to a peer the authority did not certify for it. A
-		// peer that could not be reached for its certificate is still where the agent is.
-		if err := n.certs.verify(ctx, m.Envelope.Recipient.AgentID, p, ""); err != nil {
-			if protocol.CodeOf(err) == protocol.CodeIdentityInvalid {
-				n.directory.Remove(m.Envelope.Recipient.AgentID)
-			}
-			return err
-		}
 	}
 	n.watch(m.Envelope.Recipient.AgentID, p)
 	n.waitersMu.Lock()
