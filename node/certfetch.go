@@ -38,11 +38,23 @@ const (
 	// certFetchesPerPeer bounds the fetches under way at once through one peer: a relayer of
 	// messages by made-up authors, each needing its own fetch, holds at most this many.
 	certFetchesPerPeer = 2
+	// certWaiters bounds the callers that wait for one fetch under way: the messages of one
+	// author arriving while its certificate is fetched. More are refused at once (with a code
+	// to retry after), so that one staller's messages cannot pile up in gossipsub's bounded
+	// validation of a topic while its fetch runs into the deadline.
+	certWaiters = 8
 	// stallMemory is how long a peer that did not answer a certificate request within its
 	// deadline is not asked again: its messages that need a fetch are refused at once (with a
 	// code senders retry after) instead of each waiting for the deadline again.
 	stallMemory = 10 * time.Second
 )
+
+// pendingFetch is one fetch under way (certBook.inflight): done closes when it ends, and
+// waiters counts the callers waiting for it.
+type pendingFetch struct {
+	done    chan struct{}
+	waiters int
+}
 
 type certRequest struct {
 	// Peer is whose certificate is asked for; "" means the answering node's own.
@@ -100,10 +112,20 @@ func (b *certBook) verifyCarried(ctx context.Context, agentID string, p, via pee
 // via may have certFetchesPerPeer fetches under way; then a node-wide slot is taken.
 func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 	b.mu.Lock()
-	if ch, ok := b.inflight[p]; ok {
+	if f, ok := b.inflight[p]; ok {
+		if f.waiters >= certWaiters {
+			b.mu.Unlock()
+			return protocol.Errorf(protocol.CodeTimeout, "%d messages of peer %s wait for its certificate already; try again", f.waiters, p)
+		}
+		f.waiters++
 		b.mu.Unlock()
+		defer func() {
+			b.mu.Lock()
+			f.waiters--
+			b.mu.Unlock()
+		}()
 		select {
-		case <-ch:
+		case <-f.done:
 			return nil // the caller checks the book again
 		case <-ctx.Done():
 			return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
@@ -114,7 +136,7 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 		return err
 	}
 	ch := make(chan struct{})
-	b.inflight[p] = ch
+	b.inflight[p] = &pendingFetch{done: ch}
 	b.mu.Unlock()
 	defer func() {
 		b.mu.Lock()

@@ -46,7 +46,7 @@ type certBook struct {
 	// and pending, how many go through each peer asked (certFetchesPerPeer). slots bounds
 	// them node-wide (certFetchers).
 	mu       sync.Mutex
-	inflight map[peer.ID]chan struct{}
+	inflight map[peer.ID]*pendingFetch
 	pending  map[peer.ID]int
 	slots    chan struct{}
 	// allow charges one certificate request to the asking peer (the node's message rate), so
@@ -98,7 +98,7 @@ func newCertBook(v *authority.Verifier, h host.Host, size int, crlFile string, a
 	}
 	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, allow: allow, byPeer: byPeer, failed: failed,
 		holders: holders, reported: reported, onConflict: func(string, peer.ID, peer.ID) {}, stalled: stalled,
-		inflight: make(map[peer.ID]chan struct{}), pending: make(map[peer.ID]int), slots: make(chan struct{}, certFetchers)}
+		inflight: make(map[peer.ID]*pendingFetch), pending: make(map[peer.ID]int), slots: make(chan struct{}, certFetchers)}
 	if crlFile != "" {
 		raw, err := os.ReadFile(crlFile)
 		switch {

@@ -201,3 +201,46 @@ func TestStall_TheRevocationSyncAsksCertifiedPeers(t *testing.T) {
 		t.Fatal("one sync among eight stallers and a certified peer did not bring the list")
 	}
 }
+
+// Messages of one author whose certificate is being fetched wait for that fetch, at most
+// certWaiters of them: more are refused at once, so that a staller's flood does not fill
+// gossipsub's bounded validation while its fetch runs into the deadline.
+func TestStall_AtMostCertWaitersWaitForOneFetch(t *testing.T) {
+	m, _ := certifiedMesh(t, 1)
+	alice := m.nodes[0]
+	s := addStallers(t, m, 1)[0]
+	if err := alice.host.Connect(testCtx(t), peer.AddrInfo{ID: s.h.ID(), Addrs: s.h.Addrs()}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	const callers = 1 + certWaiters
+	done := make(chan struct{}, callers)
+	for range callers {
+		go func() {
+			alice.certs.verify(ctx, "test:stall:author", s.h.ID(), "")
+			done <- struct{}{}
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range callers {
+			<-done
+		}
+	})
+	waiting := func() int {
+		alice.certs.mu.Lock()
+		defer alice.certs.mu.Unlock()
+		if f, ok := alice.certs.inflight[s.h.ID()]; ok {
+			return f.waiters
+		}
+		return 0
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the fetch and its waiters", func() bool { return waiting() == certWaiters })
+	err := alice.certs.verify(testCtx(t), "test:stall:author", s.h.ID(), "")
+	if protocol.CodeOf(err) != protocol.CodeTimeout || !strings.Contains(err.Error(), "wait for its certificate already") {
+		t.Fatalf("one more message of the author: %v; want TIMEOUT at once", err)
+	}
+	if n := s.asked.Load(); n != 1 {
+		t.Fatalf("the author was asked %d times; want once", n)
+	}
+}
