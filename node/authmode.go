@@ -107,7 +107,7 @@ func (n *Node) setupTrust() error {
 			return fmt.Errorf("%w: %v", pubsub.ErrNotCertified, err)
 		}
 		return err
-	}), pubsub.WithCertificate(func() string { return certs.own.Load().Raw }))
+	}), pubsub.WithAuthorShun(certs.shunned), pubsub.WithCertificate(func() string { return certs.own.Load().Raw }))
 	n.host.SetStreamHandler(CertProtocolID, n.tracked(certs.serve))
 	n.serveAuthorityProtocols()
 	return nil

@@ -114,6 +114,7 @@ type Option func(*config) error
 
 type config struct {
 	authorCheck  func(context.Context, AuthorClaim) error
+	authorShun   func(author, via peer.ID) bool
 	certificate  func() string
 	prefix       string
 	capabilities []string
@@ -418,6 +419,17 @@ var ErrNotCertified = errors.New("the author holds no valid certificate for its 
 // first-come rule.
 func WithAuthorCheck(check func(context.Context, AuthorClaim) error) Option {
 	return func(c *config) error { c.authorCheck = check; return nil }
+}
+
+// WithAuthorShun lets the node turn away, before their signature is verified, the messages
+// of an author that the author check (WithAuthorCheck) would refuse or keep waiting at once:
+// shun reports such an author (one whose certificate failed recently, or whose certificate
+// must come from a peer that let a request run into its deadline). It is asked only about
+// messages that carry no certificate, so that a heartbeat that carries one is always checked.
+// A flood by stalling authors then costs decoding, not an Ed25519 verification a message.
+// Default none.
+func WithAuthorShun(shun func(author, via peer.ID) bool) Option {
+	return func(c *config) error { c.authorShun = shun; return nil }
 }
 
 // WithCertificate makes this node's heartbeats carry its agent certificate, as cert returns

@@ -111,6 +111,9 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 	if err := g.checkTopic(info, v); err != nil {
 		return nil, err
 	}
+	if shun := g.cfg.authorShun; shun != nil && v.cert == "" && shun(author, m.ReceivedFrom) {
+		return nil, ignore("author %s: its certificate would not come now (it failed, or its peer stalled, recently)", author)
+	}
 	if err := g.authentic(ctx, info, v, author, m.ReceivedFrom); err != nil {
 		return nil, err
 	}

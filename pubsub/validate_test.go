@@ -366,3 +366,40 @@ func TestValidator_AuthorCheckVerdicts(t *testing.T) {
 		t.Fatalf("the check was given %v; want at most AuthorCheckWait (%v)", d, AuthorCheckWait)
 	}
 }
+
+// An author the node shuns (WithAuthorShun) is turned away before its signature is verified:
+// its message, here with a forged signature, is ignored rather than rejected for the
+// signature. A heartbeat that carries a certificate is never shunned, and others' messages
+// are checked as ever.
+func TestValidator_ShunnedAuthorsCostNoSignatureCheck(t *testing.T) {
+	shunned := newSigner(t, "test:s:agent", nil)
+	other := newSigner(t, "test:o:agent", nil)
+	asked := 0
+	g := oneNode(t, WithAuthorShun(func(author, via peer.ID) bool {
+		asked++
+		return author == shunned.id
+	}))
+	bc := topicInfo{name: g.broadcastTopic(), kind: kindBroadcast}
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	forged := func(s signer) *ps.Message {
+		m, _ := s.b.Event(protocol.Broadcast, protocol.IntentNotify, protocol.EventPayload{EventType: "x"})
+		m.Message.Payload = json.RawMessage(`{"event_type":"forged"}`)
+		return psMsg(t, m, bc.name, s.id, s.id)
+	}
+	if _, err := g.check(context.Background(), bc, forged(shunned)); verdict(err) != "ignore" || !strings.Contains(err.Error(), "would not come now") {
+		t.Fatalf("a shunned author's forged message: %s (%v); want ignored before the signature", verdict(err), err)
+	}
+	if _, err := g.check(context.Background(), bc, forged(other)); verdict(err) != "reject" || !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("another author's forged message: %s (%v); want rejected for its signature", verdict(err), err)
+	}
+	hb, _ := shunned.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"})
+	raw, _ := json.Marshal(heartbeatWire{HeartbeatPayload: protocol.HeartbeatPayload{Status: "alive"}, Certificate: "a certificate"})
+	hb.Message.Payload = raw
+	before := asked
+	if _, err := g.check(context.Background(), hbt, psMsg(t, hb, hbt.name, shunned.id, shunned.id)); err != nil && strings.Contains(err.Error(), "would not come now") {
+		t.Fatalf("a heartbeat that carries a certificate was shunned: %v", err)
+	}
+	if asked != before {
+		t.Fatal("the shun was asked about a message that carries a certificate")
+	}
+}
