@@ -55,7 +55,9 @@ func (g *connGate) Accept() (net.Conn, error) {
 	if evict != nil {
 		evict.Close()
 	}
+	g.mu.Lock() // expire may run before AfterFunc returns: it reads timer under mu
 	gc.timer = time.AfterFunc(g.timeout, gc.expire)
+	g.mu.Unlock()
 	return gc, nil
 }
 
@@ -64,7 +66,7 @@ type gateConn struct {
 	net.Conn
 	g     *connGate
 	elem  *containerlist.Element // in g.fresh while not authenticated; nil after (g.mu)
-	timer *time.Timer
+	timer *time.Timer            // set once, under g.mu
 	once  sync.Once
 }
 
@@ -76,8 +78,9 @@ func (c *gateConn) authenticated() {
 		c.g.fresh.Remove(c.elem)
 		c.elem = nil
 	}
+	t := c.timer
 	c.g.mu.Unlock()
-	c.timer.Stop()
+	t.Stop()
 }
 
 // expire closes the connection if it is still unauthenticated.
@@ -99,9 +102,10 @@ func (c *gateConn) Close() error {
 			c.g.fresh.Remove(c.elem)
 			c.elem = nil
 		}
+		t := c.timer
 		c.g.mu.Unlock()
-		if c.timer != nil {
-			c.timer.Stop()
+		if t != nil {
+			t.Stop()
 		}
 		err = c.Conn.Close()
 		<-c.g.slots

@@ -272,7 +272,7 @@ func TestTrustAuthority_ARelayerIsNoVerdictOnTheAuthor(t *testing.T) {
 		raw, _ := json.Marshal(certAnswer{Cert: forged})
 		_ = protocol.WriteFrame(s, raw)
 	})
-	if err := alice.certs.fetch(testCtx(t), bob.ID(), mallory.ID()); err == nil {
+	if err := alice.certs.fetch(testCtx(t), bob.ID(), mallory.ID(), false); err == nil {
 		t.Fatal("a certificate for mallory's peer passed for bob's")
 	}
 	if err := alice.certs.check(agentName(1), bob.ID()); !errors.Is(err, errNoCert) {

@@ -74,6 +74,17 @@ type certAnswer struct {
 // author's certificate is not held yet waits for it, so that it is neither lost nor left
 // unrelayed, unless via already stalled or holds its budget of fetches.
 func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) error {
+	return b.verifyAs(ctx, agentID, p, via, false)
+}
+
+// verifyRecipient is verify for a message this node sends to p: the node chose p, so p's
+// answer is not charged to it nor bounded as a stranger's would be (the node's own sends
+// to one agent may all wait for one fetch), and a slow answer is not remembered as a stall.
+func (b *certBook) verifyRecipient(ctx context.Context, agentID string, p peer.ID) error {
+	return b.verifyAs(ctx, agentID, p, p, true)
+}
+
+func (b *certBook) verifyAs(ctx context.Context, agentID string, p, via peer.ID, ours bool) error {
 	err := b.check(agentID, p)
 	if !errors.Is(err, errNoCert) {
 		return err
@@ -83,7 +94,7 @@ func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) e
 	}
 	ctx, cancel := context.WithTimeout(ctx, certTimeout)
 	defer cancel()
-	if err := b.fetch(ctx, p, via); err != nil {
+	if err := b.fetch(ctx, p, via, ours); err != nil {
 		return err
 	}
 	if err := b.check(agentID, p); !errors.Is(err, errNoCert) {
@@ -109,11 +120,13 @@ func (b *certBook) verifyCarried(ctx context.Context, agentID string, p, via pee
 // fetch asks via for p's certificate, verifies it and keeps it. One fetch per peer runs at a
 // time; a second caller waits for the first. Before anything is sent, via is charged: its
 // message rate pays for the request, a via that stalled within stallMemory is not asked, and
-// via may have certFetchesPerPeer fetches under way; then a node-wide slot is taken.
-func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
+// via may have certFetchesPerPeer fetches under way; then a node-wide slot is taken. A fetch
+// for the node's own send (ours) is none of a stranger's doing: it is neither charged nor
+// bounded per peer, and its timeout is not remembered as a stall.
+func (b *certBook) fetch(ctx context.Context, p, via peer.ID, ours bool) error {
 	b.mu.Lock()
 	if f, ok := b.inflight[p]; ok {
-		if f.waiters >= certWaiters {
+		if f.waiters >= certWaiters && !ours {
 			b.mu.Unlock()
 			return protocol.Errorf(protocol.CodeTimeout, "%d messages of peer %s wait for its certificate already; try again", f.waiters, p)
 		}
@@ -131,9 +144,11 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 			return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
 		}
 	}
-	if err := b.chargeLocked(via); err != nil {
-		b.mu.Unlock()
-		return err
+	if !ours {
+		if err := b.chargeLocked(via); err != nil {
+			b.mu.Unlock()
+			return err
+		}
 	}
 	ch := make(chan struct{})
 	b.inflight[p] = &pendingFetch{done: ch}
@@ -141,8 +156,10 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 	defer func() {
 		b.mu.Lock()
 		delete(b.inflight, p)
-		if b.pending[via]--; b.pending[via] == 0 {
-			delete(b.pending, via)
+		if !ours {
+			if b.pending[via]--; b.pending[via] == 0 {
+				delete(b.pending, via)
+			}
 		}
 		b.mu.Unlock()
 		close(ch)
@@ -162,7 +179,9 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
 		code := protocol.CodeAgentNotFound
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
 			code = protocol.CodeTimeout
-			b.stalled.Add(via, b.now())
+			if !ours {
+				b.stalled.Add(via, b.now())
+			}
 		}
 		return protocol.Errorf(code, "cannot fetch the certificate of peer %s: %v", p, err)
 	}

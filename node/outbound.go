@@ -284,7 +284,7 @@ func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
 		if n.certs == nil || p == n.host.ID() {
 			return p, nil
 		}
-		err = n.certs.verify(ctx, agentID, p, "")
+		err = n.certs.verifyRecipient(ctx, agentID, p)
 		switch {
 		case err == nil:
 			return p, nil

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -11,12 +12,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // stallParams are the stall step's: peers without a certificate flood one node's gossip with
@@ -59,11 +58,11 @@ var parseStall = params(stallParams{Target: 1, Attackers: 40, Rate: 20, Duration
 		return nil
 	})
 
-// attacker is one stalling peer: a host on the mocknet and the gossip layer of a node without
-// a certificate, publishing as itself.
+// attacker is one stalling peer: a node without a certificate (open mode) on a host of the
+// mocknet whose certificate protocol never answers, publishing as itself.
 type attacker struct {
 	h    host.Host
-	g    *pubsub.Gossip
+	nd   *node.Node
 	idx  int
 	sent atomic.Int64
 }
@@ -177,19 +176,20 @@ func (c *cluster) startAttackers(ctx context.Context, step int, sp *stallParams,
 			return out, err
 		}
 		out = append(out, a)
+		if a.nd, err = node.New(
+			node.WithConfig(c.sc.Node.nodeConfig(c.sc.Seed^uint64(step)<<32^uint64(i+1)<<40)),
+			node.WithAgent(fmt.Sprintf("sim:stall:attacker%d.%d", step, i), protocol.Manifest{Name: "sim attacker", Version: "sim"}),
+			node.WithDataDir(filepath.Join(c.dir, fmt.Sprintf("stall-%d-%d", step, i))),
+			node.WithLogger(c.log.With("node", "attacker", "step", step, "attacker", i)),
+			node.WithTrust(node.TrustOpen), node.WithDiscovery(false), node.WithGossip(true),
+			node.WithDurable(false), node.WithAudit(false, false), node.WithHost(a.h, sk)); err != nil {
+			return out, fmt.Errorf("stall: attacker %d: %w", i, err)
+		}
 		a.h.SetStreamHandler(node.CertProtocolID, func(s network.Stream) {
 			asked.Add(1)
 			<-stop // takes the request, never answers
 			s.Reset()
 		})
-		b, err := protocol.NewBuilder(fmt.Sprintf("sim:stall:attacker%d", i), sk, nil)
-		if err != nil {
-			return out, err
-		}
-		if a.g, err = pubsub.New(a.h, b, pubsub.WithPeerRate(rate.Limit(2*sp.Rate), int(2*sp.Rate)+10),
-			pubsub.WithHeartbeatInterval(c.sc.Node.HeartbeatInterval.D()), pubsub.WithLogger(c.log.With("attacker", i))); err != nil {
-			return out, err
-		}
 		if err := c.net.link(a.idx, sp.Target, a.h.ID(), target.pid); err != nil {
 			return out, err
 		}
@@ -200,7 +200,7 @@ func (c *cluster) startAttackers(ctx context.Context, step int, sp *stallParams,
 	wctx, cancel := context.WithTimeout(ctx, sp.Timeout.D())
 	defer cancel()
 	for i, a := range out {
-		if !waitFor(wctx, func() bool { _, b := a.g.TopicPeers(); return b > 0 }) {
+		if !waitFor(wctx, func() bool { _, b := a.nd.GossipPeers(); return b > 0 }) {
 			return out, fmt.Errorf("stall: attacker %d has no gossip peer on the broadcast topic within %s", i, sp.Timeout)
 		}
 	}
@@ -216,7 +216,7 @@ func (a *attacker) flood(ctx context.Context, perSecond float64) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if _, err := a.g.Broadcast(ctx, protocol.EventPayload{EventType: "sim.stall.flood"}); err == nil {
+			if _, err := a.nd.Broadcast(ctx, protocol.EventPayload{EventType: "sim.stall.flood"}); err == nil {
 				a.sent.Add(1)
 			}
 		}
@@ -228,8 +228,8 @@ func (a *attacker) flood(ctx context.Context, perSecond float64) {
 func (c *cluster) stopAttackers(as []*attacker, stop chan struct{}) {
 	close(stop)
 	for _, a := range as {
-		if a.g != nil {
-			_ = a.g.Close()
+		if a.nd != nil {
+			_ = a.nd.Close()
 		}
 		_ = a.h.Close()
 		c.net.isolate(a.idx)
