@@ -4,6 +4,7 @@ import (
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // groupBuffer is the subscription buffer of the group requests on their way to the agent; a
@@ -65,13 +66,13 @@ func (n *Node) groupRequest(it *pubsub.Item) {
 	sender := m.Envelope.Sender.AgentID
 	err := n.rate.allow(it.Author, now)
 	if err == nil {
-		err = n.checkClaim(n.ctx, sender, it.Author, claimMessage)
+		err = n.trust.Claim(n.ctx, sender, it.Author, trust.SourceMessage)
 	}
 	if err == nil {
 		err = n.policy.check(sender, m.Message.Type, m.Message.Intent)
 	}
 	if err == nil {
-		err = n.authorize(m, it.Author)
+		err = n.trust.Authorize(m, it.Author)
 	}
 	if err != nil {
 		n.log.Info("group request dropped", "id", m.Envelope.MessageID, "from", sender, "group", it.Group, "code", protocol.CodeOf(err), "err", err.Error())

@@ -1,22 +1,18 @@
 package node
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // certifiedMesh starts n nodes under one mesh authority, which node 0 holds. Node i is
@@ -44,35 +40,38 @@ func certifiedMeshGrants(t *testing.T, n int, opts []Option, grants map[int][]st
 	m := newMesh(t, n, opts, func(i int, m *mesh) []Option {
 		for _, o := range open {
 			if o == i {
-				return []Option{WithTrust(TrustOpen)}
+				return []Option{WithTrust(trust.Open)}
 			}
 		}
 		if i == 0 {
 			return []Option{WithMeshAuthority(a)}
 		}
-		id, _ := peer.IDFromPrivateKey(m.keys[i])
-		c, err := a.Issue(authority.CertRequest{AgentID: agentName(i), Peer: id, Permissions: grants[i]})
+		// joined by invitation, as any member does
+		token, _, err := m.nodes[0].Invite(authority.InviteTerms{AgentID: agentName(i), Grants: grants[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if auth := m.nodes[0]; auth.registry != nil { // as if it had joined by invitation
-			if err := auth.registry.Record(c); err != nil {
-				t.Fatal(err)
-			}
+		inv, err := authority.DecodeInvite(token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := trust.Join(testCtx(t), m.mn.Hosts[i], inv, agentName(i), nil)
+		if err != nil {
+			t.Fatal(err)
 		}
 		return []Option{WithAuthority(a.ID(), c.Raw), WithAuthorityNode(m.nodes[0].ID())}
 	})
 	return m, a
 }
 
-// Issue 14, attack 1: one signed message claiming bob, sent before bob ever spoke, pinned bob
+// One signed message claiming bob, sent before bob ever spoke, pinned bob
 // to the attacker. Under a mesh authority the claim is refused (mallory holds no certificate
 // for bob), nothing is bound, the real bob is never refused, and alice's messages for bob
 // reach bob.
 func TestTrustAuthority_AClaimWithoutACertificateIsRefused(t *testing.T) {
 	m, _ := certifiedMesh(t, 3, 2)
 	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
-	if alice.TrustMode() != TrustAuthority || mallory.TrustMode() != TrustOpen {
+	if alice.TrustMode() != trust.Authority || mallory.TrustMode() != trust.Open {
 		t.Fatalf("modes %s and %s", alice.TrustMode(), mallory.TrustMode())
 	}
 	posing, _ := protocol.NewBuilder(agentName(1), m.keys[2], nil)
@@ -109,8 +108,7 @@ func TestTrustAuthority_ACertificateBindsOneAgentToOnePeer(t *testing.T) {
 	if !strings.Contains(perr.Message, "certified for agent "+agentName(1)) {
 		t.Fatalf("refusal %q does not name the certified agent", perr.Message)
 	}
-	bobs := bob.certs.own.Load().Raw
-	if _, err := alice.certs.v.Certificate(bobs, carol.ID(), agentName(1)); err == nil {
+	if _, err := authority.NewVerifier(a.PublicKey()).Certificate(bob.trust.Certificate(), carol.ID(), agentName(1)); err == nil {
 		t.Fatal("bob's certificate verified for carol's peer")
 	}
 	// The authority moves nobody silently: a certificate for bob issued to carol's peer is
@@ -120,34 +118,6 @@ func TestTrustAuthority_ACertificateBindsOneAgentToOnePeer(t *testing.T) {
 	}
 	if err := bob.Send(testCtx(t), event(t, bob.Builder(), agentName(0))); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// Issue 14, attack 2: a forged heartbeat claiming carol pinned carol to the attacker on every
-// node that heard it. Under a mesh authority gossip takes a message only when its author
-// holds a verified certificate for its sender id; an author without one is asked for it
-// before the message is taken, and taught nothing when it has none.
-func TestTrustAuthority_HeartbeatsNeedTheAuthorsCertificate(t *testing.T) {
-	m, _ := certifiedMesh(t, 3, 2)
-	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
-	carol := "test:mesh:carol"
-	if alice.certs.verify(t.Context(), carol, mallory.ID(), mallory.ID()) == nil {
-		t.Fatal("gossip would take mallory's heartbeat for carol")
-	}
-	if err := alice.certs.check(carol, mallory.ID()); err == nil || errors.Is(err, errNoCert) {
-		t.Fatalf("after the fetch, mallory's claim gives %v, want a refusal", err)
-	}
-	alice.heardLiveness(pubsub.Transition{AgentID: carol, PeerID: mallory.ID(), To: pubsub.StateAlive})
-	if _, ok := alice.directory.Peek(carol); ok {
-		t.Fatal("a heartbeat without a certificate taught the directory where carol is")
-	}
-	// bob's heartbeat, relayed by carol... here by bob himself: its certificate is fetched
-	// while the beat waits, then held.
-	if err := alice.certs.verify(t.Context(), agentName(1), bob.ID(), bob.ID()); err != nil {
-		t.Fatalf("bob's certificate was not fetched: %v", err)
-	}
-	if err := alice.certs.check(agentName(1), bob.ID()); err != nil {
-		t.Fatalf("bob's certificate is not held after the fetch: %v", err)
 	}
 }
 
@@ -184,105 +154,6 @@ func issue(t *testing.T, a *authority.Authority, agent string, p peer.ID) string
 	return c.Raw
 }
 
-// Joining by invitation: the authority's node issues a one-time invitation; a new node proves
-// it holds the secret (for its own peer id and agent id) and gets a certificate that every
-// node of the mesh accepts. The invitation works once, only for its agent, and a proof made
-// for one peer is worth nothing to another.
-func TestTrustAuthority_JoinByInvitation(t *testing.T) {
-	m, a := certifiedMesh(t, 2)
-	alice := m.nodes[0]
-	newcomer := "test:mesh:newcomer"
-	if _, _, err := m.nodes[1].Invite(authority.InviteTerms{}); err == nil {
-		t.Fatal("a node that is not the authority issued an invitation")
-	}
-	token, _, err := alice.Invite(authority.InviteTerms{AgentID: newcomer, TTL: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	inv, err := authority.DecodeInvite(token)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if inv.Authority != a.ID() || len(inv.Addrs) == 0 {
-		t.Fatalf("invitation %+v", inv)
-	}
-	port := 4100
-	joiner := func() host.Host {
-		port++
-		h, _ := m.mn.AddHost(t, port)
-		if err := m.mn.LinkAll(); err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
-	h := joiner()
-	if _, err := Join(testCtx(t), h, inv, "test:mesh:someone-else", nil); err == nil {
-		t.Fatal("an invitation bound to one agent let another join")
-	}
-	cert, err := Join(testCtx(t), h, inv, newcomer, []string{"tool:terminal"})
-	if err != nil {
-		t.Fatalf("join: %v", err)
-	}
-	if cert.AgentID != newcomer || cert.Peer != h.ID() {
-		t.Fatalf("certificate for %s on %s", cert.AgentID, cert.Peer)
-	}
-	if _, err := alice.certs.v.Certificate(cert.Raw, h.ID(), newcomer); err != nil {
-		t.Fatalf("the mesh does not accept the joined certificate: %v", err)
-	}
-	// A joiner whose answer was lost (it timed out while the authority's node was busy) asks
-	// again, and is given the same certificate: the invitation is not burnt.
-	if again, err := Join(testCtx(t), h, inv, newcomer, nil); err != nil || again.Raw != cert.Raw {
-		t.Fatalf("joining again from the same peer: %v; want the certificate given the first time", err)
-	}
-	if _, err := Join(testCtx(t), joiner(), inv, newcomer, nil); err == nil || !strings.Contains(err.Error(), "refused") {
-		t.Fatalf("a used invitation let a second peer join: %v", err)
-	}
-}
-
-// The certificate protocol answers anyone, so each request is charged to the asking peer's
-// message rate: a peer over its rate gets its stream reset, not another answer (or another
-// copy of the revocation list).
-func TestTrustAuthority_CertificateRequestsAreCharged(t *testing.T) {
-	m, _ := certifiedMeshWith(t, 2, []Option{WithRateLimit(1, 1)})
-	ask := func() error {
-		_, err := m.nodes[1].certs.ask(testCtx(t), m.nodes[0].ID(), m.nodes[0].ID())
-		return err
-	}
-	if err := ask(); err != nil {
-		t.Fatalf("the first request: %v", err)
-	}
-	if err := ask(); err == nil {
-		t.Fatal("a peer over its rate got a second answer")
-	}
-}
-
-// Only a peer's own answer is a verdict on its certificate: a relayer that cannot or will not
-// hand over bob's certificate does not get bob refused (before, bob was remembered as failed
-// for 30 s, and his direct messages refused with him).
-func TestTrustAuthority_ARelayerIsNoVerdictOnTheAuthor(t *testing.T) {
-	m, a := certifiedMesh(t, 3, 2)
-	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
-	// mallory answers every request with a certificate that binds bob's id to her own peer
-	forged := issue(t, a, agentName(1), mallory.ID())
-	mallory.host.SetStreamHandler(CertProtocolID, func(s network.Stream) {
-		defer s.Close()
-		if _, err := protocol.ReadFrame(s, maxCertRequest); err != nil {
-			return
-		}
-		raw, _ := json.Marshal(certAnswer{Cert: forged})
-		_ = protocol.WriteFrame(s, raw)
-	})
-	if err := alice.certs.fetch(testCtx(t), bob.ID(), mallory.ID(), false); err == nil {
-		t.Fatal("a certificate for mallory's peer passed for bob's")
-	}
-	if err := alice.certs.check(agentName(1), bob.ID()); !errors.Is(err, errNoCert) {
-		t.Fatalf("after mallory's failure bob's claim gives %v; want no verdict yet", err)
-	}
-	if code, perr := dialRaw(t, bob, alice).refusal(event(t, bob.Builder(), agentName(0))); code != "" {
-		t.Fatalf("bob was refused after a relayer failed: %s %v", code, perr)
-	}
-}
-
 // A broadcast whose author's certificate a node does not hold yet is taken once the
 // certificate is fetched from the relayer, not ignored: an ignored message is not relayed
 // either, so every node behind it would lose it (on a mesh of 300 with 5-minute beats, 93% of
@@ -295,7 +166,7 @@ func TestTrustAuthority_FirstBroadcastOfAnUnknownAuthorIsTaken(t *testing.T) {
 		_, c := carol.GossipPeers()
 		return a == 2 && c == 2
 	})
-	carol.certs.byPeer.Remove(alice.ID()) // as if carol had never heard of alice
+	carol.ForgetTrust("", alice.ID()) // as if carol had never heard of alice
 	sub, err := carol.Subscribe(pubsubEvents(), 16)
 	if err != nil {
 		t.Fatal(err)
@@ -313,15 +184,15 @@ func TestTrustAuthority_FirstBroadcastOfAnUnknownAuthorIsTaken(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("carol never took alice's broadcast")
 	}
-	if err := carol.certs.check(alice.AgentID(), alice.ID()); err != nil {
+	if _, err := carol.trust.Heard(alice.AgentID(), alice.ID()); err != nil {
 		t.Fatalf("carol holds no certificate for alice after her broadcast: %v", err)
 	}
 }
 
-// A node asks each bootstrap peer once for the mesh authority, however many lines list it
-// (an address per transport), and never itself: a peer that does not answer costs one
-// authorityTimeout, not one per line.
-func TestTrustAuthority_EachBootstrapPeerIsAskedOnce(t *testing.T) {
+// A node hands trust each bootstrap peer once, however many lines list it (an address per
+// transport), in the order of its first line, and never itself: the authority's node is asked
+// among them, and a peer that does not answer costs one authority timeout, not one per line.
+func TestTrustAuthority_EachBootstrapPeerIsHandedToTrustOnce(t *testing.T) {
 	net := testsupport.Mocknet(t, 3, testsupport.FirstPort(4000))
 	peers := []string{peerOf(net.Keys[1]), peerOf(net.Keys[2])}
 	line := func(i, port int) string {
@@ -333,10 +204,10 @@ func TestTrustAuthority_EachBootstrapPeerIsAskedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, p := range nd.authorityPeers() {
+	for _, p := range nd.bootstrapPeers() {
 		got = append(got, p.String())
 	}
 	if want := []string{peers[1], peers[0]}; !slices.Equal(got, want) {
-		t.Fatalf("peers asked for the authority: %v; want %v, each once in the order of its first line", got, want)
+		t.Fatalf("bootstrap peers handed to trust: %v; want %v, each once in the order of its first line", got, want)
 	}
 }

@@ -17,9 +17,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/protocol"
-	voi "github.com/oasisprotocol/curve25519-voi/primitives/ed25519"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 const echoProtocol = "/iacp-bench/echo/1.0.0"
@@ -278,7 +280,7 @@ func BenchmarkTrustRTT(b *testing.B) {
 		a, bn, _ := benchPairOf(b, []Option{ak, ac}, []Option{bk, bc, WithIntentPolicy(policy)}, plain...)
 		return a, bn
 	}
-	openA, _, _ := benchPair(b, append([]Option{WithTrust(TrustOpen)}, plain...)...)
+	openA, _, _ := benchPair(b, append([]Option{WithTrust(trust.Open)}, plain...)...)
 	certA, _ := pair(nil)
 	tokA, _ := pair(map[string][]string{"handoff": {"deploy"}})
 	tok, err := auth.IssueToken(authority.TokenRequest{Subject: "bench:host:a", Audience: "bench:host:b", Capabilities: []string{"deploy"}, TTL: authority.MaxTokenTTL})

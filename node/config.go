@@ -16,6 +16,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // Config is everything a node can be told. DefaultConfig holds the defaults and Validate the
@@ -128,7 +129,7 @@ type Config struct {
 	// invitation's addresses, which are the authority node's, the bootstrap peers).
 	AuthorityNode string `yaml:"authority_node"`
 	// revocationSync is how often a revocation list is asked of a peer (tests shorten it);
-	// 0 is revocationSyncEvery.
+	// 0 is trust.DefaultRevocationSync.
 	revocationSync time.Duration
 	// MeshAuthority, when set, makes this node the mesh authority: it issues its own
 	// certificate when it has none. Default: the key <data dir>/authority.key, if present.
@@ -382,7 +383,7 @@ func (c *Config) Validate() error {
 		{c.MaxAgents >= 16 && c.MaxAgents <= 10_000_000, "max_agents: 16 to 10,000,000"},
 		{c.MaxPins >= 16 && c.MaxPins <= 10_000_000, "max_pins: 16 to 10,000,000"},
 		{c.PinExpiry == 0 || c.PinExpiry >= time.Hour, "pin_expiry: 0 (keep) or at least 1h"},
-		{c.Trust == "" || c.Trust == TrustAuthority || c.Trust == TrustOpen, "trust: authority or open"},
+		{c.Trust == "" || c.Trust == trust.Authority || c.Trust == trust.Open, "trust: authority or open"},
 		{c.InboxSenderBytes >= int64(c.MaxMessageBytes) && c.InboxSenderBytes <= DefaultInboxBytes,
 			"inbox_sender_bytes: at least max_message_bytes and at most 256 MiB"},
 		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
@@ -416,7 +417,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	for i, id := range c.TokenIssuers {
-		if _, err := issuerKey(id); err != nil {
+		if _, err := trust.IssuerKey(id); err != nil {
 			return fmt.Errorf("invalid config: token_issuers[%d]: %w", i, err)
 		}
 	}

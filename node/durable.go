@@ -167,7 +167,7 @@ func (n *Node) watchReturns(sub *pubsub.Subscription) {
 			}
 			switch it.Kind {
 			case pubsub.KindEvent:
-				n.heardRevocations(it)
+				n.trust.HeardEvent(it.Event, it.Author)
 			case pubsub.KindHeartbeat:
 				n.heardBeat(it)
 			default:
@@ -189,16 +189,12 @@ func (n *Node) heardLiveness(tr pubsub.Transition) {
 	if tr.AgentID == n.cfg.AgentID {
 		return
 	}
-	if n.certs != nil {
-		// Gossip took the heartbeat only with a verified certificate for its author.
-		if n.certs.check(tr.AgentID, tr.PeerID) != nil {
-			return
-		}
-		n.learn(tr.AgentID, tr.PeerID)
-	} else if n.trust.check(tr.AgentID, tr.PeerID, claimHeartbeat) != nil {
+	learn, err := n.trust.Heard(tr.AgentID, tr.PeerID)
+	if err != nil {
 		return
-	} else if n.trust.pinnedTo(tr.AgentID, tr.PeerID) {
-		n.learn(tr.AgentID, tr.PeerID) // gossip refreshes a binding, never makes one
+	}
+	if learn {
+		n.learn(tr.AgentID, tr.PeerID)
 	}
 	if n.engine != nil {
 		n.engine.AgentReturned(tr.AgentID)

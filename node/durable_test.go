@@ -196,8 +196,8 @@ func TestDurable_ARecipientDownBeforeItsCertificateIsFetchedGetsItsMessage(t *te
 	if err := alice.Send(testCtx(t), event(t, alice.Builder(), agentName(2))); err != nil {
 		t.Fatal(err)
 	}
-	<-got // alice knows where bob is
-	alice.certs.byPeer.Remove(bob.ID())
+	<-got                            // alice knows where bob is
+	alice.trust.Forget("", bob.ID()) // its certificate, to be fetched again
 	unlink(t, m, alice, bob)
 	ev := event(t, alice.Builder(), agentName(2))
 	if err := alice.Send(testCtx(t), ev); err != nil {

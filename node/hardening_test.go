@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -23,6 +22,7 @@ import (
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // The queue budget: a frame joins a queue when it fits under the bound, or when the queue is
@@ -186,24 +186,18 @@ func TestTrust_RefusedMessagesPinNothing(t *testing.T) {
 		expectCode(t, code, protocol.CodeAgentNotFound)
 	}
 	n := m.nodes[1]
-	if got := n.trust.len(); got != 0 {
+	if got := n.trust.PinCount(); got != 0 {
 		t.Fatalf("%d pins taken from refused messages", got)
 	}
 	if _, ok := n.directory.Peek("test:mesh:claimed-aa"); ok {
 		t.Fatal("a refused message taught the directory where its claimed agent lives")
-	}
-	if err := n.trust.flush(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(n.Config().DataDir, "trust.json")); !errors.Is(err, os.ErrNotExist) {
-		t.Fatalf("trust.json was written without a pin to save (%v)", err)
 	}
 	// An accepted message pins its sender.
 	c.send(event(t, m.nodes[0].Builder(), agentName(1)))
 	if _, err := c.next(); err != nil {
 		t.Fatal(err)
 	}
-	if p, ok := n.trust.peerOf(agentName(0)); !ok || p != m.nodes[0].ID() {
+	if p, ok := n.trust.PeerOf(agentName(0)); !ok || p != m.nodes[0].ID() {
 		t.Fatal("an accepted message did not pin its sender")
 	}
 }
@@ -223,7 +217,7 @@ func TestTrust_PinsAndDirectoryAreBounded(t *testing.T) {
 			t.Fatalf("message %d: %v %v", i, r, err)
 		}
 	}
-	if got := n.trust.len(); got > 16 {
+	if got := n.trust.PinCount(); got > 16 {
 		t.Fatalf("%d pins held; the bound is 16", got)
 	}
 	if got := n.directory.Len(); got > 16 {
@@ -450,7 +444,7 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 
 // Review of issue 13: with one table of pins used least recently first, a peer claiming new
 // ids could push out an honest agent's pin and then claim that id. A full table takes from the
-// peer holding the most pins, and a peer may hold maxPinsPerPeer at most.
+// peer holding the most pins, and a peer may hold MaxPinsPerPeer at most.
 func TestTrust_AFloodOfNewIDsCannotPushOutAnotherAgentsPin(t *testing.T) {
 	m := newMesh(t, 3, nil, func(i int, _ *mesh) []Option {
 		return []Option{func(c *Config) error { c.MaxPins = 16; return nil }}
@@ -463,13 +457,13 @@ func TestTrust_AFloodOfNewIDsCannotPushOutAnotherAgentsPin(t *testing.T) {
 	}
 	evil := dialRaw(t, m.nodes[2], target)
 	refused := 0
-	for i := 0; i < maxPinsPerPeer+8; i++ {
+	for i := 0; i < trust.MaxPinsPerPeer+8; i++ {
 		b, _ := protocol.NewBuilder(fmt.Sprintf("test:flood:id%03d", i), m.keys[2], nil)
 		if code, _ := evil.refusal(event(t, b, agentName(1))); code == protocol.CodeIdentityInvalid {
 			refused++
 		}
 	}
-	if p, ok := target.trust.peerOf(agentName(0)); !ok || p != victim.ID() {
+	if p, ok := target.trust.PeerOf(agentName(0)); !ok || p != victim.ID() {
 		t.Fatal("the flood of new ids pushed out the victim's pin")
 	}
 	impostor, _ := protocol.NewBuilder(agentName(0), m.keys[2], nil)
@@ -480,11 +474,11 @@ func TestTrust_AFloodOfNewIDsCannotPushOutAnotherAgentsPin(t *testing.T) {
 	}
 }
 
-// A peer may be pinned to at most maxPinsPerPeer agent ids: the next new one is refused.
+// A peer may be pinned to at most MaxPinsPerPeer agent ids: the next new one is refused.
 func TestTrust_APeerMaySpeakForALimitedNumberOfIDs(t *testing.T) {
 	m := newMesh(t, 2, nil, nil)
 	c := dialRaw(t, m.nodes[0], m.nodes[1])
-	for i := 0; i < maxPinsPerPeer; i++ {
+	for i := 0; i < trust.MaxPinsPerPeer; i++ {
 		b, _ := protocol.NewBuilder(fmt.Sprintf("test:many:id%03d", i), m.keys[0], nil)
 		c.send(event(t, b, agentName(1)))
 		if r, err := c.next(); err != nil || r.Message.Type != protocol.TypeResponse {

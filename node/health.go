@@ -20,16 +20,6 @@ type backoff struct {
 	next     time.Time
 }
 
-// expirePins forgets the pins no accepted message used within PinExpiry.
-func (n *Node) expirePins() {
-	if n.cfg.PinExpiry <= 0 {
-		return
-	}
-	if k := n.trust.expire(n.now().Add(-n.cfg.PinExpiry)); k > 0 {
-		n.log.Info("trust: expired unused pins", "pins", k, "unused_for", n.cfg.PinExpiry.String())
-	}
-}
-
 // purgeEvery is how often the store forgets the ids of expired messages (its seen set).
 const purgeEvery = time.Minute
 
@@ -84,10 +74,6 @@ func (n *Node) maintain() {
 			if now.Sub(lastPurge) >= purgeEvery {
 				lastPurge = now
 				n.purgeSeen()
-				n.expirePins()
-			}
-			if err := n.trust.flush(); err != nil {
-				n.log.Error("saving trust pins", "err", err.Error())
 			}
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // inStream is the server side of one /iacp/1.0.0 stream. Frames are read by pump's reader
@@ -325,7 +326,7 @@ func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remote
 	if err := protocol.Validate(m, now, size, n.limits); err != nil {
 		return err
 	}
-	if err := n.checkClaim(n.ctx, m.Envelope.Sender.AgentID, remote, claimMessage); err != nil {
+	if err := n.trust.Claim(n.ctx, m.Envelope.Sender.AgentID, remote, trust.SourceMessage); err != nil {
 		return err
 	}
 	if !protocol.MatchAgent(m.Envelope.Recipient.AgentID, n.cfg.AgentID) {
@@ -334,7 +335,7 @@ func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remote
 	if err := n.policy.check(m.Envelope.Sender.AgentID, m.Message.Type, m.Message.Intent); err != nil {
 		return err
 	}
-	if err := n.authorize(m, remote); err != nil {
+	if err := n.trust.Authorize(m, remote); err != nil {
 		return err
 	}
 	err := n.replay.Add(m.Envelope.MessageID, remoteID, m.Expires(), now)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -80,14 +79,6 @@ func (n *Node) startMesh() error {
 		}
 		n.gossip = g
 		n.watcher.Store(g)
-		if n.certs != nil {
-			// A revoked agent leaves the liveness table at once, rather than after its
-			// silence (its beats are refused from now on).
-			forget := func(c *authority.Certificate) {
-				g.Forget(c.AgentID, c.Peer, "its certificate "+c.ID+" was revoked by the mesh authority")
-			}
-			n.certs.onRevoked.Store(&forget)
-		}
 	}
 	if n.disc != nil {
 		// Discovery publishes the record once the node has joined the mesh.

@@ -12,11 +12,11 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/audit"
-	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
@@ -25,6 +25,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // ProtocolID is the libp2p protocol of direct IACP messaging.
@@ -48,29 +49,25 @@ const maxHandlers = 1024
 // (delivery.Engine), discovery and gossip to their own types; everything else is set in New
 // and read-only after. docs/architecture.md draws the whole.
 type Node struct {
-	cfg      Config
-	host     host.Host
-	key      crypto.PrivKey
-	builder  *protocol.Builder
-	log      *slog.Logger
-	now      func() time.Time
-	limits   protocol.Limits
-	replay   *protocol.ReplayWindow
-	trust    *trustStore
-	certs    *certBook             // authority mode's verified certificates; nil in open mode
-	invites  *authority.InviteBook // the mesh authority's node only (with a data directory)
-	registry *authority.Registry   // the mesh authority's node only (with a data directory)
-	tokens   *authority.Verifier   // A2ACP tokens; nil in open mode without token_issuers
-	rate     *rateLimiter
-	budget   *queueBudget
-	large    chan struct{} // the slot of the large frame being served (holdLarge)
-	audits   *refusalAudit
-	quiet    *quietlog.Logger // what peers make the node refuse: a log line per peer per interval
-	journal  *gossipJournal
-	policy   policy
-	started  time.Time
-	slots    chan struct{} // handler concurrency
-	workers  *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
+	cfg     Config
+	host    host.Host
+	key     crypto.PrivKey
+	builder *protocol.Builder
+	log     *slog.Logger
+	now     func() time.Time
+	limits  protocol.Limits
+	replay  *protocol.ReplayWindow
+	trust   *trust.Trust // who may speak for which agent id, in either mode; set in start
+	rate    *rateLimiter
+	budget  *queueBudget
+	large   chan struct{} // the slot of the large frame being served (holdLarge)
+	audits  *refusalAudit
+	quiet   *quietlog.Logger // what peers make the node refuse: a log line per peer per interval
+	journal *gossipJournal
+	policy  policy
+	started time.Time
+	slots   chan struct{} // handler concurrency
+	workers *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler
@@ -175,10 +172,7 @@ func (n *Node) Close() error {
 		leaveCtx, cancelLeave := context.WithTimeout(context.Background(), n.cfg.ShutdownGrace)
 		n.leaveMesh(leaveCtx)
 		cancelLeave()
-		n.host.RemoveStreamHandler(ProtocolID)
-		n.host.RemoveStreamHandler(CertProtocolID)
-		n.host.RemoveStreamHandler(JoinProtocolID)
-		n.host.RemoveStreamHandler(AuthorityProtocolID)
+		n.host.RemoveStreamHandler(ProtocolID) // trust's protocols refuse new streams (tracked)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
 		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
 		n.sessionsMu.Lock()
@@ -208,7 +202,7 @@ func (n *Node) Close() error {
 		<-drained
 		n.workers.Close() // no handler runs or starts once the exchanges drained
 		n.wg.Wait()
-		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.flush())
+		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.Close())
 	})
 	return n.closeErr
 }
@@ -239,6 +233,21 @@ func (n *Node) track() bool {
 	}
 	n.inflight.Add(1)
 	return true
+}
+
+// tracked wraps the handler of a request/answer protocol (trust's certificate, join and
+// authority protocols) so that it counts as an exchange in flight, as handleStream does:
+// Close waits for it (a join that marked its invitation used gets to send the certificate),
+// and a stream that arrives once Close has begun is reset.
+func (n *Node) tracked(h network.StreamHandler) network.StreamHandler {
+	return func(s network.Stream) {
+		if !n.track() {
+			s.Reset()
+			return
+		}
+		defer n.inflight.Done()
+		h(s)
+	}
 }
 
 // spawn runs f on a goroutine that Close waits for, unless Close has got past its drain;
@@ -369,9 +378,7 @@ func (n *Node) learn(agentID string, p peer.ID) {
 // (trust on first use) and learns where the agent is. Only messages that passed every check
 // and were accepted, or taken as the reply a waiter expected, are bound.
 func (n *Node) bind(agentID string, p peer.ID) {
-	if n.certs == nil {
-		n.trust.pin(agentID, p) // in authority mode the certificate is the binding
-	}
+	n.trust.Bind(agentID, p)
 	n.learn(agentID, p)
 }
 
@@ -388,7 +395,7 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	if ok {
 		return p, nil
 	}
-	if p, ok := n.trust.peerOf(agentID); ok {
+	if p, ok := n.trust.PeerOf(agentID); ok {
 		return p, nil
 	}
 	var errs []error

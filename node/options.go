@@ -15,6 +15,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // Option changes the configuration before the node is built. New applies the options in
@@ -77,7 +78,7 @@ func WithHost(h host.Host, k crypto.PrivKey) Option {
 // agent certificate cert ("" reads <data dir>/agent.cert). Default: see Config.Trust.
 func WithAuthority(meshID, cert string) Option {
 	return func(c *Config) error {
-		c.Trust, c.Authority, c.Certificate = TrustAuthority, meshID, cert
+		c.Trust, c.Authority, c.Certificate = trust.Authority, meshID, cert
 		return nil
 	}
 }
@@ -89,7 +90,7 @@ func WithMeshAuthority(a *authority.Authority) Option {
 		if a == nil {
 			return fmt.Errorf("WithMeshAuthority: the authority is required")
 		}
-		c.Trust, c.Authority, c.MeshAuthority = TrustAuthority, a.ID(), a
+		c.Trust, c.Authority, c.MeshAuthority = trust.Authority, a.ID(), a
 		return nil
 	}
 }
@@ -112,7 +113,7 @@ func WithTokenIssuers(ids ...string) Option {
 	return func(c *Config) error { c.TokenIssuers = ids; return nil }
 }
 
-// WithTrust sets the trust mode: TrustAuthority or TrustOpen. Default: authority when an
+// WithTrust sets the trust mode: trust.Authority or trust.Open. Default: authority when an
 // authority is configured or the data directory holds its key, else open (see Config.Trust).
 func WithTrust(mode string) Option { return func(c *Config) error { c.Trust = mode; return nil } }
 

@@ -281,10 +281,7 @@ func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
 			}
 			return "", err
 		}
-		if n.certs == nil || p == n.host.ID() {
-			return p, nil
-		}
-		err = n.certs.verifyRecipient(ctx, agentID, p)
+		err = n.trust.Recipient(ctx, agentID, p)
 		switch {
 		case err == nil:
 			return p, nil

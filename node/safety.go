@@ -47,10 +47,10 @@ func (n *Node) Safety() Safety {
 	s := Safety{
 		Queue:     n.budget.stats(),
 		ReplayIDs: n.replay.Len(), ReplayCapacity: n.replay.Capacity(), ReplayEvicted: n.replay.Evicted(),
-		Pins: n.trust.len(), MaxPins: n.cfg.MaxPins,
+		Pins: n.trust.PinCount(), MaxPins: n.cfg.MaxPins,
 		Agents: n.directory.Len(), MaxAgents: n.cfg.MaxAgents,
 	}
-	_, s.TrustConflicts, _ = n.trust.conflictsAfter(^uint64(0))
+	_, s.TrustConflicts, _ = n.trust.Conflicts(^uint64(0))
 	s.InboxBytes, s.InboxMaxBytes = n.inbox.usage()
 	if n.audit != nil {
 		s.AuditBroken = n.audit.Broken()

@@ -21,6 +21,7 @@ import (
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
+	"github.com/iacp-node/iacp-node/trust"
 )
 
 // Building and starting a node (New): configure, newNode, start.
@@ -55,10 +56,6 @@ func configure(opts []Option) (Config, crypto.PrivKey, error) {
 
 // newNode builds the node's state over host h: nothing runs yet.
 func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (*Node, error) {
-	trust, err := newTrustStore(cfg.DataDir, cfg.AllowlistFile, cfg.MaxPins, cfg.Clock)
-	if err != nil {
-		return nil, err
-	}
 	directory, err := lru.New[string, peer.ID](cfg.MaxAgents)
 	if err != nil {
 		return nil, err
@@ -76,7 +73,6 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		quiet:     quietlog.NewLogger(log, quietlog.New(0, 0, 0), cfg.Clock),
 		limits:    protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
 		replay:    protocol.NewReplayWindow(0),
-		trust:     trust,
 		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst, float64(cfg.RateBytesPerSecond), max(cfg.RateBytesPerSecond, cfg.MaxMessageBytes)),
 		budget:    newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
 		large:     make(chan struct{}, 1),
@@ -127,18 +123,14 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 // closes the host).
 func (n *Node) start() error {
 	h := n.host
-	if err := n.setupTrust(); err != nil {
+	if err := n.startTrust(); err != nil {
 		n.cancel()
-		if n.certs != nil {
-			h.RemoveStreamHandler(CertProtocolID)
-			h.RemoveStreamHandler(JoinProtocolID)
-			h.RemoveStreamHandler(AuthorityProtocolID)
-		}
 		return err
 	}
 	if err := n.openDurable(); err != nil {
 		n.cancel()
 		n.closeDurable()
+		n.trust.Close()
 		return err
 	}
 	// The protocol is served before the mesh starts: the first connection (a bootstrap dial,
@@ -152,15 +144,13 @@ func (n *Node) start() error {
 		n.abandon()
 		n.closeMesh()
 		n.closeDurable()
+		n.trust.Close()
 		return err
 	}
 	n.startDurable(pending)
 	if n.gossip != nil {
-		kinds := []pubsub.Kind{pubsub.KindTransition}
-		if n.certs != nil {
-			kinds = append(kinds, pubsub.KindEvent) // revocation lists (heardRevocations)
-		}
-		n.follow(kinds, "liveness transitions unavailable; agents are learnt from direct messages and the DHT only")
+		// Transitions, and events for trust (revocation lists).
+		n.follow([]pubsub.Kind{pubsub.KindTransition, pubsub.KindEvent}, "liveness transitions unavailable; agents are learnt from direct messages and the DHT only")
 		if n.engine != nil {
 			// Beats of recipients in backoff (heardBeat), on a subscription of their own: a
 			// burst of beats fills it, never the one that carries transitions and revocations.
@@ -170,10 +160,56 @@ func (n *Node) start() error {
 	n.startGroupRequests() // broadcast queries (askserve.go)
 	n.wg.Add(1)
 	go n.maintain()
-	if n.certs != nil {
-		n.wg.Add(1)
-		go n.keepTrust()
+	return nil
+}
+
+// bootstrapPeers returns the bootstrap peers, one entry each and never the node
+// (discovery.MergePeers made them so): those trust asks for the mesh authority when
+// authority_node is not set.
+func (n *Node) bootstrapPeers() []peer.ID {
+	out := make([]peer.ID, 0, len(n.bootstrap))
+	for _, ai := range n.bootstrap {
+		out = append(out, ai.ID)
 	}
+	return out
+}
+
+// startTrust builds the trust part (docs/trust.md) over the node's host and settings: the mode,
+// the bindings or certificates, and the protocols of the mesh authority. What it resolved (the
+// mesh id, the authority's key on its node) goes back into the node's configuration.
+func (n *Node) startTrust() error {
+	c := &n.cfg
+	t, err := trust.New(trust.Config{
+		Host: n.host, Mode: c.Trust, AgentID: c.AgentID, Capabilities: capabilities(c.Manifest), DataDir: c.DataDir,
+		Authority: c.Authority, Certificate: c.Certificate, MeshAuthority: c.MeshAuthority, AuthorityNode: c.AuthorityNode,
+		Bootstrap: n.bootstrapPeers(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
+		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
+		Allow: func(p peer.ID) error { return n.rate.allow(p, n.now()) }, Track: n.tracked, Addrs: n.Addrs,
+		Publish: func(ctx context.Context, ev protocol.EventPayload) error {
+			g := n.watcher.Load()
+			if g == nil {
+				return nil
+			}
+			_, err := g.Broadcast(ctx, ev)
+			return err
+		},
+		Forget: func(agentID string, p peer.ID, why string) {
+			if g := n.watcher.Load(); g != nil {
+				g.Forget(agentID, p, why)
+			}
+		},
+		Clock: c.Clock, Log: n.log,
+	})
+	if err != nil {
+		return err
+	}
+	n.trust = t
+	c.Trust, c.Authority, c.MeshAuthority = t.Mode(), t.MeshID(), t.MeshAuthority()
+	if c.Trust == trust.Allowlist {
+		c.Trust = trust.Open
+	}
+	c.DiscoveryOptions = append(c.DiscoveryOptions, t.DiscoveryOptions()...)
+	c.GossipOptions = append(c.GossipOptions, t.GossipOptions()...)
 	return nil
 }
 

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"encoding/json"
@@ -23,7 +23,7 @@ import (
 // listed pairs may; otherwise the first peer whose message for an agent id the node accepts
 // is pinned to it (trust on first use; check never pins, pin does, after every other rule
 // passed), and the pin is saved in the data directory. The pins are bounded (pinTable): a
-// peer may hold maxPinsPerPeer of them, and a full table takes from the peer holding the
+// peer may hold MaxPinsPerPeer of them, and a full table takes from the peer holding the
 // most. Its state is guarded by mu; the file is written outside it.
 type trustStore struct {
 	mu        sync.Mutex
@@ -37,10 +37,15 @@ type trustStore struct {
 	// conflicts holds the last maxConflicts claims that contradicted a binding, oldest
 	// first; conflictSeq numbers them and counts them all. changed is closed and replaced at
 	// each new one.
-	conflicts   []TrustConflict
+	conflicts   []Conflict
 	conflictSeq uint64
 	changed     chan struct{}
 }
+
+// DefaultMaxPins bounds the trust-on-first-use pins: 100,000 agents, about 10 MiB and a
+// trust.json of about 9 MB. Beyond it the peer holding the most pins loses its least
+// recently used one (pinTable).
+const DefaultMaxPins = 100_000
 
 // maxConflicts bounds the conflicts kept for `trust conflicts` and the event stream; the
 // count (iacp_trust_conflicts_total) goes on.
@@ -59,11 +64,11 @@ type Pin struct {
 	Allowlisted bool `json:"allowlisted,omitempty"`
 }
 
-// TrustConflict is a claim on an agent id by a peer other than the one the id is bound to:
+// Conflict is a claim on an agent id by a peer other than the one the id is bound to:
 // a message or heartbeat that was refused (or ignored) for it. Under trust on first use it
 // is how an operator learns that an attacker spoke first, or that an agent moved to a new
 // key; `iacp-node trust forget` lets the id be pinned again.
-type TrustConflict struct {
+type Conflict struct {
 	// Seq numbers the conflicts this node saw, from 1.
 	Seq uint64 `json:"seq"`
 	// At is when the claim arrived.
@@ -79,18 +84,11 @@ type TrustConflict struct {
 	Source string `json:"source"`
 }
 
-// Where a claim on an agent id came from, for TrustConflict.Source.
-const (
-	claimMessage     = "message"
-	claimHeartbeat   = "heartbeat"
-	claimCertificate = "certificate"
-)
-
 func newTrustStore(dataDir, allowlistFile string, maxPins int, now func() time.Time) (*trustStore, error) {
 	if maxPins <= 0 {
 		maxPins = DefaultMaxPins
 	}
-	t := &trustStore{pins: newPinTable(maxPins, maxPinsPerPeer), now: now, changed: make(chan struct{})}
+	t := &trustStore{pins: newPinTable(maxPins, MaxPinsPerPeer), now: now, changed: make(chan struct{})}
 	if dataDir != "" {
 		t.pinsFile = filepath.Join(dataDir, "trust.json")
 		if err := t.load(); err != nil {
@@ -109,7 +107,7 @@ func newTrustStore(dataDir, allowlistFile string, maxPins int, now func() time.T
 
 // check returns nil when p may speak for agentID: it is allowlisted for it, or (trust on
 // first use) agentID is pinned to p or to nobody. A claim that contradicts a binding is
-// recorded as a TrustConflict from source; nothing else changes.
+// recorded as a Conflict from source; nothing else changes.
 func (t *trustStore) check(agentID string, p peer.ID, source string) error {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -130,7 +128,7 @@ func (t *trustStore) check(agentID string, p peer.ID, source string) error {
 		t.conflictLocked(agentID, want, p, source)
 		return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is pinned to peer %s, not %s (if the agent moved to a new key, run `iacp-node trust forget %s` on this node)", agentID, want, p, agentID)
 	case !ok && t.pins.full(p):
-		return protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s already speaks for %d agent ids, the most one peer may under trust on first use; it may not claim %s", p, maxPinsPerPeer, agentID)
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s already speaks for %d agent ids, the most one peer may under trust on first use; it may not claim %s", p, MaxPinsPerPeer, agentID)
 	}
 	return nil
 }
@@ -166,17 +164,17 @@ func (t *trustStore) conflictLocked(agentID string, bound, claimant peer.ID, sou
 	if len(t.conflicts) == maxConflicts {
 		t.conflicts = append(t.conflicts[:0], t.conflicts[1:]...)
 	}
-	t.conflicts = append(t.conflicts, TrustConflict{Seq: t.conflictSeq, At: t.now().UTC(), AgentID: agentID, Bound: bound, Claimant: claimant, Source: source})
+	t.conflicts = append(t.conflicts, Conflict{Seq: t.conflictSeq, At: t.now().UTC(), AgentID: agentID, Bound: bound, Claimant: claimant, Source: source})
 	close(t.changed)
 	t.changed = make(chan struct{})
 }
 
 // conflictsAfter returns the conflicts kept with a Seq above after, the count of all
 // conflicts seen, and a channel closed at the next one.
-func (t *trustStore) conflictsAfter(after uint64) ([]TrustConflict, uint64, <-chan struct{}) {
+func (t *trustStore) conflictsAfter(after uint64) ([]Conflict, uint64, <-chan struct{}) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []TrustConflict
+	var out []Conflict
 	for _, c := range t.conflicts {
 		if c.Seq > after {
 			out = append(out, c)
@@ -359,54 +357,27 @@ func readAllowlist(path string) (map[string]peer.ID, error) {
 	return out, nil
 }
 
-// Trust modes, as TrustMode reports them.
-const (
-	// TrustAuthority lets only peers holding an agent certificate of the mesh authority
-	// speak for an agent id.
-	TrustAuthority = "authority"
-	// TrustOpen pins each agent id to the first peer whose message for it the node accepts.
-	TrustOpen = "open"
-	// TrustAllowlist lets only the allowlist file's pairs speak.
-	TrustAllowlist = "allowlist"
-)
+// Pins returns every binding of an agent id to a peer that this node holds: the pins taken on
+// first use, or the allowlist's pairs, sorted by agent id.
+func (t *Trust) Pins() []Pin { return t.store.list() }
 
-// TrustMode says how this node decides who may speak for an agent id: TrustAuthority,
-// TrustOpen or TrustAllowlist.
-func (n *Node) TrustMode() string {
-	if n.certs != nil {
-		return TrustAuthority
+// Forget forgets the pin of agentID, or every pin of peer p when agentID is "", so that the
+// next message this node accepts for the id pins it again (an agent that moved to a new key,
+// or a first claim that was an attacker's). In authority mode it forgets p's certificate (or
+// that of agentID's holder), which is fetched again when next needed. It returns how many
+// pins went; allowlisted pairs are the allowlist file's to change.
+func (t *Trust) Forget(agentID string, p peer.ID) int {
+	if t.certs != nil {
+		t.certs.forget(agentID, p)
 	}
-	if n.trust.allowlist != nil {
-		return TrustAllowlist
-	}
-	return TrustOpen
+	return t.store.forget(agentID, p)
 }
 
-// TrustPins returns every binding of an agent id to a peer that this node holds: the pins
-// taken on first use, or the allowlist's pairs, sorted by agent id.
-func (n *Node) TrustPins() []Pin { return n.trust.list() }
-
-// ForgetTrust forgets the pin of agentID, or every pin of peer p when agentID is "", so that
-// the next message this node accepts for the id pins it again (an agent that moved to a new
-// key, or a first claim that was an attacker's). It also drops the directory's entries for
-// what it forgot. It returns how many pins went; allowlisted pairs are the allowlist file's to
-// change.
-func (n *Node) ForgetTrust(agentID string, p peer.ID) int {
-	k := n.trust.forget(agentID, p)
-	if agentID != "" {
-		n.directory.Remove(agentID)
-		return k
-	}
-	for _, a := range n.directory.Keys() {
-		if q, ok := n.directory.Peek(a); ok && q == p {
-			n.directory.Remove(a)
-		}
-	}
-	return k
+// Conflicts returns the conflicts kept with a Seq above after (the last 256), the count of
+// all conflicts this node saw, and a channel that is closed at the next one.
+func (t *Trust) Conflicts(after uint64) ([]Conflict, uint64, <-chan struct{}) {
+	return t.store.conflictsAfter(after)
 }
 
-// TrustConflicts returns the conflicts kept with a Seq above after (the last 256), the count
-// of all conflicts this node saw, and a channel that is closed at the next one.
-func (n *Node) TrustConflicts(after uint64) ([]TrustConflict, uint64, <-chan struct{}) {
-	return n.trust.conflictsAfter(after)
-}
+// PinCount returns how many pins are held.
+func (t *Trust) PinCount() int { return t.store.len() }

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"errors"
@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
-	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -25,23 +25,24 @@ func TestCertificates_AnExpiredCertificateIsRefusedAsExpired(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := newMesh(t, 2, []Option{WithClock(clock)}, func(i int, m *mesh) []Option {
+	ps := newParts(t, 2, func(i int, c *Config, _ []host.Host) {
+		c.Clock = clock
 		if i == 0 {
-			return []Option{WithMeshAuthority(a)}
+			c.MeshAuthority = a
+			return
 		}
-		id, _ := peer.IDFromPrivateKey(m.keys[i])
-		c, err := a.Issue(authority.CertRequest{AgentID: agentName(i), Peer: id, TTL: time.Hour})
+		cert, err := a.Issue(authority.CertRequest{AgentID: agentName(i), Peer: c.Host.ID(), TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		return []Option{WithAuthority(a.ID(), c.Raw)}
+		c.Authority, c.Certificate = a.ID(), cert.Raw
 	})
-	alice, bob := m.nodes[0], m.nodes[1]
+	alice, bob := ps.t[0], ps.t[1]
 	ahead.Store(int64(2 * time.Hour)) // bob's certificate expired an hour ago
-	if err := bob.certs.check(agentName(1), bob.ID()); err == nil {
+	if err := bob.certs.check(agentName(1), ps.id(1)); err == nil {
 		t.Fatal("bob's own check took his expired certificate")
 	}
-	err = alice.certs.verify(testCtx(t), agentName(1), bob.ID(), "")
+	err = alice.certs.verify(testCtx(t), agentName(1), ps.id(1), "")
 	if err == nil || !strings.Contains(err.Error(), ": expired: ") {
 		t.Fatalf("alice's refusal of bob's expired certificate: %v; want one naming the check (expired)", err)
 	}
@@ -52,13 +53,13 @@ func TestCertificates_AnExpiredCertificateIsRefusedAsExpired(t *testing.T) {
 // remembered, so the certificate is fetched as soon as the peer is back. A peer that answers
 // without a certificate has none: IDENTITY_INVALID, remembered for certRetryAfter.
 func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
-	m, _ := certifiedMesh(t, 3)
-	alice, bob := m.nodes[1], m.nodes[2]
+	ps := certifiedParts(t, 3)
+	alice, bob := ps.t[1], ps.net.Hosts[2]
 	alice.certs.byPeer.Remove(bob.ID())
-	if err := m.mn.UnlinkPeers(alice.ID(), bob.ID()); err != nil {
+	if err := ps.net.UnlinkPeers(ps.id(1), bob.ID()); err != nil {
 		t.Fatal(err)
 	}
-	_ = m.mn.DisconnectPeers(alice.ID(), bob.ID())
+	_ = ps.net.DisconnectPeers(ps.id(1), bob.ID())
 	err := alice.certs.verify(testCtx(t), agentName(2), bob.ID(), "")
 	if code := protocol.CodeOf(err); code != protocol.CodeAgentNotFound {
 		t.Fatalf("fetching the certificate of an unreachable peer: %v (code %q); want AGENT_NOT_FOUND", err, code)
@@ -66,7 +67,7 @@ func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
 	if err := alice.certs.check(agentName(2), bob.ID()); !errors.Is(err, errNoCert) {
 		t.Fatalf("after bob could not be reached his claim gives %v; want no verdict yet", err)
 	}
-	if _, err := m.mn.LinkPeers(alice.ID(), bob.ID()); err != nil {
+	if _, err := ps.net.LinkPeers(ps.id(1), bob.ID()); err != nil {
 		t.Fatal(err)
 	}
 	if err := alice.certs.verify(testCtx(t), agentName(2), bob.ID(), ""); err != nil {
@@ -91,7 +92,7 @@ func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
 
 	// bob answers, without a certificate: that is a verdict.
 	alice.certs.byPeer.Remove(bob.ID())
-	bob.host.SetStreamHandler(CertProtocolID, func(s network.Stream) {
+	bob.SetStreamHandler(CertProtocolID, func(s network.Stream) {
 		defer s.Close()
 		if _, err := protocol.ReadFrame(s, maxCertRequest); err == nil {
 			_ = protocol.WriteFrame(s, []byte(`{}`))

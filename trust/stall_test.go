@@ -1,7 +1,6 @@
-package node
+package trust
 
 import (
-	"bufio"
 	"context"
 	"math/rand/v2"
 	"strings"
@@ -26,15 +25,15 @@ type staller struct {
 	asked atomic.Int32
 }
 
-// addStallers adds n stallers to m's network, linked to every node; they answer nothing until
-// the test ends.
-func addStallers(t *testing.T, m *mesh, n int) []*staller {
+// addStallers adds n stallers to the parts' network, linked and connected to every part; they
+// answer nothing until the test ends.
+func addStallers(t *testing.T, ps *parts, n int) []*staller {
 	t.Helper()
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
 	var out []*staller
 	for i := range n {
-		h, sk := m.mn.AddHost(t, 4200+i)
+		h, sk := ps.net.AddHost(t, 5200+i)
 		s := &staller{h: h, sk: sk}
 		h.SetStreamHandler(CertProtocolID, func(st network.Stream) {
 			s.asked.Add(1)
@@ -43,33 +42,17 @@ func addStallers(t *testing.T, m *mesh, n int) []*staller {
 		})
 		out = append(out, s)
 	}
-	if err := m.mn.LinkAll(); err != nil {
+	if err := ps.net.LinkAll(); err != nil {
 		t.Fatal(err)
+	}
+	for _, s := range out {
+		for _, h := range ps.net.Hosts {
+			if err := s.h.Connect(testCtx(t), peer.AddrInfo{ID: h.ID(), Addrs: h.Addrs()}); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 	return out
-}
-
-// sendFrom sends one signed event from s, as agent, to n over a stream of its own, and leaves
-// the stream open.
-func (s *staller) sendFrom(t *testing.T, n *Node, agent string) network.Stream {
-	t.Helper()
-	b, err := protocol.NewBuilder(agent, s.sk, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.h.NewStream(testCtx(t), n.ID(), ProtocolID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Reset() })
-	raw, err := protocol.EncodeJSON(event(t, b, agentName(0)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := protocol.WriteFrame(st, raw); err != nil {
-		t.Fatal(err)
-	}
-	return st
 }
 
 // fetching returns how many of ps the book is fetching certificates of right now.
@@ -86,36 +69,39 @@ func (b *certBook) fetching(ps ...peer.ID) int {
 }
 
 // Peers whose certificate protocol never answers do not hold the node's fetches: while more
-// of them than the node once had fetch slots are each holding one, a certified peer's first
-// message is taken at once; and a staller whose request ran into its deadline is not asked
-// again for stallMemory: its next message is refused at once, with a code to retry after.
+// of them than the node once had fetch slots each hold one (their messages' claims wait on
+// their certificates), a certified peer's first claim is judged at once; and a staller whose
+// request ran into its deadline is not asked again for stallMemory: its next claim is refused
+// at once, with a code to retry after.
 func TestStall_StallersHoldNeitherHonestMessagesNorTheNodeTwice(t *testing.T) {
-	m, _ := certifiedMesh(t, 2)
-	alice, bob := m.nodes[0], m.nodes[1]
-	stallers := addStallers(t, m, 10)
+	ps := certifiedParts(t, 2)
+	alice := ps.t[0]
+	stallers := addStallers(t, ps, 10)
 	var ids []peer.ID
+	done := make(chan error, len(stallers))
 	for i, s := range stallers {
-		s.sendFrom(t, alice, "test:stall:s"+string(rune('a'+i)))
 		ids = append(ids, s.h.ID())
+		go func() {
+			done <- alice.Claim(context.Background(), "test:stall:s"+string(rune('a'+i)), s.h.ID(), SourceMessage)
+		}()
 	}
 	testsupport.WaitFor(t, 10*time.Second, "a fetch held by every staller", func() bool { return alice.certs.fetching(ids...) == len(ids) })
 
-	code, _ := dialRaw(t, bob, alice).refusal(event(t, bob.Builder(), agentName(0)))
-	expectCode(t, code, "")
+	if err := alice.Claim(testCtx(t), agentName(1), ps.id(1), SourceMessage); err != nil {
+		t.Fatalf("bob's claim among stallers: %v", err)
+	}
 	if n := alice.certs.fetching(ids...); n != len(ids) {
-		t.Fatalf("bob's message was taken only after %d stallers' fetches ended; want it taken while all %d held theirs", len(ids)-n, len(ids))
+		t.Fatalf("bob's claim was judged only after %d stallers' fetches ended; want it judged while all %d held theirs", len(ids)-n, len(ids))
 	}
-
-	testsupport.WaitFor(t, 2*certTimeout, "the stallers' fetches to end", func() bool { return alice.certs.fetching(ids...) == 0 })
+	for range stallers {
+		if err := <-done; protocol.CodeOf(err) != protocol.CodeTimeout {
+			t.Fatalf("a staller's claim: %v; want TIMEOUT once its fetch ran into the deadline", err)
+		}
+	}
 	st := stallers[0]
-	s := st.sendFrom(t, alice, "test:stall:again")
-	c := &rawClient{t: t, s: s, br: bufio.NewReader(s)}
-	reply, err := c.next()
-	if err != nil {
-		t.Fatalf("no answer to the staller's second message: %v", err)
-	}
-	if e, _ := protocol.ErrorOf(reply); e == nil || e.Code != protocol.CodeTimeout || !strings.Contains(e.Message, "in time") {
-		t.Fatalf("the staller's second message: %+v; want TIMEOUT saying it did not answer in time", e)
+	err := alice.Claim(testCtx(t), "test:stall:again", st.h.ID(), SourceMessage)
+	if protocol.CodeOf(err) != protocol.CodeTimeout || !strings.Contains(err.Error(), "in time") {
+		t.Fatalf("the staller's second claim: %v; want TIMEOUT saying it did not answer in time", err)
 	}
 	if n := st.asked.Load(); n != 1 {
 		t.Fatalf("the staller was asked %d times; want once until its stall is forgotten", n)
@@ -125,12 +111,9 @@ func TestStall_StallersHoldNeitherHonestMessagesNorTheNodeTwice(t *testing.T) {
 // A relayer of messages by made-up authors, each needing a fetch of its own, holds at most
 // certFetchesPerPeer of the node's fetches; the others are refused at once.
 func TestStall_ARelayerHoldsAtMostItsBudgetOfFetches(t *testing.T) {
-	m, _ := certifiedMesh(t, 1)
-	alice := m.nodes[0]
-	relayer := addStallers(t, m, 1)[0]
-	if err := alice.host.Connect(testCtx(t), peer.AddrInfo{ID: relayer.h.ID(), Addrs: relayer.h.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
+	ps := certifiedParts(t, 1)
+	alice := ps.t[0]
+	relayer := addStallers(t, ps, 1)[0]
 	author := func() peer.ID {
 		id, _ := peer.IDFromPrivateKey(testsupport.Key(t))
 		return id
@@ -165,31 +148,27 @@ func TestStall_ARelayerHoldsAtMostItsBudgetOfFetches(t *testing.T) {
 // connected: a node surrounded by stallers still gets the list from the one certified peer
 // that holds it, in one sync.
 func TestStall_TheRevocationSyncAsksCertifiedPeers(t *testing.T) {
-	m, _ := certifiedMesh(t, 3)
-	auth, bob, carol := m.nodes[0], m.nodes[1], m.nodes[2]
+	ps := certifiedParts(t, 3)
+	auth, bob, carol := ps.t[0], ps.t[1], ps.t[2]
 	revoked, err := auth.Revoke(testCtx(t), agentName(1), RevokeOptions{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	// carol verified bob's certificate, then the authority's node went out of her reach
-	if err := bob.Send(testCtx(t), event(t, bob.Builder(), agentName(2))); err != nil {
+	if err := carol.Claim(testCtx(t), agentName(1), ps.id(1), SourceMessage); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.mn.UnlinkPeers(auth.ID(), carol.ID()); err != nil {
+	if err := ps.net.UnlinkPeers(ps.id(0), ps.id(2)); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.mn.DisconnectPeers(auth.ID(), carol.ID()); err != nil {
+	if err := ps.net.DisconnectPeers(ps.id(0), ps.id(2)); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range addStallers(t, m, 8) {
-		if err := s.h.Connect(testCtx(t), peer.AddrInfo{ID: carol.ID(), Addrs: carol.host.Addrs()}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addStallers(t, ps, 8)
 	if _, err := auth.Revoke(testCtx(t), agentName(1), RevokeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	ans, err := bob.certs.ask(testCtx(t), auth.ID(), auth.ID())
+	ans, err := bob.certs.ask(testCtx(t), ps.id(0), ps.id(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,12 +185,9 @@ func TestStall_TheRevocationSyncAsksCertifiedPeers(t *testing.T) {
 // certWaiters of them: more are refused at once, so that a staller's flood does not fill
 // gossipsub's bounded validation while its fetch runs into the deadline.
 func TestStall_AtMostCertWaitersWaitForOneFetch(t *testing.T) {
-	m, _ := certifiedMesh(t, 1)
-	alice := m.nodes[0]
-	s := addStallers(t, m, 1)[0]
-	if err := alice.host.Connect(testCtx(t), peer.AddrInfo{ID: s.h.ID(), Addrs: s.h.Addrs()}); err != nil {
-		t.Fatal(err)
-	}
+	ps := certifiedParts(t, 1)
+	alice := ps.t[0]
+	s := addStallers(t, ps, 1)[0]
 	ctx, cancel := context.WithCancel(context.Background())
 	const callers = 1 + certWaiters
 	done := make(chan struct{}, callers)

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"fmt"
@@ -11,14 +11,14 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// authorize checks what a message asks the node to do against what its sender was granted:
+// Authorize checks what a message asks the node to do against what its sender was granted:
 // the capabilities that the intent policy requires for its intent, and the ACP v2
 // permissions it lists in security.permissions. They are granted by the sender's
 // certificate (its permissions, authority mode) and by an A2ACP token in
 // security.auth_token, which must pass the draft's five rules and name the sender as its
 // sub. A token is checked whenever a message carries one. Responses and errors answer what
 // this node asked and are not checked. A refusal names the rule that failed.
-func (n *Node) authorize(m *protocol.Message, remote peer.ID) error {
+func (t *Trust) Authorize(m *protocol.Message, remote peer.ID) error {
 	if t := m.Message.Type; t == protocol.TypeResponse || t == protocol.TypeError {
 		return nil
 	}
@@ -26,18 +26,12 @@ func (n *Node) authorize(m *protocol.Message, remote peer.ID) error {
 	if err != nil {
 		return err
 	}
-	intentNeeds := n.cfg.IntentPolicy[string(m.Message.Intent)]
+	intentNeeds := t.cfg.IntentPolicy[string(m.Message.Intent)]
 	if sec.AuthToken == "" && len(intentNeeds) == 0 && len(sec.Permissions) == 0 {
 		return nil
 	}
 	required := append(slices.Clone(intentNeeds), sec.Permissions...) // Missing lists each once
-	var granted []string
-	if n.certs != nil {
-		if c, ok := n.certs.byPeer.Peek(remote); ok { // checkClaim verified it
-			granted = c.Permissions
-		}
-	}
-	missing := authority.Missing(required, granted)
+	missing := authority.Missing(required, t.check.grants(remote)) // Claim verified its certificate
 	if sec.AuthToken == "" {
 		if len(missing) == 0 {
 			return nil
@@ -45,11 +39,11 @@ func (n *Node) authorize(m *protocol.Message, remote peer.ID) error {
 		return protocol.Errorf(protocol.CodePermissionDenied, "A2ACP token rule %d (%s): %s needs %q, which the certificate of %s does not grant, and the message carries no security.auth_token",
 			int(authority.RuleCapabilities), authority.RuleCapabilities, needsWhat(m, intentNeeds, sec.Permissions), missing, m.Envelope.Sender.AgentID)
 	}
-	v := n.tokens
+	v := t.tokens
 	if v == nil {
 		return protocol.Errorf(authority.RuleIssuer.Code(), "A2ACP token rule %d (%s): this node trusts no token issuer (set authority, or token_issuers)", int(authority.RuleIssuer), authority.RuleIssuer)
 	}
-	tok, err := v.Token(sec.AuthToken, n.cfg.AgentID, missing)
+	tok, err := v.Token(sec.AuthToken, t.cfg.AgentID, missing)
 	if err != nil {
 		return err
 	}
@@ -59,8 +53,8 @@ func (n *Node) authorize(m *protocol.Message, remote peer.ID) error {
 	return nil
 }
 
-// issuerKey returns the Ed25519 key of a token issuer id (a peer id that embeds its key).
-func issuerKey(id string) (crypto.PubKey, error) {
+// IssuerKey returns the Ed25519 key of a token issuer id (a peer id that embeds its key).
+func IssuerKey(id string) (crypto.PubKey, error) {
 	p, err := peer.Decode(id)
 	if err != nil {
 		return nil, fmt.Errorf("%q is not an issuer id (an Ed25519 public key written as a peer id): %w", id, err)
@@ -73,10 +67,10 @@ func issuerKey(id string) (crypto.PubKey, error) {
 }
 
 // tokenVerifierOptions trusts the configured token issuers.
-func (n *Node) tokenVerifierOptions() []authority.VerifierOption {
-	opts := []authority.VerifierOption{authority.WithVerifierClock(n.cfg.Clock)}
-	for _, id := range n.cfg.TokenIssuers {
-		if k, err := issuerKey(id); err == nil {
+func (t *Trust) tokenVerifierOptions() []authority.VerifierOption {
+	opts := []authority.VerifierOption{authority.WithVerifierClock(t.cfg.Clock)}
+	for _, id := range t.cfg.TokenIssuers {
+		if k, err := IssuerKey(id); err == nil {
 			opts = append(opts, authority.WithTrustedIssuer(id, k))
 		}
 	}

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -57,19 +57,4 @@ func ended(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%w)", cerr, err)
 	}
 	return err
-}
-
-// tracked wraps the handler of a request/answer protocol (certificate, join, authority) so
-// that it counts as an exchange in flight, as handleStream does: Close waits for it (a join
-// that marked its invitation used gets to send the certificate), and a stream that arrives
-// once Close has begun is reset.
-func (n *Node) tracked(h network.StreamHandler) network.StreamHandler {
-	return func(s network.Stream) {
-		if !n.track() {
-			s.Reset()
-			return
-		}
-		defer n.inflight.Done()
-		h(s)
-	}
 }

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -68,7 +68,7 @@ type authorityAnswer struct {
 }
 
 // serveAuthority answers one renewal or token request on the mesh authority's node.
-func (n *Node) serveAuthority(s network.Stream) {
+func (t *Trust) serveAuthority(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(authorityTimeout))
 	remote := s.Conn().RemotePeer()
@@ -78,7 +78,7 @@ func (n *Node) serveAuthority(s network.Stream) {
 			s.Reset()
 		}
 	}
-	if err := n.rate.allow(remote, n.now()); err != nil {
+	if err := t.cfg.Allow(remote); err != nil {
 		answer(authorityAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))})
 		return
 	}
@@ -92,23 +92,23 @@ func (n *Node) serveAuthority(s network.Stream) {
 		answer(authorityAnswer{Error: "authority request: " + err.Error(), Code: string(protocol.CodePayloadInvalid)})
 		return
 	}
-	a, err := n.authorityAnswer(remote, req)
+	a, err := t.authorityAnswer(remote, req)
 	if err != nil {
-		n.quiet.Warn(string(remote), "authority request refused", "peer", remote, "op", req.Op, "err", err.Error())
+		t.quiet.Warn(string(remote), "authority request refused", "peer", remote, "op", req.Op, "err", err.Error())
 		a = authorityAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))}
 	}
 	answer(a)
 }
 
 // authorityAnswer runs a request of remote, which showed the certificate req.Cert.
-func (n *Node) authorityAnswer(remote peer.ID, req authorityRequest) (authorityAnswer, error) {
-	cert, err := n.certs.v.Certificate(req.Cert, remote, "")
+func (t *Trust) authorityAnswer(remote peer.ID, req authorityRequest) (authorityAnswer, error) {
+	cert, err := t.certs.v.Certificate(req.Cert, remote, "")
 	if err != nil {
 		return authorityAnswer{}, err
 	}
 	switch req.Op {
 	case opRenew:
-		c, err := n.renewFor(cert)
+		c, err := t.renewFor(cert)
 		if err != nil {
 			return authorityAnswer{}, err
 		}
@@ -117,7 +117,7 @@ func (n *Node) authorityAnswer(remote peer.ID, req authorityRequest) (authorityA
 		if req.Token == nil {
 			return authorityAnswer{}, protocol.Errorf(protocol.CodePayloadInvalid, "token request: no token member")
 		}
-		t, err := n.issueToken(cert, *req.Token)
+		t, err := t.issueToken(cert, *req.Token)
 		if err != nil {
 			return authorityAnswer{}, err
 		}
@@ -131,27 +131,27 @@ func (n *Node) authorityAnswer(remote peer.ID, req authorityRequest) (authorityA
 // is not renewed yet, and the registry records at most authority.MaxPerHolder certificates of
 // one agent on one peer, so that nobody grows the registry by renewing in a loop (a renewed
 // certificate stays valid, and could be shown again).
-func (n *Node) renewFor(c *authority.Certificate) (*authority.Certificate, error) {
-	now := n.now()
+func (t *Trust) renewFor(c *authority.Certificate) (*authority.Certificate, error) {
+	now := t.now()
 	life := c.Expires.Sub(c.IssuedAt)
 	if early := c.Expires.Add(-life / 2); now.Before(early) {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "certificate %s of %s is renewed from %s, in its last half", c.ID, c.AgentID, early.UTC().Format(time.RFC3339))
 	}
-	next, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: c.AgentID, Peer: c.Peer,
+	next, err := t.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: c.AgentID, Peer: c.Peer,
 		Capabilities: c.Capabilities, Permissions: c.Permissions, TTL: life, HeldSince: c.HeldSince})
 	if err != nil {
 		return nil, err
 	}
-	if err := n.recordIssued(next); err != nil {
+	if err := t.recordIssued(next); err != nil {
 		return nil, err
 	}
-	n.log.Info("certificate renewed", "agent", c.AgentID, "peer", c.Peer, "certificate", next.ID, "expires", next.Expires)
+	t.log.Info("certificate renewed", "agent", c.AgentID, "peer", c.Peer, "certificate", next.ID, "expires", next.Expires)
 	return next, nil
 }
 
 // issueToken signs an A2ACP token for the agent that c certifies, with capabilities its
 // permissions grant.
-func (n *Node) issueToken(c *authority.Certificate, req TokenRequest) (*authority.Token, error) {
+func (t *Trust) issueToken(c *authority.Certificate, req TokenRequest) (*authority.Token, error) {
 	if req.AgentID != "" && req.AgentID != c.AgentID {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "a token for %s: peer %s is certified for %s, and obtains tokens for it alone", req.AgentID, c.Peer, c.AgentID)
 	}
@@ -164,20 +164,20 @@ func (n *Node) issueToken(c *authority.Certificate, req TokenRequest) (*authorit
 	if missing := authority.Missing(req.RequestedCapabilities, c.Permissions); len(missing) > 0 {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "%s is not granted %q (its certificate grants %q; the mesh's operator grants permissions with iacp-node invite --grant)", c.AgentID, missing, c.Permissions)
 	}
-	t, err := n.cfg.MeshAuthority.IssueToken(authority.TokenRequest{Subject: c.AgentID, Audience: req.TargetAgentID,
+	tok, err := t.cfg.MeshAuthority.IssueToken(authority.TokenRequest{Subject: c.AgentID, Audience: req.TargetAgentID,
 		Capabilities: req.RequestedCapabilities, TTL: time.Duration(req.TTL) * time.Second})
 	if err != nil {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "%v", err)
 	}
-	return t, nil
+	return tok, nil
 }
 
 // recordIssued records a certificate in the registry, when the node keeps one.
-func (n *Node) recordIssued(c *authority.Certificate) error {
-	if n.registry == nil {
+func (t *Trust) recordIssued(c *authority.Certificate) error {
+	if t.reg == nil {
 		return nil
 	}
-	return recordError(n.registry.Record(c))
+	return recordError(t.reg.Record(c))
 }
 
 // recordError is the answer to a registry's error: its refusals of the asker (ErrHolderFull,
@@ -195,52 +195,48 @@ func recordError(err error) error {
 // Token obtains an A2ACP token from the mesh authority for this node's agent to call
 // req.TargetAgentID with req.RequestedCapabilities: what `POST /auth/token` answers. The
 // authority's own node signs it itself; any other asks the authority's node over the mesh.
-func (n *Node) Token(ctx context.Context, req TokenRequest) (*authority.Token, error) {
-	if n.certs == nil {
+func (t *Trust) Token(ctx context.Context, req TokenRequest) (*authority.Token, error) {
+	if t.certs == nil {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "tokens come from the mesh authority, and this node runs trust: open (no authority)")
 	}
-	if req.AgentID != "" && req.AgentID != n.cfg.AgentID {
-		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node serves %s and obtains tokens for it alone, not for %s", n.cfg.AgentID, req.AgentID)
+	if req.AgentID != "" && req.AgentID != t.cfg.AgentID {
+		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node serves %s and obtains tokens for it alone, not for %s", t.cfg.AgentID, req.AgentID)
 	}
-	own := n.certs.own.Load()
-	if n.cfg.MeshAuthority != nil {
-		return n.issueToken(own, req)
+	own := t.certs.own.Load()
+	if t.cfg.MeshAuthority != nil {
+		return t.issueToken(own, req)
 	}
-	ans, err := n.askAuthority(ctx, authorityRequest{Op: opToken, Cert: own.Raw, Token: &req})
+	ans, err := t.askAuthority(ctx, authorityRequest{Op: opToken, Cert: own.Raw, Token: &req})
 	if err != nil {
 		return nil, err
 	}
-	return n.certs.v.Token(ans.Token, req.TargetAgentID, req.RequestedCapabilities)
+	return t.certs.v.Token(ans.Token, req.TargetAgentID, req.RequestedCapabilities)
 }
 
 // authorityPeers returns the peers that may be the mesh authority's node: authority_node
 // when configured, else the bootstrap peers (an invitation's addresses are the authority
 // node's, and `init --join` makes them the bootstrap peers). The node's bootstrap list has one
 // entry per peer and leaves the node out (discovery.MergePeers), so each is asked once.
-func (n *Node) authorityPeers() []peer.ID {
-	if n.cfg.AuthorityNode != "" {
-		if p, err := peer.Decode(n.cfg.AuthorityNode); err == nil {
+func (t *Trust) authorityPeers() []peer.ID {
+	if t.cfg.AuthorityNode != "" {
+		if p, err := peer.Decode(t.cfg.AuthorityNode); err == nil {
 			return []peer.ID{p}
 		}
 	}
-	out := make([]peer.ID, 0, len(n.bootstrap))
-	for _, ai := range n.bootstrap {
-		out = append(out, ai.ID)
-	}
-	return out
+	return t.cfg.Bootstrap
 }
 
 // askAuthority sends req to the mesh authority's node and returns its answer; a refusal is a
 // *protocol.Error with the authority's code.
-func (n *Node) askAuthority(ctx context.Context, req authorityRequest) (authorityAnswer, error) {
-	peers := n.authorityPeers()
+func (t *Trust) askAuthority(ctx context.Context, req authorityRequest) (authorityAnswer, error) {
+	peers := t.authorityPeers()
 	if len(peers) == 0 {
 		return authorityAnswer{}, protocol.Errorf(protocol.CodeAgentNotFound, "no way to reach the mesh authority's node: set authority_node (its peer id) or bootstrap in the config")
 	}
 	var errs []error
 	for _, p := range peers {
 		var ans authorityAnswer
-		if err := askOnce(ctx, n.host, p, AuthorityProtocolID, authorityTimeout, req, maxAuthorityAnswer, &ans); err != nil {
+		if err := askOnce(ctx, t.cfg.Host, p, AuthorityProtocolID, authorityTimeout, req, maxAuthorityAnswer, &ans); err != nil {
 			errs = append(errs, fmt.Errorf("%s: %w", p, err))
 			continue
 		}
@@ -254,46 +250,46 @@ func (n *Node) askAuthority(ctx context.Context, req authorityRequest) (authorit
 
 // renewIn returns how long until the node's own certificate is due for renewal: when a third
 // of its lifetime is left.
-func (n *Node) renewIn() time.Duration {
-	c := n.certs.own.Load()
+func (t *Trust) renewIn() time.Duration {
+	c := t.certs.own.Load()
 	life := c.Expires.Sub(c.IssuedAt)
-	return max(c.Expires.Add(-life/3).Sub(n.now()), 0)
+	return max(c.Expires.Add(-life/3).Sub(t.now()), 0)
 }
 
 // renewOwn renews the node's own certificate, from the mesh authority or, on its own node,
 // by issuing the successor itself, saves it and installs it. It returns when to try next.
-func (n *Node) renewOwn() time.Duration {
-	own := n.certs.own.Load()
+func (t *Trust) renewOwn() time.Duration {
+	own := t.certs.own.Load()
 	var next *authority.Certificate
 	var err error
-	if n.cfg.MeshAuthority != nil {
-		next, err = n.renewFor(own)
+	if t.cfg.MeshAuthority != nil {
+		next, err = t.renewFor(own)
 	} else {
 		var ans authorityAnswer
-		if ans, err = n.askAuthority(n.ctx, authorityRequest{Op: opRenew, Cert: own.Raw}); err == nil {
-			next, err = n.certs.v.Certificate(ans.Cert, n.host.ID(), n.cfg.AgentID)
+		if ans, err = t.askAuthority(t.ctx, authorityRequest{Op: opRenew, Cert: own.Raw}); err == nil {
+			next, err = t.certs.v.Certificate(ans.Cert, t.cfg.Host.ID(), t.cfg.AgentID)
 		}
 	}
 	if err == nil {
-		err = n.installOwn(next)
+		err = t.installOwn(next)
 	}
 	if err != nil {
-		left := own.Expires.Sub(n.now())
+		left := own.Expires.Sub(t.now())
 		wait := min(max(left/10, renewRetryMin), renewRetryMax)
-		n.log.Warn("renewing this node's certificate failed; will retry", "expires", own.Expires, "retry_in", wait.String(), "err", err.Error())
+		t.log.Warn("renewing this node's certificate failed; will retry", "expires", own.Expires, "retry_in", wait.String(), "err", err.Error())
 		return wait
 	}
-	n.log.Info("certificate renewed", "certificate", next.ID, "expires", next.Expires)
-	return n.renewIn()
+	t.log.Info("certificate renewed", "certificate", next.ID, "expires", next.Expires)
+	return t.renewIn()
 }
 
 // installOwn saves a new certificate of this node and makes it the one it shows.
-func (n *Node) installOwn(c *authority.Certificate) error {
-	if n.cfg.DataDir != "" {
-		if err := fsutil.WriteFile(filepath.Join(n.cfg.DataDir, CertFile), []byte(c.Raw+"\n"), 0o600); err != nil {
+func (t *Trust) installOwn(c *authority.Certificate) error {
+	if t.cfg.DataDir != "" {
+		if err := fsutil.WriteFile(filepath.Join(t.cfg.DataDir, CertFile), []byte(c.Raw+"\n"), 0o600); err != nil {
 			return fmt.Errorf("save the renewed certificate: %w", err)
 		}
 	}
-	_, err := n.certs.setOwn(c.Raw, n.cfg.AgentID)
+	_, err := t.certs.setOwn(c.Raw, t.cfg.AgentID)
 	return err
 }

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -49,66 +49,66 @@ type joinAnswer struct {
 // openAuthority opens, on the mesh authority's node, the invitation book and the certificate
 // registry in the data directory. Without a data directory the node renews certificates and
 // issues tokens, but neither invites (invitations must be remembered) nor revokes.
-func (n *Node) openAuthority() error {
-	if n.cfg.MeshAuthority == nil || n.cfg.DataDir == "" {
+func (t *Trust) openAuthority() error {
+	if t.cfg.MeshAuthority == nil || t.cfg.DataDir == "" {
 		return nil
 	}
-	book, err := authority.OpenInviteBook(filepath.Join(n.cfg.DataDir, InvitesFile), n.cfg.Clock)
+	book, err := authority.OpenInviteBook(filepath.Join(t.cfg.DataDir, InvitesFile), t.cfg.Clock)
 	if err != nil {
 		return fmt.Errorf("invitations: %w", err)
 	}
-	reg, err := authority.OpenRegistry(filepath.Join(n.cfg.DataDir, RegistryFile), n.cfg.Clock)
+	reg, err := authority.OpenRegistry(filepath.Join(t.cfg.DataDir, RegistryFile), t.cfg.Clock)
 	if err != nil {
 		return err
 	}
-	n.invites, n.registry = book, reg
+	t.invites, t.reg = book, reg
 	return nil
 }
 
 // serveAuthorityProtocols serves JoinProtocolID and AuthorityProtocolID on the mesh
 // authority's node.
-func (n *Node) serveAuthorityProtocols() {
-	if n.cfg.MeshAuthority == nil {
+func (t *Trust) serveAuthorityProtocols() {
+	if t.cfg.MeshAuthority == nil {
 		return
 	}
-	if n.invites != nil {
-		n.host.SetStreamHandler(JoinProtocolID, n.tracked(n.serveJoin))
+	if t.invites != nil {
+		t.cfg.Host.SetStreamHandler(JoinProtocolID, t.cfg.Track(t.serveJoin))
 	}
-	n.host.SetStreamHandler(AuthorityProtocolID, n.tracked(n.serveAuthority))
+	t.cfg.Host.SetStreamHandler(AuthorityProtocolID, t.cfg.Track(t.serveAuthority))
 }
 
-// Invite creates a one-time invitation to this mesh on terms t (authority.InviteTerms: the
+// Invite creates a one-time invitation to this mesh on terms it (authority.InviteTerms: the
 // agent id it is bound to, "" for any id no other peer holds; its life, 0 for
 // authority.DefaultInviteTTL; the permissions its certificate grants; whether the joiner
 // replaces the id's current holder). It returns the token that `iacp-node init --join`
-// takes. An invitation for an id another peer holds is refused unless t.Replace. Only the mesh
-// authority's node can invite.
-func (n *Node) Invite(t authority.InviteTerms) (token string, expires time.Time, err error) {
-	if n.invites == nil {
+// takes. An invitation for an id another peer holds is refused unless it.Replace. Only the
+// mesh authority's node can invite.
+func (t *Trust) Invite(it authority.InviteTerms) (token string, expires time.Time, err error) {
+	if t.invites == nil {
 		return "", time.Time{}, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): invite from the node that founded the mesh", AuthorityKeyFile)
 	}
-	agentID := t.AgentID
+	agentID := it.AgentID
 	if agentID != "" {
 		if err := protocol.ValidateAgentID(agentID); err != nil {
 			return "", time.Time{}, err
 		}
-		if held := n.registry.Holders(agentID, ""); len(held) > 0 && !t.Replace {
+		if held := t.reg.Holders(agentID, ""); len(held) > 0 && !it.Replace {
 			return "", time.Time{}, protocol.Errorf(protocol.CodePermissionDenied, "agent %s is held by peer %s (certificate %s): invite for another agent id, or with replace (iacp-node invite --agent %s --replace) to move it to the joiner, revoking the holder's certificates",
 				agentID, held[0].Peer, held[0].ID, agentID)
 		}
 	}
-	secret, expires, err := n.invites.Create(t)
+	secret, expires, err := t.invites.Create(it)
 	if err != nil {
 		return "", time.Time{}, err
 	}
 	var addrs []string
-	for _, a := range n.Addrs() {
+	for _, a := range t.cfg.Addrs() {
 		addrs = append(addrs, a.String())
 	}
 	if len(addrs) > authority.MaxInviteAddrs {
 		addrs = addrs[:authority.MaxInviteAddrs]
 	}
-	inv := authority.Invite{Addrs: addrs, Authority: n.cfg.MeshAuthority.ID(), AuthorityKey: n.cfg.MeshAuthority.PublicKey(),
+	inv := authority.Invite{Addrs: addrs, Authority: t.cfg.MeshAuthority.ID(), AuthorityKey: t.cfg.MeshAuthority.PublicKey(),
 		Secret: secret, AgentID: agentID, Expires: expires}
 	return inv.Encode(), expires, nil
 }
@@ -118,7 +118,7 @@ func (n *Node) Invite(t authority.InviteTerms) (token string, expires time.Time,
 // that redeemed an invitation may ask again (a joiner whose answer was lost in a timeout, or
 // `iacp-node init --join` run again): they get the certificate they were given, or a new one
 // if this node restarted since (the registry bounds how many one agent holds).
-func (n *Node) serveJoin(s network.Stream) {
+func (t *Trust) serveJoin(s network.Stream) {
 	defer s.Close()
 	_ = s.SetDeadline(time.Now().Add(joinTimeout))
 	remote := s.Conn().RemotePeer()
@@ -129,10 +129,10 @@ func (n *Node) serveJoin(s network.Stream) {
 		}
 	}
 	fail := func(err error) {
-		n.quiet.Warn(string(remote), "join refused", "peer", remote, "err", err.Error())
+		t.quiet.Warn(string(remote), "join refused", "peer", remote, "err", err.Error())
 		answer(joinAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))})
 	}
-	if err := n.rate.allow(remote, n.now()); err != nil {
+	if err := t.cfg.Allow(remote); err != nil {
 		fail(err)
 		return
 	}
@@ -155,55 +155,55 @@ func (n *Node) serveJoin(s network.Stream) {
 		fail(err)
 		return
 	}
-	if held := n.registry.Holders(req.AgentID, remote); len(held) > 0 && !n.invites.Replaces(req.InviteID) {
+	if held := t.reg.Holders(req.AgentID, remote); len(held) > 0 && !t.invites.Replaces(req.InviteID) {
 		// Refused before the invitation is used, so that the joiner can choose another id.
 		fail(protocol.Errorf(protocol.CodePermissionDenied, "%w: agent %s is held by another peer; join with another agent id (iacp-node init --join TOKEN --agent-id ID)", authority.ErrHeldElsewhere, req.AgentID))
 		return
 	}
-	red, err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID)
+	red, err := t.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID)
 	if err != nil {
 		fail(err)
 		return
 	}
 	if red.Cert != "" {
 		// The joiner asks again for what it was given: its first answer was lost.
-		n.log.Info("join: certificate given again", "agent", req.AgentID, "peer", remote)
+		t.log.Info("join: certificate given again", "agent", req.AgentID, "peer", remote)
 		answer(joinAnswer{Cert: red.Cert})
 		return
 	}
-	cert, err := n.issueJoined(req, remote, red)
+	cert, err := t.issueJoined(req, remote, red)
 	if err != nil {
 		fail(err)
 		return
 	}
-	n.invites.Issued(req.InviteID, cert.Raw)
-	n.log.Info("join: certificate issued", "agent", req.AgentID, "peer", remote, "certificate", cert.ID, "expires", cert.Expires, "again", red.Again)
+	t.invites.Issued(req.InviteID, cert.Raw)
+	t.log.Info("join: certificate issued", "agent", req.AgentID, "peer", remote, "certificate", cert.ID, "expires", cert.Expires, "again", red.Again)
 	answer(joinAnswer{Cert: cert.Raw})
 }
 
 // issueJoined issues and records the certificate a redeemed invitation grants. One that
 // replaces the agent id's holder revokes the holder's certificates and broadcasts the list.
-func (n *Node) issueJoined(req joinRequest, remote peer.ID, red authority.Redemption) (*authority.Certificate, error) {
-	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: red.Grants})
+func (t *Trust) issueJoined(req joinRequest, remote peer.ID, red authority.Redemption) (*authority.Certificate, error) {
+	cert, err := t.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: red.Grants})
 	if err != nil {
 		return nil, err
 	}
 	if !red.Replace {
-		return cert, n.recordIssued(cert)
+		return cert, t.recordIssued(cert)
 	}
-	crl, revoked, err := n.registry.RecordReplacing(n.cfg.MeshAuthority, cert)
+	crl, revoked, err := t.reg.RecordReplacing(t.cfg.MeshAuthority, cert)
 	if err != nil {
 		return nil, recordError(err)
 	}
 	if crl != "" {
 		for _, c := range revoked {
-			n.log.Warn("certificate revoked: its agent id moved to another peer", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID, "new_peer", remote)
+			t.log.Warn("certificate revoked: its agent id moved to another peer", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID, "new_peer", remote)
 		}
-		if err := n.certs.applyRevocations(crl); err != nil {
+		if err := t.certs.applyRevocations(crl); err != nil {
 			return nil, protocol.Errorf(protocol.CodeInternalError, "the revocation list just signed does not verify: %v", err)
 		}
-		if err := n.broadcastRevocations(n.ctx, crl); err != nil {
-			n.log.Warn("the revocation list of a replacement was not broadcast (peers catch up within a minute)", "err", err.Error())
+		if err := t.broadcastRevocations(t.ctx, crl); err != nil {
+			t.log.Warn("the revocation list of a replacement was not broadcast (peers catch up within a minute)", "err", err.Error())
 		}
 	}
 	return cert, nil

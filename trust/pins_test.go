@@ -1,11 +1,17 @@
-package node
+package trust
 
 import (
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
 
 // A full table takes the pin the heaviest peer used least recently; the others keep theirs.
@@ -35,7 +41,7 @@ func TestPins_AFullTableTakesFromThePeerHoldingTheMost(t *testing.T) {
 // at this size), under the trust store's lock that every message's check takes.
 func TestPins_ManyPeersStayCheap(t *testing.T) {
 	const size = 100_000
-	pt := newPinTable(size, maxPinsPerPeer)
+	pt := newPinTable(size, MaxPinsPerPeer)
 	for i := 0; i < size; i++ {
 		pt.use(fmt.Sprintf("agent-%d", i), peer.ID(fmt.Sprintf("sybil-%d", i)), t0)
 	}
@@ -81,4 +87,77 @@ func TestPins_ExpireAndForget(t *testing.T) {
 			t.Fatalf("byCount[%d] still holds %v", n, pt.byCount[n])
 		}
 	}
+}
+
+// The pins are saved only when they changed: refused claims and a flush with nothing new write
+// no file; a pin taken is saved, and read back by the next store.
+func TestStore_PinsAreSavedOnlyWhenTheyChanged(t *testing.T) {
+	dir := t.TempDir()
+	s, err := newTrustStore(dir, "", 0, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := peer.IDFromPrivateKey(testsupport.Key(t))
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "trust.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("trust.json was written without a pin to save (%v)", err)
+	}
+	s.pin(agentName(1), p)
+	if err := s.flush(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := newTrustStore(dir, "", 0, time.Now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q, ok := again.peerOf(agentName(1)); !ok || q != p {
+		t.Fatalf("the saved pin read back as %v, %v", q, ok)
+	}
+}
+
+// Pins carry when they were taken and last used, survive a restart with them, and expire when
+// no accepted message used them for pin_expiry.
+func TestStore_PinsAreListedSavedAndExpire(t *testing.T) {
+	now := time.Now()
+	clock := func() time.Time { return now }
+	dir := t.TempDir()
+	ts, err := newTrustStore(dir, "", 0, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts.pin("test:a:old", newPeerID(t))
+	now = now.Add(48 * time.Hour)
+	ts.pin("test:a:new", newPeerID(t))
+	if err := ts.flush(); err != nil {
+		t.Fatal(err)
+	}
+	again, err := newTrustStore(dir, "", 0, clock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pins := again.list()
+	if len(pins) != 2 || pins[0].AgentID != "test:a:new" || !pins[1].Used.Equal(pins[1].Pinned) || pins[0].Used.Sub(pins[1].Used) != 48*time.Hour {
+		t.Fatalf("pins after a restart: %+v", pins)
+	}
+	if k := again.expire(now.Add(-24 * time.Hour)); k != 1 {
+		t.Fatalf("expired %d pins, want the one unused for 48h", k)
+	}
+	if _, ok := again.peerOf("test:a:old"); ok {
+		t.Fatal("the unused pin survived its expiry")
+	}
+}
+
+func newPeerID(t *testing.T) peer.ID {
+	t.Helper()
+	_, pub, err := crypto.GenerateEd25519Key(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := peer.IDFromPublicKey(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
 }

@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"errors"
@@ -191,6 +191,21 @@ func (b *certBook) conflict(agentID string, bound, claimant peer.ID) {
 	b.reported.Add(key, now)
 	b.log.Warn("two peers are certified for one agent id; the first holder keeps it", "agent", agentID, "holder", bound, "refused", claimant)
 	b.onConflict(agentID, bound, claimant)
+}
+
+// forget drops the certificate held for p, or for agentID's holder when p is "", and any
+// failure remembered of that peer: the next check fetches and verifies it again.
+func (b *certBook) forget(agentID string, p peer.ID) {
+	if p == "" {
+		if h, ok := b.holders.Peek(agentID); ok {
+			p = h.Peer
+		}
+	}
+	if p == "" || p == b.self {
+		return
+	}
+	b.byPeer.Remove(p)
+	b.failed.Remove(p)
 }
 
 // stands reports whether c is neither revoked nor expired.

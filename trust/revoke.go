@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"context"
@@ -7,14 +7,12 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // RegistryFile holds, on the mesh authority's node, the certificates it issued and revoked
@@ -26,19 +24,9 @@ const RegistryFile = "certificates.json"
 // relays it, a node applies it only when the signature verifies and its seq is higher.
 const RevocationsEvent = "iacp.trust.revocations"
 
-// revocationSyncEvery is how often a node in authority mode asks a few connected peers
-// (revocationSyncPeers) whether they hold a newer revocation list: a node that missed the
-// broadcast (down, partitioned, kept from it by peers that withhold gossip, or not yet holding
-// the authority node's certificate) catches up within this, at the cost of a few small
-// exchanges per interval, whatever the size of the mesh.
-const revocationSyncEvery = time.Minute
-
 // revocationSyncPeers is how many peers each sync asks: the authority's node when connected,
 // and certified peers.
 const revocationSyncPeers = 3
-
-// IssuedCertificate is a certificate the mesh authority issued, as its registry keeps it.
-type IssuedCertificate = authority.Issued
 
 // RevokeOptions are how Revoke treats what its target names.
 type RevokeOptions struct {
@@ -58,11 +46,11 @@ type RevokeOptions struct {
 // authority's node can revoke. It returns the certificates revoked (with o.DryRun, those it
 // would revoke); a failed broadcast is reported with them (peers still catch up within a
 // minute).
-func (n *Node) Revoke(ctx context.Context, target string, o RevokeOptions) ([]IssuedCertificate, error) {
-	if n.registry == nil {
+func (t *Trust) Revoke(ctx context.Context, target string, o RevokeOptions) ([]authority.Issued, error) {
+	if t.reg == nil {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): revoke on the node that founded the mesh", AuthorityKeyFile)
 	}
-	named := n.registry.Matching(target)
+	named := t.reg.Matching(target)
 	if peers := holderPeers(named); len(peers) > 1 && !o.AllPeers && !o.DryRun {
 		var each []string
 		for _, c := range named {
@@ -78,24 +66,24 @@ func (n *Node) Revoke(ctx context.Context, target string, o RevokeOptions) ([]Is
 		}
 		return named, nil
 	}
-	crl, revoked, err := n.registry.Revoke(n.cfg.MeshAuthority, target)
+	crl, revoked, err := t.reg.Revoke(t.cfg.MeshAuthority, target)
 	if err != nil {
 		return nil, err
 	}
-	if err := n.certs.applyRevocations(crl); err != nil {
+	if err := t.certs.applyRevocations(crl); err != nil {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "the revocation list just signed does not verify: %v", err)
 	}
 	for _, c := range revoked {
-		n.log.Warn("certificate revoked", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID)
+		t.log.Warn("certificate revoked", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID)
 	}
-	if err := n.broadcastRevocations(ctx, crl); err != nil {
-		return revoked, protocol.Errorf(protocol.CodeInternalError, "revoked, but the broadcast failed (peers catch up within %v): %v", revocationSyncEvery, err)
+	if err := t.broadcastRevocations(ctx, crl); err != nil {
+		return revoked, protocol.Errorf(protocol.CodeInternalError, "revoked, but the broadcast failed (peers catch up within %v): %v", t.cfg.RevocationSync, err)
 	}
 	return revoked, nil
 }
 
 // holderPeers returns the peers that the unrevoked certificates among cs are held on.
-func holderPeers(cs []IssuedCertificate) map[peer.ID]bool {
+func holderPeers(cs []authority.Issued) map[peer.ID]bool {
 	out := map[peer.ID]bool{}
 	for _, c := range cs {
 		if c.Revoked.IsZero() {
@@ -107,49 +95,31 @@ func holderPeers(cs []IssuedCertificate) map[peer.ID]bool {
 
 // broadcastRevocations broadcasts crl, a list the mesh authority just signed and this node
 // applied, to the mesh.
-func (n *Node) broadcastRevocations(ctx context.Context, crl string) error {
-	if n.gossip == nil {
+func (t *Trust) broadcastRevocations(ctx context.Context, crl string) error {
+	if t.cfg.Publish == nil {
 		return nil
 	}
-	_, err := n.gossip.Broadcast(ctx, protocol.EventPayload{EventType: RevocationsEvent, Severity: protocol.SeverityWarning,
+	return t.cfg.Publish(ctx, protocol.EventPayload{EventType: RevocationsEvent, Severity: protocol.SeverityWarning,
 		Detail: "the mesh authority revoked certificates", Data: map[string]string{"crl": crl}})
-	return err
 }
 
 // Certificates returns the unexpired certificates the mesh authority issued, revoked or not;
 // only the mesh authority's node has them.
-func (n *Node) Certificates() ([]IssuedCertificate, error) {
-	if n.registry == nil {
+func (t *Trust) Certificates() ([]authority.Issued, error) {
+	if t.reg == nil {
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority: list certificates on the node that founded the mesh")
 	}
-	return n.registry.List(), nil
+	return t.reg.List(), nil
 }
 
 // RevocationSeq returns the seq of the mesh's revocation list this node holds and applies: 0
 // before the first list, and in open or allowlist mode. A node whose seq equals the
 // authority's has every revocation the authority made.
-func (n *Node) RevocationSeq() uint64 {
-	if n.certs == nil {
+func (t *Trust) RevocationSeq() uint64 {
+	if t.certs == nil {
 		return 0
 	}
-	return n.certs.v.RevocationSeq()
-}
-
-// heardRevocations applies the revocation list an event carries. Anyone may relay one; the
-// list's own signature decides.
-func (n *Node) heardRevocations(it *pubsub.Item) {
-	if n.certs == nil || it.Event.EventType != RevocationsEvent {
-		return
-	}
-	data, _ := it.Event.Data.(map[string]any)
-	crl, _ := data["crl"].(string)
-	if crl == "" {
-		return
-	}
-	if err := n.certs.applyRevocations(crl); err != nil {
-		// at debug: whoever sends a bad list is charged by gossip, not by our log
-		n.log.Debug("revocation list in an event refused", "from", it.Author, "err", err.Error())
-	}
+	return t.certs.v.RevocationSeq()
 }
 
 // syncRevocations asks up to revocationSyncPeers connected peers, at once, for a newer
@@ -158,58 +128,33 @@ func (n *Node) heardRevocations(it *pubsub.Item) {
 // to keep a list from the node, and a peer without a certificate costs nothing to make; a
 // certified peer is one the authority vouched for, and several asked at once are each within
 // certTimeout.
-func (n *Node) syncRevocations(r *rand.Rand) {
+func (t *Trust) syncRevocations(r *rand.Rand) {
 	var ask []peer.ID
-	if p, err := peer.Decode(n.cfg.AuthorityNode); err == nil && p != n.host.ID() && n.host.Network().Connectedness(p) == network.Connected {
+	if p, err := peer.Decode(t.cfg.AuthorityNode); err == nil && p != t.cfg.Host.ID() && t.cfg.Host.Network().Connectedness(p) == network.Connected {
 		ask = append(ask, p)
 	}
-	peers := n.host.Network().Peers()
+	peers := t.cfg.Host.Network().Peers()
 	r.Shuffle(len(peers), func(i, j int) { peers[i], peers[j] = peers[j], peers[i] })
 	for _, p := range peers {
 		if len(ask) == revocationSyncPeers {
 			break
 		}
-		if c, ok := n.certs.byPeer.Peek(p); ok && p != n.host.ID() && !slices.Contains(ask, p) && n.certs.stands(c) {
+		if c, ok := t.certs.byPeer.Peek(p); ok && p != t.cfg.Host.ID() && !slices.Contains(ask, p) && t.certs.stands(c) {
 			ask = append(ask, p)
 		}
 	}
-	ctx, cancel := context.WithTimeout(n.ctx, certTimeout)
+	ctx, cancel := context.WithTimeout(t.ctx, certTimeout)
 	defer cancel()
 	var wg sync.WaitGroup
 	for _, p := range ask {
 		wg.Go(func() {
-			ans, err := n.certs.ask(ctx, p, p)
+			ans, err := t.certs.ask(ctx, p, p)
 			if err == nil && ans.CRL != "" {
-				if err := n.certs.applyRevocations(ans.CRL); err != nil {
-					n.log.Warn("revocation list refused", "from", p, "err", err.Error())
+				if err := t.certs.applyRevocations(ans.CRL); err != nil {
+					t.log.Warn("revocation list refused", "from", p, "err", err.Error())
 				}
 			}
 		})
 	}
 	wg.Wait()
-}
-
-// keepTrust is the authority mode's upkeep: the revocation-list sync and the renewal of the
-// node's own certificate.
-func (n *Node) keepTrust() {
-	defer n.wg.Done()
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
-	every := n.cfg.revocationSync
-	if every <= 0 {
-		every = revocationSyncEvery
-	}
-	sync := time.NewTicker(every)
-	defer sync.Stop()
-	renew := time.NewTimer(n.renewIn())
-	defer renew.Stop()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case <-sync.C:
-			n.syncRevocations(r)
-		case <-renew.C:
-			renew.Reset(n.renewOwn())
-		}
-	}
 }

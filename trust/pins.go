@@ -1,4 +1,4 @@
-package node
+package trust
 
 import (
 	"container/list"
@@ -7,11 +7,11 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 )
 
-// maxPinsPerPeer bounds the agent ids one peer may be pinned to under trust on first use: a
+// MaxPinsPerPeer bounds the agent ids one peer may be pinned to under trust on first use: a
 // node serves one agent, a gateway a few dozen. A peer that already speaks for this many is
 // refused a new one (IDENTITY_INVALID), so that no peer can fill the table with ids it made
 // up and push out the pins of the agents that speak for themselves.
-const maxPinsPerPeer = 64
+const MaxPinsPerPeer = 64
 
 // pinTable holds the trust-on-first-use pins: agent id to the peer first accepted for it.
 // Each peer holds at most perPeer pins; when the table holds max, a peer holding the most
