@@ -31,7 +31,7 @@ func (t *Trust) Authorize(m *protocol.Message, remote peer.ID) error {
 		return nil
 	}
 	required := append(slices.Clone(intentNeeds), sec.Permissions...) // Missing lists each once
-	missing := authority.Missing(required, t.check.grants(remote)) // Claim verified its certificate
+	missing := authority.Missing(required, t.check.grants(remote))    // Claim verified its certificate
 	if sec.AuthToken == "" {
 		if len(missing) == 0 {
 			return nil
