@@ -70,6 +70,7 @@ type config struct {
 	bootstrap      []peer.AddrInfo
 	prefix         string
 	client         bool
+	auto           bool
 	recordTTL      time.Duration
 	cacheTTL       time.Duration
 	cacheSize      int
@@ -169,6 +170,12 @@ func WithProtocolPrefix(prefix string) Option {
 // WithClientMode makes the DHT a client: it queries but stores and serves nothing. Default:
 // server mode.
 func WithClientMode() Option { return func(c *config) error { c.client = true; return nil } }
+
+// WithAutoMode lets the host's reachability choose the DHT's mode (kad-dht's ModeAutoServer):
+// a server while reachability is unknown or public, a client while AutoNAT finds the node
+// private, since peers could not dial it to query it. WithClientMode wins over it. Default:
+// server mode.
+func WithAutoMode() Option { return func(c *config) error { c.auto = true; return nil } }
 
 // WithRecordTTL sets how long published records live (1m..24h, default 1h); they are
 // republished at half of it.

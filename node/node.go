@@ -69,6 +69,7 @@ type Node struct {
 	started  time.Time
 	slots    chan struct{} // handler concurrency
 	workers  *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
+	paths    *pathBook     // hole-punched connections and punch counts (paths.go)
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler
@@ -137,9 +138,9 @@ func New(opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	b = b.WithDefaultTTL(cfg.DefaultTTL)
-	h := cfg.Host
+	h, paths := cfg.Host, newPathBook()
 	if h == nil {
-		if h, err = newHost(&cfg, key); err != nil {
+		if h, err = newHost(&cfg, key, paths); err != nil {
 			return nil, err
 		}
 	}
@@ -155,6 +156,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.paths = paths
 	if err := n.start(); err != nil {
 		return nil, err
 	}
