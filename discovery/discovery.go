@@ -123,8 +123,10 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	switch {
 	case cfg.client:
 		mode = dht.ModeClient
-	case cfg.auto:
+	case cfg.auto && cfg.unknownServes:
 		mode = dht.ModeAutoServer
+	case cfg.auto:
+		mode = dht.ModeAuto
 	}
 	dopts := []dht.Option{
 		dht.Mode(mode),

@@ -71,6 +71,7 @@ type config struct {
 	prefix         string
 	client         bool
 	auto           bool
+	unknownServes  bool
 	recordTTL      time.Duration
 	cacheTTL       time.Duration
 	cacheSize      int
@@ -171,11 +172,13 @@ func WithProtocolPrefix(prefix string) Option {
 // server mode.
 func WithClientMode() Option { return func(c *config) error { c.client = true; return nil } }
 
-// WithAutoMode lets the host's reachability choose the DHT's mode (kad-dht's ModeAutoServer):
-// a server while reachability is unknown or public, a client while AutoNAT finds the node
-// private, since peers could not dial it to query it. WithClientMode wins over it. Default:
-// server mode.
-func WithAutoMode() Option { return func(c *config) error { c.auto = true; return nil } }
+// WithAutoMode lets the host's reachability choose the DHT's mode: a server while AutoNAT
+// finds the node public, a client while it finds it private (peers could not dial it to
+// query it), and while it is unknown, a server if unknownServes (kad-dht's ModeAutoServer),
+// else a client (ModeAuto). WithClientMode wins over it. Default: server mode.
+func WithAutoMode(unknownServes bool) Option {
+	return func(c *config) error { c.auto, c.unknownServes = true, unknownServes; return nil }
+}
 
 // WithRecordTTL sets how long published records live (1m..24h, default 1h); they are
 // republished at half of it.

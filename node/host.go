@@ -79,5 +79,8 @@ func newHost(c *Config, key crypto.PrivKey, paths *pathBook) (host.Host, error) 
 		return nil, fmt.Errorf("libp2p host (listen %v): %w", c.ListenAddrs, err)
 	}
 	src.h.Store(&h)
+	if c.NAT && c.Reachability == ReachAuto {
+		announceUnknown(h)
+	}
 	return h, nil
 }

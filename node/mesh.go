@@ -36,7 +36,7 @@ func (n *Node) startMesh() error {
 		case c.DHTClient || (c.NAT && c.Reachability == ReachPrivate):
 			opts = append(opts, discovery.WithClientMode())
 		case c.NAT && c.Reachability == ReachAuto:
-			opts = append(opts, discovery.WithAutoMode()) // a client while AutoNAT finds it private
+			opts = append(opts, discovery.WithAutoMode(!presumedPrivate(n.host, n.bootstrap)))
 		}
 		opts = append(opts, c.DiscoveryOptions...)
 		if c.Gossip {

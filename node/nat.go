@@ -9,9 +9,12 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p"
+	lpevent "github.com/libp2p/go-libp2p/core/event"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
+	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
@@ -147,4 +150,37 @@ func (c *Config) validateNAT() error {
 		return errors.New("invalid config: relay_limit_duration: 10 s to 24 h")
 	}
 	return nil
+}
+
+// announceUnknown tells the host's services that the node's reachability is unknown, as it is
+// at start: go-libp2p's AutoNAT says nothing until its first probe, 15 s in, and autorelay
+// reserves relays only once told, so a node behind a NAT would have no relay address, and be
+// unreachable, for those 15 s. Told "unknown", autorelay reserves at once; the DHT serves
+// (kad-dht's ModeAutoServer) until AutoNAT finds the node private.
+func announceUnknown(h host.Host) {
+	em, err := h.EventBus().Emitter(new(lpevent.EvtLocalReachabilityChanged), eventbus.Stateful)
+	if err != nil {
+		return // the host's own AutoNAT reports in 15 s
+	}
+	defer em.Close()
+	_ = em.Emit(lpevent.EvtLocalReachabilityChanged{Reachability: network.ReachabilityUnknown})
+}
+
+// presumedPrivate reports whether a node whose reachability is still unknown is taken to be
+// behind a NAT: none of its own interface addresses is public, yet a bootstrap peer's is (it
+// reaches the internet through a router). Its DHT starts as a client, and serves once AutoNAT
+// finds it public. Any other node (a public host; a LAN or loopback mesh, where no address is
+// public and AutoNAT never decides) serves until AutoNAT finds it private: peers that queried
+// a DHT server behind a NAT would wait out a dial for every query that touched it.
+func presumedPrivate(h host.Host, boot []peer.AddrInfo) bool {
+	own, err := h.Network().InterfaceListenAddresses()
+	if err != nil || slices.ContainsFunc(own, manet.IsPublicAddr) {
+		return false
+	}
+	for _, ai := range boot {
+		if slices.ContainsFunc(ai.Addrs, manet.IsPublicAddr) {
+			return true
+		}
+	}
+	return false
 }

@@ -3,6 +3,7 @@ package node
 import (
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -31,11 +32,42 @@ const maxPunched = 4096
 type pathBook struct {
 	mu        sync.Mutex
 	punched   map[peer.ID][]string // remote peer -> local+remote multiaddrs of punched conns
+	retries   map[peer.ID]*backoff // relayed-only peers asked for another punch (repunch)
 	succeeded int
 	failed    int
 }
 
-func newPathBook() *pathBook { return &pathBook{punched: make(map[peer.ID][]string)} }
+func newPathBook() *pathBook {
+	return &pathBook{punched: make(map[peer.ID][]string), retries: make(map[peer.ID]*backoff)}
+}
+
+// tryAgain reports whether p, reached over relays only, is due another hole punch, and
+// counts it: repunchTries at most, backing off from repunchBackoff.
+func (b *pathBook) tryAgain(p peer.ID, now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	r := b.retries[p]
+	if r == nil {
+		if len(b.retries) >= maxPunched {
+			clear(b.retries)
+		}
+		r = &backoff{}
+		b.retries[p] = r
+	}
+	if r.attempts >= repunchTries || now.Before(r.next) {
+		return false
+	}
+	r.attempts++
+	r.next = now.Add(repunchBackoff << (r.attempts - 1))
+	return true
+}
+
+// settled forgets p's punch retries: it has a direct connection, or none.
+func (b *pathBook) settled(p peer.ID) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	delete(b.retries, p)
+}
 
 // HolePunchFinished records a punch's outcome; directConn is the connection it opened, nil
 // when it failed.

@@ -1,9 +1,13 @@
 package node
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
 )
 
@@ -54,4 +58,55 @@ func (n *Node) retireRelayed(s *session) bool {
 	_ = s.s.CloseWrite()
 	s.wmu.Unlock()
 	return true
+}
+
+// How the node asks again for a hole punch with a peer it sends to over a relay only: after
+// repunchAfter on the relayed connection, then backing off from repunchBackoff, at most
+// repunchTries times. go-libp2p punches once, when a relayed connection comes in; a punch
+// that failed (the peer's punching service was not up yet, a NAT that did not let it
+// through) is not tried again while that connection lives.
+const (
+	repunchAfter   = 5 * time.Second
+	repunchBackoff = 10 * time.Second
+	repunchTries   = 3
+)
+
+// repunch is the maintain loop's turn at hole punching: for each peer the node has a session
+// with whose connections are all relayed, it closes them and dials the peer again through
+// its relay, in the background: the peer takes the new relayed connection as inbound and
+// punches from its side. Closing interrupts what is in flight on the session; the sends
+// retry (a resend the peer already has is a receipt).
+func (n *Node) repunch(now time.Time) {
+	n.sessionsMu.Lock()
+	peers := make([]peer.ID, 0, len(n.sessions))
+	for p := range n.sessions {
+		peers = append(peers, p)
+	}
+	n.sessionsMu.Unlock()
+	for _, p := range peers {
+		conns := n.host.Network().ConnsToPeer(p)
+		if len(conns) == 0 || slices.ContainsFunc(conns, func(c network.Conn) bool { return !isRelayed(c.RemoteMultiaddr()) }) {
+			n.paths.settled(p)
+			continue
+		}
+		oldest := now
+		for _, c := range conns {
+			if c.Stat().Opened.Before(oldest) {
+				oldest = c.Stat().Opened
+			}
+		}
+		if now.Sub(oldest) < repunchAfter || !n.paths.tryAgain(p, now) {
+			continue
+		}
+		n.spawn(func() {
+			for _, c := range conns {
+				_ = c.Close()
+			}
+			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.FrameTimeout)
+			defer cancel()
+			if err := n.host.Connect(network.WithAllowLimitedConn(ctx, "repunch"), peer.AddrInfo{ID: p}); err != nil {
+				n.log.Debug("redial through the relay for a hole punch", "peer", p.ShortString(), "err", err.Error())
+			}
+		})
+	}
 }

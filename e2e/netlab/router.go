@@ -70,7 +70,9 @@ func (l *Lab) Home(name, wan string, nat NAT) (*Router, error) {
 }
 
 // rules is the router's ruleset: masquerade out of wan; forward only what the LAN started
-// (and its replies); and an empty "cut" chain that Cut fills to drop everything.
+// (and its replies); drop, without an answer, whatever comes in unasked for the router itself
+// (as home routers do: a refusal would end a hole punch's first packet before the peer's own
+// got out); and an empty "cut" chain that Cut fills to drop everything.
 func rules(nat NAT) string {
 	flags := ""
 	if nat == Symmetric {
@@ -80,6 +82,11 @@ func rules(nat NAT) string {
 	chain postrouting {
 		type nat hook postrouting priority srcnat; policy accept;
 		oifname "wan" masquerade` + flags + `
+	}
+	chain input {
+		type filter hook input priority filter; policy drop;
+		ct state established,related accept
+		iifname { "lo", "lan" } accept
 	}
 	chain forward {
 		type filter hook forward priority filter; policy drop;
