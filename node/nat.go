@@ -15,6 +15,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/autorelay"
 	"github.com/libp2p/go-libp2p/p2p/host/eventbus"
+	"github.com/libp2p/go-libp2p/p2p/net/swarm"
 	relayv2 "github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/relay"
 	"github.com/libp2p/go-libp2p/p2p/protocol/holepunch"
 	ma "github.com/multiformats/go-multiaddr"
@@ -58,6 +59,7 @@ func natOptions(c *Config, boot []peer.AddrInfo, src *relaySource, paths *pathBo
 		libp2p.EnableRelay(),
 		libp2p.EnableHolePunching(holepunch.WithMetricsTracer(paths)),
 		libp2p.AddrsFactory(advertised),
+		libp2p.SwarmOpts(swarm.WithDialRanker(quicFirst)),
 	}
 	switch c.Reachability {
 	case ReachPublic:
@@ -183,4 +185,34 @@ func presumedPrivate(h host.Host, boot []peer.AddrInfo) bool {
 		}
 	}
 	return false
+}
+
+// quicTCPDelay is how much longer than go-libp2p's ranking a TCP dial waits for a QUIC dial to
+// the same peer (quicFirst).
+const quicTCPDelay = time.Second
+
+// quicFirst is the host's dial ranking: go-libp2p's, with TCP to a peer that also has a QUIC
+// address held back quicTCPDelay more (go-libp2p's own wait, 250 ms for a public address, is
+// shorter than a QUIC handshake on a busy machine). A node behind a NAT learns its public
+// address for a transport only from a peer it reached over that transport, and two nodes
+// punch a hole only with a transport they both know an address for: connections to the public
+// nodes of the mesh over QUIC, the transport whose punches succeed most, make that likely. A
+// peer whose UDP is blocked is dialled over TCP at once: go-libp2p removes black-holed QUIC
+// addresses before ranking.
+func quicFirst(addrs []ma.Multiaddr) []network.AddrDelay {
+	ranked := swarm.DefaultDialRanker(addrs)
+	if !slices.ContainsFunc(addrs, isQUIC) {
+		return ranked
+	}
+	for i, r := range ranked {
+		if _, err := r.Addr.ValueForProtocol(ma.P_TCP); err == nil && !isRelayed(r.Addr) {
+			ranked[i].Delay += quicTCPDelay
+		}
+	}
+	return ranked
+}
+
+func isQUIC(a ma.Multiaddr) bool {
+	_, err := a.ValueForProtocol(ma.P_QUIC_V1)
+	return err == nil && !isRelayed(a)
 }
