@@ -14,6 +14,8 @@ import (
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+
+	"github.com/iacp-node/iacp-node/discovery"
 )
 
 // Resource limits of /iacp/1.0.0 on top of go-libp2p's scaled defaults: enough streams for a
@@ -68,7 +70,8 @@ func newHost(c *Config, key crypto.PrivKey, paths *pathBook) (host.Host, error) 
 				boot = append(boot, ai)
 			}
 		}
-		opts = append(opts, natOptions(c, boot, src, paths)...)
+		self, _ := peer.IDFromPrivateKey(key)
+		opts = append(opts, natOptions(c, discovery.MergePeers(boot, self), src, paths)...)
 	} else {
 		opts = append(opts, libp2p.DisableRelay())
 	}

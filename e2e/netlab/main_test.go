@@ -33,7 +33,25 @@ var (
 
 	labsMu sync.Mutex
 	labs   = map[*Lab]bool{} // open labs, closed on SIGINT/SIGTERM
+
+	measuresMu sync.Mutex
+	measures   []measure // what the scenarios measured, for -netlab.report
 )
+
+// measure is one number a scenario measured.
+type measure struct{ Test, What, Value string }
+
+// writeReport writes the measurements as a markdown table to path.
+func writeReport(path string) error {
+	measuresMu.Lock()
+	defer measuresMu.Unlock()
+	var b strings.Builder
+	b.WriteString("| scenario | what | measured |\n|---|---|---|\n")
+	for _, m := range measures {
+		fmt.Fprintf(&b, "| %s | %s | %s |\n", m.Test, m.What, m.Value)
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
+}
 
 func TestMain(m *testing.M) {
 	if h := os.Getenv("NETLAB_HELPER"); h != "" {
@@ -91,6 +109,12 @@ func setup(dir string, m *testing.M) int {
 	close(stop)
 	wg.Wait()
 	closeAll()
+	if *report != "" {
+		if err := writeReport(*report); err != nil {
+			fmt.Fprintln(os.Stderr, "netlab: report:", err)
+			code = 1
+		}
+	}
 	if code == 0 {
 		if err := goleak.Find(); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -73,7 +73,11 @@ func (n *labNode) init(args ...string) {
 // start runs the node and waits until its local API answers.
 func (n *labNode) start() {
 	n.t.Helper()
-	args := append(append([]string{"env"}, n.env...), binary, "run", "--data-dir", n.dir, "--api", "127.0.0.1:9700",
+	env := n.env
+	if lv := os.Getenv("NETLAB_GOLOG"); lv != "" {
+		env = append(env, "GOLOG_LOG_LEVEL="+lv) // e.g. warn,p2p-holepunch=debug
+	}
+	args := append(append([]string{"env"}, env...), binary, "run", "--data-dir", n.dir, "--api", "127.0.0.1:9700",
 		"--heartbeat-interval", "1s", "--log-level", "warn")
 	args = append(args, n.args...)
 	p, err := n.host.Start(args...)
@@ -142,16 +146,19 @@ func (n *labNode) invite(agent string) string {
 	return doc.Token
 }
 
-// addr is the node's first advertised address with /p2p/, for others' --bootstrap.
-func (n *labNode) addr() string {
+// bootArgs are --bootstrap flags for every address the node printed at start (TCP and QUIC).
+func (n *labNode) bootArgs() []string {
 	n.t.Helper()
+	var args []string
 	for _, line := range strings.Split(n.proc.Output(), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "listen" && strings.Contains(f[1], "/tcp/") {
-			return f[1]
+		if f := strings.Fields(line); len(f) == 2 && f[0] == "listen" {
+			args = append(args, "--bootstrap", f[1])
 		}
 	}
-	n.t.Fatalf("%s printed no listen address:\n%s", n.name, n.proc.Output())
-	return ""
+	if len(args) == 0 {
+		n.t.Fatalf("%s printed no listen address:\n%s", n.name, n.proc.Output())
+	}
+	return args
 }
 
 // peers is `iacp-node peers -o json`.
