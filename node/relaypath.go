@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -110,3 +111,19 @@ func (n *Node) repunch(now time.Time) {
 		})
 	}
 }
+
+// dropStalledRelay ends s and closes its connection when that connection is relayed and an
+// attempt on it timed out without a receipt. A relay that died without closing its
+// connections (a crash, a network cut off) leaves them looking alive until QUIC's idle
+// timeout, 30 s, and every retry would take the same dead path; closed, the next attempt
+// dials the peer again, through another relay or directly.
+func (n *Node) dropStalledRelay(s *session) {
+	c := s.s.Conn()
+	if !isRelayed(c.RemoteMultiaddr()) {
+		return
+	}
+	s.end(errStalledRelay, true)
+	_ = c.Close()
+}
+
+var errStalledRelay = errors.New("no receipt through the relay in time; its connection is closed and the peer dialled again")

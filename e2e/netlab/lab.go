@@ -21,8 +21,9 @@ const Internet = "1.2.0.0/24"
 
 var errClosed = errors.New("netlab: the lab is closed")
 
-// cmdTimeout bounds every ip and nft command the lab runs.
-const cmdTimeout = 10 * time.Second
+// cmdTimeout bounds every command the lab runs in a host: ip and nft, and a node's commands
+// (a send waits for its first attempt, up to the node's frame_timeout).
+const cmdTimeout = 30 * time.Second
 
 // Lab is one network of namespaces. Its methods are safe for concurrent use; Close undoes
 // everything and may be called more than once.

@@ -110,14 +110,43 @@ func (n *labNode) inbox() []string {
 // send queues a durable event to agent to and returns its message id.
 func (n *labNode) send(to string, i int) string {
 	n.t.Helper()
+	id, err := n.trySend(to, i)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return id
+}
+
+func (n *labNode) trySend(to string, i int) (string, error) {
 	var doc struct {
 		MessageID string `json:"message_id"`
 	}
 	if err := n.json(&doc, "send", "--to", to, "--intent", "notify", "--ttl", "10m",
 		"--payload", fmt.Sprintf(`{"event_type":"lab","n":%d}`, i)); err != nil || doc.MessageID == "" {
-		n.t.Fatalf("send %d: %v", i, err)
+		return "", fmt.Errorf("send %d: %v", i, err)
 	}
-	return doc.MessageID
+	return doc.MessageID, nil
+}
+
+// sendSpaced sends count events to agent to, numbered from first, one every gap without
+// waiting for the previous one's first attempt (which a broken path holds for the node's frame
+// timeout), and returns their ids once all were queued.
+func (n *labNode) sendSpaced(to string, first, count int, gap time.Duration) []string {
+	n.t.Helper()
+	ids := make([]string, count)
+	errs := make([]error, count)
+	var wg sync.WaitGroup
+	for i := range count {
+		wg.Go(func() { ids[i], errs[i] = n.trySend(to, first+i) })
+		time.Sleep(gap)
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			n.t.Fatal(err)
+		}
+	}
+	return ids
 }
 
 // receiver collects what arrives in a node's inbox, with when each message was first seen,
