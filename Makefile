@@ -11,12 +11,17 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
+.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/iacp-node
+
+## static: bin/iacp-node-static, linked statically (no cgo), for deploy/Dockerfile (FROM scratch);
+## the e2e tests run this build.
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o bin/iacp-node-static ./cmd/iacp-node
 
 ## run: one node on embedded defaults, data in $(DATA_DIR) (created on first start).
 run: build

@@ -82,7 +82,9 @@ func setup(dir string, m *testing.M) int {
 	if b := os.Getenv("E2E_BINARY"); b != "" {
 		binary = b
 	} else {
-		build := exec.Command("go", "build", "-o", binary, "../../cmd/iacp-node")
+		// Built as the e2e tests build it (`make static`), so that the two share one build.
+		build := exec.Command("go", "build", "-trimpath", "-o", binary, "../../cmd/iacp-node")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building iacp-node:", err)
