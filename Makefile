@@ -75,7 +75,7 @@ netlab-deps:
 ## report goes to NETLAB_REPORT. Needs root, ip netns and nft (netlab-deps); about 5 minutes.
 NETLAB_REPORT ?= netlab-report.md
 netlab: netlab-deps
-	$(GO) test -count=1 -timeout 15m ./e2e/netlab -run 'TestNAT_' -v -args -netlab.full -netlab.report $(CURDIR)/$(NETLAB_REPORT)
+	$(GO) test -count=1 -timeout 15m ./e2e/netlab -run 'TestNAT_' -v -args -netlab.full -netlab.report $(abspath $(NETLAB_REPORT))
 
 ## ts-test: the TypeScript client's tests (clients/typescript, node --test against its committed
 ## dist/) with two real nodes of bin/iacp-node; skipped with a message without Node.js 20+.

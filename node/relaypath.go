@@ -10,6 +10,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/protocol/circuitv2/client"
+	"github.com/libp2p/go-libp2p/p2p/protocol/ping"
 )
 
 // relayHeadroom is the part of a relayed connection's data limit kept for what else crosses
@@ -112,18 +113,30 @@ func (n *Node) repunch(now time.Time) {
 	}
 }
 
-// dropStalledRelay ends s and closes its connection when that connection is relayed and an
-// attempt on it timed out without a receipt. A relay that died without closing its
-// connections (a crash, a network cut off) leaves them looking alive until QUIC's idle
-// timeout, 30 s, and every retry would take the same dead path; closed, the next attempt
-// dials the peer again, through another relay or directly.
-func (n *Node) dropStalledRelay(s *session) {
+// stallPing bounds the ping that tells a stalled direct connection from a slow peer.
+const stallPing = 2 * time.Second
+
+// dropStalled ends s when an attempt on it timed out without a receipt, and closes its
+// connection if that is dead. A peer or relay that vanished without closing its connections (a
+// crash, a network cut off, a laptop that moved) leaves them looking alive until QUIC's idle
+// timeout, 30 s, and every retry would take the same dead path; closed, the next attempt dials
+// the peer again: through another relay, directly, or at its new addresses. A relayed
+// connection is closed at once (a relay may reset it anyway); a direct one only if the peer
+// does not answer a ping within stallPing, in the background.
+func (n *Node) dropStalled(s *session) {
 	c := s.s.Conn()
-	if !isRelayed(c.RemoteMultiaddr()) {
+	s.end(errStalled, true)
+	if isRelayed(c.RemoteMultiaddr()) {
+		_ = c.Close()
 		return
 	}
-	s.end(errStalledRelay, true)
-	_ = c.Close()
+	n.spawn(func() {
+		ctx, cancel := context.WithTimeout(n.ctx, stallPing)
+		defer cancel()
+		if res := <-ping.Ping(network.WithAllowLimitedConn(ctx, "stall"), n.host, s.peer); res.Error != nil && n.ctx.Err() == nil {
+			_ = c.Close()
+		}
+	})
 }
 
-var errStalledRelay = errors.New("no receipt through the relay in time; its connection is closed and the peer dialled again")
+var errStalled = errors.New("no receipt in time; the session ends, and its connection if the peer does not answer a ping")

@@ -160,7 +160,7 @@ type receiver struct {
 	polls time.Duration
 }
 
-// receive polls n's inbox (taking what it finds) every 100 ms until stopped.
+// receive polls n's inbox (taking what it finds) every 250 ms until stopped.
 func receive(n *labNode) *receiver {
 	r := &receiver{seen: map[string]time.Time{}, stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -169,7 +169,7 @@ func receive(n *labNode) *receiver {
 			select {
 			case <-r.stop:
 				return
-			case <-time.After(100 * time.Millisecond):
+			case <-time.After(250 * time.Millisecond):
 			}
 			ids := n.inbox()
 			now := time.Now()
