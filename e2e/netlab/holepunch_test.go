@@ -12,12 +12,13 @@ import (
 const (
 	punchTries = 20
 	tryFor     = 12 * time.Second
+	giveUp     = 8 * time.Second // with a failed punch counted, past the node's repunch
 )
 
 // The share of hole punches that succeed, per NAT type (full run only: `make netlab`). Each
 // try restarts bob (new ports, so new NAT mappings), has it send to alice through a relay, and
-// waits up to tryFor for bob's connection to alice to be a hole-punched one, or until two
-// punches failed (go-libp2p's, and the node's repunch 5 s later).
+// waits up to tryFor for bob's connection to alice to be a hole-punched one, or giveUp once a
+// punch failed (the node's repunch, 5 s in, has had its turn).
 func TestNAT_HolePunchShare(t *testing.T) {
 	t.Parallel()
 	if !*full {
@@ -43,8 +44,8 @@ func TestNAT_HolePunchShare(t *testing.T) {
 				for !punched && time.Since(start) < tryFor {
 					time.Sleep(200 * time.Millisecond)
 					punched = m.bob.pathTo(aliceP) == "hole-punched"
-					if m.alice.peers().NAT.Failed >= before.Failed+2 {
-						break // go-libp2p's punch and the node's repunch both failed
+					if time.Since(start) > giveUp && m.alice.peers().NAT.Failed > before.Failed {
+						break // punches failed, the node's repunch (5 s in) among them
 					}
 				}
 				if punched {
