@@ -152,12 +152,11 @@ func (n *labNode) sendSpaced(to string, first, count int, gap time.Duration) []s
 // receiver collects what arrives in a node's inbox, with when each message was first seen,
 // and counts any delivered twice.
 type receiver struct {
-	mu    sync.Mutex
-	seen  map[string]time.Time
-	dups  int
-	stop  chan struct{}
-	done  chan struct{}
-	polls time.Duration
+	mu   sync.Mutex
+	seen map[string]time.Time
+	dups int
+	stop chan struct{}
+	done chan struct{}
 }
 
 // receive polls n's inbox (taking what it finds) every 250 ms until stopped.
