@@ -11,12 +11,17 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
+.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
 
 all: build
 
 build:
 	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/iacp-node
+
+## static: bin/iacp-node-static, linked statically (no cgo), for deploy/Dockerfile (FROM scratch);
+## the e2e tests run this build.
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS) -s -w" -o bin/iacp-node-static ./cmd/iacp-node
 
 ## run: one node on embedded defaults, data in $(DATA_DIR) (created on first start).
 run: build
@@ -49,8 +54,28 @@ $(STATICCHECK):
 staticcheck: $(STATICCHECK)
 	./$(STATICCHECK) ./...
 
-unit:
+unit: netlab-deps
 	$(GO) test -race -timeout 15m ./...
+
+## netlab-deps: what the network lab (e2e/netlab) needs besides root and iproute2: nftables,
+## installed with apt-get when it is missing and the machine allows it (root, apt). Without it
+## the lab's tests skip and say why.
+netlab-deps:
+	@if command -v nft >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "netlab-deps: installing nftables for the network lab"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables) >/dev/null 2>&1 \
+			|| echo "netlab-deps: could not install nftables; the network lab will skip"; \
+	else \
+		echo "netlab-deps: nft is not installed and this is not a root machine with apt-get; the network lab will skip"; \
+	fi
+
+## netlab: the network lab's full measurements (docs/bench.md "Across NATs"): 20 hole punches
+## per NAT type, a relay killed, a one-minute partition, a laptop moving networks; the
+## report goes to NETLAB_REPORT. Needs root, ip netns and nft (netlab-deps); about 5 minutes.
+NETLAB_REPORT ?= netlab-report.md
+netlab: netlab-deps
+	$(GO) test -count=1 -timeout 15m ./e2e/netlab -run 'TestNAT_' -v -args -netlab.full -netlab.report $(abspath $(NETLAB_REPORT))
 
 ## ts-test: the TypeScript client's tests (clients/typescript, node --test against its committed
 ## dist/) with two real nodes of bin/iacp-node; skipped with a message without Node.js 20+.

@@ -144,9 +144,16 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) {
-	doc := PeersDoc{Peers: []PeerDoc{}}
+	st := s.n.NAT()
+	doc := PeersDoc{Peers: []PeerDoc{}, NAT: NATDoc{
+		Reachability: st.Reachability, Advertised: addrStrings(st.Advertised), Reachable: addrStrings(st.Reachable),
+		Relays: []string{}, HolePunchesSucceeded: st.HolePunchesSucceeded, HolePunchesFailed: st.HolePunchesFailed,
+	}}
+	for _, r := range st.Relays {
+		doc.NAT.Relays = append(doc.NAT.Relays, r.String())
+	}
 	for _, p := range s.n.Peers() {
-		pd := PeerDoc{PeerID: p.ID.String(), Addrs: addrStrings(p.Addrs)}
+		pd := PeerDoc{PeerID: p.ID.String(), Addrs: addrStrings(p.Addrs), Path: p.Path}
 		if p.Latency > 0 {
 			ms := float64(p.Latency) / float64(time.Millisecond)
 			pd.LatencyMs = &ms

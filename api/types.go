@@ -142,16 +142,31 @@ type DiscoverDoc struct {
 	Matches []MatchDoc               `json:"matches"`
 }
 
-// PeerDoc is one connected libp2p peer.
+// PeerDoc is one connected libp2p peer, and the path its connections take: direct, relayed
+// or hole-punched.
 type PeerDoc struct {
 	PeerID    string   `json:"peer_id"`
 	Addrs     []string `json:"addrs"`
+	Path      string   `json:"path"`
 	LatencyMs *float64 `json:"latency_ms,omitempty"`
 }
 
-// PeersDoc is GET /v1/peers.
+// PeersDoc is GET /v1/peers: the connected peers, and how others reach this node.
 type PeersDoc struct {
 	Peers []PeerDoc `json:"peers"`
+	NAT   NATDoc    `json:"nat"`
+}
+
+// NATDoc is what the node knows of its reachability (node.NATStatus): public, private or
+// unknown; the addresses it advertises and those AutoNAT confirmed; the relays it holds a
+// reservation with; its hole punches so far.
+type NATDoc struct {
+	Reachability         string   `json:"reachability"`
+	Advertised           []string `json:"advertised"`
+	Reachable            []string `json:"reachable"`
+	Relays               []string `json:"relays"`
+	HolePunchesSucceeded int      `json:"hole_punches_succeeded"`
+	HolePunchesFailed    int      `json:"hole_punches_failed"`
 }
 
 // OutboxItem is one message waiting in the durable outbox.

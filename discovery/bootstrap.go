@@ -108,7 +108,7 @@ func (d *Discovery) Status() Status {
 		LastError:        d.boot.lastErr, LastErrorAt: d.boot.lastErrAt,
 		Left: d.boot.left, CachedAgents: d.cache.len(),
 	}
-	if d.cfg.client {
+	if !d.serving() {
 		s.Mode = "client"
 	}
 	if len(d.boot.peers) == 0 && s.RoutingTableSize > 0 {

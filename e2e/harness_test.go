@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 	if b := os.Getenv("E2E_BINARY"); b != "" {
 		binary = b // another build, e.g. an earlier commit's, to measure a change against it
 	} else {
-		build := exec.Command("go", "build", "-o", binary, "../cmd/iacp-node")
+		// Built as `make static` builds it (deploy/Dockerfile's binary): TestDeploy checks it.
+		build := exec.Command("go", "build", "-trimpath", "-o", binary, "../cmd/iacp-node")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			panic("building iacp-node: " + err.Error())

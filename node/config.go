@@ -42,8 +42,20 @@ type Config struct {
 	ListenAddrs []string `yaml:"listen"`
 	// Bootstrap peers, multiaddrs with /p2p/<peer id>.
 	Bootstrap []string `yaml:"bootstrap"`
-	// NAT switches on AutoNAT, the circuit relay v2 client and hole punching. Default true.
+	// NAT switches on NAT traversal (docs/node.md, "NAT traversal"): AutoNAT v1 and v2,
+	// relay reservations while not known public, DCUtR hole punching, and no private
+	// addresses advertised once the node has a public or relay one. Default true.
 	NAT bool `yaml:"nat"`
+	// Reachability is "auto" (AutoNAT finds out; the DHT serves only once the node is found
+	// public), "public" (a bootstrap node or relay: it serves at once) or "private" (behind a
+	// NAT: relays and a client DHT from the start). Needs nat. Default auto.
+	Reachability string `yaml:"reachability"`
+	// Relay serves circuit relay v2 to nodes behind NATs once this node is public; each
+	// relayed connection carries at most RelayLimitBytes each way for RelayLimitDuration.
+	// Defaults false, 128 KiB and 2 min (go-libp2p's).
+	Relay              bool          `yaml:"relay"`
+	RelayLimitBytes    int64         `yaml:"relay_limit_bytes"`
+	RelayLimitDuration time.Duration `yaml:"relay_limit_duration"`
 
 	// ConnLow and ConnHigh are the connection manager's watermarks: above High it trims to
 	// Low, sparing connections younger than ConnGrace. Defaults 64, 192, 1 m.
@@ -186,8 +198,8 @@ type Config struct {
 
 	// Discovery runs the Kademlia DHT (agent records, capability lookup). Default true.
 	Discovery bool `yaml:"discovery"`
-	// DHTClient runs the DHT in client mode (it queries but stores nothing for others), for
-	// nodes that are not reachable. Default false: server mode.
+	// DHTClient runs the DHT in client mode (it queries but stores nothing for others).
+	// Default false: the mode follows reachability (server unless found or declared private).
 	DHTClient bool `yaml:"dht_client"`
 	// MDNS also finds peers on the local network. Default false.
 	MDNS bool `yaml:"mdns"`
@@ -284,6 +296,10 @@ func DefaultConfig() Config {
 		// Every interface, TCP and QUIC, ports the kernel picks.
 		ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
 		NAT:         true,
+		// AutoNAT decides; a relay's connections carry 128 KiB each way for 2 min at most.
+		Reachability:       ReachAuto,
+		RelayLimitBytes:    128 << 10,
+		RelayLimitDuration: 2 * time.Minute,
 		// Trim to 64 connections above 192; a connection younger than a minute is spared.
 		ConnLow:   64,
 		ConnHigh:  192,
@@ -407,6 +423,9 @@ func (c *Config) Validate() error {
 		if !ch.ok {
 			return fmt.Errorf("invalid config: %s", ch.what)
 		}
+	}
+	if err := c.validateNAT(); err != nil {
+		return err
 	}
 	if _, err := dialect.Parse(c.Dialect); err != nil {
 		return fmt.Errorf("invalid config: dialect: %w", err)

@@ -68,6 +68,7 @@ type Node struct {
 	started time.Time
 	slots   chan struct{} // handler concurrency
 	workers *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
+	paths   *pathBook     // hole-punched connections and punch counts (paths.go)
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler
@@ -136,9 +137,9 @@ func New(opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	b = b.WithDefaultTTL(cfg.DefaultTTL)
-	h := cfg.Host
+	h, paths := cfg.Host, newPathBook()
 	if h == nil {
-		if h, err = newHost(&cfg, key); err != nil {
+		if h, err = newHost(&cfg, key, paths); err != nil {
 			return nil, err
 		}
 	}
@@ -154,6 +155,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.paths = paths
 	if err := n.start(); err != nil {
 		return nil, err
 	}
@@ -382,8 +384,9 @@ func (n *Node) bind(agentID string, p peer.ID) {
 	n.learn(agentID, p)
 }
 
-// resolve finds the peer serving agentID: the agent itself, the directory, trust pins, then
-// the resolvers.
+// resolve finds the peer serving agentID: the directory or trust pins when the node is
+// connected to the peer they name, else the resolvers (which also give its current
+// addresses), else the peer they name.
 func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	if protocol.IsWildcard(agentID) {
 		return "", protocol.Errorf(protocol.CodePayloadInvalid, "recipient %q is a wildcard: direct messages need one agent; use a broadcast", agentID)
@@ -392,12 +395,15 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	n.dirMu.RLock()
 	resolvers := n.resolvers
 	n.dirMu.RUnlock()
-	if ok {
+	if !ok {
+		p, ok = n.trust.PeerOf(agentID)
+	}
+	if ok && (n.host.Network().Connectedness(p) == network.Connected || len(resolvers) == 0) {
 		return p, nil
 	}
-	if p, ok := n.trust.PeerOf(agentID); ok {
-		return p, nil
-	}
+	// Known but not connected: the resolvers say where the agent is now (a node that moved,
+	// or reserved another relay, republished its record), and the addresses join those the
+	// peerstore has; if none answers, the dial tries what is known.
 	var errs []error
 	for _, r := range resolvers {
 		ai, err := r.ResolveAgent(ctx, agentID)
@@ -407,6 +413,9 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 			return ai.ID, nil
 		}
 		errs = append(errs, err)
+	}
+	if ok {
+		return p, nil
 	}
 	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
 }

@@ -327,6 +327,7 @@ func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 			return nil
 		}
 		if ctx.Err() != nil {
+			n.dropStalled(s)
 			return timeoutError(m, err)
 		}
 		lastErr = err

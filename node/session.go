@@ -32,18 +32,18 @@ type session struct {
 // session returns the live session to p, opening one if needed.
 func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
 	n.sessionsMu.Lock()
-	if s, ok := n.sessions[p]; ok {
-		n.sessionsMu.Unlock()
+	s, ok := n.sessions[p]
+	n.sessionsMu.Unlock()
+	if ok && !n.retireRelayed(s) {
 		return s, nil
 	}
-	n.sessionsMu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
 	defer cancel()
 	st, err := n.host.NewStream(network.WithAllowLimitedConn(dctx, "iacp"), p, ProtocolID)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{}), deadline: lazyDeadline{set: st.SetWriteDeadline}}
+	s = &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{}), deadline: lazyDeadline{set: st.SetWriteDeadline}}
 	n.sessionsMu.Lock()
 	defer n.sessionsMu.Unlock()
 	if other, ok := n.sessions[p]; ok {
@@ -65,6 +65,9 @@ func (s *session) write(raw []byte) error {
 	case <-s.done:
 		return s.err
 	default:
+	}
+	if err := fitsRelay(s.s, len(raw)); err != nil {
+		return err
 	}
 	s.deadline.extend(time.Now(), s.n.cfg.FrameTimeout)
 	if err := protocol.WriteFrame(s.s, raw); err != nil {

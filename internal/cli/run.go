@@ -23,9 +23,10 @@ func init() { register(newRunCmd) }
 type runFlags struct {
 	dataDir, config, agentID, apiAddr, logLevel string
 	webhook, webhookToken, dialect              string
+	reachability                                string
 	caps, listen, bootstrap                     []string
 	heartbeat                                   time.Duration
-	mdns, nat, dhtClient                        bool
+	mdns, nat, dhtClient, relay                 bool
 	apiAllowRemote                              bool
 }
 
@@ -71,6 +72,8 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat interval, 1s to 300s (env IACP_HEARTBEAT_INTERVAL)")
 	fl.BoolVar(&f.mdns, "mdns", defaults.MDNS, "also find peers on the local network (env IACP_MDNS)")
 	fl.BoolVar(&f.nat, "nat", defaults.NAT, "AutoNAT, relay client and hole punching (env IACP_NAT)")
+	fl.StringVar(&f.reachability, "reachability", defaults.Reachability, "auto (AutoNAT finds out), public (a bootstrap node or relay) or private (behind a NAT) (env IACP_REACHABILITY)")
+	fl.BoolVar(&f.relay, "relay", defaults.Relay, "serve circuit relay v2 to nodes behind NATs, once public (env IACP_RELAY)")
 	fl.BoolVar(&f.dhtClient, "dht-client", defaults.DHTClient, "run the DHT in client mode (env IACP_DHT_CLIENT)")
 	fl.StringVar(&f.webhook, "webhook", "", "POST inbound messages to this agent URL (its /.well-known/iacp/v1/message; env IACP_WEBHOOK)")
 	fl.StringVar(&f.webhookToken, "webhook-token", "", "bearer token the webhook sends to the agent (env IACP_WEBHOOK_TOKEN)")
@@ -119,6 +122,12 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 	}
 	if changed("nat") {
 		cfg.NAT = f.nat
+	}
+	if changed("reachability") {
+		cfg.Reachability = f.reachability
+	}
+	if changed("relay") {
+		cfg.Relay = f.relay
 	}
 	if changed("dht-client") {
 		cfg.DHTClient = f.dhtClient
