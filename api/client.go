@@ -213,6 +213,23 @@ func (c *Client) Send(ctx context.Context, m *protocol.Message) (SendResult, err
 	return res, err
 }
 
+// SendQueued is Send with ?queue_unknown=true: a recipient nothing knows yet is queued for
+// store-and-forward (status "queued") instead of refused with AGENT_NOT_FOUND.
+func (c *Client) SendQueued(ctx context.Context, m *protocol.Message) (SendResult, error) {
+	raw, err := json.Marshal(m)
+	if err != nil {
+		return SendResult{}, err
+	}
+	var res SendResult
+	err = c.do(ctx, http.MethodPost, MessagePath+"?"+QueueUnknownParam+"=true", raw, mediaJSON, &res)
+	return res, err
+}
+
+// CancelOutbox takes a queued message out of the outbox (DELETE /v1/outbox/{message_id}).
+func (c *Client) CancelOutbox(ctx context.Context, messageID string) error {
+	return c.do(ctx, http.MethodDelete, "/v1/outbox/"+url.PathEscape(messageID), nil, "", nil)
+}
+
 // SendDocument sends one JSON document of another draft (docs/dialects.md) as it is, in the
 // dialect named (iacp-1.0, elizaos, acp-v2; "" lets the node recognise it), and returns once
 // the recipient's node has it.

@@ -14,9 +14,16 @@ import (
 type SendResult struct {
 	MessageID string `json:"message_id"`
 	// Status is "accepted": the recipient's node has the message (a receipt came back), or
-	// for a broadcast, it was published; "pending": the message requires approval and is
+	// for a broadcast, it was published; "queued": the recipient is known but could not be
+	// reached, and the message waits in the outbox (retried until its TTL; DELETE
+	// /v1/outbox/{message_id} cancels it); "pending": the message requires approval and is
 	// held, unsent, until the node's operator decides (docs/coordination.md "Approval").
 	Status string `json:"status"`
+}
+
+// CancelResult answers DELETE /v1/outbox/{message_id}.
+type CancelResult struct {
+	Cancelled string `json:"cancelled"`
 }
 
 // StatusDoc is GET /v1/status.

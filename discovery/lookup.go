@@ -50,7 +50,7 @@ func (d *Discovery) getRecord(ctx context.Context, key string) (Record, error) {
 	defer cancel()
 	val, err := d.dht.GetValue(ctx, key, dht.Quorum(d.cfg.quorum))
 	if errors.Is(err, routing.ErrNotFound) {
-		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s", key)
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s: %w", key, ErrNoRecord)
 	}
 	if err != nil {
 		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "look up %s: %w", key, err)
