@@ -9,13 +9,13 @@ import (
 	"github.com/a2aproject/a2a-go/a2a"
 
 	"github.com/iacp-node/iacp-node/node"
-	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 // BenchmarkBridgeRequest measures a request through the A2A bridge against the same request
 // over IACP: an A2A message/send through the inbound bridge (a2a-go's client, JSON-RPC over
 // loopback HTTP, the bridge's task machinery, then the node's local API) and a request through
-// the local API itself (api.Client.Request), both answered by a Go handler on the other
+// the local API itself (apiclient.Client.Request), both answered by a Go handler on the other
 // mocknet node, alternating one of each per iteration. It reports the p50 of each and their
 // ratio, a2a/iacp-p50: what the bridge adds.
 //
@@ -35,9 +35,9 @@ func BenchmarkBridgeRequest(b *testing.B) {
 		return err
 	}
 	viaAPI := func() error {
-		req := &protocol.Message{}
+		req := &apiclient.Message{}
 		req.Envelope.Recipient.AgentID = summariser
-		req.Message.Type, req.Message.Intent, req.Message.Payload = protocol.TypeRequest, protocol.IntentHandoff, []byte(`{"text":"t"}`)
+		req.Message.Type, req.Message.Intent, req.Message.Payload = apiclient.TypeRequest, "handoff", []byte(`{"text":"t"}`)
 		_, err := m[0].c.Request(ctx, req, 10*time.Second)
 		return err
 	}

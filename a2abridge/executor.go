@@ -48,7 +48,7 @@ func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eve
 	call, cancel := context.WithTimeout(ctx, s.o.Wait)
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
-	resp, err := s.c.Request(call, m, s.o.Wait)
+	resp, err := s.request(call, m, s.o.Wait)
 	for err == nil {
 		status, serr := protocol.StatusOf(resp)
 		if serr != nil {
@@ -158,8 +158,11 @@ func (s *Server) next(ctx context.Context, reqID, from string) (*protocol.Messag
 			return nil, err
 		}
 		for _, it := range page.Messages {
-			m := it.Message
-			if m == nil || m.Envelope.CorrelationID != reqID || m.Envelope.Sender.AgentID != from ||
+			if it.Message == nil {
+				continue
+			}
+			m, err := protocol.DecodeJSON(it.Message.Raw)
+			if err != nil || m.Envelope.CorrelationID != reqID || m.Envelope.Sender.AgentID != from ||
 				(m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError) {
 				continue
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -54,7 +55,7 @@ type Options struct {
 // Server is the inbound bridge: A2A clients reach the mesh's agents through a node's local
 // API. Serve Handler; Close ends the calls in flight.
 type Server struct {
-	c    *api.Client
+	c    *apiclient.Client
 	o    Options
 	rpc  http.Handler
 	self struct {
@@ -70,7 +71,7 @@ type Server struct {
 }
 
 // NewServer returns the inbound bridge of the node that c talks to.
-func NewServer(c *api.Client, o Options) (*Server, error) {
+func NewServer(c *apiclient.Client, o Options) (*Server, error) {
 	if o.Wait == 0 {
 		o.Wait = DefaultWait
 	}
@@ -210,7 +211,7 @@ func (s *Server) Card(ctx context.Context, agent, base string) (*a2a.AgentCard, 
 		if err != nil {
 			return nil, err
 		}
-		agent, m, pid = st.AgentID, st.Manifest, st.PeerID
+		agent, m, pid = st.AgentID, manifestOf(st.Manifest), st.PeerID
 	} else {
 		if err := protocol.ValidateAgentID(agent); err != nil {
 			return nil, protocol.Errorf(protocol.CodeAgentNotFound, "%v", err)
@@ -219,7 +220,7 @@ func (s *Server) Card(ctx context.Context, agent, base string) (*a2a.AgentCard, 
 		if err != nil {
 			return nil, err
 		}
-		m, pid, endpoint = rec.Manifest, rec.PeerID, base+AgentsPrefix+url.PathEscape(agent)+"/"
+		m, pid, endpoint = manifestOf(rec.Manifest), rec.PeerID, base+AgentsPrefix+url.PathEscape(agent)+"/"
 	}
 	card := CardOf(agent, m, endpoint, s.o.Version, pid)
 	if s.o.Token != "" {

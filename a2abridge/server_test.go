@@ -16,6 +16,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/crypto"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -33,7 +34,7 @@ const (
 // meshNode is one node of a test mesh, with its local API.
 type meshNode struct {
 	n   *node.Node
-	c   *api.Client
+	c   *apiclient.Client
 	srv *api.Server
 	key crypto.PrivKey
 }
@@ -71,7 +72,7 @@ func mesh(t testing.TB, firstPort int, extra ...node.Option) [2]meshNode {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := api.NewClient(srv.Addr(), srv.Token())
+		c := apiclient.New(srv.Addr(), srv.Token())
 		t.Cleanup(func() { c.Close(); srv.Close(); nd.Close() })
 		out[i] = meshNode{n: nd, c: c, srv: srv, key: net.Keys[i]}
 	}

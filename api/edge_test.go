@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -16,18 +17,18 @@ func TestSend_UnknownAgentIs404UnlessQueued(t *testing.T) {
 	ctx := testCtx(t, 20*time.Second)
 	c := m.clients[0]
 	_, err := c.Send(ctx, request("test:api:typo", protocol.IntentHandoff, `{}`))
-	var ae *APIError
-	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code() != protocol.CodeAgentNotFound {
+	var ae *apiclient.APIError
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code() != string(protocol.CodeAgentNotFound) {
 		t.Fatalf("send to a typo: %v; want 404 AGENT_NOT_FOUND", err)
 	}
-	res, err := c.SendQueued(ctx, request("test:api:later", protocol.IntentHandoff, `{}`))
+	res, err := c.SendWith(ctx, request("test:api:later", protocol.IntentHandoff, `{}`), apiclient.SendOptions{QueueUnknown: true})
 	if err != nil || res.Status != "queued" {
 		t.Fatalf("send with queue_unknown: %+v, %v; want queued", res, err)
 	}
-	if err := c.CancelOutbox(ctx, res.MessageID); err != nil {
+	if _, err := c.CancelOutbox(ctx, res.MessageID); err != nil {
 		t.Fatalf("cancel the queued message: %v", err)
 	}
-	if err := c.CancelOutbox(ctx, res.MessageID); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	if _, err := c.CancelOutbox(ctx, res.MessageID); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("cancel it again: %v; want 404", err)
 	}
 	if doc, err := c.Outbox(ctx); err != nil || len(doc.Entries) != 0 {
@@ -46,7 +47,7 @@ func TestRequest_ToOwnAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("request to the own agent: %v", err)
 	}
-	if resp.Envelope.Sender.AgentID != agentName(0) || resp.Message.Type != protocol.TypeResponse {
+	if resp.Envelope.Sender.AgentID != agentName(0) || resp.Message.Type != apiclient.TypeResponse {
 		t.Fatalf("answer %+v", resp.Envelope)
 	}
 	if err := <-done; err != nil {

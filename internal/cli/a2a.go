@@ -18,6 +18,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/a2abridge"
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/node"
 )
@@ -60,7 +61,7 @@ JSON-RPC calls must send the node's API token as a bearer token (the cards say s
 are signed with the node's identity key (<data-dir>/identity.key) unless --unsigned.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				if _, err := c.Status(cmd.Context()); err != nil {
 					return err // say now that no node answers, not at the first call
 				}

@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/cli"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
@@ -82,7 +83,7 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	go func() {
-		c, err := api.Dial(d1)
+		c, err := apiclient.Dial(d1)
 		if err != nil {
 			return
 		}
@@ -92,10 +93,10 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 			return
 		}
 		req := doc.Messages[0].Message
-		resp := &protocol.Message{}
+		resp := &apiclient.Message{}
 		resp.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
 		resp.Envelope.CorrelationID = req.Envelope.MessageID
-		resp.Message = protocol.Body{Type: protocol.TypeResponse, Intent: req.Message.Intent, Payload: []byte(`{"status":"accepted","answer":42}`)}
+		resp.Message = apiclient.Body{Type: apiclient.TypeResponse, Intent: req.Message.Intent, Payload: []byte(`{"status":"accepted","answer":42}`)}
 		_, _ = c.Send(ctx, resp)
 		_ = c.Ack(ctx, req.Envelope.MessageID)
 	}()
@@ -193,7 +194,11 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 func TestAPICommands_NoNodeRunning(t *testing.T) {
 	defer noLeaks(t)()
 	dir := t.TempDir()
-	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail", "mcp", "conversation"} {
+	// mcp starts without a node (each call says none runs): stdin's end stops it cleanly.
+	if code, _, errOut := runIn(t, "", "mcp", "--data-dir", dir); code != 0 {
+		t.Fatalf("mcp without a node: exit %d, stderr %q", code, errOut)
+	}
+	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail", "conversation"} {
 		args := []string{cmd, "--data-dir", dir}
 		switch cmd {
 		case "send":

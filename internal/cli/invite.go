@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newInviteCmd) }
@@ -35,8 +36,8 @@ security.permissions and their intent_policy against, and the capabilities the a
 A2ACP tokens for (iacp-node token).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.Invite(cmd.Context(), agentID, ttl, grants...)
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.Invite(cmd.Context(), c, agentID, ttl, grants...)
 				if err != nil {
 					return err
 				}

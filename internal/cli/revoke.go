@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -28,8 +30,8 @@ IDENTITY_INVALID. A node that missed the broadcast catches up from a peer within
 A revoked agent joins again only with a new invitation.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.Revoke(cmd.Context(), args[0])
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.Revoke(cmd.Context(), c, args[0])
 				if err != nil {
 					return err
 				}
@@ -45,7 +47,9 @@ A revoked agent joins again only with a new invitation.`,
 }
 
 func newTrustCertsCmd() *cobra.Command {
-	return showCmd("certs", "List the certificates the mesh authority issued (on its node)", (*api.Client).Certificates, func(tw *tabwriter.Writer, doc api.CertificatesDoc) {
+	return showCmd("certs", "List the certificates the mesh authority issued (on its node)", func(c *apiclient.Client, ctx context.Context) (api.CertificatesDoc, error) {
+		return api.Certificates(ctx, c)
+	}, func(tw *tabwriter.Writer, doc api.CertificatesDoc) {
 		certTable(tw, doc.Certificates)
 	})
 }
@@ -83,8 +87,8 @@ draft's five rules: signature, expiry, audience, capabilities, issuer.`,
 			if ttl < 0 || ttl%time.Second != 0 {
 				return fmt.Errorf("--ttl %s: want a whole number of seconds, such as 1h", ttl)
 			}
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.AuthToken(cmd.Context(), api.TokenRequest{TargetAgentID: args[0], RequestedCapabilities: caps, TTL: int64(ttl / time.Second)})
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.AuthToken(cmd.Context(), c, api.TokenRequest{TargetAgentID: args[0], RequestedCapabilities: caps, TTL: int64(ttl / time.Second)})
 				if err != nil {
 					return err
 				}
