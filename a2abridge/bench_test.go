@@ -6,10 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
-	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/apiclient"
+	"github.com/iacp-node/iacp-node/node"
 )
 
 // BenchmarkBridgeRequest measures a request through the A2A bridge against the same request
@@ -23,12 +23,12 @@ import (
 func BenchmarkBridgeRequest(b *testing.B) {
 	// Durable delivery off (its fsync per message would dominate both numbers) and the
 	// per-peer rate limit lifted (the loop is faster than the default rate).
-	m := mesh(b, 7440, node.WithDurable(false), node.WithRateLimit(1e6, 1e6))
+	m := mesh(b, 7470, node.WithDurable(false), node.WithRateLimit(1e6, 1e6))
 	hs, hc := bridge(b, m)
-	cl, _ := client(b, hc, agentURL(hs.URL, summariser))
+	cl, _ := client(b, hc, agentURL(hs.URL, summariser), a2a.TransportProtocolJSONRPC)
 	ctx := context.Background()
 	viaA2A := func() error {
-		res, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "t"})})
+		res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("t"))})
 		if t, ok := res.(*a2a.Task); err == nil && (!ok || t.Status.State != a2a.TaskStateCompleted) {
 			b.Fatalf("the bridge answered %#v", res)
 		}
