@@ -282,7 +282,13 @@ func (d *Discovery) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Ma
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	return evaluate(q, recs, d.cfg.load, d.latency), nil
+	matches := evaluate(q, recs, d.cfg.load, d.latency)
+	if len(matches) == 0 {
+		// An empty answer is never served from the cache: the next query walks the DHT again,
+		// so that an agent that advertises meanwhile is found at once, not a cache TTL later.
+		d.cache.forgetProviders(lookups)
+	}
+	return matches, nil
 }
 
 // combine returns the intersection (or union) of peer sets, in first-seen order.
