@@ -29,8 +29,9 @@ import (
 
 func init() { register(newA2ACmd) }
 
-// defaultA2AAddr is where `a2a serve` listens by default: loopback, beside the API's 9700.
-const defaultA2AAddr = "127.0.0.1:9701"
+// defaultA2AAddr is where `a2a serve` listens by default: loopback, away from the 9700, 9701,
+// ... that the local APIs of a machine's nodes take one after another.
+const defaultA2AAddr = "127.0.0.1:9780"
 
 func newA2ACmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -134,7 +135,7 @@ func serveA2A(ctx context.Context, cmd *cobra.Command, b *a2abridge.Server, addr
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("--listen %s: %w; choose another address with --listen 127.0.0.1:PORT", addr, err)
 	}
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "a2a       http://%s/.well-known/agent-card.json (calls: bearer the node's API token)\n", ln.Addr())
@@ -273,7 +274,7 @@ func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runF
 	}
 	att, err := a2abridge.Attach(ctx, card, a2abridge.AttachOptions{Wait: wait}, node.WithConfig(cfg))
 	if err != nil {
-		return err
+		return listenHint(err)
 	}
 	n := att.Node()
 	out := cmd.OutOrStdout()

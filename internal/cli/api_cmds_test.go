@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
 	"log/slog"
 	"strings"
 	"testing"
@@ -210,5 +211,35 @@ func TestAPICommands_NoNodeRunning(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "no node is running with data dir "+dir) || !strings.Contains(errOut, "iacp-node run") {
 			t.Fatalf("%s: exit %d, stderr %q", cmd, code, errOut)
 		}
+	}
+}
+
+// send to a mistyped agent id fails at once, saying nothing knows it; --queue-unknown queues
+// it (queued), and outbox cancel takes it back. A taken --http port names the flag.
+func TestAPICommands_TypoQueueAndCancel(t *testing.T) {
+	t.Cleanup(noLeaks(t))
+	dirs, _ := twoNodes(t)
+	code, _, errOut := runIn(t, "", "send", "--data-dir", dirs[0], "--to", "test:cli:typo", "--intent", "notify")
+	if code == 0 || !strings.Contains(errOut, "AGENT_NOT_FOUND: no agent test:cli:typo is known") {
+		t.Fatalf("send to a typo: exit %d, %s", code, errOut)
+	}
+	code, out, errOut := runIn(t, "", "send", "--data-dir", dirs[0], "--to", "test:cli:later", "--intent", "notify", "--queue-unknown", "-o", "json")
+	var res api.SendResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Status != "queued" {
+		t.Fatalf("send --queue-unknown: exit %d, %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runIn(t, "", "outbox", "cancel", "--data-dir", dirs[0], res.MessageID); code != 0 || !strings.Contains(out, res.MessageID) {
+		t.Fatalf("outbox cancel: exit %d, %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runIn(t, "", "outbox", "cancel", "--data-dir", dirs[0], res.MessageID); code == 0 || !strings.Contains(errOut, "not in the outbox") {
+		t.Fatalf("outbox cancel again: exit %d, %s", code, errOut)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	if code, _, errOut := runIn(t, "", "mcp", "--data-dir", dirs[0], "--http", taken.Addr().String()); code == 0 || !strings.Contains(errOut, "choose another address with --http") {
+		t.Fatalf("mcp --http on a taken port: exit %d, %s", code, errOut)
 	}
 }

@@ -72,7 +72,7 @@ func serveMCP(ctx context.Context, cmd *cobra.Command, s *mcp.Server, addr strin
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("--http %s: %w; choose another address with --http 127.0.0.1:PORT", addr, err)
 	}
 	srv := &http.Server{Handler: mcpserver.HTTPHandler(s, token), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "mcp       http://%s (bearer: the node's API token)\n", ln.Addr())
