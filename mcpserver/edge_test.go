@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -82,9 +83,21 @@ func TestMCP_TypoFailsAtOnceAndQueuedMailCanBeCancelled(t *testing.T) {
 	cs := session(t, New(Static(c), "test"))
 	ctx := context.Background()
 	args := map[string]any{"to": "test:mcp:typo", "type": "event", "payload": map[string]any{"event_type": "x"}}
-	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "send", Arguments: args})
-	if err != nil || !res.IsError || !strings.HasPrefix(text(res), "AGENT_NOT_FOUND: no agent test:mcp:typo is known") {
-		t.Fatalf("send to a typo: %v %s", err, text(res))
+	// Until the node settled in the mesh, its DHT's "not found" is no answer and the message is
+	// queued (cancelled here); then the typo fails at once.
+	var res *mcp.CallToolResult
+	testsupport.WaitFor(t, 15*time.Second, "a send to a typo refused", func() bool {
+		var err error
+		if res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "send", Arguments: args}); err != nil {
+			t.Fatal(err)
+		}
+		if !res.IsError {
+			call(t, cs, "cancel", map[string]any{"message_id": res.StructuredContent.(map[string]any)["message_id"]})
+		}
+		return res.IsError
+	})
+	if !strings.HasPrefix(text(res), "AGENT_NOT_FOUND: no agent test:mcp:typo is known") {
+		t.Fatalf("send to a typo: %s", text(res))
 	}
 	args["queue_unknown"] = true
 	sent := call(t, cs, "send", args)
@@ -97,7 +110,7 @@ func TestMCP_TypoFailsAtOnceAndQueuedMailCanBeCancelled(t *testing.T) {
 	if got := call(t, cs, "cancel", map[string]any{"message_id": sent["message_id"]}); got["cancelled"] != sent["message_id"] {
 		t.Fatalf("cancel: %v", got)
 	}
-	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "cancel", Arguments: map[string]any{"message_id": sent["message_id"]}})
+	res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "cancel", Arguments: map[string]any{"message_id": sent["message_id"]}})
 	if err != nil || !res.IsError || !strings.HasPrefix(text(res), "PAYLOAD_INVALID: message ") {
 		t.Fatalf("cancel again: %v %s", err, text(res))
 	}

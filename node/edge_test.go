@@ -138,11 +138,16 @@ func TestRequest_GivenUpIsNeverDelivered(t *testing.T) {
 		return a.Send(testCtx(t), later) == nil && len(got) > 0
 	})
 	time.Sleep(300 * time.Millisecond) // three retry periods: time for a queued message to go
-	close(got)
-	for id := range got {
-		if id != later.Envelope.MessageID {
-			t.Fatalf("the agent got %s, a message its sender gave up on (request %s, cancelled %s)", id, req.Envelope.MessageID, ev.Envelope.MessageID)
+	for {
+		select {
+		case id := <-got:
+			if id != later.Envelope.MessageID {
+				t.Fatalf("the agent got %s, a message its sender gave up on (request %s, cancelled %s)", id, req.Envelope.MessageID, ev.Envelope.MessageID)
+			}
+			continue
+		default:
 		}
+		break
 	}
 	events := countEvents(t, a, req.Envelope.MessageID)
 	if events[audit.EventCancelled] != 1 {
