@@ -241,7 +241,8 @@ func (p *proc) send(to string, ttl int, n int) (string, error) {
 		"envelope": map[string]any{"recipient": map[string]any{"agent_id": to}, "ttl_seconds": ttl},
 		"message":  map[string]any{"type": "event", "intent": "notify", "payload": map[string]any{"event_type": "work", "n": n}},
 	}
-	code, body, err := p.do("POST", "/.well-known/iacp/v1/message", doc)
+	// The outbox's tests queue for agents that are down, or not known yet: queue_unknown.
+	code, body, err := p.do("POST", "/.well-known/iacp/v1/message?queue_unknown=true", doc)
 	if err != nil {
 		return "", err
 	}

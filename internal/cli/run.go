@@ -172,7 +172,7 @@ func chosenTrust(cfg node.Config, exists bool, path string) error {
 func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags) error {
 	n, err := node.New(node.WithConfig(cfg))
 	if err != nil {
-		return err
+		return listenHint(err)
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
