@@ -134,9 +134,10 @@ func TestRequest_GivenUpIsNeverDelivered(t *testing.T) {
 	// The agent is back: a message sent now arrives, and neither the request nor the
 	// cancelled event did before it (the outbox would have retried them first, within 100 ms).
 	later := event(t, a.Builder(), agentName(1))
-	testsupport.WaitFor(t, 5*time.Second, "the agent reachable again", func() bool {
-		return a.Send(testCtx(t), later) == nil && len(got) > 0
-	})
+	if err := a.Send(testCtx(t), later); err != nil {
+		t.Fatalf("a send once the agent is back: %v", err)
+	}
+	testsupport.WaitFor(t, 5*time.Second, "the agent reachable again", func() bool { return len(got) > 0 })
 	time.Sleep(300 * time.Millisecond) // three retry periods: time for a queued message to go
 	for {
 		select {
