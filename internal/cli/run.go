@@ -50,6 +50,11 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 			if err != nil {
 				return err
 			}
+			path := configPath(f.dataDir, f.config)
+			_, exists, _ := loadConfig(path)
+			if err := chosenTrust(cfg, exists, path); err != nil {
+				return err
+			}
 			if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
@@ -87,15 +92,11 @@ const defaultAPIAddr = "127.0.0.1:9700"
 // runConfig merges defaults, the config file and the flags (which already hold the
 // environment) into the node's configuration.
 func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
-	path := configPath(f.dataDir, f.config)
-	cfg, exists, err := loadConfig(path)
+	cfg, _, err := loadConfig(configPath(f.dataDir, f.config))
 	if err != nil {
 		return cfg, err
 	}
 	cfg.DataDir = f.dataDir
-	if err := chosenTrust(cfg, exists, path); err != nil {
-		return cfg, err
-	}
 	changed := cmd.Flags().Changed
 	if changed("agent-id") {
 		cfg.AgentID = f.agentID
