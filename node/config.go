@@ -231,6 +231,13 @@ type Config struct {
 	// LogLevel is go-log's level for the node's subsystems. Default "info". New does not read
 	// it: go-log's levels belong to the process, not to one node; `iacp-node run` sets it.
 	LogLevel string `yaml:"log_level"`
+	// MemoryLimit is the soft memory limit of the process (runtime/debug.SetMemoryLimit), in
+	// bytes: the garbage collector works harder as the Go runtime's memory nears it, so that
+	// garbage left by large messages does not double the node's footprint. 0 sets none. The
+	// environment variable GOMEMLIMIT, when set, wins. Like LogLevel it belongs to the
+	// process: New does not read it; `iacp-node run` sets it (docs/node.md, "Memory").
+	// Default 384 MiB (DefaultMemoryLimit).
+	MemoryLimit int64 `yaml:"memory_limit"`
 
 	// Key, when set, is the identity instead of the key file in DataDir.
 	Key crypto.PrivKey `yaml:"-"`
@@ -271,6 +278,17 @@ const DefaultDataDir = ".data/node"
 // trust.json of about 9 MB. Beyond it the peer holding the most pins loses its least
 // recently used one; that agent is pinned again at its next accepted message.
 const DefaultMaxPins = 100_000
+
+// DefaultMemoryLimit is the process's soft memory limit by default: 384 MiB, the ceiling a
+// node is measured to stay under while peers send it maximum-size messages at once (the
+// node-wide budget of frames in flight, queue_total_bytes, the one large frame decoded at a
+// time, and the inbox's large messages on disk keep what it holds alive well under it;
+// docs/node.md, "Memory").
+const DefaultMemoryLimit = 384 << 20
+
+// MinMemoryLimit is the smallest memory_limit Validate takes: 128 MiB, about three times what
+// an idle node holds; below it the collector would run without pause.
+const MinMemoryLimit = 128 << 20
 
 // DefaultConfig returns the defaults: the one table of them. New starts from it, and so do the
 // config file `iacp-node init` writes and the simulator's node profile. Fields it leaves zero
@@ -350,6 +368,8 @@ func DefaultConfig() Config {
 		BootstrapRetryMax: discovery.DefaultBackoffMax,
 		DHTHealthInterval: discovery.DefaultHealthInterval,
 		LogLevel:          "info",
+		// The process's soft memory limit (docs/node.md, "Memory").
+		MemoryLimit: DefaultMemoryLimit,
 		// The node's own signature verifier, with a key cache of DefaultKeyCacheSize senders.
 		Verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)},
 	}
@@ -401,6 +421,7 @@ func (c *Config) Validate() error {
 		{c.DHTBucketSize >= 2 && c.DHTBucketSize <= 100, "dht_bucket_size: 2 to 100"},
 		{c.BootstrapRetryMin > 0 && c.BootstrapRetryMax >= c.BootstrapRetryMin, "bootstrap_retry_min/bootstrap_retry_max: 0 < min <= max"},
 		{c.DHTHealthInterval >= time.Second, "dht_health_interval: at least 1 s"},
+		{c.MemoryLimit == 0 || c.MemoryLimit >= MinMemoryLimit, "memory_limit: 0 (none) or at least 128 MiB"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {

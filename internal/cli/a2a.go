@@ -201,6 +201,7 @@ func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runF
 	if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	card, err := a2abridge.FetchCard(ctx, cardURL, nil)
 	if err != nil {
 		return err
@@ -213,6 +214,7 @@ func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runF
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s (the A2A agent %q at %s)\npeer id   %s\ncapabilities %s\n",
 		Version, n.AgentID(), card.Name, card.URL, n.ID(), capabilityList(n.Manifest()))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}

@@ -133,6 +133,7 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 
 // runNode starts the node and its local API, prints where it listens, and waits for ctx.
 func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags) error {
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	n, err := node.New(node.WithConfig(cfg))
 	if err != nil {
 		return err
@@ -140,6 +141,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
 	fmt.Fprintf(out, "trust     %s\n", trustSummary(n))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}
