@@ -24,6 +24,11 @@ type scanner struct {
 	spaced bool
 	// shared makes keep return views of data instead of copies (DecodeJSONShared).
 	shared bool
+	// sink, when set, takes the canonical form as it is written (Digest, digest.go);
+	// unsettled counts the objects being written whose members may still be reordered, while
+	// which nothing is spilled.
+	sink      *digestSink
+	unsettled int
 }
 
 // keep returns raw bytes of a value for a decoded message to hold: a copy, or with shared a
