@@ -197,11 +197,15 @@ func (s *Store) ack(id string, write func(func(*bolt.Tx) error) error) error {
 		inbox := tx.Bucket(bktInbox)
 		key := bytes.Clone(seq)
 		if v := inbox.Get(key); v != nil {
-			e, err := decodeInbox(v)
+			var m inboxMeta // the message is not copied: only its size and sender are needed
+			raw, err := recordParts(v, &m)
 			if err != nil {
 				return fmt.Errorf("inbox record of %s: %w", id, err)
 			}
-			size, peer = int64(len(e.Raw)), e.Peer
+			if m.Peer == "" {
+				m.Peer = rawSenderPeer(raw)
+			}
+			size, peer = int64(len(raw)), m.Peer
 		}
 		found = true
 		return errors.Join(inbox.Delete(key), ids.Delete([]byte(id)))

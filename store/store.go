@@ -119,6 +119,10 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	return s, nil
 }
 
+// initialMmapSize is the address space bbolt maps for the store file from the start (see
+// openBolt); a file larger than it is mapped in full, as bbolt does.
+const initialMmapSize = 1 << 30
+
 // openBolt opens the bbolt file at path after checking it (checkedOpen) and runs bbolt's own
 // consistency check on it; any panic on the way becomes a *CorruptError. It returns the byte
 // counters the check added up.
@@ -132,7 +136,11 @@ func openBolt(path string, cfg *config) (db *bolt.DB, _ counters, err error) {
 			NoSync:         cfg.noSync,
 			NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
 			FreelistType:   bolt.FreelistMapType,
-			OpenFile:       checkedOpen(cfg.lockTimeout, rc, &problems),
+			// Map 1 GiB of address space at once (only the pages read count as memory): each
+			// time bbolt grows its map during a commit it copies every value the commit
+			// touched, a large message's included, out of the old one.
+			InitialMmapSize: initialMmapSize,
+			OpenFile:        checkedOpen(cfg.lockTimeout, rc, &problems),
 		})
 		return err
 	})
