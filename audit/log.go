@@ -48,7 +48,7 @@ type Log struct {
 	dirty   bool
 	closed  bool
 	failed  error
-	scratch []byte
+	scratch []byte // the last line's buffer, reused for the next (up to maxScratch)
 
 	retainMu   sync.Mutex
 	lastRetain time.Time
@@ -220,6 +220,9 @@ func (l *Log) appendLocked(e Entry) (rotated bool, err error) {
 	l.seq, l.prev = e.Seq, hashLine(line)
 	l.size += int64(len(line)) + 1
 	l.dirty = true
+	if cap(l.scratch) > maxScratch {
+		l.scratch = nil // an entry with a large payload is not kept for the next one
+	}
 	if l.cfg.syncInterval == 0 {
 		return rotated, l.syncLocked()
 	}
