@@ -377,22 +377,27 @@ func (s *Store) startOver() {
 // replayJournal opens the journal in dir (Open holds bbolt's file lock by then) and applies
 // what it holds to db in one synced commit, adding the messages it stores to counts. The
 // next record starts at offset 0, numbered after the last one read.
-func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters) (*journal, error) {
+func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters, bs *bodies) (*journal, error) {
 	j, entries, err := openJournal(dir, cfg.noSync)
 	if err != nil {
 		return nil, err
 	}
 	now := cfg.now()
-	var stored []*InboxEntry
+	names, err := bs.write(entries, nil)
+	if err != nil {
+		j.f.Close()
+		return nil, fmt.Errorf("store: replaying the journal: %w", err)
+	}
+	var stored []int
 	err = db.Update(func(tx *bolt.Tx) error {
 		stored = stored[:0]
-		for _, e := range entries {
-			wrote, err := applyTx(tx, e, false, now)
+		for i, e := range entries {
+			wrote, err := applyTx(tx, e, false, now, names[i])
 			if err != nil {
 				return err
 			}
 			if wrote {
-				stored = append(stored, e)
+				stored = append(stored, i)
 			}
 		}
 		j.seq = tx.Bucket(bktInbox).Sequence()
@@ -402,9 +407,13 @@ func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters) (*jou
 		j.f.Close()
 		return nil, fmt.Errorf("store: replaying the journal into %s: %w", db.Path(), err)
 	}
-	for _, e := range stored {
+	for _, i := range stored {
+		e := entries[i]
 		counts.inTotal += int64(len(e.Raw))
 		counts.inSender[e.Peer] += int64(len(e.Raw))
+		if names[i] != "" {
+			counts.bodies[names[i]] = true
+		}
 	}
 	if len(entries) > 0 {
 		cfg.log.Info("store: journal replayed", "records", len(entries), "stored", len(stored))

@@ -56,6 +56,8 @@ type Store struct {
 
 	group group // the group commit every write goes through (commit.go)
 
+	bodies *bodies // the files of large inbox messages (bodies.go)
+
 	// The inbox journal (journal.go) and its applier: applyMu lets one apply run at a time;
 	// applyWake wakes the applier, applyStop stops it, applyDone is closed when it returned.
 	j         *journal
@@ -107,11 +109,20 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
-	j, err := replayJournal(dir, db, &cfg, &counts)
+	bs, err := openBodies(dir, cfg.noSync)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, cfg: cfg, log: cfg.log,
+	j, err := replayJournal(dir, db, &cfg, &counts, bs)
+	if err != nil {
+		return nil, err
+	}
+	if n, err := bs.sweep(counts.bodies); err != nil {
+		cfg.log.Warn("store: message files no record names are left", "err", err.Error())
+	} else if n > 0 {
+		cfg.log.Info("store: removed message files no record names (a crash left them)", "files", n)
+	}
+	s := &Store{db: db, cfg: cfg, log: cfg.log, bodies: bs,
 		outTotal: counts.outTotal, outRcpt: counts.outRcpt, inTotal: counts.inTotal, inSender: counts.inSender,
 		j: j, applyWake: make(chan struct{}, 1), applyStop: make(chan struct{}), applyDone: make(chan struct{})}
 	go s.applyLoop()
@@ -128,6 +139,7 @@ const initialMmapSize = 1 << 30
 // counters the check added up.
 func openBolt(path string, cfg *config) (db *bolt.DB, _ counters, err error) {
 	rc := newRecordCheck()
+	rc.bodyDir = filepath.Join(filepath.Dir(path), BodiesDir)
 	var problems []Problem
 	err = guard(func() error {
 		var err error
