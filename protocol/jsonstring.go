@@ -108,7 +108,7 @@ func (s *scanner) str() (string, error) {
 		return string(body), nil
 	}
 	if escaped {
-		if _, err := unescape(nil, body, true); err != nil {
+		if err := checkSurrogates(body); err != nil {
 			return "", s.errorf("%v", err)
 		}
 	}
