@@ -5,32 +5,33 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
 )
 
 // Large inbox messages live in files of their own, in the directory bodies/ beside store.db,
-// and their inbox records hold their metadata and the file's name. bbolt writes a value into
-// pages of its own at every commit that touches its leaf, and a leaf holds two to four values
-// however large: every message accepted after a large one copied it again, reading it through
-// the file's map, which counts as the process's memory. A file is written once, read with
-// read(2) when the agent asks for the message, and removed when the agent takes it.
+// and their records (the journal's, then bbolt's) hold their metadata and the file's name.
+// bbolt writes a value into pages of its own at every commit that touches its leaf, and a leaf
+// holds two to four values however large: every message accepted after a large one copied it
+// again, reading it through the file's map, which counts as the process's memory; and a
+// journal record holding the message kept it in memory until its apply. A file is written
+// once, from the frame the message was read into, read with read(2) when the agent asks for
+// the message, and removed when the agent takes it.
 //
-// The journal holds a large message whole, as any other (journal.go). The applier writes its
-// file, synced and the directory after it, before the commit that names it; Ack removes the
-// file once the commit that removed its record is done. A crash between the two, or before
-// a commit that would have named a file, leaves a file no record names: Open removes those,
-// after replaying the journal (which writes the files of the messages it applies again).
+// AcceptAll writes the file (synced, and its directory) before the journal record that names
+// it, under a name of its own (a copy of the message arriving meanwhile gets another file,
+// removed when it turns out a duplicate). Ack removes the file once the commit that removed
+// its record is done; an apply that finds the message acknowledged or expired removes it
+// then. A crash between the two, or before the journal record that would have named a file,
+// leaves a file no record names: Open removes those after replaying the journal.
 
 // BodyFileBytes is the size from which an inbox message is kept in a file of its own: 1 MiB.
 const BodyFileBytes = 1 << 20
 
 // BodiesDir is the directory of the message files inside the store's directory.
 const BodiesDir = "bodies"
-
-// bodyName is the file name of the inbox message numbered seq.
-func bodyName(seq uint64) string { return fmt.Sprintf("%016x.msg", seq) }
 
 // bodies is the directory of message files.
 type bodies struct {
@@ -47,47 +48,62 @@ func openBodies(dir string, noSync bool) (*bodies, error) {
 	return b, nil
 }
 
-// write writes the message of each entry that is large and not skipped to its file, and
-// returns the names by index ("" for the others): each file synced, then the directory.
-func (b *bodies) write(entries []*InboxEntry, skip []bool) ([]string, error) {
-	names := make([]string, len(entries))
-	wrote := false
+// create writes the message of each entry of BodyFileBytes or more (nil entries are
+// skipped) to a new file, synced, then the directory; it sets the entry's body to the file's
+// name and drops its Raw, which the journal and the applier then do without. errs[i] says why
+// entry i could not be written (it is left as it was).
+func (b *bodies) create(entries []*InboxEntry) (errs []error) {
+	errs = make([]error, len(entries))
+	created := false
 	for i, e := range entries {
-		if len(e.Raw) < BodyFileBytes || (skip != nil && skip[i]) {
+		if e == nil || len(e.Raw) < BodyFileBytes {
 			continue
 		}
-		name := bodyName(e.Seq)
-		if err := b.writeFile(name, e.Raw); err != nil {
-			b.remove(names...)
-			return nil, err
+		name, err := b.writeNew(e.Raw)
+		if err != nil {
+			errs[i] = err
+			continue
 		}
-		names[i], wrote = name, true
+		e.body, e.Size, e.Raw, created = name, int64(len(e.Raw)), nil, true
 	}
-	if wrote && !b.noSync {
+	if created && !b.noSync {
 		if err := syncDir(b.dir); err != nil {
-			b.remove(names...)
-			return nil, fmt.Errorf("store: sync %s: %w", b.dir, err)
+			err = fmt.Errorf("store: sync %s: %w", b.dir, err)
+			for i, e := range entries {
+				if e != nil && e.body != "" {
+					errs[i] = err
+				}
+			}
 		}
 	}
-	return names, nil
+	return errs
 }
 
-func (b *bodies) writeFile(name string, raw []byte) error {
-	f, err := os.OpenFile(filepath.Join(b.dir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
-		return fmt.Errorf("store: write a message file: %w", err)
+// writeNew writes raw to a file of a new name, synced, and returns the name.
+func (b *bodies) writeNew(raw []byte) (string, error) {
+	for range 8 {
+		name := fmt.Sprintf("%016x.msg", rand.Uint64())
+		f, err := os.OpenFile(filepath.Join(b.dir, name), os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("store: write a message file: %w", err)
+		}
+		_, err = f.Write(raw)
+		if err == nil && !b.noSync {
+			err = fdatasync(f)
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			_ = os.Remove(f.Name())
+			return "", fmt.Errorf("store: write %s: %w", f.Name(), err)
+		}
+		return name, nil
 	}
-	_, err = f.Write(raw)
-	if err == nil && !b.noSync {
-		err = fdatasync(f)
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("store: write %s: %w", filepath.Join(b.dir, name), err)
-	}
-	return nil
+	return "", errors.New("store: no free name for a message file")
 }
 
 // read returns the message in the file name, which must be size bytes long.
@@ -135,8 +151,8 @@ func (b *bodies) sweep(keep map[string]bool) (int, error) {
 	return n, nil
 }
 
-// validBodyName reports whether name is a name bodyName gives: a record cannot make the
-// store read outside its directory.
+// validBodyName reports whether name is a name writeNew gives: a record cannot make the store
+// read outside its directory.
 func validBodyName(name string) bool {
 	hex, ok := strings.CutSuffix(name, ".msg")
 	if !ok || len(hex) != 16 {

@@ -28,13 +28,22 @@ func bodyFiles(t *testing.T, dir string) []string {
 
 // A message of BodyFileBytes or more is kept in a file of its own: its inbox record holds its
 // metadata only, applying it copies nothing into bbolt's pages, Pending leaves it in its
-// file, InboxRaw reads it, and Ack removes the file and gives the sender's share back.
+// file, InboxRaw reads it, and Ack removes the file and gives the sender's share back. A copy
+// that turns out a duplicate, and a message taken before its apply, leave no file behind.
 func TestBodies_ALargeMessageIsKeptInAFileOfItsOwn(t *testing.T) {
 	dir := t.TempDir()
 	s := open(t, dir, WithMaxInboxBytes(64<<20), WithMaxSenderInboxBytes(64<<20))
 	stopApplier(s)
 	m, raw := msgFrom(t, "p1", "a:h:me", time.Now(), 600, 3<<20)
 	accept(t, s, m, raw)
+	if res := accept(t, s, m, raw); !res.Duplicate { // its copy's file goes at once
+		t.Fatalf("a copy: %+v, want a duplicate", res)
+	}
+	gone, goneRaw := msgFrom(t, "p1", "a:h:me", time.Now(), 600, 2<<20)
+	accept(t, s, gone, goneRaw)
+	if err := s.AckLazily(t.Context(), gone.Envelope.MessageID); err != nil { // taken before its apply
+		t.Fatal(err)
+	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	if err := s.applyReady(); err != nil {
@@ -88,7 +97,7 @@ func TestBodies_FilesNoRecordNamesAreRemovedAtOpen(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	stray := filepath.Join(dir, BodiesDir, bodyName(999))
+	stray := filepath.Join(dir, BodiesDir, "00000000000003e7.msg")
 	if err := os.WriteFile(stray, []byte("left by a crash"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -116,10 +125,11 @@ func TestBodies_AMissingFileIsDamageAndRecoverKeepsTheRest(t *testing.T) {
 	accept(t, s, lost, lostRaw)
 	accept(t, s, kept, keptRaw)
 	accept(t, s, small, smallRaw)
+	lostFile := bodyOf(t, s, lost.Envelope.MessageID)
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Remove(filepath.Join(dir, BodiesDir, bodyName(1))); err != nil {
+	if err := os.Remove(filepath.Join(dir, BodiesDir, lostFile)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(dir); !errors.Is(err, ErrCorrupt) {
@@ -138,4 +148,25 @@ func TestBodies_AMissingFileIsDamageAndRecoverKeepsTheRest(t *testing.T) {
 			t.Fatalf("InboxRaw of %s after Recover: %d bytes, %v", id, len(got), err)
 		}
 	}
+}
+
+// bodyOf returns the name of the file that holds the inbox message id.
+func bodyOf(t *testing.T, s *Store, id string) string {
+	t.Helper()
+	if err := s.applyReady(); err != nil {
+		t.Fatal(err)
+	}
+	var m inboxMeta
+	err := s.db.View(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bktInboxID).Get([]byte(id))
+		if seq == nil {
+			return ErrNotFound
+		}
+		_, err := recordParts(tx.Bucket(bktInbox).Get(seq), &m)
+		return err
+	})
+	if err != nil || m.Body == "" {
+		t.Fatalf("the file of %s: %q (%v)", id, m.Body, err)
+	}
+	return m.Body
 }

@@ -96,6 +96,13 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		}
 		entries[i], reserved[i] = e, int64(len(raws[i]))
 	}
+	for i, ferr := range s.bodies.create(entries) { // large messages, to files of their own
+		if ferr != nil {
+			errs[i] = ferr
+			s.releaseInbox(entries[i].Peer, reserved[i])
+			entries[i], reserved[i] = nil, 0
+		}
+	}
 	w, lead, err := s.admit(entries, results, now)
 	if err == nil && w != nil {
 		err = s.writeJournal(w, lead)
@@ -104,6 +111,7 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 	for i := range entries {
 		if reserved[i] > 0 && (err != nil || results[i].Duplicate) {
 			s.releaseInbox(entries[i].Peer, reserved[i])
+			s.bodies.remove(entries[i].body)
 		}
 	}
 	if err != nil {
@@ -235,8 +243,11 @@ func (s *Store) ack(id string, write func(func(*bolt.Tx) error) error) error {
 func (s *Store) InboxRaw(id string) ([]byte, error) {
 	s.j.mu.Lock()
 	if je := s.j.pending[id]; je != nil && !je.acked {
-		raw := je.e.Raw
+		raw, body, size := je.e.Raw, je.e.body, je.e.Size
 		s.j.mu.Unlock()
+		if body != "" {
+			return s.bodies.read(body, size)
+		}
 		return raw, nil
 	}
 	s.j.mu.Unlock()

@@ -377,22 +377,17 @@ func (s *Store) startOver() {
 // replayJournal opens the journal in dir (Open holds bbolt's file lock by then) and applies
 // what it holds to db in one synced commit, adding the messages it stores to counts. The
 // next record starts at offset 0, numbered after the last one read.
-func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters, bs *bodies) (*journal, error) {
+func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters) (*journal, error) {
 	j, entries, err := openJournal(dir, cfg.noSync)
 	if err != nil {
 		return nil, err
 	}
 	now := cfg.now()
-	names, err := bs.write(entries, nil)
-	if err != nil {
-		j.f.Close()
-		return nil, fmt.Errorf("store: replaying the journal: %w", err)
-	}
 	var stored []int
 	err = db.Update(func(tx *bolt.Tx) error {
 		stored = stored[:0]
 		for i, e := range entries {
-			wrote, err := applyTx(tx, e, false, now, names[i])
+			wrote, err := applyTx(tx, e, false, now)
 			if err != nil {
 				return err
 			}
@@ -409,10 +404,10 @@ func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters, bs *b
 	}
 	for _, i := range stored {
 		e := entries[i]
-		counts.inTotal += int64(len(e.Raw))
-		counts.inSender[e.Peer] += int64(len(e.Raw))
-		if names[i] != "" {
-			counts.bodies[names[i]] = true
+		counts.inTotal += e.Size
+		counts.inSender[e.Peer] += e.Size
+		if e.body != "" {
+			counts.bodies[e.body] = true // the others' files, if any, Open removes
 		}
 	}
 	if len(entries) > 0 {

@@ -101,7 +101,7 @@ func (s *Store) admit(entries []*InboxEntry, results []AcceptResult, now time.Ti
 // applyTx writes a journaled message into bbolt: its seen id and, unless it was acknowledged
 // meanwhile, its inbox entry. A message bbolt has seen already, or that has expired, is
 // skipped: replaying a journal is idempotent. It reports whether it wrote the entry.
-func applyTx(tx *bolt.Tx, e *InboxEntry, acked bool, now time.Time, body string) (bool, error) {
+func applyTx(tx *bolt.Tx, e *InboxEntry, acked bool, now time.Time) (bool, error) {
 	id := []byte(e.MessageID)
 	seen, seenExp, inbox := tx.Bucket(bktSeen), tx.Bucket(bktSeenExp), tx.Bucket(bktInbox)
 	if !e.ExpiresAt.After(now) {
@@ -132,11 +132,6 @@ func applyTx(tx *bolt.Tx, e *InboxEntry, acked bool, now time.Time, body string)
 	}
 	if acked {
 		return false, nil
-	}
-	if body != "" { // the message is in its file (bodies.go): the record names it
-		r := *e
-		r.Raw, r.body, r.Size = nil, body, int64(len(e.Raw))
-		e = &r
 	}
 	v, err := encodeInbox(e)
 	if err != nil {
@@ -197,25 +192,15 @@ func (s *Store) applyOnce() (more bool, err error) {
 	}
 	now := s.cfg.now()
 	wrote := make([]bool, len(batch))
-	entries := make([]*InboxEntry, len(batch))
-	for i, je := range batch {
-		entries[i] = je.e
-	}
-	names, err := s.bodies.write(entries, acked)
-	if err == nil {
-		err = s.batch(func(tx *bolt.Tx) error {
-			for i, je := range batch {
-				var err error
-				if wrote[i], err = applyTx(tx, je.e, acked[i], now, names[i]); err != nil {
-					return err
-				}
+	err = s.batch(func(tx *bolt.Tx) error {
+		for i, je := range batch {
+			var err error
+			if wrote[i], err = applyTx(tx, je.e, acked[i], now); err != nil {
+				return err
 			}
-			return nil
-		})
-		if err != nil {
-			s.bodies.remove(names...)
 		}
-	}
+		return nil
+	})
 	j.mu.Lock()
 	if err != nil {
 		for _, je := range batch {
@@ -239,8 +224,8 @@ func (s *Store) applyOnce() (more bool, err error) {
 	// journaled, and one that expired before its apply (no acknowledgement will find it).
 	for i, je := range batch {
 		if !wrote[i] {
-			s.releaseInbox(je.e.Peer, int64(len(je.e.Raw)))
-			s.bodies.remove(names[i])
+			s.releaseInbox(je.e.Peer, je.e.Size)
+			s.bodies.remove(je.e.body) // acknowledged or expired before its apply
 		}
 	}
 	return more, nil

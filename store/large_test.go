@@ -57,25 +57,27 @@ func TestLarge_JournaledFromTheirOwnBytesSurviveACrash(t *testing.T) {
 }
 
 // The applier commits at most applyBytes of messages at a time (or one message): what bbolt
-// copies into its pages for a burst of large messages is one of them, not all of them.
-func TestLarge_AppliedOneLargeMessageACommit(t *testing.T) {
+// copies into its pages for a burst of messages just under BodyFileBytes (larger ones are in
+// files of their own) is a few of them, not all of them.
+func TestLarge_AppliedAtMostApplyBytesACommit(t *testing.T) {
 	s := open(t, t.TempDir(), WithMaxInboxBytes(64<<20), WithMaxSenderInboxBytes(64<<20))
 	stopApplier(s)
-	const large = 3 // of 3 MiB: the journal stays under journalLimit, which would apply them
 	for range 10 {
 		m, raw := msg(t, "a:h:me", time.Now(), 600, 100)
 		accept(t, s, m, raw)
 	}
+	const large, size = 8, BodyFileBytes - 64<<10 // under journalLimit, which would apply them
 	for range large {
-		m, raw := msg(t, "a:h:me", time.Now(), 600, applyBytes-1<<20)
+		m, raw := msg(t, "a:h:me", time.Now(), 600, size)
 		accept(t, s, m, raw)
 	}
 	c0, _ := groupStats(s)
 	if err := s.applyReady(); err != nil {
 		t.Fatal(err)
 	}
-	if c, _ := groupStats(s); c-c0 != large { // the small ones ride with the first
-		t.Fatalf("applying %d messages of %d MiB and 10 small ones took %d commits, want %d", large, applyBytes>>20-1, c-c0, large)
+	want := large / (applyBytes / (size + 1<<10)) // the small ones ride with the first
+	if c, _ := groupStats(s); c-c0 != want {
+		t.Fatalf("applying %d messages of %d KiB and 10 small ones took %d commits, want %d", large, size>>10, c-c0, want)
 	}
 	if p, err := s.Pending(); err != nil || len(p) != large+10 {
 		t.Fatalf("pending: %d (%v)", len(p), err)

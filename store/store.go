@@ -113,7 +113,7 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	if err != nil {
 		return nil, err
 	}
-	j, err := replayJournal(dir, db, &cfg, &counts, bs)
+	j, err := replayJournal(dir, db, &cfg, &counts)
 	if err != nil {
 		return nil, err
 	}
