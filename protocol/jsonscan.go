@@ -313,6 +313,17 @@ func (s *scanner) int64Value() (int64, error) {
 // members are written, exported for the node's other writers of JSON (the audit log).
 func AppendCompactJSON(dst, raw []byte) ([]byte, error) { return appendCompact(dst, raw) }
 
+// IsCompactJSON reports whether raw is one valid JSON value without insignificant white space:
+// what AppendCompactJSON would append as it is. A writer can then send raw on as it is,
+// rather than copy it.
+func IsCompactJSON(raw []byte) bool {
+	s := scanner{data: raw}
+	if _, err := s.skip(); err != nil || s.end() != nil {
+		return false
+	}
+	return !s.spaced
+}
+
 // AppendJSONString appends s as a JSON string in its RFC 8785 form: UTF-8 as it is; the
 // quotation mark, the backslash and control characters escaped; invalid UTF-8 replaced by
 // U+FFFD.
