@@ -155,7 +155,7 @@ func (p *proc) addr() string { return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.p2p
 func (p *proc) start() {
 	p.t.Helper()
 	args := []string{"run", "--data-dir", p.dir, "--listen", p.addr(), "--api", fmt.Sprintf("127.0.0.1:%d", p.apiPort),
-		"--nat=false", "--heartbeat-interval", p.beat, "--log-level", "warn"}
+		"--nat=false", "--heartbeat-interval", p.beat, "--log-level", logLevel()}
 	if p.boot != "" {
 		args = append(args, "--bootstrap", p.boot)
 	}
@@ -330,4 +330,12 @@ func takeUntil(p *proc, d time.Duration, taken map[string]int, done func() bool)
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// logLevel is the nodes' --log-level: warn, or E2E_LOG_LEVEL.
+func logLevel() string {
+	if l := os.Getenv("E2E_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }

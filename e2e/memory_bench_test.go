@@ -94,8 +94,10 @@ func burst(b *testing.B, mode string, senders, messages int) {
 			tally.add(sendBurst(a, target, first, messages))
 		})
 	}
+	began := time.Now()
 	close(start)
 	wg.Wait()
+	took := time.Since(began)
 	b.StopTimer()
 	_, peak := memory(b, node.pid())
 	time.Sleep(*memSettle)
@@ -110,9 +112,15 @@ func burst(b *testing.B, mode string, senders, messages int) {
 	b.ReportMetric(float64(anon)/1e6, "anon-MB")
 	b.ReportMetric(float64(tally.stored), "stored")
 	b.ReportMetric(float64(tally.refused), "refused")
+	b.ReportMetric(took.Seconds(), "burst-s")
 	b.ReportMetric(0, "ns/op")
-	b.Logf("%s, %d senders x %d messages of %d MiB: RSS %d MB before, peak %d MB, %d MB (%d MB anonymous) %s after; %d stored, %d refused (%v), %d unanswered",
-		mode, senders, messages, memPad/mib, base/1e6, peak/1e6, settled/1e6, anon/1e6, *memSettle, tally.stored, tally.refused, tally.codes, tally.unanswered)
+	if path := os.Getenv("MEMORY_BENCH_LOG"); path != "" { // the node's log, to read what it did
+		if err := os.WriteFile(path, []byte(node.log.String()), 0o600); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Logf("%s, %d senders x %d messages of %d MiB: RSS %d MB before, peak %d MB, %d MB (%d MB anonymous) %s after; %d stored, %d refused (%v), %d unanswered; the burst took %s",
+		mode, senders, messages, memPad/mib, base/1e6, peak/1e6, settled/1e6, anon/1e6, *memSettle, tally.stored, tally.refused, tally.codes, tally.unanswered, took.Round(time.Millisecond))
 }
 
 // burstCount is what one sender, or all of them, heard back.
