@@ -79,11 +79,15 @@ type Config struct {
 	// A peer over either rate has the frame answered once (RATE_LIMITED with retry_after) and
 	// its stream closed, and nothing of it is read until its bucket refills. Default 64 MiB.
 	RateBytesPerSecond int `yaml:"rate_bytes_per_second"`
-	// QueueStreamBytes, QueuePeerBytes and QueueTotalBytes bound the frames read and not yet
-	// served: per stream, per peer and in all (a frame larger than a bound is queued only
-	// alone, so large frames are served one at a time). The same bytes are reserved on the
-	// stream's libp2p resource-manager scope. Defaults 4 MiB, 16 MiB (one maximum-size message)
-	// and 256 MiB.
+	// QueueStreamBytes, QueuePeerBytes and QueueTotalBytes bound the bytes of the messages the
+	// node is reading and handling, from before a frame's body is read until the message is
+	// stored (or handed to a Go handler) or dropped: per stream, per peer (each frame is
+	// charged to the peer that sent it) and in all, the node-wide budget. A frame waits,
+	// unread, until it fits; one larger than a bound is taken only alone, so large frames are
+	// handled one at a time. The same bytes are reserved on the stream's libp2p
+	// resource-manager scope. The local API charges the bodies it reads to the same budget, as
+	// one peer (docs/node.md, "Memory"). Defaults 4 MiB, 16 MiB (one maximum-size message) and
+	// 64 MiB (four of them).
 	QueueStreamBytes int64 `yaml:"queue_stream_bytes"`
 	QueuePeerBytes   int64 `yaml:"queue_peer_bytes"`
 	QueueTotalBytes  int64 `yaml:"queue_total_bytes"`
@@ -322,11 +326,11 @@ func DefaultConfig() Config {
 		RatePerSecond:      200,
 		RateBurst:          400,
 		RateBytesPerSecond: 64 << 20,
-		// Frames read and not yet served: 4 MiB per stream, 16 MiB (one maximum-size message)
-		// per peer, 256 MiB in all.
+		// Messages being read and handled: 4 MiB per stream, 16 MiB (one maximum-size message)
+		// per peer, 64 MiB (four of them) in all, the node-wide budget (docs/node.md, "Memory").
 		QueueStreamBytes: 4 << 20,
 		QueuePeerBytes:   16 << 20,
-		QueueTotalBytes:  256 << 20,
+		QueueTotalBytes:  64 << 20,
 		// 10,000 agents tracked; 100,000 pins, each forgotten after 30 days unused.
 		MaxAgents: 10_000,
 		MaxPins:   DefaultMaxPins,
