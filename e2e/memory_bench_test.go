@@ -29,7 +29,7 @@ var (
 	memSenders  = flag.String("memory.senders", "8,40", "BenchmarkMemory: the numbers of senders to measure, comma-separated")
 	memMessages = flag.Int("memory.messages", 6, "BenchmarkMemory: the signed messages each sender sends")
 	memModes    = flag.String("memory.modes", "open,authority", "BenchmarkMemory: the trust modes to measure, comma-separated")
-	memLimit    = flag.String("memory.limit", "", "BenchmarkMemory: GOMEMLIMIT for the node (empty: its default)")
+	memLimit    = flag.String("memory.limit", "", "BenchmarkMemory: GOMEMLIMIT for the node (empty: its default, memory_limit; off: none)")
 	memSettle   = flag.Duration("memory.settle", 10*time.Second, "BenchmarkMemory: how long after the burst the settled RSS is read")
 )
 
@@ -87,8 +87,10 @@ func burst(b *testing.B, mode string, senders, messages int) {
 	var tally burstTally
 	var wg sync.WaitGroup
 	start := make(chan struct{})
+	var crowdFrame []byte
 	for _, a := range crowd {
 		first := mustEncode(b, a.event("bench:lab:target", memPad)) // built before the start
+		crowdFrame = first
 		wg.Go(func() {
 			<-start
 			tally.add(sendBurst(a, target, first, messages))
@@ -119,8 +121,8 @@ func burst(b *testing.B, mode string, senders, messages int) {
 			b.Fatal(err)
 		}
 	}
-	b.Logf("%s, %d senders x %d messages of %d MiB: RSS %d MB before, peak %d MB, %d MB (%d MB anonymous) %s after; %d stored, %d refused (%v), %d unanswered; the burst took %s",
-		mode, senders, messages, memPad/mib, base/1e6, peak/1e6, settled/1e6, anon/1e6, *memSettle, tally.stored, tally.refused, tally.codes, tally.unanswered, took.Round(time.Millisecond))
+	b.Logf("%s, %d senders x %d messages of %.1f MB: RSS %d MB before, peak %d MB, %d MB (%d MB anonymous) %s after; %d stored, %d refused (%v), %d unanswered; the burst took %s",
+		mode, senders, messages, float64(len(crowdFrame))/1e6, base/1e6, peak/1e6, settled/1e6, anon/1e6, *memSettle, tally.stored, tally.refused, tally.codes, tally.unanswered, took.Round(time.Millisecond))
 }
 
 // burstCount is what one sender, or all of them, heard back.
@@ -163,7 +165,7 @@ func sendBurst(a *attacker, target peer.ID, first []byte, messages int) burstCou
 		got := burstCount{codes: map[protocol.Code]int{}}
 		br := bufio.NewReader(s)
 		for got.stored+got.refused < messages {
-			_ = s.SetReadDeadline(time.Now().Add(60 * time.Second))
+			_ = s.SetReadDeadline(time.Now().Add(5 * time.Minute)) // a burst of 40 peers takes minutes
 			raw, err := protocol.ReadFrame(br, 1<<20)
 			if err != nil {
 				break
@@ -182,7 +184,7 @@ func sendBurst(a *attacker, target peer.ID, first []byte, messages int) burstCou
 		}
 		answered <- got
 	}()
-	_ = s.SetWriteDeadline(time.Now().Add(120 * time.Second))
+	_ = s.SetWriteDeadline(time.Now().Add(5 * time.Minute))
 	frame := first
 	for i := range messages {
 		if i > 0 {
