@@ -190,27 +190,7 @@ func (s *scanner) canon(dst []byte) ([]byte, error) {
 			}
 		}
 	case c == '"':
-		body, escaped, err := s.rawString()
-		if err != nil {
-			return dst, err
-		}
-		if s.streaming() && len(body) >= spillAt {
-			if dst, err = s.sink.str(dst, body, escaped); err != nil {
-				return dst, s.errorf("%v", err)
-			}
-			return dst, nil
-		}
-		if !escaped {
-			// No escapes and no control characters: already canonical.
-			dst = append(dst, '"')
-			dst = append(dst, body...)
-			return append(dst, '"'), nil
-		}
-		u, err := unescape(make([]byte, 0, len(body)), body, true)
-		if err != nil {
-			return dst, s.errorf("%v", err)
-		}
-		return appendCanonBytes(dst, u), nil
+		return s.canonString(dst)
 	case c == '-' || c >= '0' && c <= '9':
 		lit, err := s.number()
 		if err != nil {
@@ -228,6 +208,32 @@ func (s *scanner) canon(dst []byte) ([]byte, error) {
 	default:
 		return dst, s.errorf("invalid character %q looking for a value", c)
 	}
+}
+
+// canonString writes the string at the cursor in RFC 8785 form; a long one goes to the
+// digest sink, when there is one, in pieces (digest.go).
+func (s *scanner) canonString(dst []byte) ([]byte, error) {
+	body, escaped, err := s.rawString()
+	if err != nil {
+		return dst, err
+	}
+	if s.streaming() && len(body) >= spillAt {
+		if dst, err = s.sink.str(dst, body, escaped); err != nil {
+			return dst, s.errorf("%v", err)
+		}
+		return dst, nil
+	}
+	if !escaped {
+		// No escapes and no control characters: already canonical.
+		dst = append(dst, '"')
+		dst = append(dst, body...)
+		return append(dst, '"'), nil
+	}
+	u, err := unescape(make([]byte, 0, len(body)), body, true)
+	if err != nil {
+		return dst, s.errorf("%v", err)
+	}
+	return appendCanonBytes(dst, u), nil
 }
 
 // canonSpan is one member of a raw object as canonObject wrote it: its name, unescaped, and

@@ -143,45 +143,11 @@ func (s *scanner) canonObjectSorted(dst []byte) ([]byte, error) {
 	}
 	defer func() { s.depth-- }()
 	var stack [16]memberSpan
-	spans := stack[:0]
-	if s.peek() == '}' {
-		s.i++
-		return append(dst, '{', '}'), nil
+	spans, err := s.memberSpans(stack[:0])
+	if err != nil {
+		return dst, err
 	}
-	for {
-		body, escaped, err := s.rawString()
-		if err != nil {
-			return dst, err
-		}
-		name := unsafeString(body)
-		if escaped {
-			u, err := unescape(make([]byte, 0, len(body)), body, true)
-			if err != nil {
-				return dst, s.errorf("%v", err)
-			}
-			name = unsafeString(u)
-		}
-		if err := s.expect(':'); err != nil {
-			return dst, err
-		}
-		s.ws()
-		start := s.i
-		if err := s.skipValue(); err != nil {
-			return dst, err
-		}
-		spans = append(spans, memberSpan{name: name, escaped: escaped, start: start, end: s.i})
-		if c := s.peek(); c == ',' {
-			s.i++
-			if s.peek() != '"' {
-				return dst, s.errorf("object member name must be a string")
-			}
-			continue
-		} else if c != '}' {
-			return dst, s.errorf("object member not followed by ',' or '}'")
-		}
-		break
-	}
-	end := s.i + 1
+	end := s.i
 	slices.SortFunc(spans, func(a, b memberSpan) int { return compareUTF16(a.name, b.name) })
 	dst = append(dst, '{')
 	for i, sp := range spans {
@@ -198,7 +164,6 @@ func (s *scanner) canonObjectSorted(dst []byte) ([]byte, error) {
 		}
 		dst = append(dst, ':')
 		s.i = sp.start
-		var err error
 		if dst, err = s.canon(dst); err != nil {
 			return dst, err
 		}
@@ -206,4 +171,48 @@ func (s *scanner) canonObjectSorted(dst []byte) ([]byte, error) {
 	}
 	s.i = end
 	return append(dst, '}'), nil
+}
+
+// memberSpans reads the members of the object whose '{' the cursor has passed, appending
+// each one's name and where its value lies to spans, and leaves the cursor after its '}'.
+func (s *scanner) memberSpans(spans []memberSpan) ([]memberSpan, error) {
+	if s.peek() == '}' {
+		s.i++
+		return spans, nil
+	}
+	for {
+		body, escaped, err := s.rawString()
+		if err != nil {
+			return spans, err
+		}
+		name := unsafeString(body)
+		if escaped {
+			u, err := unescape(make([]byte, 0, len(body)), body, true)
+			if err != nil {
+				return spans, s.errorf("%v", err)
+			}
+			name = unsafeString(u)
+		}
+		if err := s.expect(':'); err != nil {
+			return spans, err
+		}
+		s.ws()
+		start := s.i
+		if err := s.skipValue(); err != nil {
+			return spans, err
+		}
+		spans = append(spans, memberSpan{name: name, escaped: escaped, start: start, end: s.i})
+		switch s.peek() {
+		case ',':
+			s.i++
+			if s.peek() != '"' {
+				return spans, s.errorf("object member name must be a string")
+			}
+		case '}':
+			s.i++
+			return spans, nil
+		default:
+			return spans, s.errorf("object member not followed by ',' or '}'")
+		}
+	}
 }
