@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test interop-test python-bench fuzz bench bench-compare idle idle-floor clean
+.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test interop-test python-bench fuzz bench bench-compare bench-memory idle idle-floor clean
 
 all: build
 
@@ -151,6 +151,14 @@ bench:
 BENCH_FLAGS ?=
 bench-compare:
 	cd bench && $(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m -args $(BENCH_FLAGS)
+
+## bench-memory: the real binary's peak RSS (VmHWM) while N peers on 127.0.0.1 send it signed
+## messages of almost 16 MiB at once, in open and in authority mode (e2e BenchmarkMemory;
+## docs/bench.md, "Memory under a burst of large messages"). MEMORY_FLAGS sets the sizes, e.g.
+## MEMORY_FLAGS="-memory.senders 8 -memory.messages 1 -memory.limit 256MiB". About 10 minutes.
+MEMORY_FLAGS ?= -memory.senders 8,40 -memory.messages 6
+bench-memory:
+	$(GO) test ./e2e -run='^$$' -bench=BenchmarkMemory -benchtime=1x -timeout 60m -args $(MEMORY_FLAGS)
 
 clean:
 	rm -rf bin .data

@@ -223,7 +223,12 @@ func (wc *wsConn) pump() {
 			return
 		}
 		for _, d := range ds {
-			raw, _, err := wc.s.render(d.Msg, wc.dialect)
+			m, err := d.Message() // a large message is read from the store now, one at a time
+			if err != nil {
+				after = d.Seq // taken meanwhile, or unreadable (the store logs why)
+				continue
+			}
+			raw, _, err := wc.s.render(m, wc.dialect)
 			if err != nil {
 				continue
 			}

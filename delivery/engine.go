@@ -31,6 +31,7 @@ type Store interface {
 	// The inbox.
 	AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error)
 	Pending() ([]store.InboxEntry, error)
+	InboxRaw(id string) ([]byte, error)
 	Ack(id string) error
 	AckLazily(ctx context.Context, id string) error
 }

@@ -183,7 +183,7 @@ func TestHostile_BroadcastReplayedAfterRestartReachesNoAgent(t *testing.T) {
 	}
 }
 
-func mustEncode(t *testing.T, m *protocol.Message) []byte {
+func mustEncode(t testing.TB, m *protocol.Message) []byte {
 	t.Helper()
 	b, err := protocol.EncodeJSON(m)
 	if err != nil {

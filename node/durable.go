@@ -83,6 +83,7 @@ func (n *Node) newEngine() error {
 	}
 	n.engine = e
 	n.inbox.onAck = n.taken
+	n.inbox.read = e.InboxRaw
 	return nil
 }
 

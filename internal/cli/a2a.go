@@ -272,6 +272,7 @@ func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runF
 	if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	att, err := a2abridge.Attach(ctx, card, a2abridge.AttachOptions{Wait: wait}, node.WithConfig(cfg))
 	if err != nil {
 		return listenHint(err)
@@ -280,6 +281,7 @@ func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runF
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s (the A2A agent %q at %s)\npeer id   %s\ncapabilities %s\n",
 		Version, n.AgentID(), card.Name, card.SupportedInterfaces[0].URL, n.ID(), capabilityList(n.Manifest()))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}

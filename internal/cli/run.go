@@ -171,6 +171,7 @@ func chosenTrust(cfg node.Config, exists bool, path string) error {
 
 // runNode starts the node and its local API, prints where it listens, and waits for ctx.
 func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags) error {
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	n, err := node.New(node.WithConfig(cfg))
 	if err != nil {
 		return listenHint(err)
@@ -178,6 +179,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
 	fmt.Fprintf(out, "trust     %s\n", trustSummary(n))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}
