@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
+.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test interop-test python-bench fuzz bench bench-compare bench-memory idle idle-floor clean
 
 all: build
 
@@ -35,9 +35,10 @@ sim: build
 	./$(BIN) sim $(SIM_FLAGS)
 
 ## test: formatting, vet, staticcheck, every Go test under the race detector, then the
-## TypeScript client's tests when Node.js 20+ is installed and the Python client's when
-## python3 is (each skipped with a message otherwise).
-test: fmt-check vet staticcheck unit ts-test python-test
+## TypeScript client's tests when Node.js 20+ is installed, the Python client's when python3
+## is, and the interop tests when npm can install their packages (each skipped with a
+## message otherwise).
+test: fmt-check vet staticcheck unit ts-test python-test interop-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -98,6 +99,20 @@ python-test: build
 		cd clients/python && IACP_NODE_BINARY=$(CURDIR)/$(BIN) $(PYTHON) -m unittest discover -s tests -v; \
 	fi
 
+## interop-test: the A2A bridge and the MCP server with clients the project did not write:
+## @a2a-js/sdk 1.x (A2A 1.0) and 0.3 (A2A 0.3), @modelcontextprotocol/sdk (interop/). npm
+## installs them into interop/node_modules (git-ignored) from interop/package-lock.json, again
+## only when the lock file changed; skipped with a message without Node.js 20+ and npm, or
+## when npm cannot install them (no registry). About 10 s.
+interop-test: build
+	@if ! command -v node >/dev/null 2>&1 || ! command -v npm >/dev/null 2>&1 || ! node -e 'process.exit(parseInt(process.versions.node) >= 20 ? 0 : 1)'; then \
+		echo "interop-test: skipped: Node.js 20+ and npm are not installed (the A2A and MCP SDKs need them)"; \
+	elif ! (cd interop && { test node_modules/.interop-ok -nt package-lock.json 2>/dev/null || { npm ci --no-audit --no-fund --loglevel=error && touch node_modules/.interop-ok; }; }); then \
+		echo "interop-test: skipped: npm could not install interop/'s packages (is the npm registry reachable?)"; \
+	else \
+		cd interop && IACP_NODE_BINARY=$(CURDIR)/$(BIN) node --test test/*.test.mjs; \
+	fi
+
 ## idle: the idle node (issue 20): time from exec until the local API serves, and RSS split into
 ## the node's own (anonymous) memory and the binary's pages, ROUNDS runs (docs/node.md).
 idle: build
@@ -136,6 +151,14 @@ bench:
 BENCH_FLAGS ?=
 bench-compare:
 	cd bench && $(GO) test -run='^$$' -bench=. -benchtime=1x -timeout 60m -args $(BENCH_FLAGS)
+
+## bench-memory: the real binary's peak RSS (VmHWM) while N peers on 127.0.0.1 send it signed
+## messages of almost 16 MiB at once, in open and in authority mode (e2e BenchmarkMemory;
+## docs/bench.md, "Memory under a burst of large messages"). MEMORY_FLAGS sets the sizes, e.g.
+## MEMORY_FLAGS="-memory.senders 8 -memory.messages 1 -memory.limit 256MiB". About 10 minutes.
+MEMORY_FLAGS ?= -memory.senders 8,40 -memory.messages 6
+bench-memory:
+	$(GO) test ./e2e -run='^$$' -bench=BenchmarkMemory -benchtime=1x -timeout 60m -args $(MEMORY_FLAGS)
 
 clean:
 	rm -rf bin .data

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -222,11 +223,11 @@ func TestGuard_LongRequestsOutliveTheReadTimeout(t *testing.T) {
 	sctx, stopEvents := context.WithCancel(ctx)
 	eventsDone := make(chan error, 1)
 	go func() {
-		eventsDone <- c1.Events(sctx, EventFilter{Kinds: []string{KindMessage}}, func(it EventItem) error { events <- it; return nil })
+		eventsDone <- Events(sctx, c1, EventFilter{Kinds: []string{KindMessage}}, func(it EventItem) error { events <- it; return nil })
 	}()
 	defer func() { stopEvents(); <-eventsDone }()
 	type polled struct {
-		doc InboxDoc
+		doc apiclient.InboxDoc
 		err error
 	}
 	poll := make(chan polled, 1)

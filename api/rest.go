@@ -185,6 +185,28 @@ func (s *Server) getOutbox(w http.ResponseWriter, r *http.Request) {
 	write(w, r, http.StatusOK, doc)
 }
 
+// cancelOutbox takes a queued message out of the outbox (DELETE /v1/outbox/{message_id}): it
+// is not sent again. 404 when the outbox does not hold it, 409 without durable delivery.
+func (s *Server) cancelOutbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("message_id")
+	if !s.n.Config().Durable {
+		s.fail(w, r, &httpError{status: http.StatusConflict, err: errorf(protocol.CodeCapabilityMismatch,
+			"durable delivery is off on this node: nothing is queued, so there is nothing to cancel")}, id)
+		return
+	}
+	ok, err := s.n.CancelOutbox(id)
+	if err != nil {
+		s.fail(w, r, errorf(protocol.CodeInternalError, "cancel %s: %w", id, err), id)
+		return
+	}
+	if !ok {
+		s.fail(w, r, &httpError{status: http.StatusNotFound, err: errorf(protocol.CodePayloadInvalid,
+			"message %s is not in the outbox (delivered, refused, expired or cancelled already, or never queued); list it with GET /v1/outbox", id)}, id)
+		return
+	}
+	write(w, r, http.StatusOK, CancelResult{Cancelled: id})
+}
+
 func recordDoc(rec node.Record) RecordDoc {
 	return RecordDoc{AgentID: rec.AgentID, PeerID: rec.PeerID.String(), Addrs: addrStrings(rec.Addrs), Manifest: rec.Manifest, Expires: rec.Expires}
 }

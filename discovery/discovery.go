@@ -27,6 +27,10 @@ var ErrClosed = errors.New("discovery is closed")
 // ErrNotPublished is returned by Leave when nothing was published.
 var ErrNotPublished = errors.New("discovery published nothing")
 
+// ErrNoRecord is wrapped by the AGENT_NOT_FOUND error of Resolve when the DHT answered that
+// it holds no record of the agent: nobody published one, as opposed to a lookup that failed.
+var ErrNoRecord = errors.New("the DHT holds no record of the agent")
+
 // Discovery is one node's view of the mesh directory. It owns a Kademlia DHT, the bootstrap
 // loop, the republish loop and (optionally) mDNS. Its goroutines are started by New and
 // stopped by Close. Mutable state is guarded by mu (local agent, status, lifecycle), by the

@@ -417,5 +417,8 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	if ok {
 		return p, nil
 	}
+	if unknownAfter(errs) {
+		errs = append(errs, errUnknown)
+	}
 	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
 }

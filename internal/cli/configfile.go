@@ -141,6 +141,9 @@ the backoff between bootstrap rounds until one reaches a peer, and how often the
 	"dht_health_interval": "",
 
 	"log_level": "debug, info, warn or error.",
+	"memory_limit": `The process's soft memory limit in bytes (Go's runtime/debug.SetMemoryLimit): the garbage
+collector works harder as the node nears it. 0 sets none; the environment variable GOMEMLIMIT,
+when set, wins (docs/node.md, "Memory").`,
 }
 
 // writeConfig writes c as the config file at path, mode 0600.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newInviteCmd) }
@@ -42,12 +43,12 @@ security.permissions and their intent_policy against, and the capabilities the a
 A2ACP tokens for (iacp-node token).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				req := api.InviteRequest{AgentID: agentID, Grants: grants, Replace: replace}
 				if ttl > 0 {
 					req.TTL = ttl.String()
 				}
-				doc, err := c.Invite(cmd.Context(), req)
+				doc, err := api.Invite(cmd.Context(), c, req)
 				if err != nil {
 					return err
 				}

@@ -8,13 +8,14 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newPeersCmd) }
 
 func newPeersCmd() *cobra.Command {
 	return showCmd("peers", "List the libp2p peers the node is connected to, the path to each (direct, relayed, hole-punched), and how others reach this node",
-		(*api.Client).Peers, func(tw *tabwriter.Writer, doc api.PeersDoc) {
+		(*apiclient.Client).Peers, func(tw *tabwriter.Writer, doc api.PeersDoc) {
 			nat := doc.NAT
 			fmt.Fprintf(tw, "reachability\t%s\n", nat.Reachability)
 			fmt.Fprintf(tw, "advertised\t%s\n", orNone(nat.Advertised))

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -34,8 +36,8 @@ reports in iacp-node trust list), revoking the id is refused, naming each certif
 the wrong holder by certificate id, or both with --all-peers.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.Revoke(cmd.Context(), api.RevokeRequest{Target: args[0], DryRun: dryRun, AllPeers: allPeers})
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.Revoke(cmd.Context(), c, api.RevokeRequest{Target: args[0], DryRun: dryRun, AllPeers: allPeers})
 				if err != nil {
 					return err
 				}
@@ -57,7 +59,9 @@ the wrong holder by certificate id, or both with --all-peers.`,
 }
 
 func newTrustCertsCmd() *cobra.Command {
-	return showCmd("certs", "List the certificates the mesh authority issued (on its node)", (*api.Client).Certificates, func(tw *tabwriter.Writer, doc api.CertificatesDoc) {
+	return showCmd("certs", "List the certificates the mesh authority issued (on its node)", func(c *apiclient.Client, ctx context.Context) (api.CertificatesDoc, error) {
+		return api.Certificates(ctx, c)
+	}, func(tw *tabwriter.Writer, doc api.CertificatesDoc) {
 		certTable(tw, doc.Certificates)
 	})
 }
@@ -95,8 +99,8 @@ draft's five rules: signature, expiry, audience, capabilities, issuer.`,
 			if ttl < 0 || ttl%time.Second != 0 {
 				return fmt.Errorf("--ttl %s: want a whole number of seconds, such as 1h", ttl)
 			}
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.AuthToken(cmd.Context(), api.TokenRequest{TargetAgentID: args[0], RequestedCapabilities: caps, TTL: int64(ttl / time.Second)})
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.AuthToken(cmd.Context(), c, api.TokenRequest{TargetAgentID: args[0], RequestedCapabilities: caps, TTL: int64(ttl / time.Second)})
 				if err != nil {
 					return err
 				}

@@ -50,6 +50,11 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 			if err != nil {
 				return err
 			}
+			path := configPath(f.dataDir, f.config)
+			_, exists, _ := loadConfig(path)
+			if err := chosenTrust(cfg, exists, path); err != nil {
+				return err
+			}
 			if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
 				return fmt.Errorf("--log-level: %w", err)
 			}
@@ -87,15 +92,11 @@ const defaultAPIAddr = "127.0.0.1:9700"
 // runConfig merges defaults, the config file and the flags (which already hold the
 // environment) into the node's configuration.
 func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
-	path := configPath(f.dataDir, f.config)
-	cfg, exists, err := loadConfig(path)
+	cfg, _, err := loadConfig(configPath(f.dataDir, f.config))
 	if err != nil {
 		return cfg, err
 	}
 	cfg.DataDir = f.dataDir
-	if err := chosenTrust(cfg, exists, path); err != nil {
-		return cfg, err
-	}
 	changed := cmd.Flags().Changed
 	if changed("agent-id") {
 		cfg.AgentID = f.agentID
@@ -170,13 +171,15 @@ func chosenTrust(cfg node.Config, exists bool, path string) error {
 
 // runNode starts the node and its local API, prints where it listens, and waits for ctx.
 func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags) error {
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	n, err := node.New(node.WithConfig(cfg))
 	if err != nil {
-		return err
+		return listenHint(err)
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
 	fmt.Fprintf(out, "trust     %s\n", trustSummary(n))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}
