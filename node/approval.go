@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -94,9 +95,25 @@ type ApprovalEvent struct {
 	Reason string `json:"reason,omitempty"`
 }
 
-// approvalBook is the node's side of approvals: the events kept for the stream and the ids
-// being handed to the outbox. The held messages themselves are in the store.
-type approvalBook struct {
+// approvals is the part that holds messages for approval: the held messages themselves are
+// in the store; it keeps the events for the stream and the ids being handed to the outbox
+// (mu), and runs the sweep, on a goroutine its owner starts and waits for (sweep ends with
+// its context). Without durable delivery (no store) nothing is held: hold and the decisions
+// say why.
+type approvals struct {
+	store  *store.Store // nil without durable delivery
+	limits store.ApprovalLimits
+	// send hands an approved message to the outbox (the delivery engine's Send); tell gives
+	// the sending agent an error about its message; audit appends to the audit log (a no-op
+	// when it is off).
+	send  func(ctx context.Context, m *protocol.Message, raw []byte) error
+	tell  func(m *protocol.Message, cause *protocol.Error)
+	audit func(audit.Entry)
+	// attempt bounds a dispatch by the sweep.
+	attempt time.Duration
+	log     *slog.Logger
+	now     func() time.Time
+
 	mu      sync.Mutex
 	events  []ApprovalEvent // the last maxApprovalEvents, oldest first
 	seq     uint64
@@ -104,11 +121,12 @@ type approvalBook struct {
 	sending map[string]bool
 }
 
-func newApprovalBook() *approvalBook {
-	return &approvalBook{changed: make(chan struct{}), sending: map[string]bool{}}
+func newApprovals() *approvals {
+	return &approvals{changed: make(chan struct{}), sending: map[string]bool{}, log: slog.New(slog.DiscardHandler),
+		now: time.Now, audit: func(audit.Entry) {}}
 }
 
-func (b *approvalBook) emit(e ApprovalEvent) {
+func (b *approvals) emit(e ApprovalEvent) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.seq++
@@ -122,7 +140,7 @@ func (b *approvalBook) emit(e ApprovalEvent) {
 }
 
 // claim marks id as being handed to the outbox; false when it is already.
-func (b *approvalBook) claim(id string) bool {
+func (b *approvals) claim(id string) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.sending[id] {
@@ -132,16 +150,15 @@ func (b *approvalBook) claim(id string) bool {
 	return true
 }
 
-func (b *approvalBook) unclaim(id string) {
+func (b *approvals) unclaim(id string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	delete(b.sending, id)
 }
 
-// ApprovalEvents returns the approval events kept with a Seq above after (the last 256),
-// the Seq of the last event, and a channel closed at the next one.
-func (n *Node) ApprovalEvents(after uint64) ([]ApprovalEvent, uint64, <-chan struct{}) {
-	b := n.approvals
+// eventsAfter returns the approval events kept with a Seq above after (the last 256), the
+// Seq of the last event, and a channel closed at the next one.
+func (b *approvals) eventsAfter(after uint64) ([]ApprovalEvent, uint64, <-chan struct{}) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var out []ApprovalEvent
@@ -153,12 +170,12 @@ func (n *Node) ApprovalEvents(after uint64) ([]ApprovalEvent, uint64, <-chan str
 	return out, b.seq, b.changed
 }
 
-func (n *Node) approvalEvent(kind string, a *store.Approval, by, reason string) {
-	e := ApprovalEvent{At: n.now().UTC(), Kind: kind, MessageID: a.MessageID, From: a.From, To: a.To, Intent: a.Intent, By: by, Reason: reason}
+func (b *approvals) event(kind string, a *store.Approval, by, reason string) {
+	e := ApprovalEvent{At: b.now().UTC(), Kind: kind, MessageID: a.MessageID, From: a.From, To: a.To, Intent: a.Intent, By: by, Reason: reason}
 	if kind == ApprovalHeld {
 		e.ExpiresAt = a.ExpiresAt.UTC()
 	}
-	n.approvals.emit(e)
+	b.emit(e)
 }
 
 // requiresApproval reports whether m asks to be held for approval; a malformed security
@@ -169,8 +186,8 @@ func requiresApproval(m *protocol.Message) (bool, error) {
 }
 
 // hold stores the sealed m, whose security member requires approval, until a decision.
-func (n *Node) hold(m *protocol.Message) error {
-	if n.store == nil {
+func (b *approvals) hold(m *protocol.Message) error {
+	if b.store == nil {
 		return protocol.Errorf(protocol.CodeCapabilityMismatch,
 			"message %s requires approval, and approvals are held in the store: switch durable delivery on (durable: true), or send it without security.require_approval", m.Envelope.MessageID)
 	}
@@ -180,22 +197,22 @@ func (n *Node) hold(m *protocol.Message) error {
 	}
 	a := store.Approval{MessageID: m.Envelope.MessageID, From: m.Envelope.Sender.AgentID, To: m.Envelope.Recipient.AgentID,
 		Type: string(m.Message.Type), Intent: string(m.Message.Intent), Raw: raw, ExpiresAt: m.Expires()}
-	if err := n.store.Hold(a, store.ApprovalLimits{MaxCount: n.cfg.ApprovalMax, MaxBytes: n.cfg.ApprovalMaxBytes}); err != nil {
+	if err := b.store.Hold(a, b.limits); err != nil {
 		return err
 	}
-	n.record(audit.EventHeld, m)
-	n.approvalEvent(ApprovalHeld, &a, "", "")
-	n.log.Info("message held for approval", "id", a.MessageID, "to", a.To, "intent", a.Intent)
+	b.audit(audit.FromMessage(audit.EventHeld, m))
+	b.event(ApprovalHeld, &a, "", "")
+	b.log.Info("message held for approval", "id", a.MessageID, "to", a.To, "intent", a.Intent)
 	return nil
 }
 
-// Approvals lists the messages held for approval, oldest first: those waiting for a decision
-// and those approved and not yet taken by the outbox. Empty without durable delivery.
-func (n *Node) Approvals() ([]HeldMessage, error) {
-	if n.store == nil {
+// list lists the messages held for approval, oldest first: those waiting for a decision and
+// those approved and not yet taken by the outbox. Empty without durable delivery.
+func (b *approvals) list() ([]HeldMessage, error) {
+	if b.store == nil {
 		return nil, nil
 	}
-	held, err := n.store.Held()
+	held, err := b.store.Held()
 	if err != nil {
 		return nil, err
 	}
@@ -212,63 +229,55 @@ func (n *Node) Approvals() ([]HeldMessage, error) {
 	return out, nil
 }
 
-// Approve approves the held message id on behalf of by (who decides: 1 to 128 printable
-// characters) and hands it to the outbox, which sends it as any Send does, with its own id.
-// It returns the first attempt's outcome as Send does: nil once delivered or queued, or the
-// recipient's refusal (which the sending agent is told of too). Approving a message approved
-// before does nothing more. A message not held is ErrNotHeld (PAYLOAD_INVALID: it was decided
-// or expired already, or never held); one whose TTL passed is TIMEOUT.
-func (n *Node) Approve(ctx context.Context, id, by string) error {
-	if err := n.approvalReady(by, ""); err != nil {
+// approve approves the held message id on behalf of by and hands it to the outbox (Node.Approve).
+func (b *approvals) approve(ctx context.Context, id, by string) error {
+	if err := b.ready(by, ""); err != nil {
 		return err
 	}
-	a, fresh, err := n.store.Approve(id, by)
+	a, fresh, err := b.store.Approve(id, by)
 	if err != nil {
-		return n.decisionError(id, err)
+		return b.decisionError(id, err)
 	}
 	if fresh {
-		e := n.heldEntry(audit.EventApproved, &a)
+		e := b.heldEntry(audit.EventApproved, &a)
 		e.By = by
-		n.appendAuditOn(e)
-		n.approvalEvent(ApprovalApproved, &a, by, "")
-		n.log.Info("held message approved", "id", id, "by", by)
+		b.audit(e)
+		b.event(ApprovalApproved, &a, by, "")
+		b.log.Info("held message approved", "id", id, "by", by)
 	}
-	return n.dispatch(ctx, a)
+	return b.dispatch(ctx, a)
 }
 
-// Reject rejects the held message id on behalf of by, for reason (may be empty, at most 1
-// KiB): it is dropped unsent, the audit log records who and why, and the sending agent gets
-// a PERMISSION_DENIED error correlated to it (to Request, or in its inbox). A message approved
-// already cannot be rejected (PERMISSION_DENIED).
-func (n *Node) Reject(ctx context.Context, id, by, reason string) error {
-	if err := n.approvalReady(by, reason); err != nil {
+// reject drops the held message id unsent, on behalf of by, for reason (Node.Reject).
+func (b *approvals) reject(id, by, reason string) error {
+	if err := b.ready(by, reason); err != nil {
 		return err
 	}
-	a, err := n.store.Discard(id)
+	a, err := b.store.Discard(id)
 	if errors.Is(err, store.ErrApproved) {
 		return protocol.Errorf(protocol.CodePermissionDenied, "message %s was approved by %s already and is on its way; it cannot be rejected now", id, a.ApprovedBy)
 	}
 	if err != nil {
-		return n.decisionError(id, err)
+		return b.decisionError(id, err)
 	}
-	e := n.heldEntry(audit.EventRejected, &a)
+	e := b.heldEntry(audit.EventRejected, &a)
 	e.By, e.Code, e.Reason = by, protocol.CodePermissionDenied, reason
-	n.appendAuditOn(e)
-	n.approvalEvent(ApprovalRejected, &a, by, reason)
-	n.log.Info("held message rejected", "id", id, "by", by, "reason", reason)
+	b.audit(e)
+	b.event(ApprovalRejected, &a, by, reason)
+	b.log.Info("held message rejected", "id", id, "by", by, "reason", reason)
 	why := ""
 	if reason != "" {
 		why = ": " + reason
 	}
-	n.tellHeldSender(&a, &protocol.Error{Code: protocol.CodePermissionDenied,
+	b.tellHeldSender(&a, &protocol.Error{Code: protocol.CodePermissionDenied,
 		Message: fmt.Sprintf("message %s was rejected by %s, who approves this node's messages%s", id, by, why)})
 	return nil
 }
 
 // approvalReady checks what Approve and Reject need: a store, and a sound by and reason.
-func (n *Node) approvalReady(by, reason string) error {
+func (b *approvals) ready(by, reason string) error {
 	switch {
-	case n.store == nil:
+	case b.store == nil:
 		return protocol.Errorf(protocol.CodeCapabilityMismatch, "durable delivery is off on this node, so no message is held for approval")
 	case by == "" || len(by) > MaxApprovalBy || strings.IndexFunc(by, unicode.IsControl) >= 0:
 		return protocol.Errorf(protocol.CodePayloadInvalid, "by: say who decides, 1 to %d printable characters", MaxApprovalBy)
@@ -279,7 +288,7 @@ func (n *Node) approvalReady(by, reason string) error {
 }
 
 // decisionError turns the store's answer to a decision into the caller's error.
-func (n *Node) decisionError(id string, err error) error {
+func (b *approvals) decisionError(id string, err error) error {
 	if errors.Is(err, store.ErrNotFound) {
 		return &protocol.Error{Code: protocol.CodePayloadInvalid, Err: ErrNotHeld,
 			Message: fmt.Sprintf("no message %s waits for approval: it was decided or expired already, or never held (`iacp-node approvals` lists those that wait)", id)}
@@ -290,115 +299,107 @@ func (n *Node) decisionError(id string, err error) error {
 // dispatch hands the approved a to the outbox, once at a time per id. It releases a from the
 // approvals unless the outbox could not take it (full, or the store closing): then it stays
 // approved and the sweep tries again.
-func (n *Node) dispatch(ctx context.Context, a store.Approval) error {
-	if !n.approvals.claim(a.MessageID) {
+func (b *approvals) dispatch(ctx context.Context, a store.Approval) error {
+	if !b.claim(a.MessageID) {
 		return nil // being handed over already
 	}
-	defer n.approvals.unclaim(a.MessageID)
+	defer b.unclaim(a.MessageID)
 	m, err := protocol.DecodeJSON(a.Raw)
 	if err != nil {
-		n.log.Error("held message unreadable; dropped", "id", a.MessageID, "err", err.Error())
-		_, _ = n.store.Release(a.MessageID)
+		b.log.Error("held message unreadable; dropped", "id", a.MessageID, "err", err.Error())
+		_, _ = b.store.Release(a.MessageID)
 		return err
 	}
-	_, err = n.engine.Send(ctx, m, a.Raw)
+	err = b.send(ctx, m, a.Raw)
 	var pe *protocol.Error
 	switch {
 	case err == nil, protocol.CodeOf(err) == protocol.CodeDuplicate:
 		// Delivered or queued (a DUPLICATE: the outbox or the recipient has it already, after
 		// a crash before the release).
 	case errors.Is(err, store.ErrQueueFull), !errors.As(err, &pe):
-		n.log.Warn("approved message not taken by the outbox yet; trying again", "id", a.MessageID, "err", err.Error())
+		b.log.Warn("approved message not taken by the outbox yet; trying again", "id", a.MessageID, "err", err.Error())
 		return err
 	default:
 		if pe.Code == protocol.CodeTimeout {
-			e := n.heldEntry(audit.EventExpired, &a)
+			e := b.heldEntry(audit.EventExpired, &a)
 			e.Code, e.Reason = protocol.CodeTimeout, "expired before the outbox took it after approval"
-			n.appendAuditOn(e)
+			b.audit(e)
 		}
-		n.tellHeldSender(&a, pe)
+		b.tellHeldSender(&a, pe)
 	}
-	if _, rerr := n.store.Release(a.MessageID); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
-		n.log.Warn("approved message not released from the approvals", "id", a.MessageID, "err", rerr.Error())
+	if _, rerr := b.store.Release(a.MessageID); rerr != nil && !errors.Is(rerr, store.ErrNotFound) {
+		b.log.Warn("approved message not released from the approvals", "id", a.MessageID, "err", rerr.Error())
 	}
 	return err
 }
 
 // tellHeldSender gives the sending agent an error correlated to the held a, from the node
 // itself: to whoever waits for its reply (Request), else handed over like any inbound message.
-func (n *Node) tellHeldSender(a *store.Approval, cause *protocol.Error) {
+func (b *approvals) tellHeldSender(a *store.Approval, cause *protocol.Error) {
 	m, err := protocol.DecodeJSON(a.Raw)
 	if err != nil {
 		return
 	}
-	n.tellSender(m, cause)
+	b.tell(m, cause)
 }
 
 // heldEntry is an audit entry about the held a.
-func (n *Node) heldEntry(ev audit.Event, a *store.Approval) audit.Entry {
+func (b *approvals) heldEntry(ev audit.Event, a *store.Approval) audit.Entry {
 	if m, err := protocol.DecodeJSON(a.Raw); err == nil {
 		return audit.FromMessage(ev, m)
 	}
 	return audit.Entry{Event: ev, MessageID: a.MessageID, From: a.From, To: a.To, Type: a.Type, Intent: a.Intent}
 }
 
-// appendAuditOn appends e when the audit log is on.
-func (n *Node) appendAuditOn(e audit.Entry) {
-	if n.audit != nil {
-		n.appendAudit(e)
-	}
-}
-
-// sweepApprovals runs until the node closes: every approvalSweep (and at once at start) it
-// drops the held messages whose TTL passed (TIMEOUT to their sender) and hands the approved
-// ones the outbox has not taken (after a restart, or a full outbox) to it again.
-func (n *Node) sweepApprovals() {
-	defer n.wg.Done()
+// sweep runs until ctx ends: every approvalSweep (and at once at start) it drops the held
+// messages whose TTL passed (TIMEOUT to their sender) and hands the approved ones the outbox
+// has not taken (after a restart, or a full outbox) to it again.
+func (b *approvals) sweep(ctx context.Context) {
 	t := time.NewTicker(approvalSweep)
 	defer t.Stop()
 	for {
-		n.sweepOnce()
+		b.sweepOnce(ctx)
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
 	}
 }
 
-func (n *Node) sweepOnce() {
-	held, err := n.store.Held()
+func (b *approvals) sweepOnce(ctx context.Context) {
+	held, err := b.store.Held()
 	if err != nil {
-		if n.ctx.Err() == nil {
-			n.log.Warn("approvals not readable", "err", err.Error())
+		if ctx.Err() == nil {
+			b.log.Warn("approvals not readable", "err", err.Error())
 		}
 		return
 	}
-	now := n.now()
+	now := b.now()
 	for _, a := range held {
 		switch {
 		case a.Approved():
-			ctx, cancel := context.WithTimeout(n.ctx, n.cfg.FrameTimeout)
-			_ = n.dispatch(ctx, a)
+			dctx, cancel := context.WithTimeout(ctx, b.attempt)
+			_ = b.dispatch(dctx, a)
 			cancel()
 		case !a.ExpiresAt.After(now):
-			n.expireHeld(a.MessageID)
+			b.expireHeld(a.MessageID)
 		}
 	}
 }
 
 // expireHeld drops the held message id, whose TTL passed while it waited, and tells its
 // sender TIMEOUT.
-func (n *Node) expireHeld(id string) {
-	a, err := n.store.Discard(id)
+func (b *approvals) expireHeld(id string) {
+	a, err := b.store.Discard(id)
 	if err != nil {
 		return // decided meanwhile
 	}
-	e := n.heldEntry(audit.EventExpired, &a)
+	e := b.heldEntry(audit.EventExpired, &a)
 	e.Code, e.Reason = protocol.CodeTimeout, "expired while it waited for approval"
-	n.appendAuditOn(e)
-	n.approvalEvent(ApprovalExpired, &a, "", "")
-	n.log.Info("held message expired before anyone approved it", "id", id)
-	n.tellHeldSender(&a, &protocol.Error{Code: protocol.CodeTimeout,
+	b.audit(e)
+	b.event(ApprovalExpired, &a, "", "")
+	b.log.Info("held message expired before anyone approved it", "id", id)
+	b.tellHeldSender(&a, &protocol.Error{Code: protocol.CodeTimeout,
 		Message: fmt.Sprintf("message %s expired at %s while it waited for approval; nobody approved it", id, a.ExpiresAt.UTC().Format(time.RFC3339))})
 }

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -55,8 +56,20 @@ func (n *Node) openDurable() error {
 				"run `iacp-node audit verify` to see where, and keep the damaged files as evidence", "break", b.Error())
 		}
 	}
+	a := n.approvals
+	a.log, a.now, a.tell, a.attempt = n.log, n.now, n.tellSender, c.FrameTimeout
+	a.audit = func(e audit.Entry) {
+		if n.audit != nil {
+			n.appendAudit(e)
+		}
+	}
 	if n.store == nil {
 		return nil
+	}
+	a.store, a.limits = n.store, store.ApprovalLimits{MaxCount: c.ApprovalMax, MaxBytes: c.ApprovalMaxBytes}
+	a.send = func(ctx context.Context, m *protocol.Message, raw []byte) error {
+		_, err := n.engine.Send(ctx, m, raw)
+		return err
 	}
 	return n.newEngine()
 }
@@ -137,8 +150,7 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	go n.journalLoop()
 	n.engine.Start()
 	n.engine.Redeliver(pending, n.audited(pending))
-	n.wg.Add(1)
-	go n.sweepApprovals() // messages held for approval (approval.go)
+	n.wg.Go(func() { n.approvals.sweep(n.ctx) }) // messages held for approval (approval.go)
 }
 
 // follow subscribes to gossip items of kinds and has watchReturns take them; unavailable says

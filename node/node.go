@@ -104,7 +104,7 @@ type Node struct {
 	audit   *audit.Log       // nil when the audit log is off
 	engine  *delivery.Engine // nil when durability is off
 	// approvals are the events and hand-overs of messages held for approval (approval.go).
-	approvals *approvalBook
+	approvals *approvals
 
 	ctx       context.Context
 	cancel    context.CancelFunc

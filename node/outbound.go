@@ -75,7 +75,7 @@ func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 		if err != nil {
 			return "", err
 		}
-		return OutcomeHeld, n.hold(m)
+		return OutcomeHeld, n.approvals.hold(m)
 	}
 	if n.engine != nil {
 		raw, err := protocol.EncodeJSON(m)
@@ -167,7 +167,7 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool, o
 	}
 	switch {
 	case held:
-		err = n.hold(m)
+		err = n.approvals.hold(m)
 	case durable:
 		_, err = n.engine.Send(ctx, m, raw)
 		defer n.dropUnanswered(m, w)

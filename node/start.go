@@ -89,7 +89,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		directory: directory,
 		needed:    make(map[peer.ID]*backoff),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
-		approvals: newApprovalBook(),
+		approvals: newApprovals(),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
