@@ -78,7 +78,7 @@ func (n *Node) groupRequest(it *pubsub.Item) {
 		n.log.Info("group request dropped", "id", m.Envelope.MessageID, "from", sender, "group", it.Group, "code", protocol.CodeOf(err), "err", err.Error())
 		return
 	}
-	n.bind(sender, it.Author) // as for an accepted direct message: the answer goes back to it
+	n.peers.bind(sender, it.Author) // as for an accepted direct message: the answer goes back to it
 	r := &Request{Msg: m.Clone(), Peer: it.Author, n: n, answerTTL: m.Expires().Sub(now)}
 	start, _, err := n.route(r)
 	if err != nil {

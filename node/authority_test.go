@@ -84,8 +84,8 @@ func TestTrustAuthority_AClaimWithoutACertificateIsRefused(t *testing.T) {
 	// Not even for its own id: a node without a certificate can send nothing anyone acts on.
 	code, _ = c.refusal(event(t, mallory.Builder(), agentName(0)))
 	expectCode(t, code, protocol.CodeIdentityInvalid)
-	if _, ok := alice.directory.Peek(agentName(1)); ok {
-		if p, _ := alice.directory.Peek(agentName(1)); p == mallory.ID() {
+	if _, ok := alice.peers.directory.Peek(agentName(1)); ok {
+		if p, _ := alice.peers.directory.Peek(agentName(1)); p == mallory.ID() {
 			t.Fatal("a refused claim taught alice's directory that mallory is bob")
 		}
 	}
@@ -204,7 +204,7 @@ func TestTrustAuthority_EachBootstrapPeerIsHandedToTrustOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []string
-	for _, p := range nd.bootstrapPeers() {
+	for _, p := range nd.peers.bootstrapIDs() {
 		got = append(got, p.String())
 	}
 	if want := []string{peers[1], peers[0]}; !slices.Equal(got, want) {

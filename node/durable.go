@@ -82,7 +82,7 @@ func (n *Node) newEngine() error {
 			p, _ := protocol.PeerIDOf(m)
 			return n.handOver(&Request{Msg: m, Peer: p, n: n, size: size})
 		},
-		PeerOf:   n.directory.Peek,
+		PeerOf:   n.peers.directory.Peek,
 		Now:      n.now,
 		RetryMin: n.cfg.RetryMin, RetryMax: n.cfg.RetryMax, AttemptTimeout: n.cfg.FrameTimeout,
 		Log: n.log,
@@ -207,7 +207,7 @@ func (n *Node) heardLiveness(tr pubsub.Transition) {
 		return
 	}
 	if learn {
-		n.learn(tr.AgentID, tr.PeerID)
+		n.peers.learn(tr.AgentID, tr.PeerID)
 	}
 	if n.engine != nil {
 		n.engine.AgentReturned(tr.AgentID)
@@ -225,7 +225,7 @@ func (n *Node) heardBeat(it *pubsub.Item) {
 		return
 	}
 	agent := it.Message.Envelope.Sender.AgentID
-	if p, ok := n.directory.Peek(agent); !ok || p == it.Author {
+	if p, ok := n.peers.directory.Peek(agent); !ok || p == it.Author {
 		n.engine.AgentHeard(agent)
 	}
 }
@@ -271,7 +271,7 @@ func (n *Node) accept(batch []inbound) (dups []bool, errs []error) {
 	}
 	for i, ib := range batch {
 		if !dups[i] && errs[i] == nil {
-			n.bind(ib.m.Envelope.Sender.AgentID, ib.peer)
+			n.peers.bind(ib.m.Envelope.Sender.AgentID, ib.peer)
 			n.record(audit.EventReceived, ib.m)
 		}
 	}

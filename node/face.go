@@ -210,7 +210,7 @@ func (n *Node) Peers() []PeerInfo {
 		for _, c := range conns {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
 		}
-		pi.Path = n.paths.path(p, conns)
+		pi.Path = n.peers.paths.path(p, conns)
 		out = append(out, pi)
 	}
 	return out

@@ -189,7 +189,7 @@ func TestTrust_RefusedMessagesPinNothing(t *testing.T) {
 	if got := n.trust.PinCount(); got != 0 {
 		t.Fatalf("%d pins taken from refused messages", got)
 	}
-	if _, ok := n.directory.Peek("test:mesh:claimed-aa"); ok {
+	if _, ok := n.peers.directory.Peek("test:mesh:claimed-aa"); ok {
 		t.Fatal("a refused message taught the directory where its claimed agent lives")
 	}
 	// An accepted message pins its sender.
@@ -220,7 +220,7 @@ func TestTrust_PinsAndDirectoryAreBounded(t *testing.T) {
 	if got := n.trust.PinCount(); got > 16 {
 		t.Fatalf("%d pins held; the bound is 16", got)
 	}
-	if got := n.directory.Len(); got > 16 {
+	if got := n.peers.directory.Len(); got > 16 {
 		t.Fatalf("the directory holds %d agents; the bound is 16", got)
 	}
 }

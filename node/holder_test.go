@@ -53,7 +53,7 @@ func TestOneHolder_ReplaceMovesTheIdAndRevokesTheHolder(t *testing.T) {
 	if err := carol.trust.Claim(testCtx(t), agentName(1), bob.ID(), trust.SourceMessage); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
 		t.Fatalf("carol on the old holder after the move: %v; want IDENTITY_INVALID", err)
 	}
-	if p, _ := carol.directory.Peek(agentName(1)); p != bob.ID() {
+	if p, _ := carol.peers.directory.Peek(agentName(1)); p != bob.ID() {
 		t.Fatalf("carol's directory names %s for the agent; the test wants the old holder there", p)
 	}
 	moved, err := startNode(t, h, sk, agentName(1), WithAuthority(alice.cfg.Authority, cert.Raw), WithAuthorityNode(alice.ID()), WithInbox(true))

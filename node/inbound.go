@@ -251,7 +251,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 	n.watch(m.Envelope.Sender.AgentID, in.remote)
 	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
 	if isReply && n.matchReply(m, in.remote) {
-		n.bind(m.Envelope.Sender.AgentID, in.remote)
+		n.peers.bind(m.Envelope.Sender.AgentID, in.remote)
 		if receiptOf(m) == nil {
 			in.queueReceipt(m)
 		}

@@ -19,7 +19,7 @@ func (n *Node) startMesh() error {
 	c := &n.cfg
 	if c.Discovery {
 		opts := []discovery.Option{
-			discovery.WithBootstrapPeers(n.bootstrap),
+			discovery.WithBootstrapPeers(n.peers.bootstrap),
 			discovery.WithMDNS(c.MDNS),
 			discovery.WithClock(c.Clock),
 			discovery.WithLogger(n.log.With("subsystem", "discovery")),
@@ -35,7 +35,7 @@ func (n *Node) startMesh() error {
 		case c.DHTClient || (c.NAT && c.Reachability == ReachPrivate):
 			opts = append(opts, discovery.WithClientMode())
 		case c.NAT && c.Reachability == ReachAuto:
-			opts = append(opts, discovery.WithAutoMode(!presumedPrivate(n.host, n.bootstrap)))
+			opts = append(opts, discovery.WithAutoMode(!presumedPrivate(n.host, n.peers.bootstrap)))
 		}
 		opts = append(opts, c.DiscoveryOptions...)
 		if c.Gossip {

@@ -9,7 +9,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/network"
@@ -68,7 +67,7 @@ type Node struct {
 	started time.Time
 	slots   chan struct{} // handler concurrency
 	workers *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
-	paths   *pathBook     // hole-punched connections and punch counts (paths.go)
+	peers   *peers        // where agents are, and the peers kept connected (peers.go)
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler
@@ -82,16 +81,6 @@ type Node struct {
 	sessionsMu sync.Mutex
 	sessions   map[peer.ID]*session
 	inbound    map[*inStream]struct{}
-
-	// directory maps agent ids to the peers that serve them, learned from accepted messages,
-	// heartbeats, resolutions and AddPeer; bounded by max_agents, the least recently used
-	// entry goes first (it is resolved again when needed).
-	directory *lru.Cache[string, peer.ID]
-
-	dirMu     sync.RWMutex
-	resolvers []Resolver
-	needed    map[peer.ID]*backoff
-	bootstrap []peer.AddrInfo // the configured bootstrap peers, one entry each, the node left out (discovery.MergePeers)
 
 	status atomic.Pointer[protocol.HeartbeatPayload]
 	inbox  *Inbox
@@ -155,7 +144,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
-	n.paths = paths
+	n.peers.paths = paths
 	if err := n.start(); err != nil {
 		return nil, err
 	}
@@ -339,22 +328,10 @@ func (n *Node) Status() protocol.HeartbeatPayload { return *n.status.Load() }
 func (n *Node) Inbox() *Inbox { return n.inbox }
 
 // AddResolver adds a way to find agents the node has never heard from (discovery).
-func (n *Node) AddResolver(r Resolver) {
-	n.dirMu.Lock()
-	defer n.dirMu.Unlock()
-	n.resolvers = append(n.resolvers, r)
-}
+func (n *Node) AddResolver(r Resolver) { n.peers.addResolver(r) }
 
 // AddPeer tells the node where an agent lives, and keeps the node connected to it.
-func (n *Node) AddPeer(agentID string, ai peer.AddrInfo) {
-	n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-	n.directory.Add(agentID, ai.ID)
-	n.dirMu.Lock()
-	defer n.dirMu.Unlock()
-	if _, ok := n.needed[ai.ID]; !ok {
-		n.needed[ai.ID] = &backoff{}
-	}
-}
+func (n *Node) AddPeer(agentID string, ai peer.AddrInfo) { n.peers.add(agentID, ai) }
 
 // ParseBootstrap parses a multiaddr that ends in /p2p/<peer id>.
 func ParseBootstrap(s string) (peer.AddrInfo, error) {
@@ -367,58 +344,4 @@ func ParseBootstrap(s string) (peer.AddrInfo, error) {
 		return peer.AddrInfo{}, fmt.Errorf("bootstrap %q must end in /p2p/<peer id>: %w", s, err)
 	}
 	return *ai, nil
-}
-
-// learn records in the directory that p serves agentID.
-func (n *Node) learn(agentID string, p peer.ID) {
-	if q, ok := n.directory.Get(agentID); !ok || q != p {
-		n.directory.Add(agentID, p)
-	}
-}
-
-// bind records what an accepted message proves: p speaks for agentID. It pins the id to p
-// (trust on first use) and learns where the agent is. Only messages that passed every check
-// and were accepted, or taken as the reply a waiter expected, are bound.
-func (n *Node) bind(agentID string, p peer.ID) {
-	n.trust.Bind(agentID, p)
-	n.learn(agentID, p)
-}
-
-// resolve finds the peer serving agentID: the directory or trust pins when the node is
-// connected to the peer they name, else the resolvers (which also give its current
-// addresses), else the peer they name.
-func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
-	if protocol.IsWildcard(agentID) {
-		return "", protocol.Errorf(protocol.CodePayloadInvalid, "recipient %q is a wildcard: direct messages need one agent; use a broadcast", agentID)
-	}
-	p, ok := n.directory.Get(agentID)
-	n.dirMu.RLock()
-	resolvers := n.resolvers
-	n.dirMu.RUnlock()
-	if !ok {
-		p, ok = n.trust.PeerOf(agentID)
-	}
-	if ok && (n.host.Network().Connectedness(p) == network.Connected || len(resolvers) == 0) {
-		return p, nil
-	}
-	// Known but not connected: the resolvers say where the agent is now (a node that moved,
-	// or reserved another relay, republished its record), and the addresses join those the
-	// peerstore has; if none answers, the dial tries what is known.
-	var errs []error
-	for _, r := range resolvers {
-		ai, err := r.ResolveAgent(ctx, agentID)
-		if err == nil {
-			n.host.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-			n.learn(agentID, ai.ID)
-			return ai.ID, nil
-		}
-		errs = append(errs, err)
-	}
-	if ok {
-		return p, nil
-	}
-	if unknownAfter(errs) {
-		errs = append(errs, errUnknown)
-	}
-	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
 }

@@ -300,7 +300,7 @@ func (n *Node) unregister(id string) {
 func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
 	var refused error
 	for range 2 {
-		p, err := n.resolve(ctx, agentID)
+		p, err := n.peers.resolve(ctx, agentID)
 		if err != nil {
 			if refused != nil {
 				return "", protocol.Errorf(protocol.CodeAgentNotFound, "agent %s: its last known peer is no longer certified for it (%v), and no other peer is known for it: %v", agentID, refused, err)
@@ -314,7 +314,7 @@ func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
 		case protocol.CodeOf(err) != protocol.CodeIdentityInvalid:
 			return "", err
 		}
-		n.directory.Remove(agentID)
+		n.peers.directory.Remove(agentID)
 		refused = err
 	}
 	return "", refused

@@ -176,8 +176,8 @@ func (n *Node) NAT() NATStatus {
 			st.Relays = append(st.Relays, relay.ID)
 		}
 	}
-	if n.paths != nil {
-		st.HolePunchesSucceeded, st.HolePunchesFailed = n.paths.counts()
+	if n.peers.paths != nil {
+		st.HolePunchesSucceeded, st.HolePunchesFailed = n.peers.paths.counts()
 	}
 	return st
 }

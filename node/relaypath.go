@@ -88,7 +88,7 @@ func (n *Node) repunch(now time.Time) {
 	for _, p := range peers {
 		conns := n.host.Network().ConnsToPeer(p)
 		if len(conns) == 0 || slices.ContainsFunc(conns, func(c network.Conn) bool { return !isRelayed(c.RemoteMultiaddr()) }) {
-			n.paths.settled(p)
+			n.peers.paths.settled(p)
 			continue
 		}
 		oldest := now
@@ -97,7 +97,7 @@ func (n *Node) repunch(now time.Time) {
 				oldest = c.Stat().Opened
 			}
 		}
-		if now.Sub(oldest) < repunchAfter || !n.paths.tryAgain(p, now) {
+		if now.Sub(oldest) < repunchAfter || !n.peers.paths.tryAgain(p, now) {
 			continue
 		}
 		n.spawn(func() {

@@ -48,7 +48,7 @@ func (n *Node) Safety() Safety {
 		Queue:     n.budget.stats(),
 		ReplayIDs: n.replay.Len(), ReplayCapacity: n.replay.Capacity(), ReplayEvicted: n.replay.Evicted(),
 		Pins: n.trust.PinCount(), MaxPins: n.cfg.MaxPins,
-		Agents: n.directory.Len(), MaxAgents: n.cfg.MaxAgents,
+		Agents: n.peers.directory.Len(), MaxAgents: n.cfg.MaxAgents,
 	}
 	_, s.TrustConflicts, _ = n.trust.Conflicts(^uint64(0))
 	s.InboxBytes, s.InboxMaxBytes = n.inbox.usage()

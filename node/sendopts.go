@@ -61,7 +61,7 @@ func (n *Node) checkKnown(ctx context.Context, m *protocol.Message, opts []SendO
 	}
 	ctx, cancel := context.WithTimeout(ctx, unknownLookup)
 	defer cancel()
-	_, err := n.resolve(ctx, to)
+	_, err := n.peers.resolve(ctx, to)
 	if err == nil || !errors.Is(err, errUnknown) {
 		return nil
 	}

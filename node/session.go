@@ -147,7 +147,7 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 		return true
 	}
 	if n.matchReply(m, s.peer) {
-		n.bind(m.Envelope.Sender.AgentID, s.peer)
+		n.peers.bind(m.Envelope.Sender.AgentID, s.peer)
 		return true
 	}
 	// A reply nobody waits for any more: the agent gets it like any inbound message.

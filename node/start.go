@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"time"
 
-	lru "github.com/hashicorp/golang-lru/v2"
 	logging "github.com/ipfs/go-log/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -56,10 +55,6 @@ func configure(opts []Option) (Config, crypto.PrivKey, error) {
 
 // newNode builds the node's state over host h: nothing runs yet.
 func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (*Node, error) {
-	directory, err := lru.New[string, peer.ID](cfg.MaxAgents)
-	if err != nil {
-		return nil, err
-	}
 	log := cfg.Logger
 	if log == nil {
 		// go-log's bridge: the "logger" attribute names the subsystem whose level
@@ -86,8 +81,6 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		waiters:   make(map[string]*waiter),
 		sessions:  make(map[peer.ID]*session),
 		inbound:   make(map[*inStream]struct{}),
-		directory: directory,
-		needed:    make(map[peer.ID]*backoff),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		approvals: newApprovals(),
 		ctx:       ctx,
@@ -102,18 +95,24 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		n.cfg.Manifest.Version = cfg.AgentVersion
 	}
 	n.status.Store(&protocol.HeartbeatPayload{Status: protocol.StatusAlive, Version: cfg.AgentVersion})
+	ps, err := newPeers(cfg, h, log)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	n.peers = ps
 	for _, s := range cfg.Bootstrap {
 		ai, err := ParseBootstrap(s)
 		if err != nil {
 			cancel()
 			return nil, err
 		}
-		n.bootstrap = append(n.bootstrap, ai)
+		ps.bootstrap = append(ps.bootstrap, ai)
 	}
-	n.bootstrap = discovery.MergePeers(n.bootstrap, h.ID())
-	for _, ai := range n.bootstrap {
+	ps.bootstrap = discovery.MergePeers(ps.bootstrap, h.ID())
+	for _, ai := range ps.bootstrap {
 		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-		n.needed[ai.ID] = &backoff{}
+		ps.need(ai.ID)
 	}
 	return n, nil
 }
@@ -163,17 +162,6 @@ func (n *Node) start() error {
 	return nil
 }
 
-// bootstrapPeers returns the bootstrap peers, one entry each and never the node
-// (discovery.MergePeers made them so): those trust asks for the mesh authority when
-// authority_node is not set.
-func (n *Node) bootstrapPeers() []peer.ID {
-	out := make([]peer.ID, 0, len(n.bootstrap))
-	for _, ai := range n.bootstrap {
-		out = append(out, ai.ID)
-	}
-	return out
-}
-
 // startTrust builds the trust part (docs/trust.md) over the node's host and settings: the mode,
 // the bindings or certificates, and the protocols of the mesh authority. What it resolved (the
 // mesh id, the authority's key on its node) goes back into the node's configuration.
@@ -182,7 +170,7 @@ func (n *Node) startTrust() error {
 	t, err := trust.New(trust.Config{
 		Host: n.host, Mode: c.Trust, AgentID: c.AgentID, Capabilities: capabilities(c.Manifest), DataDir: c.DataDir,
 		Authority: c.Authority, Certificate: c.Certificate, MeshAuthority: c.MeshAuthority, AuthorityNode: c.AuthorityNode,
-		Bootstrap: n.bootstrapPeers(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
+		Bootstrap: n.peers.bootstrapIDs(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
 		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
 		Allow: func(p peer.ID) error { return n.rate.allow(p, n.now()) }, Track: n.tracked, Addrs: n.Addrs,
 		Publish: func(ctx context.Context, ev protocol.EventPayload) error {
@@ -204,6 +192,7 @@ func (n *Node) startTrust() error {
 		return err
 	}
 	n.trust = t
+	n.peers.trust = t
 	c.Trust, c.Authority, c.MeshAuthority = t.Mode(), t.MeshID(), t.MeshAuthority()
 	if c.Trust == trust.Allowlist {
 		c.Trust = trust.Open

@@ -116,15 +116,7 @@ func (n *Node) TrustPins() []Pin {
 // many pins went; allowlisted pairs are the allowlist file's to change.
 func (n *Node) ForgetTrust(agentID string, p peer.ID) int {
 	k := n.trust.Forget(agentID, p)
-	if agentID != "" {
-		n.directory.Remove(agentID)
-		return k
-	}
-	for _, a := range n.directory.Keys() {
-		if q, ok := n.directory.Peek(a); ok && q == p {
-			n.directory.Remove(a)
-		}
-	}
+	n.peers.forget(agentID, p)
 	return k
 }
 
