@@ -64,12 +64,12 @@ func (n *Node) groupRequest(it *pubsub.Item) {
 		return
 	}
 	sender := m.Envelope.Sender.AgentID
-	err := n.rate.allow(it.Author, now)
+	err := n.wire.rate.allow(it.Author, now)
 	if err == nil {
 		err = n.trust.Claim(n.ctx, sender, it.Author, trust.SourceMessage)
 	}
 	if err == nil {
-		err = n.policy.check(sender, m.Message.Type, m.Message.Intent)
+		err = n.wire.policy.check(sender, m.Message.Type, m.Message.Intent)
 	}
 	if err == nil {
 		err = n.trust.Authorize(m, it.Author)
@@ -79,8 +79,8 @@ func (n *Node) groupRequest(it *pubsub.Item) {
 		return
 	}
 	n.peers.bind(sender, it.Author) // as for an accepted direct message: the answer goes back to it
-	r := &Request{Msg: m.Clone(), Peer: it.Author, n: n, answerTTL: m.Expires().Sub(now)}
-	start, _, err := n.route(r)
+	r := &Request{Msg: m.Clone(), Peer: it.Author, n: n.wire, answerTTL: m.Expires().Sub(now)}
+	start, _, err := n.wire.route(r)
 	if err != nil {
 		n.spawn(func() {
 			if ferr := r.Fail(err); ferr != nil {

@@ -72,9 +72,9 @@ func held(b *queueBudget, p peer.ID) (peerBytes, total int64, waiting bool) {
 // unserved, and returns what gives it back.
 func occupyLarge(t *testing.T, n *Node) func() {
 	t.Helper()
-	n.large <- struct{}{}
+	n.wire.large <- struct{}{}
 	var once sync.Once
-	release := func() { once.Do(func() { <-n.large }) }
+	release := func() { once.Do(func() { <-n.wire.large }) }
 	t.Cleanup(release)
 	return release
 }
@@ -85,7 +85,7 @@ func occupyLarge(t *testing.T, n *Node) func() {
 // answered. The budget never held the two at once.
 func TestBudget_AFrameWaitsUnreadForTheNodeWideBudget(t *testing.T) {
 	m, frames, ids := budgetMesh(t, 2<<20, 2<<20, 2<<20)
-	b := m.nodes[2].budget
+	b := m.nodes[2].wire.budget
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // last: after the streams are reset and the slot given back
 	free := occupyLarge(t, m.nodes[2])
@@ -122,7 +122,7 @@ func TestBudget_AFrameWaitsUnreadForTheNodeWideBudget(t *testing.T) {
 // with.
 func TestBudget_ASenderIsChargedForWhatItHolds(t *testing.T) {
 	m, frames, ids := budgetMesh(t, 2<<20, 2<<20, 4<<20)
-	b := m.nodes[2].budget
+	b := m.nodes[2].wire.budget
 	var wg sync.WaitGroup
 	t.Cleanup(wg.Wait) // last: after the streams are reset and the slot given back
 	free := occupyLarge(t, m.nodes[2])
@@ -173,7 +173,7 @@ func TestBudget_TheLocalAgentsBodiesTakeTheirTurn(t *testing.T) {
 	free := occupyLarge(t, n)
 	answered := sendFrame(t, &wg, m, 0, frames[0])
 	testsupport.WaitFor(t, 10*time.Second, "the frame to be read and held", func() bool {
-		p, _, _ := held(n.budget, ids[0])
+		p, _, _ := held(n.wire.budget, ids[0])
 		return p == int64(len(frames[0]))
 	})
 	ctx, cancel := context.WithTimeout(testCtx(t), 50*time.Millisecond)
@@ -191,7 +191,7 @@ func TestBudget_TheLocalAgentsBodiesTakeTheirTurn(t *testing.T) {
 	<-answered
 	select {
 	case release := <-got:
-		if p, _, _ := held(n.budget, localAgent); p != 1<<20 {
+		if p, _, _ := held(n.wire.budget, localAgent); p != 1<<20 {
 			t.Fatalf("the local agent has %d bytes charged, want its body's", p)
 		}
 		release()

@@ -39,7 +39,7 @@ func (n *Node) openDurable() error {
 		if err != nil {
 			return fmt.Errorf("store: %w", err)
 		}
-		if dropped := n.replay.Restore(seen, n.now()); dropped > 0 {
+		if dropped := n.wire.replay.Restore(seen, n.now()); dropped > 0 {
 			n.log.Warn("replay window full while restoring; newest ids dropped", "dropped", dropped)
 		}
 	}
@@ -77,10 +77,10 @@ func (n *Node) openDurable() error {
 // newEngine builds the delivery engine over the open store and audit log.
 func (n *Node) newEngine() error {
 	cfg := delivery.Config{
-		Store: n.store, Deliver: n.deliver, Expired: n.expired,
+		Store: n.store, Deliver: n.wire.deliver, Expired: n.expired,
 		HandOver: func(m *protocol.Message, size int) error {
 			p, _ := protocol.PeerIDOf(m)
-			return n.handOver(&Request{Msg: m, Peer: p, n: n, size: size})
+			return n.wire.handOver(&Request{Msg: m, Peer: p, n: n.wire, size: size})
 		},
 		PeerOf:   n.peers.directory.Peek,
 		Now:      n.now,
@@ -244,14 +244,14 @@ func (n *Node) tellSender(m *protocol.Message, cause *protocol.Error) {
 		n.log.Error("build the error for the sender", "code", cause.Code, "err", err.Error())
 		return
 	}
-	n.waitersMu.Lock()
-	w, ok := n.waiters[m.Envelope.MessageID]
-	n.waitersMu.Unlock()
+	n.wire.waitersMu.Lock()
+	w, ok := n.wire.waiters[m.Envelope.MessageID]
+	n.wire.waitersMu.Unlock()
 	if ok {
 		w.complete(em)
 		return
 	}
-	if err := n.handOver(&Request{Msg: em, Peer: n.ID(), n: n}); err != nil {
+	if err := n.wire.handOver(&Request{Msg: em, Peer: n.ID(), n: n.wire}); err != nil {
 		n.log.Warn("error for the agent could not be queued", "id", m.Envelope.MessageID, "code", cause.Code, "err", err.Error())
 	}
 }

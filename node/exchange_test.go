@@ -207,27 +207,27 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := a.register(req)
+	w, err := a.wire.register(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.unregister(req.Envelope.MessageID)
+	defer a.wire.unregister(req.Envelope.MessageID)
 	dup, err := b.Builder().Error(req, agentName(0), &protocol.Error{Code: protocol.CodeDuplicate, Message: "already accepted"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, err := a.register(&protocol.Message{Envelope: protocol.Envelope{MessageID: "first-send"}})
+	first, err := a.wire.register(&protocol.Message{Envelope: protocol.Envelope{MessageID: "first-send"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.unregister("first-send")
-	a.waitersMu.Lock()
+	defer a.wire.unregister("first-send")
+	a.wire.waitersMu.Lock()
 	w.peer, w.resend = b.ID(), true
 	first.peer = b.ID()
-	a.waitersMu.Unlock()
+	a.wire.waitersMu.Unlock()
 	reused := *dup
 	reused.Envelope.CorrelationID = "first-send"
-	if !a.matchReply(&reused, b.ID()) {
+	if !a.wire.matchReply(&reused, b.ID()) {
 		t.Fatal("the DUPLICATE answer to a first send was not taken")
 	}
 	select {
@@ -235,7 +235,7 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	default:
 		t.Fatal("on a first send, DUPLICATE did not complete the waiter")
 	}
-	if !a.matchReply(dup, b.ID()) {
+	if !a.wire.matchReply(dup, b.ID()) {
 		t.Fatal("the DUPLICATE answer was not taken")
 	}
 	select {
@@ -252,7 +252,7 @@ func TestDuplicateAnswerToAResendIsAReceipt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !a.matchReply(resp, b.ID()) {
+	if !a.wire.matchReply(resp, b.ID()) {
 		t.Fatal("the response was not taken")
 	}
 	select {

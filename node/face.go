@@ -267,3 +267,81 @@ func (n *Node) Approve(ctx context.Context, id, by string) error {
 func (n *Node) Reject(_ context.Context, id, by, reason string) error {
 	return n.approvals.reject(id, by, reason)
 }
+
+// HoldLocal charges size bytes that the local agent is sending the node (a request body the
+// local API is about to read, and what the node builds from it) to the node-wide budget, as
+// the share of one more peer, so that large bodies posted at once take their turn with the
+// frames peers send rather than add to them. It waits until they fit or ctx ends, and returns
+// what gives them back once the request is handled.
+func (n *Node) HoldLocal(ctx context.Context, size int64) (release func(), err error) {
+	return n.wire.holdLocal(ctx, size)
+}
+
+// Send delivers m to its recipient and returns once the recipient's node has acknowledged it
+// (a receipt, or for a request its reply), or with the recipient's refusal as an
+// *protocol.Error. m may leave out what the node fills in (see protocol.Builder.Seal); an
+// unsigned m is sealed and signed here. A message to the node's own agent is delivered
+// locally (local.go), signed, audited and receipted like any other.
+//
+// A recipient that nothing knows (no directory entry, trust pin or DHT record: a mistyped id,
+// most often) is refused at once with AGENT_NOT_FOUND, unless QueueUnknown is given.
+//
+// With durable delivery on, m is stored before anything else; when the recipient cannot be
+// reached yet, Send returns nil once m is safely queued, and the node retries until a receipt
+// or the TTL (then the agent gets a TIMEOUT error correlated to m). A full queue is refused
+// with RATE_LIMITED. Submit says which of these happened.
+//
+// An m whose security member requires approval is held in the store instead, unsent, and Send
+// returns nil once it is (docs/coordination.md "Approval"): Approve sends it, Reject drops it
+// and the agent gets a PERMISSION_DENIED error correlated to it.
+func (n *Node) Send(ctx context.Context, m *protocol.Message, opts ...SendOption) error {
+	return n.wire.send(ctx, m, opts...)
+}
+
+// Submit is Send, and says what became of m: delivered, queued in the outbox, or held for
+// approval.
+func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOption) (Outcome, error) {
+	return n.wire.submit(ctx, m, opts...)
+}
+
+// Request sends a request and waits for the correlated response until ctx ends or the
+// request's TTL passes, whichever is first; then it returns a TIMEOUT error. An `error`
+// reply is returned as the message and as an *protocol.Error with its code. With durable
+// delivery the request is queued like any Send and retried while Request waits; the
+// request's life is its caller's: an unsigned m gets a TTL no longer than ctx's deadline,
+// and a request still queued when Request returns without its answer is taken out of the
+// outbox, so that it never reaches the agent after its caller gave up.
+//
+// A request that requires approval is held (see Send) while Request waits: approved, it is
+// sent and Request returns its answer; rejected, Request returns a PERMISSION_DENIED error;
+// nobody deciding within its TTL is TIMEOUT.
+func (n *Node) Request(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
+	return n.wire.requestReply(ctx, m, opts...)
+}
+
+// RequestOnce is Request with one attempt and nothing kept: the request is transmitted once
+// (durable delivery or not), never written to the outbox and never resent by the node. It is
+// for a caller that retries or fails over by itself (package coord): with Request, an agent
+// the caller gave up on would still be asked again by the outbox, behind its back. Once the
+// recipient's node acknowledged the request it is durable there, as with Request.
+func (n *Node) RequestOnce(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
+	return n.wire.requestOnce(ctx, m, opts...)
+}
+
+// CancelOutbox takes the message id out of the outbox (DELETE /v1/outbox/{id}): it is not
+// sent again. It reports whether the outbox held it; without durable delivery there is no
+// outbox, and it returns false. An attempt on the wire at that moment may still reach the
+// recipient.
+func (n *Node) CancelOutbox(id string) (bool, error) { return n.wire.cancelOutbox(id) }
+
+// Handle registers h for an intent (handoff, negotiate, notify or an x- custom intent),
+// replacing any earlier handler. query and health are answered by the node itself unless a
+// handler is registered for them. The node serves from New on: what arrives before Handle
+// goes to the inbox (with the inbox off, an event is taken as it is); WithHandler registers a
+// handler before that.
+func (n *Node) Handle(intent protocol.Intent, h Handler) { n.wire.handle(intent, h) }
+
+// HandleOther registers a handler for every message no intent handler takes (events and
+// requests without a handler, responses that arrive after their requester stopped waiting),
+// instead of queueing them in the inbox. WithOtherHandler registers it before New serves.
+func (n *Node) HandleOther(h Handler) { n.wire.handleOther(h) }

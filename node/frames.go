@@ -143,7 +143,7 @@ func (b *queueBudget) stats() QueueStats {
 // frameReader reads the frames of one stream into frames, closed when reading ends; err says
 // why, once done is closed. Its byte counts are guarded by the node's queueBudget.
 type frameReader struct {
-	n      *Node
+	n      *wire
 	s      network.Stream
 	remote peer.ID
 	frames chan frame
@@ -251,7 +251,7 @@ func (r *frameReader) release(size int64) {
 // waiting. When serve returns false the stream is abandoned: pump closes its read side,
 // stops the reader and returns errServeStopped; closing or resetting s is the caller's.
 // Otherwise it returns when reading ends, with the reason (io.EOF for a clean end).
-func (n *Node) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, idle func()) error {
+func (n *wire) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, idle func()) error {
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
 	r := &frameReader{n: n, s: s, remote: remote, frames: make(chan frame, maxBatch), done: make(chan struct{}), ctx: ctx, cancel: cancel}
@@ -305,7 +305,7 @@ const largeFrame = 1 << 20
 // and returns what gives it back (nothing to give back for a small frame). The slot covers
 // decoding and verifying only, never a write to a peer, so that no peer can hold it for
 // longer than that costs. ok is false when the node closes meanwhile.
-func (n *Node) holdLarge(size int) (release func(), ok bool) {
+func (n *wire) holdLarge(size int) (release func(), ok bool) {
 	if size < largeFrame {
 		return func() {}, true
 	}
@@ -322,7 +322,7 @@ func (n *Node) holdLarge(size int) (release func(), ok bool) {
 // stream must end, and the slot is free. Otherwise the caller gives the slot back (release)
 // once it has verified the signature. The message holds views of the frame, which is kept as
 // it is.
-func (n *Node) openFrame(f frame, remote peer.ID) (m *protocol.Message, release func(), ok bool) {
+func (n *wire) openFrame(f frame, remote peer.ID) (m *protocol.Message, release func(), ok bool) {
 	release, ok = n.holdLarge(len(f.raw))
 	if !ok {
 		return nil, nil, false // closing
@@ -352,7 +352,7 @@ const localAgent = peer.ID("local agent")
 // the share of one more peer, so that large bodies posted at once take their turn with the
 // frames peers send rather than add to them. It waits until they fit or ctx ends, and returns
 // what gives them back once the request is handled.
-func (n *Node) HoldLocal(ctx context.Context, size int64) (release func(), err error) {
+func (n *wire) holdLocal(ctx context.Context, size int64) (release func(), err error) {
 	var held int64 // the request's own bytes, as a stream's
 	if err := n.budget.acquire(ctx, localAgent, &held, size); err != nil {
 		return nil, err

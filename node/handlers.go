@@ -25,7 +25,7 @@ type Request struct {
 	// Peer is the authenticated remote peer that delivered it.
 	Peer peer.ID
 
-	n    *Node
+	n    *wire
 	ex   *exchange // nil unless Msg is a request that arrived on a stream
 	size int       // the document's bytes as received, what it holds in the inbox; 0: unknown
 	// answerTTL, when set, is the TTL of the answer: what is left of a group request's (askserve.go)
@@ -67,7 +67,7 @@ func (r *Request) answer(m *protocol.Message) error {
 	}
 	ctx, cancel := context.WithDeadline(r.n.ctx, r.Msg.Expires())
 	defer cancel()
-	return r.n.Send(ctx, m)
+	return r.n.send(ctx, m)
 }
 
 // Handle registers h for an intent (handoff, negotiate, notify or an x- custom intent),
@@ -75,7 +75,7 @@ func (r *Request) answer(m *protocol.Message) error {
 // handler is registered for them. The node serves from New on: what arrives before Handle
 // goes to the inbox (with the inbox off, an event is taken as it is); WithHandler registers a
 // handler before that.
-func (n *Node) Handle(intent protocol.Intent, h Handler) {
+func (n *wire) handle(intent protocol.Intent, h Handler) {
 	n.handlersMu.Lock()
 	defer n.handlersMu.Unlock()
 	n.handlers[intent] = h
@@ -84,7 +84,7 @@ func (n *Node) Handle(intent protocol.Intent, h Handler) {
 // HandleOther registers a handler for every message no intent handler takes (events and
 // requests without a handler, responses that arrive after their requester stopped waiting),
 // instead of queueing them in the inbox. WithOtherHandler registers it before New serves.
-func (n *Node) HandleOther(h Handler) {
+func (n *wire) handleOther(h Handler) {
 	n.handlersMu.Lock()
 	defer n.handlersMu.Unlock()
 	n.fallback = h
@@ -92,7 +92,7 @@ func (n *Node) HandleOther(h Handler) {
 
 // handOver routes r and hands it to the agent at once, for messages that are not stored
 // first: a TIMEOUT the node itself reports, messages the store accepted before a restart.
-func (n *Node) handOver(r *Request) error {
+func (n *wire) handOver(r *Request) error {
 	start, _, err := n.route(r)
 	if err != nil {
 		return err
@@ -109,7 +109,7 @@ func (n *Node) handOver(r *Request) error {
 // counts as taken when the handler returns; otherwise it waits in the inbox (when on) until
 // the agent acknowledges it. Without either, a request is refused with CAPABILITY_MISMATCH
 // and an event is taken as it is.
-func (n *Node) route(r *Request) (start, cancel func(), err error) {
+func (n *wire) route(r *Request) (start, cancel func(), err error) {
 	id := r.Msg.Envelope.MessageID
 	h := n.handlerFor(r.Msg)
 	if h == nil {
@@ -166,7 +166,7 @@ func (n *Node) route(r *Request) (start, cancel func(), err error) {
 
 // expressible refuses a message that has no shape in the dialect the agent speaks, with the
 // translator's code (CAPABILITY_MISMATCH) and a reason that names the agent and its dialect.
-func (n *Node) expressible(m *protocol.Message) error {
+func (n *wire) expressible(m *protocol.Message) error {
 	err := dialect.Expressible(m, n.Dialect())
 	var e *protocol.Error
 	if err == nil || !errors.As(err, &e) {
@@ -175,7 +175,7 @@ func (n *Node) expressible(m *protocol.Message) error {
 	return &protocol.Error{Code: e.Code, Message: "agent " + n.cfg.AgentID + " speaks " + string(n.Dialect()) + ": " + e.Message}
 }
 
-func (n *Node) handlerFor(m *protocol.Message) Handler {
+func (n *wire) handlerFor(m *protocol.Message) Handler {
 	n.handlersMu.RLock()
 	defer n.handlersMu.RUnlock()
 	if m.Message.Type == protocol.TypeRequest || m.Message.Type == protocol.TypeEvent {
@@ -196,7 +196,7 @@ func (n *Node) handlerFor(m *protocol.Message) Handler {
 
 // answerQuery answers a capability query with the manifest: accepted when every required
 // capability is present, rejected (with the missing ones) otherwise.
-func (n *Node) answerQuery(_ context.Context, r *Request) error {
+func (n *wire) answerQuery(_ context.Context, r *Request) error {
 	var q protocol.CapabilityQuery
 	if err := protocol.DecodePayload(r.Msg, &q); err != nil {
 		return err
@@ -211,7 +211,7 @@ func (n *Node) answerQuery(_ context.Context, r *Request) error {
 }
 
 // answerHealth answers a health request with the node's status.
-func (n *Node) answerHealth(_ context.Context, r *Request) error {
+func (n *wire) answerHealth(_ context.Context, r *Request) error {
 	st := n.Status()
 	return r.Reply(protocol.ResponseAccepted, map[string]any{
 		"health": map[string]any{

@@ -103,12 +103,12 @@ func TestInbound_LargeFramesAreQueuedOneAtATime(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	st := m.nodes[1].budget.stats()
+	st := m.nodes[1].wire.budget.stats()
 	if st.PeakPeerBytes == 0 || st.PeakPeerBytes > frameSize+4096 {
 		t.Fatalf("at most one frame (%d bytes) of the peer should ever be queued; the peak was %d", frameSize, st.PeakPeerBytes)
 	}
 	// The answer to the last frame goes out before its bytes are released.
-	testsupport.WaitFor(t, 5*time.Second, "every frame's bytes to be released", func() bool { return m.nodes[1].budget.stats().Bytes == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "every frame's bytes to be released", func() bool { return m.nodes[1].wire.budget.stats().Bytes == 0 })
 }
 
 // Issue 13: a peer over its rate is answered once and then has its stream ended, not a
@@ -322,10 +322,10 @@ func TestAudit_RefusalsCarryNoPayloadAndAreRateLimitedPerPeer(t *testing.T) {
 		}
 	}
 	// The next refusal after the budget refills carries the count of those not written.
-	m.nodes[1].audits.mu.Lock()
-	m.nodes[1].audits.peers[m.nodes[0].ID()].lim.SetBurst(refusalAuditBurst) // refill without waiting
-	m.nodes[1].audits.peers[m.nodes[0].ID()].lim.SetLimit(1e9)
-	m.nodes[1].audits.mu.Unlock()
+	m.nodes[1].wire.audits.mu.Lock()
+	m.nodes[1].wire.audits.peers[m.nodes[0].ID()].lim.SetBurst(refusalAuditBurst) // refill without waiting
+	m.nodes[1].wire.audits.peers[m.nodes[0].ID()].lim.SetLimit(1e9)
+	m.nodes[1].wire.audits.mu.Unlock()
 	ev := event(t, m.nodes[0].Builder(), agentName(1))
 	ev.Message.Payload = json.RawMessage(`{"event_type":"tampered"}`)
 	c.refusal(ev)
@@ -388,17 +388,17 @@ func TestRate_RepeatedClaimsToAnswerARequestAreCharged(t *testing.T) {
 	})
 	a := m.nodes[0]
 	req, _ := a.Builder().Request(agentName(1), protocol.IntentHandoff, nil)
-	if err := a.seal(req); err != nil {
+	if err := a.wire.seal(req); err != nil {
 		t.Fatal(err)
 	}
-	w, err := a.register(req)
+	w, err := a.wire.register(req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a.waitersMu.Lock()
+	a.wire.waitersMu.Lock()
 	w.peer = m.nodes[1].ID()
-	a.waitersMu.Unlock()
-	defer a.unregister(req.Envelope.MessageID)
+	a.wire.waitersMu.Unlock()
+	defer a.wire.unregister(req.Envelope.MessageID)
 	c := dialRaw(t, m.nodes[1], a)
 	forged, _ := m.nodes[1].Builder().Response(req, protocol.ResponseAccepted, map[string]any{"ok": true})
 	forged.Message.Payload = []byte(`{"status":"accepted","tampered":true}`) // the signature no longer verifies

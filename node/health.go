@@ -52,12 +52,12 @@ func (n *Node) maintain() {
 			return
 		case now := <-tick.C:
 			n.peers.reconnect(n.ctx, now)
-			n.repunch(now)
+			n.wire.repunch(now)
 			if now.Sub(lastPing) >= n.cfg.KeepAlive {
 				lastPing = now
 				n.peers.keepAlive(n.ctx)
 			}
-			n.rate.sweep(n.now())
+			n.wire.rate.sweep(n.now())
 			if now.Sub(lastPurge) >= purgeEvery {
 				lastPurge = now
 				n.purgeSeen()

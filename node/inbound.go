@@ -20,7 +20,7 @@ import (
 // and served by handleStream's goroutine; replies may be written by handler goroutines,
 // serialised by wmu.
 type inStream struct {
-	n      *Node
+	n      *wire
 	s      network.Stream
 	remote peer.ID
 	rid    string // remote.String(), computed once
@@ -44,7 +44,7 @@ type inStream struct {
 
 // handleStream serves one inbound stream: every frame is checked, answered with an error, a
 // receipt or (quickly) a response, and handed to the agent.
-func (n *Node) handleStream(s network.Stream) {
+func (n *wire) handleStream(s network.Stream) {
 	if !n.track() {
 		s.Reset()
 		return
@@ -188,7 +188,7 @@ func (in *inStream) admitOpened(batch *[]inbound) {
 // verifyAll returns, in sigs (resized), the signature check of each opened message, checked on
 // up to GOMAXPROCS goroutines at once: this one and helpers it waits for. A check reads no
 // state but the Verifier's caches, which are safe for concurrent use.
-func (n *Node) verifyAll(opened []openedFrame, sigs []error) []error {
+func (n *wire) verifyAll(opened []openedFrame, sigs []error) []error {
 	if cap(sigs) < len(opened) {
 		sigs = make([]error, len(opened))
 	}
@@ -208,7 +208,7 @@ func (n *Node) verifyAll(opened []openedFrame, sigs []error) []error {
 }
 
 // verifyRange checks the signatures of opened[from:to] into sigs[from:to].
-func (n *Node) verifyRange(opened []openedFrame, sigs []error, from, to int) {
+func (n *wire) verifyRange(opened []openedFrame, sigs []error, from, to int) {
 	for i := from; i < to; i++ {
 		sigs[i] = n.cfg.Verifier.Verify(opened[i].m)
 	}
@@ -312,7 +312,7 @@ const (
 // id. It learns nothing: a message that passes is bound to its peer (trust pin, directory)
 // only once it is accepted or taken as a reply (bind), and a message that fails leaves no
 // state behind. (The peer's rates are charged before, by the stream's gate.)
-func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remoteID string, sig error) error {
+func (n *wire) checkSigned(m *protocol.Message, size int, remote peer.ID, remoteID string, sig error) error {
 	now := n.now()
 	if err := protocol.CheckVersion(m.Envelope.Version); err != nil {
 		return err
@@ -349,7 +349,7 @@ func (n *Node) checkSigned(m *protocol.Message, size int, remote peer.ID, remote
 // its answer from remote. A request sent again with its own id (after a restart) is answered
 // with the answer its recipient gave the first time, whose id this node may have seen: the
 // waiter takes it once, as any answer.
-func (n *Node) awaitsAnswer(m *protocol.Message, remote peer.ID) bool {
+func (n *wire) awaitsAnswer(m *protocol.Message, remote peer.ID) bool {
 	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
 		return false
 	}
@@ -365,7 +365,7 @@ func (n *Node) awaitsAnswer(m *protocol.Message, remote peer.ID) bool {
 // each waiter for at most replyCredit of them: solicited looks at the unverified document
 // (check verifies it afterwards), and a peer repeating a claim, with signatures that fail or
 // not, must not get verifications for free.
-func (n *Node) solicited(m *protocol.Message, remote peer.ID) bool {
+func (n *wire) solicited(m *protocol.Message, remote peer.ID) bool {
 	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
 		return false
 	}

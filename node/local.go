@@ -14,7 +14,7 @@ import (
 // "received") and hand-over. The receipt is w's, at once. An answer goes to the waiter of its
 // request (matchReply), as one from another peer would. Peer checks do not apply: no peer
 // sent it, and no certificate, pin or token is asked of the node's own agent.
-func (n *Node) deliverLocal(m *protocol.Message, raw []byte, w *waiter) error {
+func (n *wire) deliverLocal(m *protocol.Message, raw []byte, w *waiter) error {
 	self := n.host.ID()
 	n.waitersMu.Lock()
 	w.peer = self
@@ -53,7 +53,7 @@ func (n *Node) deliverLocal(m *protocol.Message, raw []byte, w *waiter) error {
 }
 
 // acceptLocal routes, accepts and hands over m as an inbound message from the node itself.
-func (n *Node) acceptLocal(m *protocol.Message, raw []byte, self peer.ID) error {
+func (n *wire) acceptLocal(m *protocol.Message, raw []byte, self peer.ID) error {
 	start, cancel, err := n.route(&Request{Msg: m, Peer: self, n: n, size: len(raw)})
 	if err != nil {
 		return err

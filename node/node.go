@@ -19,8 +19,6 @@ import (
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
-	"github.com/iacp-node/iacp-node/internal/quietlog"
-	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
@@ -54,33 +52,12 @@ type Node struct {
 	builder *protocol.Builder
 	log     *slog.Logger
 	now     func() time.Time
-	limits  protocol.Limits
-	replay  *protocol.ReplayWindow
 	trust   *trust.Trust // who may speak for which agent id, in either mode; set in start
-	rate    *rateLimiter
-	budget  *queueBudget
-	large   chan struct{} // the slot of the large frame being served (holdLarge)
-	audits  *refusalAudit
-	quiet   *quietlog.Logger // what peers make the node refuse: a log line per peer per interval
+	wire    *wire        // the message path over /iacp/1.0.0 (wire.go)
+	peers   *peers       // where agents are, and the peers kept connected (peers.go)
 	journal *gossipJournal
-	policy  policy
 	started time.Time
-	slots   chan struct{} // handler concurrency
-	workers *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
-	peers   *peers        // where agents are, and the peers kept connected (peers.go)
-
-	handlersMu sync.RWMutex
-	handlers   map[protocol.Intent]Handler
-	fallback   Handler
-
-	waitersMu sync.Mutex
-	waiters   map[string]*waiter
-	asks      askBook  // broadcast queries (ask.go)
-	answered  answered // answers to recent requests, for their resends (answered.go)
-
-	sessionsMu sync.Mutex
-	sessions   map[peer.ID]*session
-	inbound    map[*inStream]struct{}
+	asks    askBook // broadcast queries (ask.go)
 
 	status atomic.Pointer[protocol.HeartbeatPayload]
 	inbox  *Inbox
@@ -166,15 +143,15 @@ func (n *Node) Close() error {
 		n.host.RemoveStreamHandler(ProtocolID) // trust's protocols refuse new streams (tracked)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
 		// already in progress (handlers, receipt windows) get ShutdownGrace to finish.
-		n.sessionsMu.Lock()
-		open := make([]*session, 0, len(n.sessions))
-		for _, s := range n.sessions {
+		n.wire.sessionsMu.Lock()
+		open := make([]*session, 0, len(n.wire.sessions))
+		for _, s := range n.wire.sessions {
 			open = append(open, s)
 		}
-		for in := range n.inbound {
+		for in := range n.wire.inbound {
 			_ = in.s.CloseRead() // frames not yet read get no receipt: their senders retry
 		}
-		n.sessionsMu.Unlock()
+		n.wire.sessionsMu.Unlock()
 		for _, s := range open {
 			s.end(errors.New("node closed"), false)
 		}
@@ -191,7 +168,7 @@ func (n *Node) Close() error {
 		n.cancel()
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
-		n.workers.Close() // no handler runs or starts once the exchanges drained
+		n.wire.workers.Close() // no handler runs or starts once the exchanges drained
 		n.wg.Wait()
 		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.Close())
 	})
@@ -205,14 +182,14 @@ func (n *Node) abandon() {
 	n.closing = true
 	n.gate.Unlock()
 	n.host.RemoveStreamHandler(ProtocolID)
-	n.sessionsMu.Lock()
-	for in := range n.inbound {
+	n.wire.sessionsMu.Lock()
+	for in := range n.wire.inbound {
 		_ = in.s.Reset()
 	}
-	n.sessionsMu.Unlock()
+	n.wire.sessionsMu.Unlock()
 	n.cancel()
 	n.inflight.Wait()
-	n.workers.Close()
+	n.wire.workers.Close()
 }
 
 // track counts one in-flight exchange, or returns false once Close has begun.

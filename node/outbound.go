@@ -56,14 +56,14 @@ func (w *waiter) complete(m *protocol.Message) {
 // An m whose security member requires approval is held in the store instead, unsent, and Send
 // returns nil once it is (docs/coordination.md "Approval"): Approve sends it, Reject drops it
 // and the agent gets a PERMISSION_DENIED error correlated to it.
-func (n *Node) Send(ctx context.Context, m *protocol.Message, opts ...SendOption) error {
-	_, err := n.Submit(ctx, m, opts...)
+func (n *wire) send(ctx context.Context, m *protocol.Message, opts ...SendOption) error {
+	_, err := n.submit(ctx, m, opts...)
 	return err
 }
 
 // Submit is Send, and says what became of m: delivered, queued in the outbox, or held for
 // approval.
-func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOption) (Outcome, error) {
+func (n *wire) submit(ctx context.Context, m *protocol.Message, opts ...SendOption) (Outcome, error) {
 	if err := n.seal(m); err != nil {
 		return "", err
 	}
@@ -123,7 +123,7 @@ func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 // A request that requires approval is held (see Send) while Request waits: approved, it is
 // sent and Request returns its answer; rejected, Request returns a PERMISSION_DENIED error;
 // nobody deciding within its TTL is TIMEOUT.
-func (n *Node) Request(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
+func (n *wire) requestReply(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
 	return n.request(ctx, m, n.engine != nil, opts)
 }
 
@@ -132,11 +132,11 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message, opts ...SendOpt
 // for a caller that retries or fails over by itself (package coord): with Request, an agent
 // the caller gave up on would still be asked again by the outbox, behind its back. Once the
 // recipient's node acknowledged the request it is durable there, as with Request.
-func (n *Node) RequestOnce(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
+func (n *wire) requestOnce(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
 	return n.request(ctx, m, false, opts)
 }
 
-func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool, opts []SendOption) (*protocol.Message, error) {
+func (n *wire) request(ctx context.Context, m *protocol.Message, durable bool, opts []SendOption) (*protocol.Message, error) {
 	if m.Message.Type == "" {
 		m.Message.Type = protocol.TypeRequest
 	}
@@ -190,7 +190,7 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool, o
 	}
 }
 
-func (n *Node) seal(m *protocol.Message) error {
+func (n *wire) seal(m *protocol.Message) error {
 	if m.Envelope.Sender.IdentitySig != "" && m.Envelope.Sender.AgentID == n.cfg.AgentID {
 		return nil
 	}
@@ -199,7 +199,7 @@ func (n *Node) seal(m *protocol.Message) error {
 }
 
 // register records a waiter for m's receipt and reply.
-func (n *Node) register(m *protocol.Message) (*waiter, error) {
+func (n *wire) register(m *protocol.Message) (*waiter, error) {
 	w := &waiter{receipted: make(chan struct{}), done: make(chan struct{}), credit: replyCredit}
 	n.waitersMu.Lock()
 	defer n.waitersMu.Unlock()
@@ -213,7 +213,7 @@ func (n *Node) register(m *protocol.Message) (*waiter, error) {
 // waiterFor returns the waiter a caller (Request) already registered for m, or registers one
 // for this attempt; release unregisters what this call registered, and hands the agent a
 // response that came back on the way (nobody else waits for it).
-func (n *Node) waiterFor(m *protocol.Message) (*waiter, func(), error) {
+func (n *wire) waiterFor(m *protocol.Message) (*waiter, func(), error) {
 	n.waitersMu.Lock()
 	w, ok := n.waiters[m.Envelope.MessageID]
 	n.waitersMu.Unlock()
@@ -233,7 +233,7 @@ func (n *Node) waiterFor(m *protocol.Message) (*waiter, func(), error) {
 // lateReply gives the agent a response to a request it sent without waiting (Send, or the
 // API's 202 path) that came back inline with the receipt: like any late reply, it goes to a
 // handler or the inbox.
-func (n *Node) lateReply(w *waiter) {
+func (n *wire) lateReply(w *waiter) {
 	select {
 	case <-w.done:
 	default:
@@ -264,7 +264,7 @@ func (n *Node) lateReply(w *waiter) {
 // (delivery.Config.Deliver) and returns its outcome: nil for a receipt (or, when resend is
 // set, DUPLICATE: the recipient already has it), the recipient's refusal as a
 // *delivery.Refusal, or the failure to reach it.
-func (n *Node) deliver(ctx context.Context, m *protocol.Message, raw []byte, resend bool) error {
+func (n *wire) deliver(ctx context.Context, m *protocol.Message, raw []byte, resend bool) error {
 	w, release, err := n.waiterFor(m)
 	if err != nil {
 		return err
@@ -286,7 +286,7 @@ func (n *Node) deliver(ctx context.Context, m *protocol.Message, raw []byte, res
 	return nil
 }
 
-func (n *Node) unregister(id string) {
+func (n *wire) unregister(id string) {
 	n.waitersMu.Lock()
 	defer n.waitersMu.Unlock()
 	delete(n.waiters, id)
@@ -297,7 +297,7 @@ func (n *Node) unregister(id string) {
 // expired, another peer holds the id) is forgotten and the agent looked up once more, since it
 // may have moved; found nowhere else, the answer is AGENT_NOT_FOUND, which a durable send
 // queues. A peer that could not be reached for its certificate is still where the agent is.
-func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
+func (n *wire) recipient(ctx context.Context, agentID string) (peer.ID, error) {
 	var refused error
 	for range 2 {
 		p, err := n.peers.resolve(ctx, agentID)
@@ -323,7 +323,7 @@ func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
 // transmit resolves m's recipient, writes raw on a session to its peer and waits for the
 // receipt. A session that dies before the receipt is replaced once. A message to the node's
 // own agent goes no further than the node (deliverLocal).
-func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
+func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
 	if m.Envelope.Recipient.AgentID == n.cfg.AgentID {
 		return n.deliverLocal(m, raw, w)
 	}
@@ -387,7 +387,7 @@ func awaitReceipt(ctx context.Context, w *waiter, s *session) (heard bool, err e
 
 // matchReply hands a receipt, response or error to whoever waits for it, and reports whether
 // anyone did. Receipts are always taken.
-func (n *Node) matchReply(m *protocol.Message, remote peer.ID) bool {
+func (n *wire) matchReply(m *protocol.Message, remote peer.ID) bool {
 	if ids := receiptOf(m); ids != nil {
 		n.waitersMu.Lock()
 		for _, id := range ids {

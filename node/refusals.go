@@ -99,7 +99,7 @@ func (n *Node) recordRefusal(raw []byte, remote peer.ID, m *protocol.Message, ca
 	if n.audit == nil {
 		return
 	}
-	ok, suppressed := n.audits.admit(remote, n.now())
+	ok, suppressed := n.wire.audits.admit(remote, n.now())
 	if !ok {
 		return
 	}

@@ -40,7 +40,7 @@ func fitsRelay(st network.Stream, size int) error {
 // direct one to its peer exists (hole punching opened it): the next message opens a session
 // on the direct connection, out of the relay's limits. s is closed for writing only, so the
 // receipts and replies of what was sent on it still come back on it, until its peer closes it.
-func (n *Node) retireRelayed(s *session) bool {
+func (n *wire) retireRelayed(s *session) bool {
 	if !isRelayed(s.s.Conn().RemoteMultiaddr()) {
 		return false
 	}
@@ -78,7 +78,7 @@ const (
 // its relay, in the background: the peer takes the new relayed connection as inbound and
 // punches from its side. Closing interrupts what is in flight on the session; the sends
 // retry (a resend the peer already has is a receipt).
-func (n *Node) repunch(now time.Time) {
+func (n *wire) repunch(now time.Time) {
 	n.sessionsMu.Lock()
 	peers := make([]peer.ID, 0, len(n.sessions))
 	for p := range n.sessions {
@@ -123,7 +123,7 @@ const stallPing = 2 * time.Second
 // the peer again: through another relay, directly, or at its new addresses. A relayed
 // connection is closed at once (a relay may reset it anyway); a direct one only if the peer
 // does not answer a ping within stallPing, in the background.
-func (n *Node) dropStalled(s *session) {
+func (n *wire) dropStalled(s *session) {
 	c := s.s.Conn()
 	s.end(errStalled, true)
 	if isRelayed(c.RemoteMultiaddr()) {

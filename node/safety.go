@@ -45,8 +45,8 @@ type Safety struct {
 // Safety returns a snapshot of the node's bounds.
 func (n *Node) Safety() Safety {
 	s := Safety{
-		Queue:     n.budget.stats(),
-		ReplayIDs: n.replay.Len(), ReplayCapacity: n.replay.Capacity(), ReplayEvicted: n.replay.Evicted(),
+		Queue:     n.wire.budget.stats(),
+		ReplayIDs: n.wire.replay.Len(), ReplayCapacity: n.wire.replay.Capacity(), ReplayEvicted: n.wire.replay.Evicted(),
 		Pins: n.trust.PinCount(), MaxPins: n.cfg.MaxPins,
 		Agents: n.peers.directory.Len(), MaxAgents: n.cfg.MaxAgents,
 	}
@@ -62,6 +62,6 @@ func (n *Node) Safety() Safety {
 		s.DHTStore = n.disc.StoreStats()
 	}
 	s.JournalPending, s.JournalDropped = n.journal.stats()
-	s.RefusalsNotAudited = n.audits.unwritten()
+	s.RefusalsNotAudited = n.wire.audits.unwritten()
 	return s
 }

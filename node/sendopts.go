@@ -50,7 +50,7 @@ const unknownLookup = 5 * time.Second
 // checkKnown refuses, with AGENT_NOT_FOUND and at once, a message to an agent that nothing
 // knows, unless opts say QueueUnknown. A recipient the lookup could not settle (the DHT not
 // reachable yet) is let through, to be queued as before.
-func (n *Node) checkKnown(ctx context.Context, m *protocol.Message, opts []SendOption) error {
+func (n *wire) checkKnown(ctx context.Context, m *protocol.Message, opts []SendOption) error {
 	var o sendOptions
 	for _, f := range opts {
 		f(&o)
@@ -82,7 +82,7 @@ func unknownAfter(errs []error) bool {
 
 // capTTL gives an unsigned request no longer a TTL than ctx's deadline leaves (at least a
 // second): a request lives as long as its caller waits for it.
-func (n *Node) capTTL(ctx context.Context, m *protocol.Message) {
+func (n *wire) capTTL(ctx context.Context, m *protocol.Message) {
 	dl, ok := ctx.Deadline()
 	if !ok || m.Envelope.Sender.IdentitySig != "" {
 		return
@@ -99,7 +99,7 @@ func (n *Node) capTTL(ctx context.Context, m *protocol.Message) {
 
 // dropUnanswered takes a request whose caller stopped waiting without its answer (w) out of
 // the outbox: it is never sent again.
-func (n *Node) dropUnanswered(m *protocol.Message, w *waiter) {
+func (n *wire) dropUnanswered(m *protocol.Message, w *waiter) {
 	if closed(w.done) {
 		return
 	}
@@ -112,7 +112,7 @@ func (n *Node) dropUnanswered(m *protocol.Message, w *waiter) {
 // sent again. It reports whether the outbox held it; without durable delivery there is no
 // outbox, and it returns false. An attempt on the wire at that moment may still reach the
 // recipient.
-func (n *Node) CancelOutbox(id string) (bool, error) {
+func (n *wire) cancelOutbox(id string) (bool, error) {
 	if n.engine == nil {
 		return false, nil
 	}

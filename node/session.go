@@ -17,7 +17,7 @@ import (
 // go out on it and their receipts and quick replies come back on it. Writes are serialised by
 // wmu; one goroutine (read) reads. done is closed when the session ends, with err set.
 type session struct {
-	n    *Node
+	n    *wire
 	peer peer.ID
 	pid  string // peer.String(), computed once
 	s    network.Stream
@@ -30,7 +30,7 @@ type session struct {
 }
 
 // session returns the live session to p, opening one if needed.
-func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
+func (n *wire) session(ctx context.Context, p peer.ID) (*session, error) {
 	n.sessionsMu.Lock()
 	s, ok := n.sessions[p]
 	n.sessionsMu.Unlock()

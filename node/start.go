@@ -65,28 +65,30 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg: cfg, host: h, key: key, builder: b, log: log, now: cfg.Clock,
-		quiet:     quietlog.NewLogger(log, quietlog.New(0, 0, 0), cfg.Clock),
-		limits:    protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
-		replay:    protocol.NewReplayWindow(0),
-		rate:      newRateLimiter(cfg.RatePerSecond, cfg.RateBurst, float64(cfg.RateBytesPerSecond), max(cfg.RateBytesPerSecond, cfg.MaxMessageBytes)),
-		budget:    newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
-		large:     make(chan struct{}, 1),
-		audits:    newRefusalAudit(),
 		journal:   newGossipJournal(),
-		policy:    policy(cfg.Policy),
 		started:   cfg.Clock(),
-		slots:     make(chan struct{}, maxHandlers),
-		handlers:  handlersOf(cfg),
-		fallback:  cfg.OtherHandler,
-		waiters:   make(map[string]*waiter),
-		sessions:  make(map[peer.ID]*session),
-		inbound:   make(map[*inStream]struct{}),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		approvals: newApprovals(),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
-	n.workers = workers.New(idleWorkers, &n.wg)
+	n.wire = &wire{Node: n,
+		quiet:    quietlog.NewLogger(log, quietlog.New(0, 0, 0), cfg.Clock),
+		limits:   protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
+		replay:   protocol.NewReplayWindow(0),
+		rate:     newRateLimiter(cfg.RatePerSecond, cfg.RateBurst, float64(cfg.RateBytesPerSecond), max(cfg.RateBytesPerSecond, cfg.MaxMessageBytes)),
+		budget:   newQueueBudget(cfg.QueueStreamBytes, cfg.QueuePeerBytes, cfg.QueueTotalBytes),
+		large:    make(chan struct{}, 1),
+		audits:   newRefusalAudit(),
+		policy:   policy(cfg.Policy),
+		slots:    make(chan struct{}, maxHandlers),
+		handlers: handlersOf(cfg),
+		fallback: cfg.OtherHandler,
+		waiters:  make(map[string]*waiter),
+		sessions: make(map[peer.ID]*session),
+		inbound:  make(map[*inStream]struct{}),
+		workers:  workers.New(idleWorkers, &n.wg),
+	}
 	n.cfg.Manifest.AgentID = cfg.AgentID
 	if n.cfg.Manifest.Name == "" {
 		n.cfg.Manifest.Name = cfg.AgentName
@@ -138,7 +140,7 @@ func (n *Node) start() error {
 	// the store is read first: a message accepted from then on is handed over by its own
 	// acceptance, and must not be offered a second time as pending.
 	pending := n.pendingAtStart()
-	h.SetStreamHandler(ProtocolID, n.handleStream)
+	h.SetStreamHandler(ProtocolID, n.wire.handleStream)
 	if err := n.startMesh(); err != nil {
 		n.abandon()
 		n.closeMesh()
@@ -172,7 +174,7 @@ func (n *Node) startTrust() error {
 		Authority: c.Authority, Certificate: c.Certificate, MeshAuthority: c.MeshAuthority, AuthorityNode: c.AuthorityNode,
 		Bootstrap: n.peers.bootstrapIDs(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
 		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
-		Allow: func(p peer.ID) error { return n.rate.allow(p, n.now()) }, Track: n.tracked, Addrs: n.Addrs,
+		Allow: func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.tracked, Addrs: n.Addrs,
 		Publish: func(ctx context.Context, ev protocol.EventPayload) error {
 			g := n.watcher.Load()
 			if g == nil {
