@@ -82,7 +82,7 @@ func (n *Node) groupRequest(it *pubsub.Item) {
 	r := &Request{Msg: m.Clone(), Peer: it.Author, n: n.wire, answerTTL: m.Expires().Sub(now)}
 	start, _, err := n.wire.route(r)
 	if err != nil {
-		n.spawn(func() {
+		n.life.spawn(func() {
 			if ferr := r.Fail(err); ferr != nil {
 				n.log.Debug("group request: could not send the refusal", "id", m.Envelope.MessageID, "err", ferr.Error())
 			}

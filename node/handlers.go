@@ -139,13 +139,13 @@ func (n *wire) route(r *Request) (start, cancel func(), err error) {
 	default:
 		return nil, nil, &protocol.Error{Code: protocol.CodeRateLimited, Message: "too many messages in progress", RetryAfter: time.Second}
 	}
-	if !n.track() {
+	if !n.life.track() {
 		<-n.slots
 		return nil, nil, protocol.Errorf(protocol.CodeAgentNotFound, "node is shutting down")
 	}
 	start = func() {
 		n.workers.Go(func() {
-			defer n.inflight.Done()
+			defer n.life.done()
 			defer func() { <-n.slots }()
 			ctx, cancel := context.WithDeadline(n.ctx, r.Msg.Expires())
 			defer cancel()
@@ -159,7 +159,7 @@ func (n *wire) route(r *Request) (start, cancel func(), err error) {
 	}
 	cancel = func() {
 		<-n.slots
-		n.inflight.Done()
+		n.life.done()
 	}
 	return start, cancel, nil
 }

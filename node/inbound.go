@@ -45,11 +45,11 @@ type inStream struct {
 // handleStream serves one inbound stream: every frame is checked, answered with an error, a
 // receipt or (quickly) a response, and handed to the agent.
 func (n *wire) handleStream(s network.Stream) {
-	if !n.track() {
+	if !n.life.track() {
 		s.Reset()
 		return
 	}
-	defer n.inflight.Done()
+	defer n.life.done()
 	in := &inStream{n: n, s: s, remote: s.Conn().RemotePeer(), deadline: lazyDeadline{set: s.SetWriteDeadline}}
 	in.rid = in.remote.String()
 	n.sessionsMu.Lock()
@@ -68,7 +68,7 @@ func (n *wire) handleStream(s network.Stream) {
 		s.Close()
 	case errors.Is(err, errServeStopped):
 		s.Reset()
-	case errors.Is(err, io.EOF) || isTimeout(err) || n.isClosing():
+	case errors.Is(err, io.EOF) || isTimeout(err) || n.life.isClosing():
 		// The peer finished, the stream idled out, or we are closing: a clean end.
 		s.Close()
 	default:

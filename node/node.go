@@ -11,7 +11,6 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -75,10 +74,7 @@ type Node struct {
 	ctx       context.Context
 	cancel    context.CancelFunc
 	wg        sync.WaitGroup // background loops and session readers
-	inflight  sync.WaitGroup // inbound streams and handlers, drained on Close
-	gate      sync.RWMutex   // orders inflight.Add and wg.Add against Close
-	closing   bool           // guarded by gate: no new exchanges
-	stopped   bool           // guarded by gate: no new background goroutines
+	life      lifecycle      // the exchanges in flight and the gate Close shuts (lifecycle.go)
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -134,9 +130,7 @@ func New(opts ...Option) (_ *Node, err error) {
 // more than once; later calls return the first call's result.
 func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
-		n.gate.Lock()
-		n.closing = true
-		n.gate.Unlock()
+		n.life.beginClose()
 		leaveCtx, cancelLeave := context.WithTimeout(context.Background(), n.cfg.ShutdownGrace)
 		n.leaveMesh(leaveCtx)
 		cancelLeave()
@@ -156,15 +150,13 @@ func (n *Node) Close() error {
 			s.end(errors.New("node closed"), false)
 		}
 		drained := make(chan struct{})
-		go func() { n.inflight.Wait(); close(drained) }()
+		go func() { n.life.inflight.Wait(); close(drained) }()
 		select {
 		case <-drained:
 		case <-time.After(n.cfg.ShutdownGrace):
 			n.log.Warn("shutdown grace passed with exchanges in flight; closing anyway")
 		}
-		n.gate.Lock()
-		n.stopped = true
-		n.gate.Unlock()
+		n.life.stop()
 		n.cancel()
 		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
 		<-drained
@@ -178,9 +170,7 @@ func (n *Node) Close() error {
 // abandon undoes a New that failed after the protocol was served: no new streams, the
 // streams in progress ended and waited for, so that the store can be closed under nothing.
 func (n *Node) abandon() {
-	n.gate.Lock()
-	n.closing = true
-	n.gate.Unlock()
+	n.life.beginClose()
 	n.host.RemoveStreamHandler(ProtocolID)
 	n.wire.sessionsMu.Lock()
 	for in := range n.wire.inbound {
@@ -188,56 +178,8 @@ func (n *Node) abandon() {
 	}
 	n.wire.sessionsMu.Unlock()
 	n.cancel()
-	n.inflight.Wait()
+	n.life.inflight.Wait()
 	n.wire.workers.Close()
-}
-
-// track counts one in-flight exchange, or returns false once Close has begun.
-func (n *Node) track() bool {
-	n.gate.RLock()
-	defer n.gate.RUnlock()
-	if n.closing {
-		return false
-	}
-	n.inflight.Add(1)
-	return true
-}
-
-// tracked wraps the handler of a request/answer protocol (trust's certificate, join and
-// authority protocols) so that it counts as an exchange in flight, as handleStream does:
-// Close waits for it (a join that marked its invitation used gets to send the certificate),
-// and a stream that arrives once Close has begun is reset.
-func (n *Node) tracked(h network.StreamHandler) network.StreamHandler {
-	return func(s network.Stream) {
-		if !n.track() {
-			s.Reset()
-			return
-		}
-		defer n.inflight.Done()
-		h(s)
-	}
-}
-
-// spawn runs f on a goroutine that Close waits for, unless Close has got past its drain;
-// then it returns false and f does not run.
-func (n *Node) spawn(f func()) bool {
-	n.gate.RLock()
-	defer n.gate.RUnlock()
-	if n.stopped {
-		return false
-	}
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		f()
-	}()
-	return true
-}
-
-func (n *Node) isClosing() bool {
-	n.gate.RLock()
-	defer n.gate.RUnlock()
-	return n.closing
 }
 
 // ID returns the node's peer id.

@@ -100,7 +100,7 @@ func (n *wire) repunch(now time.Time) {
 		if now.Sub(oldest) < repunchAfter || !n.peers.paths.tryAgain(p, now) {
 			continue
 		}
-		n.spawn(func() {
+		n.life.spawn(func() {
 			for _, c := range conns {
 				_ = c.Close()
 			}
@@ -130,7 +130,7 @@ func (n *wire) dropStalled(s *session) {
 		_ = c.Close()
 		return
 	}
-	n.spawn(func() {
+	n.life.spawn(func() {
 		ctx, cancel := context.WithTimeout(n.ctx, stallPing)
 		defer cancel()
 		if res := <-ping.Ping(network.WithAllowLimitedConn(ctx, "stall"), n.host, s.peer); res.Error != nil && n.ctx.Err() == nil {

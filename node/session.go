@@ -50,7 +50,7 @@ func (n *wire) session(ctx context.Context, p peer.ID) (*session, error) {
 		st.Close()
 		return other, nil
 	}
-	if !n.spawn(s.read) {
+	if !n.life.spawn(s.read) {
 		st.Reset()
 		return nil, errors.New("node is closing")
 	}

@@ -72,6 +72,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		ctx:       ctx,
 		cancel:    cancel,
 	}
+	n.life.wg = &n.wg
 	n.wire = &wire{Node: n,
 		quiet:    quietlog.NewLogger(log, quietlog.New(0, 0, 0), cfg.Clock),
 		limits:   protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
@@ -174,7 +175,7 @@ func (n *Node) startTrust() error {
 		Authority: c.Authority, Certificate: c.Certificate, MeshAuthority: c.MeshAuthority, AuthorityNode: c.AuthorityNode,
 		Bootstrap: n.peers.bootstrapIDs(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
 		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
-		Allow: func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.tracked, Addrs: n.Addrs,
+		Allow: func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.life.tracked, Addrs: n.Addrs,
 		Publish: func(ctx context.Context, ev protocol.EventPayload) error {
 			g := n.watcher.Load()
 			if g == nil {
