@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // Every route the server registers is in docs/openapi.yaml with its method, and the document
@@ -76,5 +79,29 @@ func TestOpenAPI_JSONIsTheYAML(t *testing.T) {
 	got, err := os.ReadFile("../docs/openapi.json")
 	if err != nil || !bytes.Equal(got, want) {
 		t.Fatalf("docs/openapi.json is not docs/openapi.yaml (%v): run go test ./api -run TestOpenAPI_JSONIsTheYAML -update", err)
+	}
+}
+
+// The dialect parameter's enum in docs/openapi.yaml is protocol's list of dialects, in order.
+func TestOpenAPI_DialectsAreProtocols(t *testing.T) {
+	raw, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		Components struct {
+			Parameters map[string]struct {
+				Schema struct {
+					Enum []string `yaml:"enum"`
+				} `yaml:"schema"`
+			} `yaml:"parameters"`
+		} `yaml:"components"`
+	}
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	got, want := doc.Components.Parameters["dialect"].Schema.Enum, protocol.DialectNames(false)
+	if !slices.Equal(got, want) {
+		t.Fatalf("docs/openapi.yaml's dialects %v; protocol.Dialects has %v", got, want)
 	}
 }

@@ -54,7 +54,8 @@ func (c *Client) SendWith(ctx context.Context, m *Message, o SendOptions) (SendR
 }
 
 // SendDocument sends one JSON document of another draft (docs/dialects.md) as it is, in the
-// dialect named (iacp-1.0, elizaos, acp-v2; "" lets the node recognise it).
+// dialect named (one of the sendable ones of protocol.Dialects, which docs/openapi.yaml
+// lists; "" lets the node recognise it).
 func (c *Client) SendDocument(ctx context.Context, doc []byte, dialect string) (SendResult, error) {
 	var res SendResult
 	return res, c.Do(ctx, http.MethodPost, MessagePath+dialectQuery("?", dialect), doc, MediaJSON, &res)

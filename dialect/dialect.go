@@ -19,7 +19,7 @@ type Dialect string
 // The dialects.
 const (
 	// IACP is our own wire format, draft-vystartas-iacp-00.
-	IACP Dialect = "iacp"
+	IACP Dialect = protocol.DialectIACP
 	// IaCP1 is the IaCP Specification 1.0-draft (specs/000).
 	IaCP1 Dialect = protocol.DialectIaCP1
 	// ElizaOS is the ElizaOS multi-agent draft's performatives (specs/004).

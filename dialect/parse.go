@@ -6,8 +6,14 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Names lists the dialects an agent may speak: IACP, then every translated one.
-func Names() []Dialect { return append([]Dialect{IACP}, Translated...) }
+// Names lists the dialects an agent may speak: protocol.Dialects, IACP first.
+func Names() []Dialect {
+	var out []Dialect
+	for _, d := range protocol.Dialects() {
+		out = append(out, Dialect(d.Name))
+	}
+	return out
+}
 
 // Parse reads a dialect's name as a user writes it (a config file, a flag, ?dialect=): one of
 // Names, or "" for IACP. Anything else is PAYLOAD_INVALID naming the ones there are.

@@ -160,8 +160,8 @@ type Config struct {
 	// with CAPABILITY_MISMATCH and such events are dropped after their receipt. `iacp-node
 	// run` turns it on. Default false.
 	Inbox bool `yaml:"inbox"`
-	// Dialect is the draft the agent speaks (docs/dialects.md): iacp, iacp-1.0, elizaos,
-	// acp-v2 or a2acp. The local API hands it every message in that dialect (inbox, WebSocket,
+	// Dialect is the draft the agent speaks (docs/dialects.md): one of protocol.Dialects. The
+	// local API hands it every message in that dialect (inbox, WebSocket,
 	// webhook) and reads its answers in it, and the node refuses a direct message that has no
 	// shape in it with CAPABILITY_MISMATCH, so that its sender learns why instead of the agent
 	// missing it. Default iacp.

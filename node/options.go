@@ -187,8 +187,8 @@ func WithPolicy(rules ...PolicyRule) Option {
 // turns it on.
 func WithInbox(on bool) Option { return func(c *Config) error { c.Inbox = on; return nil } }
 
-// WithDialect names the draft the agent speaks (see Config.Dialect): iacp, iacp-1.0,
-// elizaos, acp-v2 or a2acp. Default iacp.
+// WithDialect names the draft the agent speaks (see Config.Dialect): one of
+// protocol.Dialects. Default iacp.
 func WithDialect(name string) Option { return func(c *Config) error { c.Dialect = name; return nil } }
 
 // WithDiscovery switches the DHT on or off and adds options for discovery.New, applied after

@@ -2,9 +2,13 @@ package protocol
 
 import "strings"
 
-// The dialects whose error codes MapForeignCode knows: the other drafts (docs/protocol.md,
-// "Drafts") that the node understands at its edge.
+// The dialects: IACP itself, and the other drafts (docs/protocol.md, "Drafts") that the node
+// understands at its edge, whose error codes MapForeignCode knows. Dialects is the one list of
+// them, in order: the dialect package, the local API's documentation and the command line's
+// help read it.
 const (
+	// DialectIACP is IACP itself, draft-vystartas-iacp-00 (specs/001).
+	DialectIACP = "iacp"
 	// DialectIaCP1 is the IaCP Specification 1.0-draft (specs/000): section 10.1's error codes
 	// and section 5.4.2's protocol errors.
 	DialectIaCP1 = "iacp-1.0"
@@ -16,6 +20,49 @@ const (
 	// NOT_UNDERSTOOD performatives and the reason codes of NOT_UNDERSTOOD and TASK_REJECT.
 	DialectElizaOS = "elizaos"
 )
+
+// DialectInfo is one dialect the node speaks at its edge.
+type DialectInfo struct {
+	// Name is the dialect as a config file, a flag, ?dialect= and the documents spell it.
+	Name string
+	// Draft is the draft it comes from, and Shape what its documents are.
+	Draft, Shape string
+	// Sendable says an agent may hand the node a document of it to send (the local API's
+	// POST, `iacp-node send --file`); A2ACP's documents are answers and handshakes the node
+	// builds, not requests an agent writes.
+	Sendable bool
+}
+
+var dialects = []DialectInfo{
+	{DialectIACP, "draft-vystartas-iacp-00 (specs/001)", "the IACP envelope and message", true},
+	{DialectIaCP1, "IaCP Specification 1.0-draft (specs/000)", "IaCP 1.0 messages", true},
+	{DialectElizaOS, "ElizaOS multi-agent draft (specs/004)", "FIPA-ACL style performatives", true},
+	{DialectACPv2, "ACP v2.0 (specs/002)", "AgentCommand and AgentResponse", true},
+	{DialectA2ACP, "A2ACP v1.0 (specs/003)", "A2ACP messages, validated against the draft's JSON Schema", false},
+}
+
+// Dialects returns every dialect the node speaks, IACP first.
+func Dialects() []DialectInfo { return append([]DialectInfo(nil), dialects...) }
+
+// DialectNames returns the names of the dialects, IACP first; with sendable, only those an
+// agent may hand the node to send.
+func DialectNames(sendable bool) []string {
+	var out []string
+	for _, d := range dialects {
+		if !sendable || d.Sendable {
+			out = append(out, d.Name)
+		}
+	}
+	return out
+}
+
+// DialectList writes names as a person reads a list: "a, b, c or d".
+func DialectList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
+}
 
 // ForeignCode is one row of the table that maps another draft's error code onto ours
 // (docs/protocol.md, "Other drafts' error codes"; a test keeps the two identical).

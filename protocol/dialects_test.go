@@ -3,6 +3,7 @@ package protocol_test
 import (
 	"bufio"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -88,5 +89,25 @@ func TestDialects_CaseInsensitiveAndUnknown(t *testing.T) {
 		if got, ok := protocol.MapForeignCode(c.dialect, c.code); ok {
 			t.Errorf("MapForeignCode(%s, %s) = %s, want not found", c.dialect, c.code, got)
 		}
+	}
+}
+
+// The one list of dialects: IACP first, every foreign code's dialect in it, names read as a
+// person writes a list.
+func TestDialects_TheOneList(t *testing.T) {
+	names := protocol.DialectNames(false)
+	if len(names) == 0 || names[0] != protocol.DialectIACP {
+		t.Fatalf("dialects %v; want IACP first", names)
+	}
+	for _, f := range protocol.ForeignCodes() {
+		if !slices.Contains(names, f.Dialect) {
+			t.Errorf("foreign code %s of dialect %s, which Dialects does not list", f.Code, f.Dialect)
+		}
+	}
+	if got := protocol.DialectList([]string{"a", "b", "c"}); got != "a, b or c" {
+		t.Fatalf("DialectList: %q", got)
+	}
+	if slices.Contains(protocol.DialectNames(true), protocol.DialectA2ACP) {
+		t.Fatal("A2ACP documents are not sent by agents")
 	}
 }

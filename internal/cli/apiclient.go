@@ -118,7 +118,7 @@ func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
 	cmd.Flags().BoolVar(&f.approval, "require-approval", false, "hold the message on this node until its operator approves it ('iacp-node approve ID'; docs/coordination.md)")
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "send a whole JSON or YAML document from a file (- for stdin) instead of --to/--intent/--payload")
 	cmd.Flags().BoolVar(&f.queueUnknown, "queue-unknown", false, "queue the message even when no agent of that id is known yet (one that will join later); without it an unknown id fails at once")
-	cmd.Flags().StringVar(&f.dialect, "dialect", "", "the --file document's draft: iacp, iacp-1.0, elizaos or acp-v2 (default: recognised by its members; docs/dialects.md)")
+	cmd.Flags().StringVar(&f.dialect, "dialect", "", "the --file document's draft: "+protocol.DialectList(protocol.DialectNames(true))+" (default: recognised by its members; docs/dialects.md)")
 }
 
 // foreignDocument returns the --file document when it is another draft's (named by --dialect

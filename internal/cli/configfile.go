@@ -13,6 +13,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // The config file that init writes is rendered from node.Config itself: every field with a
@@ -103,7 +104,7 @@ of its life is left and issues A2ACP tokens (POST /auth/token). Empty: the boots
 
 	"inbox": `Inbound messages no Go handler takes wait here until the agent acknowledges them through
 the local API. 'iacp-node run' always turns this on.`,
-	"dialect": `The draft the agent speaks: iacp, iacp-1.0, elizaos, acp-v2 or a2acp (docs/dialects.md).
+	"dialect": `The draft the agent speaks: ` + protocol.DialectList(protocol.DialectNames(false)) + ` (docs/dialects.md).
 The local API hands it its inbox, WebSocket and webhook messages in it, and the node refuses a
 direct message that has no shape in it (CAPABILITY_MISMATCH, at the sender).`,
 	"durable": `Durable delivery: every message is on disk before it is sent or receipted (<data dir>/store),

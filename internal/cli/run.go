@@ -14,6 +14,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/node"
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 func init() { register(newRunCmd) }
@@ -82,7 +83,7 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.BoolVar(&f.dhtClient, "dht-client", defaults.DHTClient, "run the DHT in client mode (env IACP_DHT_CLIENT)")
 	fl.StringVar(&f.webhook, "webhook", "", "POST inbound messages to this agent URL (its /.well-known/iacp/v1/message; env IACP_WEBHOOK)")
 	fl.StringVar(&f.webhookToken, "webhook-token", "", "bearer token the webhook sends to the agent (env IACP_WEBHOOK_TOKEN)")
-	fl.StringVar(&f.dialect, "dialect", "", "the draft the agent speaks: iacp, iacp-1.0, elizaos, acp-v2 or a2acp; the local API hands it messages in it (default "+defaults.Dialect+"; env IACP_DIALECT)")
+	fl.StringVar(&f.dialect, "dialect", "", "the draft the agent speaks: "+protocol.DialectList(protocol.DialectNames(false))+"; the local API hands it messages in it (default "+defaults.Dialect+"; env IACP_DIALECT)")
 	return cmd
 }
 

@@ -17,8 +17,8 @@ func newEnvelopeTranslateCmd() *cobra.Command {
 		Use:   "translate --to DIALECT [--from DIALECT] [IN]",
 		Short: "Convert a document between IACP and the other drafts' shapes",
 		Long: `translate reads one JSON document and writes it in another draft's shape
-(docs/dialects.md): iacp (ours), iacp-1.0 (IaCP 1.0), elizaos (ElizaOS performatives),
-acp-v2 (ACP v2 AgentCommand and AgentResponse) or a2acp (A2ACP v1.0).
+(docs/dialects.md), one of:
+` + dialectTable() + `
 Without --from the dialect is recognised by the document's members. What the target has no
 field for travels under the IACP message's "x-dialect" member, so translating back gives the
 original document. An IACP document written here is unsigned: sign it with 'envelope sign'.
@@ -90,4 +90,13 @@ func translate(doc []byte, from, to dialect.Dialect, sender string, now time.Tim
 		return protocol.EncodeJSON(m)
 	}
 	return dialect.FromIACP(m, to)
+}
+
+// dialectTable lists protocol.Dialects for a help text, a line each.
+func dialectTable() string {
+	var b strings.Builder
+	for _, d := range protocol.Dialects() {
+		fmt.Fprintf(&b, "  %-9s %s: %s\n", d.Name, d.Draft, d.Shape)
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
