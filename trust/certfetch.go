@@ -126,23 +126,7 @@ func (b *certBook) verifyCarried(ctx context.Context, agentID string, p, via pee
 func (b *certBook) fetch(ctx context.Context, p, via peer.ID, ours bool) error {
 	b.mu.Lock()
 	if f, ok := b.inflight[p]; ok {
-		if f.waiters >= certWaiters && !ours {
-			b.mu.Unlock()
-			return protocol.Errorf(protocol.CodeTimeout, "%d messages of peer %s wait for its certificate already; try again", f.waiters, p)
-		}
-		f.waiters++
-		b.mu.Unlock()
-		defer func() {
-			b.mu.Lock()
-			f.waiters--
-			b.mu.Unlock()
-		}()
-		select {
-		case <-f.done:
-			return nil // the caller checks the book again
-		case <-ctx.Done():
-			return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
-		}
+		return b.await(ctx, f, p, ours) // unlocks
 	}
 	if !ours {
 		if err := b.chargeLocked(via); err != nil {
@@ -185,6 +169,35 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID, ours bool) error {
 		}
 		return protocol.Errorf(code, "cannot fetch the certificate of peer %s: %v", p, err)
 	}
+	return b.judge(ans, err, p, via)
+}
+
+// await waits, holding one of its certWaiters (unless ours), for the fetch f of p's
+// certificate that another caller runs; b.mu is held, and released.
+func (b *certBook) await(ctx context.Context, f *pendingFetch, p peer.ID, ours bool) error {
+	if f.waiters >= certWaiters && !ours {
+		b.mu.Unlock()
+		return protocol.Errorf(protocol.CodeTimeout, "%d messages of peer %s wait for its certificate already; try again", f.waiters, p)
+	}
+	f.waiters++
+	b.mu.Unlock()
+	defer func() {
+		b.mu.Lock()
+		f.waiters--
+		b.mu.Unlock()
+	}()
+	select {
+	case <-f.done:
+		return nil // the caller checks the book again
+	case <-ctx.Done():
+		return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
+	}
+}
+
+// judge takes via's answer for p (err: what it was, when not a certificate): a newer
+// revocation list it carries is applied, a valid certificate admitted, anything else is p's
+// refusal, remembered when p answered for itself.
+func (b *certBook) judge(ans certAnswer, err error, p, via peer.ID) error {
 	if err == nil && ans.CRL != "" {
 		if err := b.applyRevocations(ans.CRL); err != nil {
 			b.log.Warn("revocation list refused", "from", via, "err", err.Error())
