@@ -122,6 +122,34 @@ func (v *Verifier) meshKeyFor() (ed25519.PublicKey, error) {
 // certCheckOf is the certificate check that a failed stage of verifyJWS is reported as.
 var certCheckOf = map[stage]Check{stageParse: CheckParse, stageAlg: CheckAlg, stageTyp: CheckType, stageKey: CheckSignature, stageSignature: CheckSignature}
 
+// certTimes checks a certificate's iat, nbf, exp and held_since against the verifier's clock
+// and skew, and returns them.
+func (v *Verifier) certTimes(c *certClaims, who string) (iat, nbf, exp, since time.Time, err error) {
+	now := v.now()
+	iat, okI := timeOf(c.IssuedAt)
+	nbf, okN := timeOf(c.NotBefore)
+	exp, okE := timeOf(c.ExpiresAt)
+	switch {
+	case !okI || !okN:
+		return iat, nbf, exp, since, certError(who, CheckNotBefore, "iat and nbf are required")
+	case nbf.After(now.Add(v.skew)):
+		return iat, nbf, exp, since, certError(who, CheckNotBefore, "valid from %s (now %s, skew %v)", fmtTime(nbf), fmtTime(now), v.skew)
+	case iat.After(now.Add(v.skew)):
+		return iat, nbf, exp, since, certError(who, CheckNotBefore, "issued at %s, in the future (now %s, skew %v)", fmtTime(iat), fmtTime(now), v.skew)
+	case !okE:
+		return iat, nbf, exp, since, certError(who, CheckExpiry, "exp is required")
+	case !exp.After(now.Add(-v.skew)):
+		return iat, nbf, exp, since, certError(who, CheckExpiry, "expired at %s (now %s, skew %v)", fmtTime(exp), fmtTime(now), v.skew)
+	}
+	since = iat
+	if c.HeldSince != nil {
+		if since = c.HeldSince.Time; since.After(iat) {
+			return iat, nbf, exp, since, certError(who, CheckNotBefore, "held_since %s is after iat %s", fmtTime(since), fmtTime(iat))
+		}
+	}
+	return iat, nbf, exp, since, nil
+}
+
 // Certificate verifies the certificate raw for agent agentID on peer p. An empty agentID or p
 // skips that comparison (the certificate is still checked for a well-formed sub and cnf).
 // The checks run in the order of the Check constants; the first failure is returned as a
@@ -149,27 +177,9 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	if c.Issuer != v.meshID {
 		return nil, certError(who, CheckIssuer, "iss %q is not the mesh id %s", c.Issuer, v.meshID)
 	}
-	now := v.now()
-	iat, okI := timeOf(c.IssuedAt)
-	nbf, okN := timeOf(c.NotBefore)
-	exp, okE := timeOf(c.ExpiresAt)
-	switch {
-	case !okI || !okN:
-		return nil, certError(who, CheckNotBefore, "iat and nbf are required")
-	case nbf.After(now.Add(v.skew)):
-		return nil, certError(who, CheckNotBefore, "valid from %s (now %s, skew %v)", fmtTime(nbf), fmtTime(now), v.skew)
-	case iat.After(now.Add(v.skew)):
-		return nil, certError(who, CheckNotBefore, "issued at %s, in the future (now %s, skew %v)", fmtTime(iat), fmtTime(now), v.skew)
-	case !okE:
-		return nil, certError(who, CheckExpiry, "exp is required")
-	case !exp.After(now.Add(-v.skew)):
-		return nil, certError(who, CheckExpiry, "expired at %s (now %s, skew %v)", fmtTime(exp), fmtTime(now), v.skew)
-	}
-	since := iat
-	if c.HeldSince != nil {
-		if since = c.HeldSince.Time; since.After(iat) {
-			return nil, certError(who, CheckNotBefore, "held_since %s is after iat %s", fmtTime(since), fmtTime(iat))
-		}
+	iat, nbf, exp, since, err := v.certTimes(&c, who)
+	if err != nil {
+		return nil, err
 	}
 	if err := protocol.ValidateAgentID(c.Subject); err != nil {
 		return nil, certError(who, CheckSubject, "sub: %v", err)
