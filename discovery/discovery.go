@@ -96,14 +96,8 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("discovery options: %w", err)
 	}
-	if h == nil {
-		return nil, fmt.Errorf("discovery: host is nil")
-	}
-	if key == nil || key.Type() != crypto.Ed25519 {
-		return nil, fmt.Errorf("discovery: the key must be the host's Ed25519 private key")
-	}
-	if id, err := peer.IDFromPrivateKey(key); err != nil || id != h.ID() {
-		return nil, fmt.Errorf("discovery: the key is not the key of host %s; pass the host's own identity key", h.ID())
+	if err := hostKey(h, key); err != nil {
+		return nil, err
 	}
 	d := &Discovery{
 		h: h, key: key, cfg: cfg,
@@ -123,30 +117,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	}
 	d.boot.dialing = make([]bool, len(d.boot.peers))
 	d.boot.dialed = make(chan bool, len(d.boot.peers))
-	mode := dht.ModeServer
-	switch {
-	case cfg.client:
-		mode = dht.ModeClient
-	case cfg.auto && cfg.unknownServes:
-		mode = dht.ModeAutoServer
-	case cfg.auto:
-		mode = dht.ModeAuto
-	}
-	dopts := []dht.Option{
-		dht.Mode(mode),
-		dht.BucketSize(cfg.bucketSize),
-		dht.ProtocolPrefix(protocol.ID(cfg.prefix)),
-		dht.Validator(record.NamespacedValidator{
-			AgentNamespace: d.validator(AgentNamespace),
-			PeerNamespace:  d.validator(PeerNamespace),
-		}),
-		// A record lives at most MaxRecordLifetime; stores need not keep it longer.
-		dht.MaxRecordAge(MaxRecordLifetime),
-		// Every record the DHT keeps for the mesh, bounded and charged to its owner.
-		dht.Datastore(d.recs),
-		dht.ProviderManagerOpts(records.Cache(noProviderCache{})),
-	}
-	d.dht, err = dht.New(h, append(dopts, cfg.dhtOpts...)...)
+	d.dht, err = dht.New(h, append(d.dhtOptions(), cfg.dhtOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: start the DHT: %w", err)
 	}
@@ -168,6 +139,50 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
 	go func() { defer d.wg.Done(); d.republishLoop(r, addrs) }()
 	return d, nil
+}
+
+// hostKey checks that key is h's own Ed25519 identity key, which signs the agent records.
+func hostKey(h host.Host, key crypto.PrivKey) error {
+	if h == nil {
+		return fmt.Errorf("discovery: host is nil")
+	}
+	if key == nil || key.Type() != crypto.Ed25519 {
+		return fmt.Errorf("discovery: the key must be the host's Ed25519 private key")
+	}
+	if id, err := peer.IDFromPrivateKey(key); err != nil || id != h.ID() {
+		return fmt.Errorf("discovery: the key is not the key of host %s; pass the host's own identity key", h.ID())
+	}
+	return nil
+}
+
+// dhtOptions are kad-dht's options for d: its mode (client, server, or following
+// reachability), the mesh's protocol prefix, the agent-record validators, and the bounded
+// record store.
+func (d *Discovery) dhtOptions() []dht.Option {
+	cfg := d.cfg
+	mode := dht.ModeServer
+	switch {
+	case cfg.client:
+		mode = dht.ModeClient
+	case cfg.auto && cfg.unknownServes:
+		mode = dht.ModeAutoServer
+	case cfg.auto:
+		mode = dht.ModeAuto
+	}
+	return []dht.Option{
+		dht.Mode(mode),
+		dht.BucketSize(cfg.bucketSize),
+		dht.ProtocolPrefix(protocol.ID(cfg.prefix)),
+		dht.Validator(record.NamespacedValidator{
+			AgentNamespace: d.validator(AgentNamespace),
+			PeerNamespace:  d.validator(PeerNamespace),
+		}),
+		// A record lives at most MaxRecordLifetime; stores need not keep it longer.
+		dht.MaxRecordAge(MaxRecordLifetime),
+		// Every record the DHT keeps for the mesh, bounded and charged to its owner.
+		dht.Datastore(d.recs),
+		dht.ProviderManagerOpts(records.Cache(noProviderCache{})),
+	}
 }
 
 // validator is the record validator of namespace ns: the configured clock and certificate
