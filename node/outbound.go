@@ -77,12 +77,12 @@ func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 		}
 		return OutcomeHeld, n.approvals.hold(m)
 	}
-	if n.engine != nil {
+	if n.durable.on {
 		raw, err := protocol.EncodeJSON(m)
 		if err != nil {
 			return "", err
 		}
-		queued, err := n.engine.Send(ctx, m, raw)
+		queued, err := n.durable.send(ctx, m, raw)
 		if queued {
 			return OutcomeQueued, err
 		}
@@ -97,7 +97,7 @@ func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 	if err != nil {
 		return "", err
 	}
-	n.record(audit.EventSent, m)
+	n.durable.record(audit.EventSent, m)
 	if err := n.transmit(ctx, m, raw, w); err != nil {
 		return "", err
 	}
@@ -108,7 +108,7 @@ func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 		}
 	default:
 	}
-	n.record(audit.EventDelivered, m)
+	n.durable.record(audit.EventDelivered, m)
 	return OutcomeDelivered, nil
 }
 
@@ -124,7 +124,7 @@ func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 // sent and Request returns its answer; rejected, Request returns a PERMISSION_DENIED error;
 // nobody deciding within its TTL is TIMEOUT.
 func (n *Node) Request(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
-	return n.request(ctx, m, n.engine != nil, opts)
+	return n.request(ctx, m, n.durable.on, opts)
 }
 
 // RequestOnce is Request with one attempt and nothing kept: the request is transmitted once
@@ -169,10 +169,10 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool, o
 	case held:
 		err = n.approvals.hold(m)
 	case durable:
-		_, err = n.engine.Send(ctx, m, raw)
+		_, err = n.durable.send(ctx, m, raw)
 		defer n.dropUnanswered(m, w)
 	default:
-		n.record(audit.EventSent, m)
+		n.durable.record(audit.EventSent, m)
 		err = n.transmit(ctx, m, raw, w)
 	}
 	if err != nil {
@@ -180,7 +180,7 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool, o
 	}
 	select {
 	case <-w.done:
-		n.record(audit.EventReceived, w.reply) // the answer Request took: its conversation lists it
+		n.durable.record(audit.EventReceived, w.reply) // the answer Request took: its conversation lists it
 		if w.reply.Message.Type == protocol.TypeError {
 			return w.reply, replyError(w.reply)
 		}
@@ -248,7 +248,7 @@ func (n *Node) lateReply(w *waiter) {
 	}
 	start, cancel, err := n.route(&Request{Msg: w.reply, Peer: w.peer, n: n, size: len(raw)})
 	if err == nil {
-		dups, errs := n.accept([]inbound{{m: w.reply, raw: raw, peer: w.peer}})
+		dups, errs := n.durable.accept([]inbound{{m: w.reply, raw: raw, peer: w.peer}})
 		if err = errs[0]; err != nil || dups[0] {
 			cancel() // a duplicate was handed over before
 		} else {
