@@ -44,8 +44,8 @@ const maxHandlers = 1024
 // needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
 // queue budget guard themselves; what outlives an exchange (the store, the delivery engine,
 // the gossip journal, the audit log) belongs to the durable part, discovery and gossip to
-// their own types; everything else is set in New
-// and read-only after. docs/architecture.md draws the whole.
+// their own types; everything else is set in New and read-only after. docs/architecture.md
+// draws the whole.
 type Node struct {
 	cfg     Config
 	host    host.Host
