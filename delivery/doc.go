@@ -31,13 +31,13 @@
 //  4. inStream.serveAll and serveOne (node): read, charge and verify each frame.
 //  5. admit (node): checkSigned; a reply goes to matchReply; anything else to route, which
 //     decides where it goes (handler, inbox) and reserves room there.
-//  6. Node.accept (node): Engine.Accept (Store.AcceptAll, before the receipt), bind the
+//  6. durable.accept (node): Engine.Accept (Store.AcceptAll, before the receipt), bind the
 //     sender to its peer, audit "received"; then start hands it over, and the receipt goes back
 //     (queueReceipt, flush, sendReceipt).
 //  7. The handler answers (Request.Reply, answer: inline within the receipt window, else
-//     Node.Send) and returns: Node.handled (node), Engine.TakenLazily (audit "acked", then
+//     Node.Send) and returns: durable.handled (node), Engine.TakenLazily (audit "acked", then
 //     Store.AckLazily on an engine goroutine, riding in the store's next commit); or the
-//     agent acknowledges the inbox entry: Node.taken (node), Engine.Taken (audit "acked",
+//     agent acknowledges the inbox entry: durable.taken (node), Engine.Taken (audit "acked",
 //     then Store.Ack, committed before the agent is answered).
 //
 // Back at the sender:

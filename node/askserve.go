@@ -89,7 +89,7 @@ func (n *Node) groupRequest(it *pubsub.Item) {
 		})
 		return
 	}
-	n.record(audit.EventReceived, r.Msg)
+	n.durable.record(audit.EventReceived, r.Msg)
 	start()
 }
 

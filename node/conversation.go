@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"time"
 
 	"github.com/iacp-node/iacp-node/audit"
@@ -51,16 +50,13 @@ var ErrNoAuditLog = errors.New("conversations are read from the audit log, which
 //
 // It reads the whole log (bounded by audit_max_bytes), so it costs a scan of it.
 func (n *Node) Conversation(ctx context.Context, id string, after uint64, limit int) (entries []ConversationEntry, more bool, err error) {
-	if n.audit == nil {
-		return nil, false, ErrNoAuditLog
-	}
 	if id == "" || len(id) > protocol.MaxCorrelationIDLen {
 		return nil, false, protocol.Errorf(protocol.CodePayloadInvalid, "a conversation id is 1 to %d characters", protocol.MaxCorrelationIDLen)
 	}
 	limit = min(max(limit, 1), MaxConversationEntries)
 	members := map[string]bool{id: true}
 	errFull := errors.New("page full")
-	err = audit.Tail(ctx, filepath.Join(n.cfg.DataDir, "audit"), 0, false, func(e audit.Entry) error {
+	err = n.durable.tail(ctx, func(e audit.Entry) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}

@@ -3,13 +3,12 @@ package node
 import (
 	"context"
 	"errors"
-	"fmt"
-	"path/filepath"
+	"log/slog"
 
 	"github.com/libp2p/go-libp2p/core/network"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
-	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
@@ -18,138 +17,167 @@ import (
 // Durable delivery (docs/delivery.md): with a store, every outgoing direct message is stored
 // before Send returns and retried until a receipt or its TTL, and every accepted inbound
 // message is stored before its receipt goes back and kept until the agent takes it. The
-// delivery engine (package delivery) does all of that; this file opens what it works on, gives
-// it the node's side (an attempt on the wire, the audit log, the directory, the agent) and
-// tells it when a recipient comes back.
+// delivery engine (package delivery) does all of that; the durable part opens what it works
+// on, gives it the node's side (an attempt on the wire, the audit log, the directory, the
+// agent) and is told when a recipient comes back.
 
-// openDurable opens the store and the audit log as configured, restores the replay window
-// from the store's seen ids, so that exactly-once holds across restarts, and builds the
-// delivery engine over them.
-func (n *Node) openDurable() error {
-	c := &n.cfg
+// durable is the part that keeps what outlives an exchange: the store, the delivery engine
+// over it and the gossip journal (its keeper: kept, or keepNothing when durable delivery is
+// off, keeper.go), and the audit log with its refusal budget (its auditor: auditLog, or
+// noAudit when the audit log is off, auditor.go). Nobody asks whether either is on, but Send:
+// on says which of its two paths a message takes. What it needs of the rest of the node it is
+// given as funcs (durableSide). Its goroutine (run: the journal's writes and the purge of the
+// expired seen ids) is started by the node and ends with the node's context; close stops the
+// engine and closes the store and the audit log.
+type durable struct {
+	keeper
+	auditor
+	// on is durable delivery: Send and Request store a message in the outbox before anything
+	// else, and the engine retries it. It is the one place that says so.
+	on   bool
+	side durableSide
+}
+
+// durableSide is what the durable part needs of the rest of the node.
+type durableSide struct {
+	self    peer.ID // the node's peer, from which its own errors come
+	agentID string
+	builder *protocol.Builder
+	log     *slog.Logger
+	replay  *protocol.ReplayWindow // restored from the store's seen ids
+	// deliver is one attempt on the wire (delivery.Config.Deliver); handOver gives the agent a
+	// message from p, of size bytes on the wire (0 when it never travelled); answer gives
+	// reply to whoever waits for the answer to id, and reports whether anyone did; bind binds
+	// an accepted message's sender to the peer that delivered it; peerOf is the directory's
+	// peer of an agent.
+	deliver  func(ctx context.Context, m *protocol.Message, raw []byte, resend bool) error
+	handOver func(m *protocol.Message, p peer.ID, size int) error
+	answer   func(id string, reply *protocol.Message) bool
+	bind     func(agentID string, p peer.ID)
+	peerOf   func(agentID string) (peer.ID, bool)
+}
+
+// newDurable opens the store and the audit log as c says, restores the replay window from the
+// store's seen ids, so that exactly-once holds across restarts, and builds the delivery engine
+// over them (ctx bounds it). A newDurable that fails closes what it opened.
+func newDurable(ctx context.Context, c *Config, side durableSide) (*durable, error) {
+	d := &durable{keeper: keepNothing{}, auditor: noAudit{}, side: side}
+	var st *store.Store
 	if c.Durable {
-		opts := append([]store.Option{store.WithClock(c.Clock), store.WithLogger(n.log.With("subsystem", "store")),
-			store.WithMaxSenderInboxBytes(c.InboxSenderBytes)}, c.StoreOptions...)
-		st, err := store.Open(filepath.Join(c.DataDir, "store"), opts...)
-		if err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		n.store = st
-		seen, err := st.Seen(n.now())
-		if err != nil {
-			return fmt.Errorf("store: %w", err)
-		}
-		if dropped := n.wire.replay.Restore(seen, n.now()); dropped > 0 {
-			n.log.Warn("replay window full while restoring; newest ids dropped", "dropped", dropped)
+		var err error
+		if st, err = openStore(c, side); err != nil {
+			return nil, err
 		}
 	}
 	if c.Audit {
-		lg, err := audit.Open(filepath.Join(c.DataDir, "audit"), audit.WithOmitPayloads(!c.AuditPayloads),
-			audit.WithMaxTotalBytes(c.AuditMaxBytes), audit.WithMaxAge(c.AuditMaxAge),
-			audit.WithClock(c.Clock), audit.WithLogger(n.log.With("subsystem", "audit")))
+		lg, err := openAudit(c, side.log)
 		if err != nil {
-			return fmt.Errorf("audit log: %w", err)
+			if st != nil {
+				st.Close()
+			}
+			return nil, err
 		}
-		n.audit = lg
-		if b := lg.Broken(); b != nil {
-			n.log.Error("THE AUDIT LOG WAS DAMAGED: a new anchored segment was started and delivery goes on; "+
-				"run `iacp-node audit verify` to see where, and keep the damaged files as evidence", "break", b.Error())
-		}
+		d.auditor = lg
 	}
-	a := n.approvals
-	a.log, a.now, a.tell, a.attempt = n.log, n.now, n.tellSender, c.FrameTimeout
-	a.audit = func(e audit.Entry) {
-		if n.audit != nil {
-			n.appendAudit(e)
-		}
+	if st == nil {
+		return d, nil
 	}
-	if n.store == nil {
-		return nil
+	k, err := newKept(ctx, st, c, d)
+	if err != nil {
+		return nil, errors.Join(err, st.Close(), d.closeAudit())
 	}
-	a.store, a.limits = n.store, store.ApprovalLimits{MaxCount: c.ApprovalMax, MaxBytes: c.ApprovalMaxBytes}
-	a.send = func(ctx context.Context, m *protocol.Message, raw []byte) error {
-		_, err := n.engine.Send(ctx, m, raw)
-		return err
-	}
-	return n.newEngine()
+	d.keeper, d.on = k, true
+	return d, nil
 }
 
-// newEngine builds the delivery engine over the open store and audit log.
-func (n *Node) newEngine() error {
-	cfg := delivery.Config{
-		Store: n.store, Deliver: n.wire.deliver, Expired: n.expired,
-		HandOver: func(m *protocol.Message, size int) error {
-			p, _ := protocol.PeerIDOf(m)
+// start starts the engine's retry loop and offers again what the agent had not taken before a
+// restart (pending), as the audit log reconciles it (auditor.reconcile).
+func (d *durable) start(ctx context.Context, pending []store.InboxEntry) {
+	d.begin(pending, d.reconcile(ctx, pending))
+}
+
+// close stops the delivery engine, then closes the store and the audit log.
+func (d *durable) close() error { return errors.Join(d.closeKeeper(), d.closeAudit()) }
+
+// accept stores a batch of inbound messages before their receipts (when durable), binds each
+// new one's sender to the peer that delivered it and audits it. dups[i] reports a message
+// accepted before: acknowledge it again, do not hand it over twice.
+func (d *durable) accept(batch []inbound) (dups []bool, errs []error) {
+	dups, errs = d.acceptAll(batch)
+	for i, ib := range batch {
+		if !dups[i] && errs[i] == nil {
+			d.side.bind(ib.m.Envelope.Sender.AgentID, ib.peer)
+			d.record(audit.EventReceived, ib.m)
+		}
+	}
+	return dups, errs
+}
+
+// tell gives the sending agent an error about its m from the node itself (an expiry in the
+// outbox, a rejected approval): correlated to m, to whoever waits for m's reply, else handed
+// over like any inbound message.
+func (d *durable) tell(m *protocol.Message, cause *protocol.Error) {
+	em, err := d.side.builder.Error(m, d.side.agentID, cause)
+	if err != nil {
+		d.side.log.Error("build the error for the sender", "code", cause.Code, "err", err.Error())
+		return
+	}
+	if d.side.answer(m.Envelope.MessageID, em) {
+		return
+	}
+	if err := d.side.handOver(em, d.side.self, 0); err != nil {
+		d.side.log.Warn("error for the agent could not be queued", "id", m.Envelope.MessageID, "code", cause.Code, "err", err.Error())
+	}
+}
+
+// openDurable builds the durable part over the node's settings and gives it the node's side;
+// what the store keeps for the other parts (the messages held for approval, the inbox's large
+// messages) is wired to them here.
+func (n *Node) openDurable() error {
+	d, err := newDurable(n.ctx, &n.cfg, durableSide{
+		self: n.ID(), agentID: n.cfg.AgentID, builder: n.builder, log: n.log, replay: n.wire.replay,
+		deliver: n.wire.deliver, bind: n.peers.bind, peerOf: n.peers.directory.Peek,
+		handOver: func(m *protocol.Message, p peer.ID, size int) error {
 			return n.wire.handOver(&Request{Msg: m, Peer: p, n: n.wire, size: size})
 		},
-		PeerOf:   n.peers.directory.Peek,
-		Now:      n.now,
-		RetryMin: n.cfg.RetryMin, RetryMax: n.cfg.RetryMax, AttemptTimeout: n.cfg.FrameTimeout,
-		Log: n.log,
-	}
-	if n.audit != nil {
-		cfg.Audit = n.appendAudit
-	}
-	e, err := delivery.New(n.ctx, cfg)
+		answer: func(id string, reply *protocol.Message) bool {
+			n.wire.waitersMu.Lock()
+			w, ok := n.wire.waiters[id]
+			n.wire.waitersMu.Unlock()
+			if ok {
+				w.complete(reply)
+			}
+			return ok
+		},
+	})
 	if err != nil {
 		return err
 	}
-	n.engine = e
-	n.inbox.onAck = n.taken
-	n.inbox.read = e.InboxRaw
+	n.durable = d
+	a := n.approvals
+	a.log, a.now, a.tell, a.audit, a.attempt = n.log, n.now, d.tell, d.write, n.cfg.FrameTimeout
+	if k, ok := d.keeper.(*kept); ok {
+		a.store, a.limits, a.send = k.store, store.ApprovalLimits{MaxCount: n.cfg.ApprovalMax, MaxBytes: n.cfg.ApprovalMaxBytes}, k.sendOnly
+		n.inbox.onAck, n.inbox.read = k.taken, k.engine.InboxRaw
+	}
 	return nil
 }
 
-// closeDurable stops the delivery engine, then closes the store and the audit log.
-func (n *Node) closeDurable() error {
-	if n.engine != nil {
-		n.engine.Close()
-	}
-	var errs []error
-	if n.store != nil {
-		n.flushJournal()
-		errs = append(errs, n.store.Close())
-	}
-	if n.audit != nil {
-		errs = append(errs, n.audit.Close())
-	}
-	return errors.Join(errs...)
-}
-
-// record appends one audit entry about m (sent, delivered or received: the refusals and
-// expiries of stored messages, which carry a cause, are the engine's to record); a failing
-// audit log is reported, never fatal to delivery.
-func (n *Node) record(ev audit.Event, m *protocol.Message) {
-	if n.audit == nil {
-		return
-	}
-	n.appendAudit(audit.FromMessage(ev, m))
-}
-
-// appendAudit appends e to the audit log, which is on; a failure is reported, never fatal to
-// delivery.
-func (n *Node) appendAudit(e audit.Entry) {
-	if err := n.audit.Append(e); err != nil {
-		n.log.Error("audit log append failed", "err", err.Error())
-	}
-}
-
-// startDurable starts the engine's retry loop and the gossip journal, offers again what the
-// agent had not taken before a restart (pending, read before the protocol was served: what
-// was accepted since is handed over by its own acceptance), and has the engine retry a
-// recipient's queue at once when a connection to its peer is made. The engine only queues the
-// peer there: the swarm's notification must not wait for a store write.
+// startDurable starts durable delivery once the mesh is up: the journal's writes and the purge
+// (run), the engine's retry loop, what the agent had not taken before a restart (pending, read
+// before the protocol was served: what was accepted since is handed over by its own
+// acceptance), and the approvals' sweep; a connection to a recipient's peer has the engine
+// retry its queue at once (only queued there: the swarm's notification must not wait for a
+// store write).
 func (n *Node) startDurable(pending []store.InboxEntry) {
-	if n.engine == nil {
+	if !n.durable.on {
 		return
 	}
 	n.host.Network().Notify(&network.NotifyBundle{ConnectedF: func(_ network.Network, c network.Conn) {
-		n.engine.PeerReturned(c.RemotePeer())
+		n.durable.peerReturned(c.RemotePeer())
 	}})
-	n.wg.Add(1)
-	go n.journalLoop()
-	n.engine.Start()
-	n.engine.Redeliver(pending, n.audited(pending))
+	n.wg.Go(func() { n.durable.run(n.ctx) })
+	n.durable.start(n.ctx, pending)
 	n.wg.Go(func() { n.approvals.sweep(n.ctx) }) // messages held for approval (approval.go)
 }
 
@@ -209,9 +237,7 @@ func (n *Node) heardLiveness(tr pubsub.Transition) {
 	if learn {
 		n.peers.learn(tr.AgentID, tr.PeerID)
 	}
-	if n.engine != nil {
-		n.engine.AgentReturned(tr.AgentID)
-	}
+	n.durable.agentReturned(tr.AgentID)
 }
 
 // heardBeat tells the engine of a beat (delivery.Engine.AgentHeard), when it comes from the
@@ -226,120 +252,9 @@ func (n *Node) heardBeat(it *pubsub.Item) {
 	}
 	agent := it.Message.Envelope.Sender.AgentID
 	if p, ok := n.peers.directory.Peek(agent); !ok || p == it.Author {
-		n.engine.AgentHeard(agent)
+		n.durable.agentHeard(agent)
 	}
-}
-
-// expired tells the sending agent that m's TTL passed in the outbox (delivery.Config.Expired):
-// a TIMEOUT error correlated to m, from the node itself, to whoever waits for m's reply, else
-// handed over like any inbound message.
-func (n *Node) expired(m *protocol.Message, cause *protocol.Error) { n.tellSender(m, cause) }
-
-// tellSender gives the sending agent an error about its m from the node itself (an expiry, a
-// rejected approval): correlated to m, to whoever waits for m's reply, else handed over like
-// any inbound message.
-func (n *Node) tellSender(m *protocol.Message, cause *protocol.Error) {
-	em, err := n.builder.Error(m, n.cfg.AgentID, cause)
-	if err != nil {
-		n.log.Error("build the error for the sender", "code", cause.Code, "err", err.Error())
-		return
-	}
-	n.wire.waitersMu.Lock()
-	w, ok := n.wire.waiters[m.Envelope.MessageID]
-	n.wire.waitersMu.Unlock()
-	if ok {
-		w.complete(em)
-		return
-	}
-	if err := n.wire.handOver(&Request{Msg: em, Peer: n.ID(), n: n.wire}); err != nil {
-		n.log.Warn("error for the agent could not be queued", "id", m.Envelope.MessageID, "code", cause.Code, "err", err.Error())
-	}
-}
-
-// accept stores a batch of inbound messages before their receipts (when durable), binds each
-// new one's sender to the peer that delivered it (bind) and audits it. dups[i] reports a
-// message accepted before: acknowledge it again, do not hand it over twice.
-func (n *Node) accept(batch []inbound) (dups []bool, errs []error) {
-	if n.engine != nil {
-		ms, raws := make([]*protocol.Message, len(batch)), make([][]byte, len(batch))
-		for i := range batch {
-			ms[i], raws[i] = batch[i].m, batch[i].raw
-		}
-		dups, errs = n.engine.Accept(ms, raws)
-	} else {
-		dups, errs = make([]bool, len(batch)), make([]error, len(batch))
-	}
-	for i, ib := range batch {
-		if !dups[i] && errs[i] == nil {
-			n.peers.bind(ib.m.Envelope.Sender.AgentID, ib.peer)
-			n.record(audit.EventReceived, ib.m)
-		}
-	}
-	return dups, errs
-}
-
-// taken tells the engine that the agent took an inbound message (nothing without a store).
-func (n *Node) taken(id string) error {
-	if n.engine == nil {
-		return nil
-	}
-	return n.engine.Taken(id)
-}
-
-// handled tells the engine that a handler took an inbound message: like taken, but the
-// store's removal rides in its next commit (delivery.Engine.TakenLazily), since nobody waits
-// for it; the audit log's "acked" entry is what a restart goes by.
-func (n *Node) handled(id string) error {
-	if n.engine == nil {
-		return nil
-	}
-	return n.engine.TakenLazily(id)
-}
-
-// pendingAtStart reads what the agent had not taken before a restart (nil without a store).
-func (n *Node) pendingAtStart() []store.InboxEntry {
-	if n.engine == nil {
-		return nil
-	}
-	return n.engine.Pending()
-}
-
-// audited reads what the audit log says about the pending messages (delivery.Audited): those
-// it has no "received" entry for (the store and the audit log are two files, and a crash
-// between the store's commit and the audit append leaves the message stored but
-// unrecorded), and those it has an "acked" entry for (a handler took them, and the store's
-// removal, a lazy write, was lost in a crash). It reads the whole log, only at start and only
-// when messages are pending.
-func (n *Node) audited(pending []store.InboxEntry) delivery.Audited {
-	if n.audit == nil || len(pending) == 0 {
-		return delivery.Audited{}
-	}
-	// Only the pending ids are kept: the log names every message the node ever took.
-	isPending, missing, acked := make(map[string]bool, len(pending)), make(map[string]bool, len(pending)), map[string]bool{}
-	for _, e := range pending {
-		isPending[e.MessageID], missing[e.MessageID] = true, true
-	}
-	err := audit.Tail(n.ctx, filepath.Join(n.cfg.DataDir, "audit"), 0, false, func(e audit.Entry) error {
-		switch {
-		case !isPending[e.MessageID]:
-		case e.Event == audit.EventReceived:
-			delete(missing, e.MessageID)
-		case e.Event == audit.EventAcked:
-			acked[e.MessageID] = true
-		}
-		return nil
-	})
-	if err != nil {
-		n.log.Warn("audit log not readable at start; not reconciling it", "err", err.Error())
-		return delivery.Audited{}
-	}
-	return delivery.Audited{Unaudited: missing, Acked: acked}
 }
 
 // OutboxEntries lists what waits for delivery (nil when durability is off).
-func (n *Node) OutboxEntries() ([]store.OutboxEntry, error) {
-	if n.store == nil {
-		return nil, nil
-	}
-	return n.store.List()
-}
+func (n *Node) OutboxEntries() ([]store.OutboxEntry, error) { return n.durable.outbox() }

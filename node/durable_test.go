@@ -145,7 +145,7 @@ func TestDurable_AckedInTheAuditLogIsNotOfferedAgain(t *testing.T) {
 	if ds := b.Inbox().List(0); len(ds) != 1 || ds[0].Msg.Envelope.MessageID != kept.Envelope.MessageID {
 		t.Fatalf("after restart the inbox holds %d messages, want only the one not acked", len(ds))
 	}
-	if p, err := b.store.Pending(); err != nil || len(p) != 1 {
+	if p, err := keptOf(t, b).store.Pending(); err != nil || len(p) != 1 {
 		t.Fatalf("the store holds %d pending (%v), want the acked one forgotten", len(p), err)
 	}
 }
@@ -331,4 +331,25 @@ func expectHandled(t *testing.T, got <-chan string, ev *protocol.Message, who st
 	case <-time.After(15 * time.Second):
 		t.Fatalf("%s never got the queued message", who)
 	}
+}
+
+// keptOf is what n's durable delivery keeps (the store and the engine); n has durable
+// delivery on.
+func keptOf(t *testing.T, n *Node) *kept {
+	t.Helper()
+	k, ok := n.durable.keeper.(*kept)
+	if !ok {
+		t.Fatal("durable delivery is off on this node")
+	}
+	return k
+}
+
+// auditLogOf is n's audit log; n has it on.
+func auditLogOf(t *testing.T, n *Node) *auditLog {
+	t.Helper()
+	a, ok := n.durable.auditor.(*auditLog)
+	if !ok {
+		t.Fatal("the audit log is off on this node")
+	}
+	return a
 }

@@ -331,7 +331,7 @@ func (n *wire) openFrame(f frame, remote peer.ID) (m *protocol.Message, release 
 	if err != nil {
 		release()
 		n.log.Debug("a frame that is not a document; ending the stream", "remote", remote.ShortString(), "err", err.Error())
-		n.recordRefusal(f.raw, remote, nil, err)
+		n.durable.refused(f.raw, remote, nil, err)
 		return nil, nil, false
 	}
 	return m, release, true

@@ -131,7 +131,7 @@ func (n *wire) route(r *Request) (start, cancel func(), err error) {
 		}
 		return func() {
 			n.log.Debug("no handler and no inbox; message taken as it is", "id", id, "type", r.Msg.Message.Type)
-			_ = n.handled(id)
+			_ = n.durable.handled(id)
 		}, func() {}, nil
 	}
 	select {
@@ -152,7 +152,7 @@ func (n *wire) route(r *Request) (start, cancel func(), err error) {
 			if err := h(ctx, r); err != nil && r.Msg.Message.Type == protocol.TypeRequest {
 				_ = r.Fail(err)
 			}
-			if err := n.handled(id); err != nil {
+			if err := n.durable.handled(id); err != nil {
 				n.log.Error("inbox: ack after handler", "id", id, "err", err.Error())
 			}
 		})

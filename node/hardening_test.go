@@ -322,10 +322,11 @@ func TestAudit_RefusalsCarryNoPayloadAndAreRateLimitedPerPeer(t *testing.T) {
 		}
 	}
 	// The next refusal after the budget refills carries the count of those not written.
-	m.nodes[1].wire.audits.mu.Lock()
-	m.nodes[1].wire.audits.peers[m.nodes[0].ID()].lim.SetBurst(refusalAuditBurst) // refill without waiting
-	m.nodes[1].wire.audits.peers[m.nodes[0].ID()].lim.SetLimit(1e9)
-	m.nodes[1].wire.audits.mu.Unlock()
+	budget := auditLogOf(t, m.nodes[1]).refusals
+	budget.mu.Lock()
+	budget.peers[m.nodes[0].ID()].lim.SetBurst(refusalAuditBurst) // refill without waiting
+	budget.peers[m.nodes[0].ID()].lim.SetLimit(1e9)
+	budget.mu.Unlock()
 	ev := event(t, m.nodes[0].Builder(), agentName(1))
 	ev.Message.Payload = json.RawMessage(`{"event_type":"tampered"}`)
 	c.refusal(ev)
@@ -429,11 +430,11 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	testsupport.WaitFor(t, 5*time.Second, "the message in the inbox", func() bool { return b.Inbox().Len() == 1 })
-	pending, err := b.store.Pending()
+	pending, err := keptOf(t, b).store.Pending()
 	if err != nil || len(pending) != 1 {
 		t.Fatalf("pending %d, %v", len(pending), err)
 	}
-	b.engine.Redeliver(pending, delivery.Audited{})
+	keptOf(t, b).engine.Redeliver(pending, delivery.Audited{})
 	if n := b.Inbox().Len(); n != 1 {
 		t.Fatalf("the inbox holds the message %d times", n)
 	}

@@ -111,7 +111,7 @@ func (in *inStream) serveAll(frames []frame) bool {
 			release()
 			in.checkOpened(&batch)
 			n.quiet.Info(string(in.remote), "peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
-			n.recordRefusal(f.raw, in.remote, m, err)
+			n.durable.refused(f.raw, in.remote, m, err)
 			in.replyError(m, err)
 			in.closeAfter = true
 			ok = false
@@ -128,7 +128,7 @@ func (in *inStream) serveAll(frames []frame) bool {
 	if len(batch) == 0 {
 		return ok
 	}
-	dups, errs := n.accept(batch)
+	dups, errs := n.durable.accept(batch)
 	for i, ib := range batch {
 		switch {
 		case dups[i]:
@@ -243,7 +243,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 		} else {
 			n.quiet.Info(string(in.remote), "message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "peer", in.remote, "code", protocol.CodeOf(err), "err", err.Error())
 		}
-		n.recordRefusal(raw, in.remote, m, err)
+		n.durable.refused(raw, in.remote, m, err)
 		in.replyError(m, err)
 		return ib, false
 	}
@@ -287,7 +287,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 // that the sender's retry is not taken for a replay.
 func (in *inStream) refuse(m *protocol.Message, raw []byte, err error) {
 	in.n.replay.Remove(m.Envelope.MessageID)
-	in.n.recordRefusal(raw, in.remote, m, err)
+	in.n.durable.refused(raw, in.remote, m, err)
 	in.replyError(m, err)
 }
 

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"sync"
 	"time"
 
@@ -22,7 +23,7 @@ const journalFlush = 100 * time.Millisecond
 const journalMax = 1 << 16
 
 // gossipJournal collects delivered gossip ids for the store. Its slice is guarded by mu; the
-// node's journal loop owns the writing.
+// keeper's journal loop owns the writing.
 type gossipJournal struct {
 	mu      sync.Mutex
 	pending []protocol.ReplayEntry
@@ -67,27 +68,26 @@ func (j *gossipJournal) stats() (pending int, dropped uint64) {
 }
 
 // journalLoop writes delivered gossip ids to the store every journalFlush, or sooner when
-// many wait, until the node closes; flushJournal writes the rest.
-func (n *Node) journalLoop() {
-	defer n.wg.Done()
+// many wait, until ctx ends; closeKeeper writes the rest.
+func (k *kept) journalLoop(ctx context.Context) {
 	t := time.NewTicker(journalFlush)
 	defer t.Stop()
 	for {
 		select {
-		case <-n.ctx.Done():
+		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-n.journal.wake:
+		case <-k.journal.wake:
 		}
-		n.flushJournal()
+		k.flushJournal()
 	}
 }
 
 // flushJournal writes what waits in the journal to the store.
-func (n *Node) flushJournal() {
-	if es := n.journal.take(); len(es) > 0 {
-		if err := n.store.RememberGossip(es); err != nil {
-			n.log.Warn("gossip ids not saved: after a restart these broadcasts could be replayed to the agent", "count", len(es), "err", err.Error())
+func (k *kept) flushJournal() {
+	if es := k.journal.take(); len(es) > 0 {
+		if err := k.store.RememberGossip(es); err != nil {
+			k.log.Warn("gossip ids not saved: after a restart these broadcasts could be replayed to the agent", "count", len(es), "err", err.Error())
 		}
 	}
 }

@@ -58,7 +58,7 @@ func (n *wire) acceptLocal(m *protocol.Message, raw []byte, self peer.ID) error 
 	if err != nil {
 		return err
 	}
-	dups, errs := n.accept([]inbound{{m: m, raw: raw, peer: self}})
+	dups, errs := n.durable.accept([]inbound{{m: m, raw: raw, peer: self}})
 	switch {
 	case errs[0] != nil:
 		cancel()

@@ -64,15 +64,13 @@ func (n *Node) startMesh() error {
 			pubsub.WithMaxAgents(c.MaxAgents),
 			pubsub.WithVerifier(c.Verifier),
 		}
-		if n.store != nil {
-			// The gossip window comes back from the store and every delivered id goes to it
-			// (journal.go).
-			seen, err := n.store.GossipSeen(n.now())
-			if err != nil {
-				return fmt.Errorf("gossip: restore its replay window: %w", err)
-			}
-			opts = append(opts, pubsub.WithReplayRestore(seen), pubsub.WithDeliveredHook(n.journal.add))
+		// With durable delivery the gossip window comes back from the store and every
+		// delivered id goes to it (journal.go).
+		window, err := n.durable.gossipWindow()
+		if err != nil {
+			return fmt.Errorf("gossip: restore its replay window: %w", err)
 		}
+		opts = append(opts, window...)
 		if n.disc != nil {
 			opts = append(opts, pubsub.WithPeerSource(n.disc))
 		}

@@ -152,7 +152,7 @@ func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer again.Close()
-	seen, err := again.store.GossipSeen(again.now())
+	seen, err := keptOf(t, again).store.GossipSeen(again.now())
 	if err != nil {
 		t.Fatal(err)
 	}

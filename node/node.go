@@ -14,13 +14,10 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/iacp-node/iacp-node/audit"
-	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
-	"github.com/iacp-node/iacp-node/store"
 	"github.com/iacp-node/iacp-node/trust"
 )
 
@@ -41,9 +38,10 @@ const maxHandlers = 1024
 // Node is one agent's IACP node. Its mutable state is split by owner: handlers under
 // handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, resolvers and
 // needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
-// queue budget guard themselves; durable delivery's claims and retries belong to its engine
-// (delivery.Engine), discovery and gossip to their own types; everything else is set in New
-// and read-only after. docs/architecture.md draws the whole.
+// queue budget guard themselves; what outlives an exchange (the store, the delivery engine,
+// the gossip journal, the audit log) belongs to the durable part, discovery and gossip to
+// their own types; everything else is set in New and read-only after. docs/architecture.md
+// draws the whole.
 type Node struct {
 	cfg     Config
 	host    host.Host
@@ -54,7 +52,6 @@ type Node struct {
 	trust   *trust.Trust // who may speak for which agent id, in either mode; set in start
 	wire    *wire        // the message path over /iacp/1.0.0 (wire.go)
 	peers   *peers       // where agents are, and the peers kept connected (peers.go)
-	journal *gossipJournal
 	started time.Time
 	asks    askBook // broadcast queries (ask.go)
 
@@ -65,9 +62,9 @@ type Node struct {
 	// watcher is gossip for watch, which streams served before startMesh sets gossip call
 	// (inbound messages, and the delivery engine's retries): nil until then, and when off.
 	watcher atomic.Pointer[pubsub.Gossip]
-	store   *store.Store     // nil when durability is off
-	audit   *audit.Log       // nil when the audit log is off
-	engine  *delivery.Engine // nil when durability is off
+	// durable is the store, the delivery engine, the gossip journal and the audit log
+	// (durable.go): set in start, with do-nothing parts for what is off.
+	durable *durable
 	// approvals are the events and hand-overs of messages held for approval (approval.go).
 	approvals *approvals
 
@@ -162,7 +159,7 @@ func (n *Node) Close() error {
 		<-drained
 		n.wire.workers.Close() // no handler runs or starts once the exchanges drained
 		n.wg.Wait()
-		n.closeErr = errors.Join(n.closeErr, n.closeDurable(), n.trust.Close())
+		n.closeErr = errors.Join(n.closeErr, n.durable.close(), n.trust.Close())
 	})
 	return n.closeErr
 }

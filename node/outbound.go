@@ -53,12 +53,12 @@ func (n *wire) submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 		}
 		return OutcomeHeld, n.approvals.hold(m)
 	}
-	if n.engine != nil {
+	if n.durable.on {
 		raw, err := protocol.EncodeJSON(m)
 		if err != nil {
 			return "", err
 		}
-		queued, err := n.engine.Send(ctx, m, raw)
+		queued, err := n.durable.send(ctx, m, raw)
 		if queued {
 			return OutcomeQueued, err
 		}
@@ -73,7 +73,7 @@ func (n *wire) submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 	if err != nil {
 		return "", err
 	}
-	n.record(audit.EventSent, m)
+	n.durable.record(audit.EventSent, m)
 	if err := n.transmit(ctx, m, raw, w); err != nil {
 		return "", err
 	}
@@ -84,7 +84,7 @@ func (n *wire) submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 		}
 	default:
 	}
-	n.record(audit.EventDelivered, m)
+	n.durable.record(audit.EventDelivered, m)
 	return OutcomeDelivered, nil
 }
 
@@ -100,7 +100,7 @@ func (n *wire) submit(ctx context.Context, m *protocol.Message, opts ...SendOpti
 // sent and Request returns its answer; rejected, Request returns a PERMISSION_DENIED error;
 // nobody deciding within its TTL is TIMEOUT.
 func (n *wire) requestReply(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
-	return n.request(ctx, m, n.engine != nil, opts)
+	return n.request(ctx, m, n.durable.on, opts)
 }
 
 // RequestOnce is Request with one attempt and nothing kept: the request is transmitted once
@@ -145,10 +145,10 @@ func (n *wire) request(ctx context.Context, m *protocol.Message, durable bool, o
 	case held:
 		err = n.approvals.hold(m)
 	case durable:
-		_, err = n.engine.Send(ctx, m, raw)
+		_, err = n.durable.send(ctx, m, raw)
 		defer n.dropUnanswered(m, w)
 	default:
-		n.record(audit.EventSent, m)
+		n.durable.record(audit.EventSent, m)
 		err = n.transmit(ctx, m, raw, w)
 	}
 	if err != nil {
@@ -156,7 +156,7 @@ func (n *wire) request(ctx context.Context, m *protocol.Message, durable bool, o
 	}
 	select {
 	case <-w.done:
-		n.record(audit.EventReceived, w.reply) // the answer Request took: its conversation lists it
+		n.durable.record(audit.EventReceived, w.reply) // the answer Request took: its conversation lists it
 		if w.reply.Message.Type == protocol.TypeError {
 			return w.reply, replyError(w.reply)
 		}

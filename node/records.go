@@ -12,25 +12,10 @@ func errNoStore(what string) error {
 }
 
 // PutRecord stores v as the record id of kind and returns once it is on disk.
-func (n *Node) PutRecord(kind, id string, v []byte) error {
-	if n.store == nil {
-		return errNoStore("keeping a record")
-	}
-	return n.store.PutRecord(kind, id, v)
-}
+func (n *Node) PutRecord(kind, id string, v []byte) error { return n.durable.putRecord(kind, id, v) }
 
 // Records returns every record of kind, by id.
-func (n *Node) Records(kind string) (map[string][]byte, error) {
-	if n.store == nil {
-		return nil, errNoStore("reading records")
-	}
-	return n.store.Records(kind)
-}
+func (n *Node) Records(kind string) (map[string][]byte, error) { return n.durable.records(kind) }
 
 // DeleteRecord removes a record.
-func (n *Node) DeleteRecord(kind, id string) error {
-	if n.store == nil {
-		return errNoStore("deleting a record")
-	}
-	return n.store.DeleteRecord(kind, id)
-}
+func (n *Node) DeleteRecord(kind, id string) error { return n.durable.deleteRecord(kind, id) }

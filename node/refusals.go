@@ -93,13 +93,10 @@ func (a *refusalAudit) unwritten() uint64 {
 	return a.notWritten
 }
 
-// recordRefusal audits the refusal of a frame from remote: raw as received, m when it decoded
-// (nil otherwise), and why. It is rate-limited per peer (refusalAudit).
-func (n *Node) recordRefusal(raw []byte, remote peer.ID, m *protocol.Message, cause error) {
-	if n.audit == nil {
-		return
-	}
-	ok, suppressed := n.wire.audits.admit(remote, n.now())
+// refused audits the refusal of a frame from remote: raw as received, m when it decoded (nil
+// otherwise), and why. It is rate-limited per peer (refusalAudit).
+func (a *auditLog) refused(raw []byte, remote peer.ID, m *protocol.Message, cause error) {
+	ok, suppressed := a.refusals.admit(remote, a.now())
 	if !ok {
 		return
 	}
@@ -116,7 +113,5 @@ func (n *Node) recordRefusal(raw []byte, remote peer.ID, m *protocol.Message, ca
 			e.MessageID = m.Envelope.MessageID
 		}
 	}
-	if err := n.audit.Append(e); err != nil {
-		n.log.Error("audit log append failed", "err", err.Error())
-	}
+	a.write(e)
 }

@@ -52,16 +52,14 @@ func (n *Node) Safety() Safety {
 	}
 	_, s.TrustConflicts, _ = n.trust.Conflicts(^uint64(0))
 	s.InboxBytes, s.InboxMaxBytes = n.inbox.usage()
-	if n.audit != nil {
-		s.AuditBroken = n.audit.Broken()
-	}
+	s.AuditBroken = n.durable.broken()
 	if n.gossip != nil {
 		s.LocalHealth, s.Gossip = n.gossip.Health(), n.gossip.Stats()
 	}
 	if n.disc != nil {
 		s.DHTStore = n.disc.StoreStats()
 	}
-	s.JournalPending, s.JournalDropped = n.journal.stats()
-	s.RefusalsNotAudited = n.wire.audits.unwritten()
+	s.JournalPending, s.JournalDropped = n.durable.journalStats()
+	s.RefusalsNotAudited = n.durable.unwritten()
 	return s
 }

@@ -103,7 +103,7 @@ func (n *wire) dropUnanswered(m *protocol.Message, w *waiter) {
 	if closed(w.done) {
 		return
 	}
-	if _, err := n.engine.Cancel(m.Envelope.MessageID); err != nil {
+	if _, err := n.durable.cancel(m.Envelope.MessageID); err != nil {
 		n.log.Warn("outbox: a request its caller gave up on could not be cancelled", "id", m.Envelope.MessageID, "err", err.Error())
 	}
 }
@@ -112,9 +112,4 @@ func (n *wire) dropUnanswered(m *protocol.Message, w *waiter) {
 // sent again. It reports whether the outbox held it; without durable delivery there is no
 // outbox, and it returns false. An attempt on the wire at that moment may still reach the
 // recipient.
-func (n *wire) cancelOutbox(id string) (bool, error) {
-	if n.engine == nil {
-		return false, nil
-	}
-	return n.engine.Cancel(id)
-}
+func (n *wire) cancelOutbox(id string) (bool, error) { return n.durable.cancel(id) }

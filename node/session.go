@@ -98,7 +98,7 @@ func (s *session) serveAll(frames []frame) bool {
 		}
 	}
 	if len(late) > 0 {
-		dups, errs := n.accept(late)
+		dups, errs := n.durable.accept(late)
 		for i, ib := range late {
 			if dups[i] || errs[i] != nil {
 				ib.cancel()
@@ -124,18 +124,18 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 	}
 	if m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError {
 		release()
-		n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodePayloadInvalid, "a %s on a session this node opened, where only replies travel", m.Message.Type))
+		n.durable.refused(f.raw, s.peer, m, protocol.Errorf(protocol.CodePayloadInvalid, "a %s on a session this node opened, where only replies travel", m.Message.Type))
 		return false
 	}
 	if f.overRate {
 		release()
-		n.recordRefusal(f.raw, s.peer, m, protocol.Errorf(protocol.CodeRateLimited, "peer %s exceeds its byte rate; the session ends", s.pid))
+		n.durable.refused(f.raw, s.peer, m, protocol.Errorf(protocol.CodeRateLimited, "peer %s exceeds its byte rate; the session ends", s.pid))
 		return false
 	}
 	if !n.solicited(m, s.peer) {
 		if err := n.rate.allow(s.peer, n.now()); err != nil {
 			release()
-			n.recordRefusal(f.raw, s.peer, m, err)
+			n.durable.refused(f.raw, s.peer, m, err)
 			return false
 		}
 	}
@@ -143,7 +143,7 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 	release() // the slot covers decoding and verifying only
 	if err := n.checkSigned(m, len(f.raw), s.peer, s.pid, sig); err != nil {
 		n.quiet.Info(string(s.peer), "reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
-		n.recordRefusal(f.raw, s.peer, m, err)
+		n.durable.refused(f.raw, s.peer, m, err)
 		return true
 	}
 	if n.matchReply(m, s.peer) {

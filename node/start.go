@@ -65,7 +65,6 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg: cfg, host: h, key: key, builder: b, log: log, now: cfg.Clock,
-		journal:   newGossipJournal(),
 		started:   cfg.Clock(),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		approvals: newApprovals(),
@@ -131,7 +130,6 @@ func (n *Node) start() error {
 	}
 	if err := n.openDurable(); err != nil {
 		n.cancel()
-		n.closeDurable()
 		n.trust.Close()
 		return err
 	}
@@ -140,12 +138,12 @@ func (n *Node) start() error {
 	// and a refused stream would push its sender's retry far into its backoff. What waits in
 	// the store is read first: a message accepted from then on is handed over by its own
 	// acceptance, and must not be offered a second time as pending.
-	pending := n.pendingAtStart()
+	pending := n.durable.pending()
 	h.SetStreamHandler(ProtocolID, n.wire.handleStream)
 	if err := n.startMesh(); err != nil {
 		n.abandon()
 		n.closeMesh()
-		n.closeDurable()
+		n.durable.close()
 		n.trust.Close()
 		return err
 	}
@@ -153,7 +151,7 @@ func (n *Node) start() error {
 	if n.gossip != nil {
 		// Transitions, and events for trust (revocation lists).
 		n.follow([]pubsub.Kind{pubsub.KindTransition, pubsub.KindEvent}, "liveness transitions unavailable; agents are learnt from direct messages and the DHT only")
-		if n.engine != nil {
+		if n.durable.on {
 			// Beats of recipients in backoff (heardBeat), on a subscription of their own: a
 			// burst of beats fills it, never the one that carries transitions and revocations.
 			n.follow([]pubsub.Kind{pubsub.KindHeartbeat}, "beats unavailable; recipients in backoff wait for it")

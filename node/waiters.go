@@ -85,7 +85,7 @@ func (n *wire) lateReply(w *waiter) {
 	}
 	start, cancel, err := n.route(&Request{Msg: w.reply, Peer: w.peer, n: n, size: len(raw)})
 	if err == nil {
-		dups, errs := n.accept([]inbound{{m: w.reply, raw: raw, peer: w.peer}})
+		dups, errs := n.durable.accept([]inbound{{m: w.reply, raw: raw, peer: w.peer}})
 		if err = errs[0]; err != nil || dups[0] {
 			cancel() // a duplicate was handed over before
 		} else {
