@@ -19,11 +19,9 @@ import (
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
-	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/internal/quietlog"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
 	"github.com/iacp-node/iacp-node/trust"
 )
@@ -46,8 +44,8 @@ const maxHandlers = 1024
 // handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, resolvers and
 // needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
 // queue budget guard themselves; durable delivery's claims and retries belong to its engine
-// (delivery.Engine), discovery and gossip to their own types; everything else is set in New
-// and read-only after. docs/architecture.md draws the whole.
+// (delivery.Engine), discovery, gossip and the broadcast queries to the mesh part (meshPart);
+// everything else is set in New and read-only after. docs/architecture.md draws the whole.
 type Node struct {
 	cfg     Config
 	host    host.Host
@@ -76,7 +74,6 @@ type Node struct {
 
 	waitersMu sync.Mutex
 	waiters   map[string]*waiter
-	asks      askBook  // broadcast queries (ask.go)
 	answered  answered // answers to recent requests, for their resends (answered.go)
 
 	sessionsMu sync.Mutex
@@ -95,11 +92,9 @@ type Node struct {
 
 	status atomic.Pointer[protocol.HeartbeatPayload]
 	inbox  *Inbox
-	disc   *discovery.Discovery // nil when off
-	gossip *pubsub.Gossip       // nil when off
-	// watcher is gossip for watch, which streams served before startMesh sets gossip call
-	// (inbound messages, and the delivery engine's retries): nil until then, and when off.
-	watcher atomic.Pointer[pubsub.Gossip]
+	// mesh is discovery, gossip and the broadcast queries over them (mesh.go).
+	mesh    *meshPart
+	records recordStore      // durable records: the store, or noRecords (records.go)
 	store   *store.Store     // nil when durability is off
 	audit   *audit.Log       // nil when the audit log is off
 	engine  *delivery.Engine // nil when durability is off
@@ -172,7 +167,7 @@ func (n *Node) Close() error {
 		n.closing = true
 		n.gate.Unlock()
 		leaveCtx, cancelLeave := context.WithTimeout(context.Background(), n.cfg.ShutdownGrace)
-		n.leaveMesh(leaveCtx)
+		n.mesh.leave(leaveCtx)
 		cancelLeave()
 		n.host.RemoveStreamHandler(ProtocolID) // trust's protocols refuse new streams (tracked)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
@@ -200,7 +195,7 @@ func (n *Node) Close() error {
 		n.stopped = true
 		n.gate.Unlock()
 		n.cancel()
-		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
+		n.closeErr = errors.Join(n.mesh.close(), n.host.Close())
 		<-drained
 		n.workers.Close() // no handler runs or starts once the exchanges drained
 		n.wg.Wait()
@@ -325,10 +320,7 @@ func (n *Node) SetStatus(status string, load float64, activeTasks int) error {
 		return fmt.Errorf("load must be 0 to 1 and active tasks not negative")
 	}
 	n.status.Store(&hb)
-	if n.gossip != nil {
-		return n.gossip.SetStatus(status, load, activeTasks)
-	}
-	return nil
+	return n.mesh.gossip().SetStatus(status, load, activeTasks)
 }
 
 // Status returns the current status.

@@ -331,7 +331,7 @@ func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 	if err != nil {
 		return err
 	}
-	n.watch(m.Envelope.Recipient.AgentID, p)
+	n.mesh.watch(m.Envelope.Recipient.AgentID, p)
 	n.waitersMu.Lock()
 	w.peer = p
 	n.waitersMu.Unlock()
@@ -404,7 +404,7 @@ func (n *Node) matchReply(m *protocol.Message, remote peer.ID) bool {
 	resend := ok && w.resend
 	n.waitersMu.Unlock()
 	if !ok {
-		return n.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
+		return n.mesh.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
 	}
 	if isDuplicate(m) && (resend || n.answered.served(m.Envelope.CorrelationID)) {
 		// The outbox resent a message the recipient had already accepted (its receipt was

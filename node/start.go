@@ -90,6 +90,8 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		needed:    make(map[peer.ID]*backoff),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		approvals: newApprovals(),
+		mesh:      newMeshPart(cfg.AgentID, log, cfg.Clock),
+		records:   noRecords{},
 		ctx:       ctx,
 		cancel:    cancel,
 	}
@@ -133,6 +135,7 @@ func (n *Node) start() error {
 		n.trust.Close()
 		return err
 	}
+	n.records = recordsOf(n.store)
 	// The protocol is served before the mesh starts: the first connection (a bootstrap dial,
 	// or a peer that queued messages while this node was down) may open a stream at once,
 	// and a refused stream would push its sender's retry far into its backoff. What waits in
@@ -142,25 +145,40 @@ func (n *Node) start() error {
 	h.SetStreamHandler(ProtocolID, n.handleStream)
 	if err := n.startMesh(); err != nil {
 		n.abandon()
-		n.closeMesh()
+		n.mesh.close()
 		n.closeDurable()
 		n.trust.Close()
 		return err
 	}
 	n.startDurable(pending)
-	if n.gossip != nil {
-		// Transitions, and events for trust (revocation lists).
-		n.follow([]pubsub.Kind{pubsub.KindTransition, pubsub.KindEvent}, "liveness transitions unavailable; agents are learnt from direct messages and the DHT only")
-		if n.engine != nil {
-			// Beats of recipients in backoff (heardBeat), on a subscription of their own: a
-			// burst of beats fills it, never the one that carries transitions and revocations.
-			n.follow([]pubsub.Kind{pubsub.KindHeartbeat}, "beats unavailable; recipients in backoff wait for it")
-		}
+	for _, loop := range n.mesh.loops { // liveness, revocation lists, beats, group requests (follow.go)
+		n.wg.Go(func() { loop(n.ctx) })
 	}
-	n.startGroupRequests() // broadcast queries (askserve.go)
 	n.wg.Add(1)
 	go n.maintain()
 	return nil
+}
+
+// startMesh tells the mesh part what to do with what gossip hears (trust, the directory,
+// durable delivery, the agent's group requests), then starts it over the node's host.
+func (n *Node) startMesh() error {
+	h := &n.mesh.hooks
+	h.heardEvent, h.heard, h.learn, h.peerOf, h.request = n.trust.HeardEvent, n.trust.Heard, n.learn, n.directory.Peek, n.groupRequest
+	if n.engine != nil {
+		h.returned, h.beat = n.engine.AgentReturned, n.engine.AgentHeard
+	}
+	var restore []pubsub.Option
+	if n.store != nil && n.cfg.Gossip {
+		// The gossip window comes back from the store and every delivered id goes to it
+		// (journal.go).
+		seen, err := n.store.GossipSeen(n.now())
+		if err != nil {
+			return fmt.Errorf("gossip: restore its replay window: %w", err)
+		}
+		restore = []pubsub.Option{pubsub.WithReplayRestore(seen), pubsub.WithDeliveredHook(n.journal.add)}
+	}
+	return n.mesh.start(meshStart{host: n.host, key: n.key, builder: n.builder, cfg: &n.cfg, bootstrap: n.bootstrap,
+		manifest: n.Manifest, resolver: n.AddResolver, restore: restore, beats: n.engine != nil})
 }
 
 // bootstrapPeers returns the bootstrap peers, one entry each and never the node
@@ -185,20 +203,7 @@ func (n *Node) startTrust() error {
 		Bootstrap: n.bootstrapPeers(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
 		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
 		Allow: func(p peer.ID) error { return n.rate.allow(p, n.now()) }, Track: n.tracked, Addrs: n.Addrs,
-		Publish: func(ctx context.Context, ev protocol.EventPayload) error {
-			g := n.watcher.Load()
-			if g == nil {
-				return nil
-			}
-			_, err := g.Broadcast(ctx, ev)
-			return err
-		},
-		Forget: func(agentID string, p peer.ID, why string) {
-			if g := n.watcher.Load(); g != nil {
-				g.Forget(agentID, p, why)
-			}
-		},
-		Clock: c.Clock, Log: n.log,
+		Publish: n.mesh.publish, Forget: n.mesh.forget, Clock: c.Clock, Log: n.log,
 	})
 	if err != nil {
 		return err
