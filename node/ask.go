@@ -13,6 +13,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // A broadcast query (serf's queries): the asker publishes a request to a capability group, or
@@ -117,14 +118,11 @@ type askBook struct {
 	order  []string             // closed ids, oldest first
 }
 
-// Ask publishes a query to a capability group (or every agent) and collects the answers
-// correlated to it until the deadline, the count, or every expected agent answered, or ctx
-// ends. Answers pass every check a direct message passes (signature, trust, replay), and are
-// charged to the answering peer's message rate; one answer per agent is kept. An answer that
-// comes after the query closed is receipted and dropped.
-func (n *Node) Ask(ctx context.Context, o AskOptions) (*AskResult, error) {
-	if n.gossip == nil {
-		return nil, errGossipOff("a broadcast query")
+// ask publishes a query and collects its answers (Node.Ask).
+func (m *meshPart) ask(ctx context.Context, o AskOptions) (*AskResult, error) {
+	g := m.gossip()
+	if !g.on() {
+		return nil, errGossipOff("a broadcast query") // before the options are checked
 	}
 	group, err := o.normalise()
 	if err != nil {
@@ -135,20 +133,19 @@ func (n *Node) Ask(ctx context.Context, o AskOptions) (*AskResult, error) {
 		return nil, protocol.Errorf(protocol.CodeInternalError, "new query id: %v", err)
 	}
 	qid := id.String()
-	a := &ask{started: n.now(), count: o.Count, answered: map[string]bool{}, done: make(chan struct{}),
+	a := &ask{started: m.now(), count: o.Count, answered: map[string]bool{}, done: make(chan struct{}),
 		res: AskResult{QueryID: qid, Group: group, Answers: []AskAnswer{}, Errors: []AskError{}}}
-	a.expect = n.expected(o, group)
+	a.expect = m.expected(g, o, group)
 	a.waited = len(o.Expect) > 0
-	if err := n.asks.openAsk(qid, a); err != nil {
+	if err := m.asks.openAsk(qid, a); err != nil {
 		return nil, err
 	}
-	ttl := protocol.WithTTL(o.Deadline)
 	expires := a.started.Add(time.Duration(int64((o.Deadline+time.Second-1)/time.Second)) * time.Second)
-	defer func() { n.asks.closeAsk(qid, expires.Add(askLateGrace)) }()
+	defer func() { m.asks.closeAsk(qid, expires.Add(askLateGrace)) }()
 	ctx, cancel := context.WithTimeout(ctx, o.Deadline)
 	defer cancel()
-	setID := func(m *protocol.Message) { m.Envelope.MessageID = qid }
-	if _, err := n.gossip.SendToGroup(ctx, group, o.Intent, o.Payload, ttl, setID); err != nil {
+	setID := func(msg *protocol.Message) { msg.Envelope.MessageID = qid }
+	if _, err := g.SendToGroup(ctx, group, o.Intent, o.Payload, protocol.WithTTL(o.Deadline), setID); err != nil {
 		var pe *protocol.Error
 		if errors.As(err, &pe) {
 			return nil, err
@@ -164,7 +161,7 @@ func (n *Node) Ask(ctx context.Context, o AskOptions) (*AskResult, error) {
 			ended = "canceled"
 		}
 	}
-	return n.asks.result(qid, ended), nil
+	return m.asks.result(qid, ended), nil
 }
 
 // normalise fills in defaults and checks the options; it returns the group to publish to.
@@ -203,20 +200,20 @@ func (o *AskOptions) normalise() (string, error) {
 // expected returns the agents a query waits for: the caller's, or for a query to every
 // agent the agents of the liveness table that take work. This node's own agent is never
 // expected: it does not answer its own queries.
-func (n *Node) expected(o AskOptions, group string) map[string]bool {
+func (m *meshPart) expected(g gossiper, o AskOptions, group string) map[string]bool {
 	out := map[string]bool{}
 	if len(o.Expect) > 0 {
 		for _, id := range o.Expect {
 			out[id] = true
 		}
 	} else if group == AllGroup {
-		for _, st := range n.gossip.Agents() {
-			if (st.State == StateAlive || st.State == StateBusy) && len(out) < MaxAskAnswers {
+		for _, st := range g.Agents() {
+			if (st.State == pubsub.StateAlive || st.State == pubsub.StateBusy) && len(out) < MaxAskAnswers {
 				out[st.AgentID] = true
 			}
 		}
 	}
-	delete(out, n.cfg.AgentID)
+	delete(out, m.agentID)
 	return out
 }
 

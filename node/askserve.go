@@ -12,39 +12,15 @@ import (
 // the subscription.
 const groupBuffer = 256
 
-// startGroupRequests joins AllGroup and starts handing the group requests gossip delivers to
-// the agent (groupRequests). Without gossip it does nothing.
-func (n *Node) startGroupRequests() {
-	if n.gossip == nil {
-		return
+// serveGroups joins AllGroup and has a follower hand the group requests g delivers to the
+// agent (Node.groupRequest, through the request hook).
+func (m *meshPart) serveGroups(g gossiper) {
+	if err := g.JoinGroup(AllGroup); err != nil {
+		m.log.Warn("queries to every agent will not reach this agent", "group", AllGroup, "err", err.Error())
 	}
-	if err := n.gossip.JoinGroup(AllGroup); err != nil {
-		n.log.Warn("queries to every agent will not reach this agent", "group", AllGroup, "err", err.Error())
-	}
-	sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindGroup}}, groupBuffer)
-	if err != nil {
-		n.log.Warn("group requests will not reach the agent", "err", err.Error())
-		return
-	}
-	n.wg.Add(1)
-	go n.groupRequests(sub)
-}
-
-// groupRequests runs until the node closes, handing each group request to the agent.
-func (n *Node) groupRequests(sub *pubsub.Subscription) {
-	defer n.wg.Done()
-	defer sub.Cancel()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case it, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			n.groupRequest(it)
-		}
-	}
+	m.follow(g, []pubsub.Kind{pubsub.KindGroup}, groupBuffer, "group requests will not reach the agent", func(it *pubsub.Item) {
+		m.hooks.request(it)
+	})
 }
 
 // groupRequest hands one group request (a broadcast query, Ask) to the agent like a direct

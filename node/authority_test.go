@@ -167,7 +167,7 @@ func TestTrustAuthority_FirstBroadcastOfAnUnknownAuthorIsTaken(t *testing.T) {
 		return a == 2 && c == 2
 	})
 	carol.ForgetTrust("", alice.ID()) // as if carol had never heard of alice
-	sub, err := carol.Subscribe(pubsubEvents(), 16)
+	sub, err := carol.Subscribe(broadcastEvents(), 16)
 	if err != nil {
 		t.Fatal(err)
 	}

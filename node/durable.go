@@ -10,7 +10,6 @@ import (
 
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
 )
 
@@ -179,81 +178,6 @@ func (n *Node) startDurable(pending []store.InboxEntry) {
 	n.wg.Go(func() { n.durable.run(n.ctx) })
 	n.durable.start(n.ctx, pending)
 	n.wg.Go(func() { n.approvals.sweep(n.ctx) }) // messages held for approval (approval.go)
-}
-
-// follow subscribes to gossip items of kinds and has watchReturns take them; unavailable says
-// what the node does without them.
-func (n *Node) follow(kinds []pubsub.Kind, unavailable string) {
-	sub, err := n.gossip.Subscribe(pubsub.Filter{Kinds: kinds}, 256)
-	if err != nil {
-		n.log.Warn(unavailable, "err", err.Error())
-		return
-	}
-	n.wg.Add(1)
-	go n.watchReturns(sub)
-}
-
-// watchReturns follows a subscription to gossip's liveness transitions, revocation lists or
-// beats (with durable delivery).
-func (n *Node) watchReturns(sub *pubsub.Subscription) {
-	defer n.wg.Done()
-	defer sub.Cancel()
-	for {
-		select {
-		case <-n.ctx.Done():
-			return
-		case it, ok := <-sub.C():
-			if !ok {
-				return
-			}
-			switch it.Kind {
-			case pubsub.KindEvent:
-				n.trust.HeardEvent(it.Event, it.Author)
-			case pubsub.KindHeartbeat:
-				n.heardBeat(it)
-			default:
-				n.heardLiveness(it.Transition)
-			}
-		}
-	}
-}
-
-// heardLiveness has the engine retry an agent's queue at once when gossip's liveness says it
-// came back alive or busy. Gossip alone binds nothing: a heartbeat refreshes where an agent is
-// only when its id is already bound to the peer that signed it (a direct message the node
-// accepted pinned it, or the allowlist names it), and a heartbeat of a peer other than the
-// bound one is recorded as a trust conflict and otherwise ignored.
-func (n *Node) heardLiveness(tr pubsub.Transition) {
-	if to := tr.To; to != pubsub.StateAlive && to != pubsub.StateBusy {
-		return
-	}
-	if tr.AgentID == n.cfg.AgentID {
-		return
-	}
-	learn, err := n.trust.Heard(tr.AgentID, tr.PeerID)
-	if err != nil {
-		return
-	}
-	if learn {
-		n.peers.learn(tr.AgentID, tr.PeerID)
-	}
-	n.durable.agentReturned(tr.AgentID)
-}
-
-// heardBeat tells the engine of a beat (delivery.Engine.AgentHeard), when it comes from the
-// peer the node would deliver the agent's messages to, or the node knows no peer of the agent
-// (it left, and is resolved again): a recipient whose last attempt failed is then retried at
-// once, even when its liveness row did not change (it restarted before anyone suspected it).
-// The beat binds nothing: the retry resolves the agent as any attempt does. A beat of another
-// peer than the one the directory names changes nothing.
-func (n *Node) heardBeat(it *pubsub.Item) {
-	if it.Message == nil {
-		return
-	}
-	agent := it.Message.Envelope.Sender.AgentID
-	if p, ok := n.peers.directory.Peek(agent); !ok || p == it.Author {
-		n.durable.agentHeard(agent)
-	}
 }
 
 // OutboxEntries lists what waits for delivery (nil when durability is off).

@@ -7,187 +7,91 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
-	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
 
-// The mesh as the node's users see it: the types of liveness, events, discovery and the
-// outbox that the node's methods hand out. They are the types of the packages the node
-// composes (pubsub, discovery, store), named here so that its users (the local API, the
-// simulator, embedding agents) depend on node and protocol alone.
-type (
-	// AgentState is what heartbeats say of one agent: its liveness state, load, last beat.
-	AgentState = pubsub.AgentState
-	// State is an agent's liveness state: alive, busy, draining, suspect, stuck or offline.
-	State = pubsub.State
-	// Transition is one agent's move from one liveness state to another.
-	Transition = pubsub.Transition
-	// EventKind is the kind of an item of the event stream (EventKind* constants).
-	EventKind = pubsub.Kind
-	// EventFilter selects the items of an event subscription; the zero filter selects all.
-	EventFilter = pubsub.Filter
-	// EventItem is one item of the event stream: a broadcast event, a group message, a
-	// heartbeat or a liveness transition.
-	EventItem = pubsub.Item
-	// Subscription is an event subscription (Node.Subscribe): read C, and Cancel when done.
-	Subscription = pubsub.Subscription
-	// Record is an agent's signed record in the DHT: its peer, addresses and manifest.
-	Record = discovery.Record
-	// Match is one answer of a capability query, with its rank inputs (load, latency).
-	Match = discovery.Match
-	// DiscoveryStatus says how far the node's DHT got: bootstrapped, table size, published.
-	DiscoveryStatus = discovery.Status
-)
-
-// MaxMeshInterval is the slowest a node stretches its beat on the heartbeat topic to, in a
-// mesh larger than its mesh budget (Config.MeshBudget, docs/scale.md).
-const MaxMeshInterval = pubsub.MaxMeshInterval
-
-// The liveness states (AgentState.State, Transition.From and To).
-const (
-	StateAlive    = pubsub.StateAlive
-	StateBusy     = pubsub.StateBusy
-	StateDraining = pubsub.StateDraining
-	StateSuspect  = pubsub.StateSuspect
-	StateStuck    = pubsub.StateStuck
-	StateOffline  = pubsub.StateOffline
-)
-
-// The kinds of the event stream (EventItem.Kind, EventFilter.Kinds).
-const (
-	EventKindEvent      = pubsub.KindEvent
-	EventKindGroup      = pubsub.KindGroup
-	EventKindHeartbeat  = pubsub.KindHeartbeat
-	EventKindTransition = pubsub.KindTransition
-)
-
-// MaxProviders bounds the agents one capability lookup returns.
-const MaxProviders = discovery.DefaultMaxProviders
-
-// errGossipOff and errDiscoveryOff are what the mesh methods return when the part they need
-// is off on this node.
-func errGossipOff(what string) error {
-	return protocol.Errorf(protocol.CodeCapabilityMismatch, "%s needs gossip, which is off on this node: start it with gossip on", what)
-}
-
-func errDiscoveryOff(what string) error {
-	return protocol.Errorf(protocol.CodeCapabilityMismatch, "%s needs discovery, which is off on this node: start it with discovery on to query the DHT", what)
-}
-
-// watch tells gossip that this node deals with agentID on p, which it then probes directly
-// and judges on its own heartbeat interval (pubsub.Gossip.Watch, docs/scale.md): every agent
-// it exchanges a message with, and every agent discovery returns. A message that arrives
-// while the node is starting, before its gossip runs, watches nobody.
-func (n *Node) watch(agentID string, p peer.ID) {
-	if g := n.watcher.Load(); g != nil {
-		g.Watch(agentID, p)
-	}
-}
+// The mesh as the node's users see it: liveness, events, discovery, peers, durable records
+// and approvals. Each method hands the call to the part that owns it; the types of the
+// answers are node's own (meshtypes.go). A part switched off answers as its do-nothing
+// stand-in does: an empty liveness table, no peers on the topics, CAPABILITY_MISMATCH for a
+// broadcast, a subscription or a lookup.
 
 // GossipOn reports whether the node runs gossip: heartbeats, liveness and broadcasts.
-func (n *Node) GossipOn() bool { return n.gossip != nil }
+func (n *Node) GossipOn() bool { return n.mesh.gossip().on() }
 
 // DiscoveryOn reports whether the node runs the DHT: records, resolve and capability queries.
-func (n *Node) DiscoveryOn() bool { return n.disc != nil }
+func (n *Node) DiscoveryOn() bool { return n.mesh.disc.on() }
 
 // Agents returns the liveness table: every agent whose heartbeat this node heard, with its
 // state. It is empty when gossip is off.
-func (n *Node) Agents() []AgentState {
-	if n.gossip == nil {
-		return nil
-	}
-	return n.gossip.Agents()
-}
+func (n *Node) Agents() []AgentState { return agentStates(n.mesh.gossip().Agents()) }
 
 // Agent returns one row of the liveness table.
 func (n *Node) Agent(agentID string) (AgentState, bool) {
-	if n.gossip == nil {
-		return AgentState{}, false
-	}
-	return n.gossip.Agent(agentID)
+	a, ok := n.mesh.gossip().Agent(agentID)
+	return agentState(a), ok
 }
 
 // Subscribe subscribes to the event stream: broadcasts, group messages, heartbeats and
 // liveness transitions that f selects, buffered up to buffer items (0: the default); items
 // that do not fit are dropped and counted. Cancel the subscription when done.
 func (n *Node) Subscribe(f EventFilter, buffer int) (*Subscription, error) {
-	if n.gossip == nil {
-		return nil, errGossipOff("an event subscription")
-	}
-	return n.gossip.Subscribe(f, buffer)
+	return n.mesh.subscribe(f, buffer)
 }
 
 // Broadcast publishes an event to every agent of the mesh, signed by this node.
 func (n *Node) Broadcast(ctx context.Context, ev protocol.EventPayload, opts ...protocol.Option) (*protocol.Message, error) {
-	if n.gossip == nil {
-		return nil, errGossipOff("a broadcast")
-	}
-	return n.gossip.Broadcast(ctx, ev, opts...)
+	return n.mesh.gossip().Broadcast(ctx, ev, opts...)
 }
 
 // SendToGroup publishes a message to the agents that joined the capability group.
 func (n *Node) SendToGroup(ctx context.Context, capability string, intent protocol.Intent, payload any, opts ...protocol.Option) (*protocol.Message, error) {
-	if n.gossip == nil {
-		return nil, errGossipOff("a group message")
-	}
-	return n.gossip.SendToGroup(ctx, capability, intent, payload, opts...)
+	return n.mesh.gossip().SendToGroup(ctx, capability, intent, payload, opts...)
 }
 
 // GossipPeers returns how many peers this node's gossip has on the heartbeat topic and on
 // the broadcast topic: 0 means what it publishes there reaches nobody yet. It does not wait
 // for gossipsub's event loop (see pubsub.Gossip.TopicPeers).
-func (n *Node) GossipPeers() (heartbeat, broadcast int) {
-	if n.gossip == nil {
-		return 0, 0
-	}
-	return n.gossip.TopicPeers()
-}
+func (n *Node) GossipPeers() (heartbeat, broadcast int) { return n.mesh.gossip().TopicPeers() }
+
+// Ask publishes a query to a capability group (or every agent) and collects the answers
+// correlated to it until the deadline, the count, or every expected agent answered, or ctx
+// ends. Answers pass every check a direct message passes (signature, trust, replay), and are
+// charged to the answering peer's message rate; one answer per agent is kept. An answer that
+// comes after the query closed is receipted and dropped.
+func (n *Node) Ask(ctx context.Context, o AskOptions) (*AskResult, error) { return n.mesh.ask(ctx, o) }
 
 // Resolve finds an agent's record in the DHT (or the node's cache of verified records).
 func (n *Node) Resolve(ctx context.Context, agentID string) (Record, error) {
-	if n.disc == nil {
-		return Record{}, errDiscoveryOff("resolving an agent")
-	}
-	r, err := n.disc.Resolve(ctx, agentID)
-	if err == nil && !r.Left {
-		n.watch(r.AgentID, r.PeerID)
-	}
-	return r, err
+	return n.mesh.resolve(ctx, agentID)
 }
 
 // Query runs a capability query against the DHT and ranks the matches.
 func (n *Node) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Match, error) {
-	if n.disc == nil {
-		return nil, errDiscoveryOff("a capability query")
-	}
-	ms, err := n.disc.Query(ctx, q)
-	for _, m := range ms {
-		n.watch(m.Record.AgentID, m.Record.PeerID)
-	}
-	return ms, err
+	return n.mesh.query(ctx, q)
 }
 
 // FindByCapability returns the records of up to MaxProviders agents that provide one
 // capability (kind tool, model or domain).
 func (n *Node) FindByCapability(ctx context.Context, kind, name string) ([]Record, error) {
-	if n.disc == nil {
-		return nil, errDiscoveryOff("a capability lookup")
-	}
-	rs, err := n.disc.FindByCapability(ctx, kind, name)
-	for _, r := range rs {
-		n.watch(r.AgentID, r.PeerID)
-	}
-	return rs, err
+	return n.mesh.find(ctx, kind, name)
 }
 
 // DiscoveryStatus returns the DHT's progress; ok is false when discovery is off.
 func (n *Node) DiscoveryStatus() (st DiscoveryStatus, ok bool) {
-	if n.disc == nil {
-		return DiscoveryStatus{}, false
-	}
-	return n.disc.Status(), true
+	return discoveryStatus(n.mesh.disc.Status()), n.mesh.disc.on()
 }
+
+// PutRecord stores v as the durable record id of kind (records.go) and returns once it is on
+// disk.
+func (n *Node) PutRecord(kind, id string, v []byte) error { return n.durable.putRecord(kind, id, v) }
+
+// Records returns every durable record of kind, by id.
+func (n *Node) Records(kind string) (map[string][]byte, error) { return n.durable.records(kind) }
+
+// DeleteRecord removes a durable record.
+func (n *Node) DeleteRecord(kind, id string) error { return n.durable.deleteRecord(kind, id) }
 
 // PeerInfo is one connected peer: its id, the addresses of its connections, the path they
 // take (PathDirect, PathRelayed or PathHolePunched), and the measured round-trip latency (0

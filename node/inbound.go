@@ -247,7 +247,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 		in.replyError(m, err)
 		return ib, false
 	}
-	n.watch(m.Envelope.Sender.AgentID, in.remote)
+	n.mesh.watch(m.Envelope.Sender.AgentID, in.remote)
 	isReply := m.Message.Type == protocol.TypeResponse || m.Message.Type == protocol.TypeError
 	if isReply && n.matchReply(m, in.remote) {
 		n.peers.bind(m.Envelope.Sender.AgentID, in.remote)

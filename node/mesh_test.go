@@ -11,7 +11,6 @@ import (
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 )
 
 // A node joins through a bootstrap peer and reaches an agent it has never met: the recipient
@@ -47,7 +46,7 @@ func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
 		nd.Handle(protocol.IntentHandoff, func(ctx context.Context, r *Request) error {
 			return r.Reply(protocol.ResponseAccepted, nil)
 		})
-		sub, err := nd.Subscribe(pubsubEvents(), 16)
+		sub, err := nd.Subscribe(broadcastEvents(), 16)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +95,7 @@ func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
 	}
 }
 
-func pubsubEvents() pubsub.Filter { return pubsub.Filter{Kinds: []pubsub.Kind{pubsub.KindEvent}} }
+func broadcastEvents() EventFilter { return EventFilter{Kinds: []EventKind{EventKindEvent}} }
 
 // Issue 13: nothing saved the gossip replay window, so after a restart any peer could replay
 // broadcasts still within their TTL. The ids of delivered broadcasts are journaled in the
@@ -115,7 +114,7 @@ func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
 		}
 		t.Cleanup(func() { nodes[i].Close() })
 	}
-	sub, err := nodes[1].Subscribe(pubsubEvents(), 16)
+	sub, err := nodes[1].Subscribe(broadcastEvents(), 16)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,9 +15,7 @@ import (
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/dialect"
-	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
-	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/trust"
 )
 
@@ -39,9 +37,9 @@ const maxHandlers = 1024
 // handlersMu, outbound waiters under waitersMu, sessions under sessionsMu, resolvers and
 // needed peers under dirMu; the agent directory, the trust pins, the rate limiter and the
 // queue budget guard themselves; what outlives an exchange (the store, the delivery engine,
-// the gossip journal, the audit log) belongs to the durable part, discovery and gossip to
-// their own types; everything else is set in New and read-only after. docs/architecture.md
-// draws the whole.
+// the gossip journal, the audit log) belongs to the durable part, discovery, gossip and the
+// broadcast queries to the mesh part (meshPart); everything else is set in New and read-only
+// after. docs/architecture.md draws the whole.
 type Node struct {
 	cfg     Config
 	host    host.Host
@@ -53,15 +51,10 @@ type Node struct {
 	wire    *wire        // the message path over /iacp/1.0.0 (wire.go)
 	peers   *peers       // where agents are, and the peers kept connected (peers.go)
 	started time.Time
-	asks    askBook // broadcast queries (ask.go)
-
-	status atomic.Pointer[protocol.HeartbeatPayload]
-	inbox  *Inbox
-	disc   *discovery.Discovery // nil when off
-	gossip *pubsub.Gossip       // nil when off
-	// watcher is gossip for watch, which streams served before startMesh sets gossip call
-	// (inbound messages, and the delivery engine's retries): nil until then, and when off.
-	watcher atomic.Pointer[pubsub.Gossip]
+	status  atomic.Pointer[protocol.HeartbeatPayload]
+	inbox   *Inbox
+	// mesh is discovery, gossip and the broadcast queries over them (mesh.go).
+	mesh *meshPart
 	// durable is the store, the delivery engine, the gossip journal and the audit log
 	// (durable.go): set in start, with do-nothing parts for what is off.
 	durable *durable
@@ -129,7 +122,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.life.beginClose()
 		leaveCtx, cancelLeave := context.WithTimeout(context.Background(), n.cfg.ShutdownGrace)
-		n.leaveMesh(leaveCtx)
+		n.mesh.leave(leaveCtx)
 		cancelLeave()
 		n.host.RemoveStreamHandler(ProtocolID) // trust's protocols refuse new streams (tracked)
 		// Outbound sessions end and idle inbound streams stop waiting for frames; exchanges
@@ -155,7 +148,7 @@ func (n *Node) Close() error {
 		}
 		n.life.stop()
 		n.cancel()
-		n.closeErr = errors.Join(n.closeMesh(), n.host.Close())
+		n.closeErr = errors.Join(n.mesh.close(), n.host.Close())
 		<-drained
 		n.wire.workers.Close() // no handler runs or starts once the exchanges drained
 		n.wg.Wait()
@@ -230,10 +223,7 @@ func (n *Node) SetStatus(status string, load float64, activeTasks int) error {
 		return fmt.Errorf("load must be 0 to 1 and active tasks not negative")
 	}
 	n.status.Store(&hb)
-	if n.gossip != nil {
-		return n.gossip.SetStatus(status, load, activeTasks)
-	}
-	return nil
+	return n.mesh.gossip().SetStatus(status, load, activeTasks)
 }
 
 // Status returns the current status.

@@ -239,7 +239,7 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 	if err != nil {
 		return err
 	}
-	n.watch(m.Envelope.Recipient.AgentID, p)
+	n.mesh.watch(m.Envelope.Recipient.AgentID, p)
 	n.waitersMu.Lock()
 	w.peer = p
 	n.waitersMu.Unlock()

@@ -1,10 +1,6 @@
 package node
 
-import (
-	"github.com/iacp-node/iacp-node/audit"
-	"github.com/iacp-node/iacp-node/discovery"
-	"github.com/iacp-node/iacp-node/pubsub"
-)
+import "github.com/iacp-node/iacp-node/audit"
 
 // Safety is what the node's bounds hold and what they refused or forgot, for `status` and
 // /metrics (docs/security.md lists every bound).
@@ -28,9 +24,9 @@ type Safety struct {
 	// LocalHealth is gossip's view of this node's own timeliness (Lifeguard): a score above 0
 	// means it found itself slow and waits longer before it suspects others. Zero without
 	// gossip.
-	LocalHealth pubsub.Health
+	LocalHealth GossipHealth
 	// Gossip counts what gossip's validators refused and the liveness rows evicted.
-	Gossip pubsub.Stats
+	Gossip GossipStats
 	// RefusalsNotAudited counts refusals left out of the audit log by its per-peer and
 	// node-wide budgets (the rest of each peer's is counted in its next entry).
 	RefusalsNotAudited uint64
@@ -39,7 +35,7 @@ type Safety struct {
 	JournalPending int
 	JournalDropped uint64
 	// DHTStore is the DHT's record store (entries, bytes, evictions). Zero without discovery.
-	DHTStore discovery.StoreStats
+	DHTStore DHTStoreStats
 }
 
 // Safety returns a snapshot of the node's bounds.
@@ -53,12 +49,7 @@ func (n *Node) Safety() Safety {
 	_, s.TrustConflicts, _ = n.trust.Conflicts(^uint64(0))
 	s.InboxBytes, s.InboxMaxBytes = n.inbox.usage()
 	s.AuditBroken = n.durable.broken()
-	if n.gossip != nil {
-		s.LocalHealth, s.Gossip = n.gossip.Health(), n.gossip.Stats()
-	}
-	if n.disc != nil {
-		s.DHTStore = n.disc.StoreStats()
-	}
+	s.LocalHealth, s.Gossip, s.DHTStore = n.mesh.stats()
 	s.JournalPending, s.JournalDropped = n.durable.journalStats()
 	s.RefusalsNotAudited = n.durable.unwritten()
 	return s

@@ -68,6 +68,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		started:   cfg.Clock(),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		approvals: newApprovals(),
+		mesh:      newMeshPart(cfg.AgentID, log, cfg.Clock),
 		ctx:       ctx,
 		cancel:    cancel,
 	}
@@ -142,25 +143,38 @@ func (n *Node) start() error {
 	h.SetStreamHandler(ProtocolID, n.wire.handleStream)
 	if err := n.startMesh(); err != nil {
 		n.abandon()
-		n.closeMesh()
+		n.mesh.close()
 		n.durable.close()
 		n.trust.Close()
 		return err
 	}
 	n.startDurable(pending)
-	if n.gossip != nil {
-		// Transitions, and events for trust (revocation lists).
-		n.follow([]pubsub.Kind{pubsub.KindTransition, pubsub.KindEvent}, "liveness transitions unavailable; agents are learnt from direct messages and the DHT only")
-		if n.durable.on {
-			// Beats of recipients in backoff (heardBeat), on a subscription of their own: a
-			// burst of beats fills it, never the one that carries transitions and revocations.
-			n.follow([]pubsub.Kind{pubsub.KindHeartbeat}, "beats unavailable; recipients in backoff wait for it")
-		}
+	for _, loop := range n.mesh.loops { // liveness, revocation lists, beats, group requests (follow.go)
+		n.wg.Go(func() { loop(n.ctx) })
 	}
-	n.startGroupRequests() // broadcast queries (askserve.go)
 	n.wg.Add(1)
 	go n.maintain()
 	return nil
+}
+
+// startMesh tells the mesh part what to do with what gossip hears (trust, the directory,
+// durable delivery, the agent's group requests), then starts it over the node's host.
+func (n *Node) startMesh() error {
+	h := &n.mesh.hooks
+	h.heardEvent, h.heard, h.learn, h.peerOf, h.request = n.trust.HeardEvent, n.trust.Heard, n.peers.learn, n.peers.directory.Peek, n.groupRequest
+	h.returned, h.beat = n.durable.agentReturned, n.durable.agentHeard
+	var restore []pubsub.Option
+	if n.cfg.Gossip {
+		// With durable delivery the gossip window comes back from the store and every
+		// delivered id goes to it (journal.go).
+		window, err := n.durable.gossipWindow()
+		if err != nil {
+			return fmt.Errorf("gossip: restore its replay window: %w", err)
+		}
+		restore = window
+	}
+	return n.mesh.start(meshStart{host: n.host, key: n.key, builder: n.builder, cfg: &n.cfg, bootstrap: n.peers.bootstrap,
+		manifest: n.Manifest, resolver: n.AddResolver, restore: restore, beats: n.durable.on})
 }
 
 // startTrust builds the trust part (docs/trust.md) over the node's host and settings: the mode,
@@ -174,20 +188,7 @@ func (n *Node) startTrust() error {
 		Bootstrap: n.peers.bootstrapIDs(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
 		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
 		Allow: func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.life.tracked, Addrs: n.Addrs,
-		Publish: func(ctx context.Context, ev protocol.EventPayload) error {
-			g := n.watcher.Load()
-			if g == nil {
-				return nil
-			}
-			_, err := g.Broadcast(ctx, ev)
-			return err
-		},
-		Forget: func(agentID string, p peer.ID, why string) {
-			if g := n.watcher.Load(); g != nil {
-				g.Forget(agentID, p, why)
-			}
-		},
-		Clock: c.Clock, Log: n.log,
+		Publish: n.mesh.publish, Forget: n.mesh.forget, Clock: c.Clock, Log: n.log,
 	})
 	if err != nil {
 		return err

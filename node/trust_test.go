@@ -88,7 +88,7 @@ func TestTrustOpen_HeartbeatsNeverBind(t *testing.T) {
 	m := newMesh(t, 3, nil, nil)
 	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
 	carol := "test:mesh:carol"
-	alice.heardLiveness(pubsub.Transition{AgentID: carol, PeerID: mallory.ID(), From: pubsub.StateOffline, To: pubsub.StateAlive})
+	alice.mesh.heardLiveness(pubsub.Transition{AgentID: carol, PeerID: mallory.ID(), From: pubsub.StateOffline, To: pubsub.StateAlive})
 	if p, ok := alice.peers.directory.Peek(carol); ok {
 		t.Fatalf("a heartbeat alone taught the directory that %s serves carol", p)
 	}
@@ -100,14 +100,14 @@ func TestTrustOpen_HeartbeatsNeverBind(t *testing.T) {
 		t.Fatal(err)
 	}
 	alice.peers.directory.Remove(agentName(1))
-	alice.heardLiveness(pubsub.Transition{AgentID: agentName(1), PeerID: mallory.ID(), To: pubsub.StateAlive})
+	alice.mesh.heardLiveness(pubsub.Transition{AgentID: agentName(1), PeerID: mallory.ID(), To: pubsub.StateAlive})
 	if cs, _, _ := alice.TrustConflicts(0); len(cs) != 1 || cs[0].Source != trust.SourceHeartbeat {
 		t.Fatalf("conflicts %+v, want one from a heartbeat", cs)
 	}
 	if _, ok := alice.peers.directory.Peek(agentName(1)); ok {
 		t.Fatal("a heartbeat of another peer taught the directory where bob is")
 	}
-	alice.heardLiveness(pubsub.Transition{AgentID: agentName(1), PeerID: bob.ID(), To: pubsub.StateAlive})
+	alice.mesh.heardLiveness(pubsub.Transition{AgentID: agentName(1), PeerID: bob.ID(), To: pubsub.StateAlive})
 	if p, ok := alice.peers.directory.Peek(agentName(1)); !ok || p != bob.ID() {
 		t.Fatal("bob's own heartbeat did not refresh where bob is")
 	}

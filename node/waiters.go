@@ -122,7 +122,7 @@ func (n *wire) matchReply(m *protocol.Message, remote peer.ID) bool {
 	resend := ok && w.resend
 	n.waitersMu.Unlock()
 	if !ok {
-		return n.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
+		return n.mesh.asks.offer(m, remote, n.now()) // an answer to a broadcast query (ask.go)
 	}
 	if isDuplicate(m) && (resend || n.answered.served(m.Envelope.CorrelationID)) {
 		// The outbox resent a message the recipient had already accepted (its receipt was

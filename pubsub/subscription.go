@@ -72,17 +72,21 @@ func (f Filter) match(it *Item) bool {
 	return true
 }
 
-// Subscription delivers the items that match its filter through a bounded channel. A
-// consumer that falls behind loses items (counted by Dropped); it never blocks the node.
+// Subscription delivers the items that match its filter through a bounded channel (or to
+// its consumer's own queue: SubscribeFunc). A consumer that falls behind loses items
+// (counted by Dropped); it never blocks the node.
 type Subscription struct {
 	g       *Gossip
 	filter  Filter
 	ch      chan *Item
+	take    func(*Item) bool // SubscribeFunc's offer, instead of ch
+	ended   func()           // SubscribeFunc's ended, instead of closing ch
 	dropped atomic.Uint64
 	done    bool // guarded by g.stateMu
 }
 
-// C returns the channel of items. It is closed by Cancel and by Gossip.Close.
+// C returns the channel of items (nil for a SubscribeFunc). It is closed by Cancel and by
+// Gossip.Close.
 func (s *Subscription) C() <-chan *Item { return s.ch }
 
 // Dropped returns how many items were lost because the channel was full.
@@ -101,12 +105,22 @@ func (s *Subscription) cancelLocked() {
 	}
 	s.done = true
 	delete(s.g.subs, s)
+	if s.ended != nil {
+		s.ended()
+		return
+	}
 	close(s.ch)
 }
 
 // offer sends it without blocking; the caller holds g.stateMu.
 func (s *Subscription) offer(it *Item) {
 	if !s.filter.match(it) {
+		return
+	}
+	if s.take != nil {
+		if !s.take(it) {
+			s.dropped.Add(1)
+		}
 		return
 	}
 	select {
@@ -122,7 +136,19 @@ func (g *Gossip) Subscribe(f Filter, bufSize int) (*Subscription, error) {
 	if bufSize <= 0 {
 		bufSize = DefaultBufferSize
 	}
-	s := &Subscription{g: g, filter: f, ch: make(chan *Item, bufSize)}
+	return g.subscribe(&Subscription{g: g, filter: f, ch: make(chan *Item, bufSize)})
+}
+
+// SubscribeFunc is Subscribe for a consumer that keeps its own bounded queue (of a type of
+// its own, say): offer is called with each item that matches f, under the gossip's lock, so
+// it must not block; it reports whether it took the item (false counts it in Dropped). ended
+// is called once, when the subscription ends (Cancel or Close); offer is not called after
+// it. The subscription's C is nil.
+func (g *Gossip) SubscribeFunc(f Filter, offer func(*Item) bool, ended func()) (*Subscription, error) {
+	return g.subscribe(&Subscription{g: g, filter: f, take: offer, ended: ended})
+}
+
+func (g *Gossip) subscribe(s *Subscription) (*Subscription, error) {
 	g.stateMu.Lock()
 	defer g.stateMu.Unlock()
 	if g.closed {
