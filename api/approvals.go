@@ -88,7 +88,7 @@ func (s *Server) getApprovals(w http.ResponseWriter, r *http.Request) {
 		write(w, r, http.StatusOK, doc)
 		return
 	}
-	held, err := s.n.Approvals()
+	held, err := s.n.Approvals().List()
 	if err != nil {
 		s.fail(w, r, errorf(protocol.CodeInternalError, "list approvals: %w", err), "")
 		return
@@ -125,10 +125,10 @@ func (s *Server) decide(w http.ResponseWriter, r *http.Request, approve bool) {
 	defer cancel()
 	res := DecisionResult{MessageID: id, By: req.By, Decision: node.ApprovalApproved}
 	if approve {
-		err = s.n.Approve(ctx, id, req.By)
+		err = s.n.Approvals().Approve(ctx, id, req.By)
 	} else {
 		res.Decision = node.ApprovalRejected
-		err = s.n.Reject(ctx, id, req.By, req.Reason)
+		err = s.n.Approvals().Reject(ctx, id, req.By, req.Reason)
 	}
 	if errors.Is(err, node.ErrNotHeld) {
 		err = &httpError{status: http.StatusNotFound, err: err}

@@ -69,7 +69,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	var trustChanged <-chan struct{}
 	var trustAfter uint64
 	if f.wants(KindTrust) {
-		_, trustAfter, trustChanged = s.n.TrustConflicts(^uint64(0)) // conflicts from now on
+		_, trustAfter, trustChanged = s.n.Trust().Conflicts(^uint64(0)) // conflicts from now on
 	}
 	var brChanged <-chan struct{}
 	var brAfter uint64
@@ -79,7 +79,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 	var approvalsChanged <-chan struct{}
 	var approvalsAfter uint64
 	if f.wants(KindApproval) {
-		_, approvalsAfter, approvalsChanged = s.n.ApprovalEvents(^uint64(0)) // from now on
+		_, approvalsAfter, approvalsChanged = s.n.Approvals().Events(^uint64(0)) // from now on
 	}
 	out := s.openSSE(w)
 	if out == nil {
@@ -102,7 +102,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			ok = out.emit(gossipItem(it))
 		case <-trustChanged:
 			var cs []node.TrustConflict
-			cs, _, trustChanged = s.n.TrustConflicts(trustAfter)
+			cs, _, trustChanged = s.n.Trust().Conflicts(trustAfter)
 			trustAfter, ok = emitConflicts(out, f, cs, trustAfter)
 		case <-brChanged:
 			var ts []coord.BreakerTransition
@@ -110,7 +110,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 			brAfter, ok = emitBreakers(out, f, ts, brAfter)
 		case <-approvalsChanged:
 			var es []node.ApprovalEvent
-			es, _, approvalsChanged = s.n.ApprovalEvents(approvalsAfter)
+			es, _, approvalsChanged = s.n.Approvals().Events(approvalsAfter)
 			approvalsAfter, ok = emitApprovals(out, f, es, approvalsAfter)
 		case <-changed:
 			changed = ib.Changed()

@@ -13,11 +13,11 @@ import (
 
 // getTrust lists who may speak for which agent id, and the claims that contradicted it.
 func (s *Server) getTrust(w http.ResponseWriter, r *http.Request) {
-	conflicts, total, _ := s.n.TrustConflicts(0)
+	conflicts, total, _ := s.n.Trust().Conflicts(0)
 	if conflicts == nil {
 		conflicts = []node.TrustConflict{}
 	}
-	write(w, r, http.StatusOK, TrustDoc{Mode: s.n.TrustMode(), Pins: s.n.TrustPins(), Conflicts: conflicts, ConflictsTotal: total})
+	write(w, r, http.StatusOK, TrustDoc{Mode: s.n.Trust().Mode(), Pins: s.n.Trust().Pins(), Conflicts: conflicts, ConflictsTotal: total})
 }
 
 // forgetTrust forgets the pin of one agent id, or every pin of one peer.
@@ -42,7 +42,7 @@ func (s *Server) forgetTrust(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err, "")
 		return
 	}
-	write(w, r, http.StatusOK, ForgetResult{Forgotten: s.n.ForgetTrust(req.AgentID, p)})
+	write(w, r, http.StatusOK, ForgetResult{Forgotten: s.n.Trust().Forget(req.AgentID, p)})
 }
 
 // invite issues a one-time invitation to the mesh (the mesh authority's node only).
@@ -59,7 +59,7 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	token, expires, err := s.n.Invite(authority.InviteTerms{AgentID: req.AgentID, TTL: ttl, Grants: req.Grants, Replace: req.Replace})
+	token, expires, err := s.n.Trust().Invite(authority.InviteTerms{AgentID: req.AgentID, TTL: ttl, Grants: req.Grants, Replace: req.Replace})
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
@@ -79,7 +79,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(protocol.CodePayloadInvalid, "target: name an agent id (all its certificates) or a certificate id"), "")
 		return
 	}
-	revoked, err := s.n.Revoke(r.Context(), req.Target, node.RevokeOptions{DryRun: req.DryRun, AllPeers: req.AllPeers})
+	revoked, err := s.n.Trust().Revoke(r.Context(), req.Target, node.RevokeOptions{DryRun: req.DryRun, AllPeers: req.AllPeers})
 	if err != nil && len(revoked) == 0 {
 		s.fail(w, r, err, "")
 		return
@@ -89,7 +89,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 
 // certificates lists the certificates the mesh authority issued (its node only).
 func (s *Server) certificates(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.n.Certificates()
+	cs, err := s.n.Trust().Certificates()
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
@@ -104,7 +104,7 @@ func (s *Server) authToken(w http.ResponseWriter, r *http.Request) {
 	if !s.readInto(w, r, &req) {
 		return
 	}
-	tok, err := s.n.Token(r.Context(), req)
+	tok, err := s.n.Trust().Token(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err, "")
 		return

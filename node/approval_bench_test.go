@@ -17,7 +17,7 @@ func BenchmarkApprovalRTT(b *testing.B) {
 	ctx := context.Background()
 	payload := payload1K()
 	approved := func() time.Duration {
-		_, after, changed := a.ApprovalEvents(^uint64(0))
+		_, after, changed := a.Approvals().Events(^uint64(0))
 		t0 := time.Now() // as roundTrip's: from before the build
 		req, err := a.Builder().Request("bench:host:b", protocol.IntentHandoff, payload, needsApproval)
 		if err != nil {
@@ -28,12 +28,12 @@ func BenchmarkApprovalRTT(b *testing.B) {
 		for held := false; !held; {
 			<-changed
 			var es []ApprovalEvent
-			es, after, changed = a.ApprovalEvents(after)
+			es, after, changed = a.Approvals().Events(after)
 			for _, e := range es {
 				held = held || (e.Kind == ApprovalHeld && e.MessageID == req.Envelope.MessageID)
 			}
 		}
-		if err := a.Approve(ctx, req.Envelope.MessageID, "bench"); err != nil {
+		if err := a.Approvals().Approve(ctx, req.Envelope.MessageID, "bench"); err != nil {
 			b.Fatal(err)
 		}
 		if err := <-done; err != nil {

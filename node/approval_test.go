@@ -66,7 +66,7 @@ func TestApproval_HeldUntilApprovedThenDeliveredOnce(t *testing.T) {
 	if err := a.Send(testCtx(t), ev); err != nil {
 		t.Fatalf("Send of a message that requires approval: %v", err)
 	}
-	held, err := a.Approvals()
+	held, err := a.Approvals().List()
 	if err != nil || len(held) != 1 || held[0].MessageID != id || held[0].To != agentName(1) || held[0].ApprovedBy != "" || len(held[0].Payload) == 0 {
 		t.Fatalf("Approvals: %+v %v", held, err)
 	}
@@ -77,25 +77,25 @@ func TestApproval_HeldUntilApprovedThenDeliveredOnce(t *testing.T) {
 	if got.Load() != 0 {
 		t.Fatal("the recipient got a message nobody approved")
 	}
-	if err := a.Approve(testCtx(t), id, "alice"); err != nil {
+	if err := a.Approvals().Approve(testCtx(t), id, "alice"); err != nil {
 		t.Fatalf("Approve: %v", err)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the approved message to arrive", func() bool { return got.Load() == 1 })
-	if err := a.Approve(testCtx(t), id, "alice"); !errors.Is(err, ErrNotHeld) || protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+	if err := a.Approvals().Approve(testCtx(t), id, "alice"); !errors.Is(err, ErrNotHeld) || protocol.CodeOf(err) != protocol.CodePayloadInvalid {
 		t.Fatalf("approving a sent message again: %v; want ErrNotHeld", err)
 	}
 	time.Sleep(300 * time.Millisecond)
 	if got.Load() != 1 {
 		t.Fatalf("the recipient got the message %d times, want once", got.Load())
 	}
-	if held, _ := a.Approvals(); len(held) != 0 {
+	if held, _ := a.Approvals().List(); len(held) != 0 {
 		t.Fatalf("still held after approval: %+v", held)
 	}
 	es := auditEvents(t, a, id)
 	if !hasEvent(es, audit.EventHeld, "") || !hasEvent(es, audit.EventApproved, "alice") || !hasEvent(es, audit.EventSent, "") {
 		t.Fatalf("audit entries %+v: want held, approved by alice, sent", es)
 	}
-	evs, last, _ := a.ApprovalEvents(0)
+	evs, last, _ := a.Approvals().Events(0)
 	if len(evs) != 2 || last != 2 || evs[0].Kind != ApprovalHeld || evs[1].Kind != ApprovalApproved || evs[1].By != "alice" || evs[0].ExpiresAt.IsZero() {
 		t.Fatalf("approval events: %+v", evs)
 	}
@@ -125,8 +125,8 @@ func TestApproval_RejectionReachesTheSenderAsAnError(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() { r, err := a.Request(testCtx(t), req); done <- answer{r, err} }()
-	testsupport.WaitFor(t, 5*time.Second, "the request to be held", func() bool { h, _ := a.Approvals(); return len(h) == 1 })
-	if err := a.Reject(testCtx(t), req.Envelope.MessageID, "bob", "not on a Friday"); err != nil {
+	testsupport.WaitFor(t, 5*time.Second, "the request to be held", func() bool { h, _ := a.Approvals().List(); return len(h) == 1 })
+	if err := a.Approvals().Reject(testCtx(t), req.Envelope.MessageID, "bob", "not on a Friday"); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -146,7 +146,7 @@ func TestApproval_RejectionReachesTheSenderAsAnError(t *testing.T) {
 	if err := a.Send(testCtx(t), ev); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.Reject(testCtx(t), ev.Envelope.MessageID, "bob", ""); err != nil {
+	if err := a.Approvals().Reject(testCtx(t), ev.Envelope.MessageID, "bob", ""); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -161,7 +161,7 @@ func TestApproval_RejectionReachesTheSenderAsAnError(t *testing.T) {
 	if got.Load() != 0 {
 		t.Fatal("a rejected message reached the recipient")
 	}
-	if err := a.Reject(testCtx(t), ev.Envelope.MessageID, "bob", ""); !errors.Is(err, ErrNotHeld) {
+	if err := a.Approvals().Reject(testCtx(t), ev.Envelope.MessageID, "bob", ""); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("rejecting twice: %v; want ErrNotHeld", err)
 	}
 	es := auditEvents(t, a, req.Envelope.MessageID)
@@ -169,7 +169,7 @@ func TestApproval_RejectionReachesTheSenderAsAnError(t *testing.T) {
 		t.Fatalf("audit entries %+v: want rejected by bob, never sent", es)
 	}
 	for _, bad := range []struct{ by, reason string }{{"", ""}, {"a\x00b", ""}, {"bob", string(make([]byte, MaxApprovalReason+1))}} {
-		if err := a.Reject(testCtx(t), ev.Envelope.MessageID, bad.by, bad.reason); protocol.CodeOf(err) != protocol.CodePayloadInvalid || errors.Is(err, ErrNotHeld) {
+		if err := a.Approvals().Reject(testCtx(t), ev.Envelope.MessageID, bad.by, bad.reason); protocol.CodeOf(err) != protocol.CodePayloadInvalid || errors.Is(err, ErrNotHeld) {
 			t.Errorf("Reject by %q: %v; want PAYLOAD_INVALID about by or reason", bad.by, err)
 		}
 	}
@@ -206,13 +206,13 @@ func TestApproval_ExpiryIsTimeout(t *testing.T) {
 		}
 		break
 	}
-	testsupport.WaitFor(t, 5*time.Second, "the expired messages to leave the approvals", func() bool { h, _ := a.Approvals(); return len(h) == 0 })
+	testsupport.WaitFor(t, 5*time.Second, "the expired messages to leave the approvals", func() bool { h, _ := a.Approvals().List(); return len(h) == 0 })
 	for _, id := range []string{req.Envelope.MessageID, ev.Envelope.MessageID} {
 		if es := auditEvents(t, a, id); !hasEvent(es, audit.EventExpired, "") || hasEvent(es, audit.EventSent, "") {
 			t.Fatalf("audit entries of %s: %+v; want expired, never sent", id, es)
 		}
 	}
-	if err := a.Approve(testCtx(t), ev.Envelope.MessageID, "alice"); !errors.Is(err, ErrNotHeld) {
+	if err := a.Approvals().Approve(testCtx(t), ev.Envelope.MessageID, "alice"); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("approving an expired message: %v; want ErrNotHeld", err)
 	}
 }
@@ -249,14 +249,14 @@ func TestApproval_HeldMessageSurvivesRestart(t *testing.T) {
 	}
 	a = start()
 	defer a.Close()
-	held, err := a.Approvals()
+	held, err := a.Approvals().List()
 	if err != nil || len(held) != 1 || held[0].MessageID != ev.Envelope.MessageID {
 		t.Fatalf("after a restart: %+v %v; want the held message", held, err)
 	}
 	if got.Load() != 0 {
 		t.Fatal("the restart sent a message nobody approved")
 	}
-	if err := a.Approve(testCtx(t), ev.Envelope.MessageID, "carol"); err != nil {
+	if err := a.Approvals().Approve(testCtx(t), ev.Envelope.MessageID, "carol"); err != nil {
 		t.Fatal(err)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the approved message to arrive", func() bool { return got.Load() == 1 })
@@ -282,7 +282,7 @@ func TestApproval_BoundedAndNeedsTheStore(t *testing.T) {
 	if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch || !contains(err.Error(), "durable") {
 		t.Fatalf("approval without a store: %v; want CAPABILITY_MISMATCH naming durable", err)
 	}
-	if err := b.Approve(testCtx(t), "x", "alice"); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
+	if err := b.Approvals().Approve(testCtx(t), "x", "alice"); protocol.CodeOf(err) != protocol.CodeCapabilityMismatch {
 		t.Fatalf("Approve without a store: %v", err)
 	}
 }

@@ -47,7 +47,7 @@ func certifiedMeshGrants(t *testing.T, n int, opts []Option, grants map[int][]st
 			return []Option{WithMeshAuthority(a)}
 		}
 		// joined by invitation, as any member does
-		token, _, err := m.nodes[0].Invite(authority.InviteTerms{AgentID: agentName(i), Grants: grants[i]})
+		token, _, err := m.nodes[0].Trust().Invite(authority.InviteTerms{AgentID: agentName(i), Grants: grants[i]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -71,8 +71,8 @@ func certifiedMeshGrants(t *testing.T, n int, opts []Option, grants map[int][]st
 func TestTrustAuthority_AClaimWithoutACertificateIsRefused(t *testing.T) {
 	m, _ := certifiedMesh(t, 3, 2)
 	alice, bob, mallory := m.nodes[0], m.nodes[1], m.nodes[2]
-	if alice.TrustMode() != trust.Authority || mallory.TrustMode() != trust.Open {
-		t.Fatalf("modes %s and %s", alice.TrustMode(), mallory.TrustMode())
+	if alice.Trust().Mode() != trust.Authority || mallory.Trust().Mode() != trust.Open {
+		t.Fatalf("modes %s and %s", alice.Trust().Mode(), mallory.Trust().Mode())
 	}
 	posing, _ := protocol.NewBuilder(agentName(1), m.keys[2], nil)
 	c := dialRaw(t, mallory, alice)
@@ -166,7 +166,7 @@ func TestTrustAuthority_FirstBroadcastOfAnUnknownAuthorIsTaken(t *testing.T) {
 		_, c := carol.GossipPeers()
 		return a == 2 && c == 2
 	})
-	carol.ForgetTrust("", alice.ID()) // as if carol had never heard of alice
+	carol.Trust().Forget("", alice.ID()) // as if carol had never heard of alice
 	sub, err := carol.Subscribe(broadcastEvents(), 16)
 	if err != nil {
 		t.Fatal(err)

@@ -154,7 +154,7 @@ func TestAuthorize_TokensComeFromTheAuthorityWithinTheCertificatesGrants(t *test
 	m, _ := tokenMesh(t)
 	alice, bob, carol := m.nodes[1], m.nodes[2], m.nodes[3]
 	bobID := agentName(2)
-	tok, err := alice.Token(testCtx(t), TokenRequest{TargetAgentID: bobID, RequestedCapabilities: []string{"deploy"}, TTL: 600})
+	tok, err := alice.Trust().Token(testCtx(t), TokenRequest{TargetAgentID: bobID, RequestedCapabilities: []string{"deploy"}, TTL: 600})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,13 +164,13 @@ func TestAuthorize_TokensComeFromTheAuthorityWithinTheCertificatesGrants(t *test
 	if code, perr := dialRaw(t, alice, bob).refusal(secured(t, alice.Builder(), bobID, protocol.Security{AuthToken: tok.Raw})); code != "" {
 		t.Fatalf("alice's token from the authority was refused: %s %v", code, perr)
 	}
-	if _, err := carol.Token(testCtx(t), TokenRequest{TargetAgentID: bobID, RequestedCapabilities: []string{"deploy"}}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
+	if _, err := carol.Trust().Token(testCtx(t), TokenRequest{TargetAgentID: bobID, RequestedCapabilities: []string{"deploy"}}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
 		t.Fatalf("carol, granted nothing, obtained deploy: %v", err)
 	}
-	if _, err := carol.Token(testCtx(t), TokenRequest{AgentID: agentName(1), TargetAgentID: bobID}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
+	if _, err := carol.Trust().Token(testCtx(t), TokenRequest{AgentID: agentName(1), TargetAgentID: bobID}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
 		t.Fatalf("carol obtained a token in alice's name: %v", err)
 	}
-	if tok, err := m.nodes[0].Token(testCtx(t), TokenRequest{TargetAgentID: bobID}); err != nil || tok.Subject != agentName(0) {
+	if tok, err := m.nodes[0].Trust().Token(testCtx(t), TokenRequest{TargetAgentID: bobID}); err != nil || tok.Subject != agentName(0) {
 		t.Fatalf("the authority's own node: %v %v", tok, err)
 	}
 }

@@ -144,15 +144,23 @@ func (n *Node) Crash() error {
 // topic): 1 to 64 letters, digits, '.', '_', '-' or ':', starting with a letter or digit.
 func ValidateGroup(capability string) error { return pubsub.ValidateCapability(capability) }
 
-// ApprovalEvents returns the approval events kept with a Seq above after (the last 256),
-// the Seq of the last event, and a channel closed at the next one.
-func (n *Node) ApprovalEvents(after uint64) ([]ApprovalEvent, uint64, <-chan struct{}) {
-	return n.approvals.eventsAfter(after)
+// ApprovalDesk is the face of the messages held for approval (docs/coordination.md): the
+// held messages, the events of their decisions, and the decisions. Node.Approvals hands it
+// out; it holds nothing of its own.
+type ApprovalDesk struct{ n *Node }
+
+// Approvals returns the face of the messages held for approval.
+func (n *Node) Approvals() ApprovalDesk { return ApprovalDesk{n} }
+
+// Events returns the approval events kept with a Seq above after (the last 256), the Seq of
+// the last event, and a channel closed at the next one.
+func (d ApprovalDesk) Events(after uint64) ([]ApprovalEvent, uint64, <-chan struct{}) {
+	return d.n.approvals.eventsAfter(after)
 }
 
-// Approvals lists the messages held for approval, oldest first: those waiting for a decision
-// and those approved and not yet taken by the outbox. Empty without durable delivery.
-func (n *Node) Approvals() ([]HeldMessage, error) { return n.approvals.list() }
+// List lists the messages held for approval, oldest first: those waiting for a decision and
+// those approved and not yet taken by the outbox. Empty without durable delivery.
+func (d ApprovalDesk) List() ([]HeldMessage, error) { return d.n.approvals.list() }
 
 // Approve approves the held message id on behalf of by (who decides: 1 to 128 printable
 // characters) and hands it to the outbox, which sends it as any Send does, with its own id.
@@ -160,16 +168,16 @@ func (n *Node) Approvals() ([]HeldMessage, error) { return n.approvals.list() }
 // recipient's refusal (which the sending agent is told of too). Approving a message approved
 // before does nothing more. A message not held is ErrNotHeld (PAYLOAD_INVALID: it was decided
 // or expired already, or never held); one whose TTL passed is TIMEOUT.
-func (n *Node) Approve(ctx context.Context, id, by string) error {
-	return n.approvals.approve(ctx, id, by)
+func (d ApprovalDesk) Approve(ctx context.Context, id, by string) error {
+	return d.n.approvals.approve(ctx, id, by)
 }
 
 // Reject rejects the held message id on behalf of by, for reason (may be empty, at most 1
 // KiB): it is dropped unsent, the audit log records who and why, and the sending agent gets
 // a PERMISSION_DENIED error correlated to it (to Request, or in its inbox). A message approved
 // already cannot be rejected (PERMISSION_DENIED).
-func (n *Node) Reject(_ context.Context, id, by, reason string) error {
-	return n.approvals.reject(id, by, reason)
+func (d ApprovalDesk) Reject(_ context.Context, id, by, reason string) error {
+	return d.n.approvals.reject(id, by, reason)
 }
 
 // HoldLocal charges size bytes that the local agent is sending the node (a request body the

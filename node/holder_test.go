@@ -24,7 +24,7 @@ func TestOneHolder_ReplaceMovesTheIdAndRevokesTheHolder(t *testing.T) {
 	if err := carol.Send(testCtx(t), event(t, carol.Builder(), agentName(1))); err != nil {
 		t.Fatalf("carol to bob before the move: %v", err)
 	}
-	token, _, err := alice.Invite(authority.InviteTerms{AgentID: agentName(1), Replace: true})
+	token, _, err := alice.Trust().Invite(authority.InviteTerms{AgentID: agentName(1), Replace: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,8 +37,8 @@ func TestOneHolder_ReplaceMovesTheIdAndRevokesTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("joining with replace: %v", err)
 	}
-	if alice.RevocationSeq() != 1 {
-		t.Fatalf("the authority holds revocation list %d; want 1, revoking the old holder", alice.RevocationSeq())
+	if alice.Trust().RevocationSeq() != 1 {
+		t.Fatalf("the authority holds revocation list %d; want 1, revoking the old holder", alice.Trust().RevocationSeq())
 	}
 	if err := alice.trust.Claim(testCtx(t), agentName(1), bob.ID(), trust.SourceMessage); protocol.CodeOf(err) != protocol.CodeIdentityInvalid || !strings.Contains(err.Error(), "revoked") {
 		t.Fatalf("the old holder after the move: %v; want it revoked", err)
@@ -47,7 +47,7 @@ func TestOneHolder_ReplaceMovesTheIdAndRevokesTheHolder(t *testing.T) {
 		t.Fatalf("the new holder's certificate: %v", err)
 	}
 	// Peers learn the list from the certificate exchange (this mesh has no gossip).
-	testsupport.WaitFor(t, 10*time.Second, "carol syncing the revocation list", func() bool { return carol.RevocationSeq() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "carol syncing the revocation list", func() bool { return carol.Trust().RevocationSeq() == 1 })
 	// carol's directory still names the old holder: her next send looks the agent up again
 	// rather than failing on the revoked peer, and reaches the agent where it moved.
 	if err := carol.trust.Claim(testCtx(t), agentName(1), bob.ID(), trust.SourceMessage); protocol.CodeOf(err) != protocol.CodeIdentityInvalid {
@@ -155,10 +155,10 @@ func TestOneHolder_ASecondCertifiedPeerIsAConflictAndTheFirstHolderKeepsTheId(t 
 func wantConflict(t *testing.T, n *Node, holder, claimant *Node) {
 	t.Helper()
 	testsupport.WaitFor(t, 5*time.Second, "a certificate conflict", func() bool {
-		cs, _, _ := n.TrustConflicts(0)
+		cs, _, _ := n.Trust().Conflicts(0)
 		return len(cs) > 0
 	})
-	cs, _, _ := n.TrustConflicts(0)
+	cs, _, _ := n.Trust().Conflicts(0)
 	if len(cs) != 1 || cs[0].AgentID != agentName(1) || cs[0].Bound != holder.ID() || cs[0].Claimant != claimant.ID() || cs[0].Source != trust.SourceCertificate {
 		t.Fatalf("conflicts %+v; want one: %s bound to %s, claimed by %s, from a certificate", cs, agentName(1), holder.ID(), claimant.ID())
 	}

@@ -40,15 +40,15 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 			return ok && a.State == StateAlive
 		})
 	}
-	if _, err := m.nodes[1].Revoke(testCtx(t), agentName(2), RevokeOptions{}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
+	if _, err := m.nodes[1].Trust().Revoke(testCtx(t), agentName(2), RevokeOptions{}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
 		t.Fatalf("a node that is not the authority revoked: %v", err)
 	}
-	revoked, err := auth.Revoke(testCtx(t), agentName(2), RevokeOptions{})
+	revoked, err := auth.Trust().Revoke(testCtx(t), agentName(2), RevokeOptions{})
 	if err != nil || len(revoked) != 1 || revoked[0].Peer != bob.ID() {
 		t.Fatalf("revoke: %+v %v", revoked, err)
 	}
 	for i, nd := range m.nodes {
-		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d applied the revocation", i), func() bool { return nd.RevocationSeq() == auth.RevocationSeq() })
+		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d applied the revocation", i), func() bool { return nd.Trust().RevocationSeq() == auth.Trust().RevocationSeq() })
 	}
 	// bob leaves the liveness tables with the list, not after his silence (a beat validated
 	// just before the list applied may put him back for a moment: the wait allows for it)
@@ -86,10 +86,10 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 func TestTrustAuthority_AMissedRevocationListIsFetchedFromAPeer(t *testing.T) {
 	fastSync := func(c *Config) error { c.revocationSync = 50 * time.Millisecond; return nil }
 	m, _ := certifiedMeshWith(t, 3, []Option{fastSync})
-	if _, err := m.nodes[0].Revoke(testCtx(t), agentName(1), RevokeOptions{}); err != nil {
+	if _, err := m.nodes[0].Trust().Revoke(testCtx(t), agentName(1), RevokeOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testsupport.WaitFor(t, 10*time.Second, "node 2 fetched the list", func() bool { return m.nodes[2].RevocationSeq() == 1 })
+	testsupport.WaitFor(t, 10*time.Second, "node 2 fetched the list", func() bool { return m.nodes[2].Trust().RevocationSeq() == 1 })
 	code, perr := dialRaw(t, m.nodes[1], m.nodes[2]).refusal(event(t, m.nodes[1].Builder(), agentName(2)))
 	expectCode(t, code, protocol.CodeIdentityInvalid)
 	if !strings.Contains(perr.Message, "revoked") {

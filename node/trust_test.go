@@ -29,7 +29,7 @@ func TestTrustOpen_AnAttackerWhoSpokeFirstIsReportedAsAConflict(t *testing.T) {
 	if !errors.As(err, &pe) || pe.Code != protocol.CodeIdentityInvalid {
 		t.Fatalf("bob's message after mallory's claim: %v, want IDENTITY_INVALID", err)
 	}
-	cs, total, _ := alice.TrustConflicts(0)
+	cs, total, _ := alice.Trust().Conflicts(0)
 	if total != 1 || len(cs) != 1 {
 		t.Fatalf("%d conflicts recorded, want 1: %+v", total, cs)
 	}
@@ -40,7 +40,7 @@ func TestTrustOpen_AnAttackerWhoSpokeFirstIsReportedAsAConflict(t *testing.T) {
 		t.Fatalf("Safety().TrustConflicts = %d", s.TrustConflicts)
 	}
 
-	if k := alice.ForgetTrust(agentName(1), ""); k != 1 {
+	if k := alice.Trust().Forget(agentName(1), ""); k != 1 {
 		t.Fatalf("forgot %d pins, want 1", k)
 	}
 	if err := bob.Send(testCtx(t), event(t, bob.Builder(), agentName(0))); err != nil {
@@ -62,7 +62,7 @@ func TestTrustOpen_AnEstablishedBindingCannotBeTakenOver(t *testing.T) {
 	posing, _ := protocol.NewBuilder(agentName(1), m.keys[2], nil)
 	code, _ := dialRaw(t, mallory, alice).refusal(event(t, posing, agentName(0)))
 	expectCode(t, code, protocol.CodeIdentityInvalid)
-	if cs, _, _ := alice.TrustConflicts(0); len(cs) != 1 || cs[0].Claimant != mallory.ID() {
+	if cs, _, _ := alice.Trust().Conflicts(0); len(cs) != 1 || cs[0].Claimant != mallory.ID() {
 		t.Fatalf("conflicts %+v, want mallory's claim", cs)
 	}
 
@@ -101,7 +101,7 @@ func TestTrustOpen_HeartbeatsNeverBind(t *testing.T) {
 	}
 	alice.peers.directory.Remove(agentName(1))
 	alice.mesh.heardLiveness(pubsub.Transition{AgentID: agentName(1), PeerID: mallory.ID(), To: pubsub.StateAlive})
-	if cs, _, _ := alice.TrustConflicts(0); len(cs) != 1 || cs[0].Source != trust.SourceHeartbeat {
+	if cs, _, _ := alice.Trust().Conflicts(0); len(cs) != 1 || cs[0].Source != trust.SourceHeartbeat {
 		t.Fatalf("conflicts %+v, want one from a heartbeat", cs)
 	}
 	if _, ok := alice.peers.directory.Peek(agentName(1)); ok {

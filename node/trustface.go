@@ -94,14 +94,22 @@ func Join(ctx context.Context, h host.Host, inv authority.Invite, agentID string
 	return trust.Join(ctx, h, inv, agentID, capabilities)
 }
 
-// TrustMode says how this node decides who may speak for an agent id: TrustAuthority,
-// TrustOpen or TrustAllowlist.
-func (n *Node) TrustMode() string { return n.trust.Mode() }
+// TrustDesk is the face of the node's trust part (docs/trust.md): who may speak for which
+// agent id, the conflicts over ids, and, on the mesh authority's node, the invitations,
+// certificates and revocations. Node.Trust hands it out; it holds nothing of its own.
+type TrustDesk struct{ n *Node }
 
-// TrustPins returns every binding of an agent id to a peer that this node holds: the pins
-// taken on first use, or the allowlist's pairs, sorted by agent id.
-func (n *Node) TrustPins() []Pin {
-	pins := n.trust.Pins()
+// Trust returns the face of the node's trust part.
+func (n *Node) Trust() TrustDesk { return TrustDesk{n} }
+
+// Mode says how this node decides who may speak for an agent id: TrustAuthority, TrustOpen
+// or TrustAllowlist.
+func (d TrustDesk) Mode() string { return d.n.trust.Mode() }
+
+// Pins returns every binding of an agent id to a peer that this node holds: the pins taken
+// on first use, or the allowlist's pairs, sorted by agent id.
+func (d TrustDesk) Pins() []Pin {
+	pins := d.n.trust.Pins()
 	out := make([]Pin, len(pins))
 	for i, p := range pins {
 		out[i] = Pin(p)
@@ -109,21 +117,21 @@ func (n *Node) TrustPins() []Pin {
 	return out
 }
 
-// ForgetTrust forgets the pin of agentID, or every pin of peer p when agentID is "", so that
-// the next message this node accepts for the id pins it again (an agent that moved to a new
-// key, or a first claim that was an attacker's); in authority mode the certificate held is
+// Forget forgets the pin of agentID, or every pin of peer p when agentID is "", so that the
+// next message this node accepts for the id pins it again (an agent that moved to a new key,
+// or a first claim that was an attacker's); in authority mode the certificate held is
 // fetched again. It also drops the directory's entries for what it forgot. It returns how
 // many pins went; allowlisted pairs are the allowlist file's to change.
-func (n *Node) ForgetTrust(agentID string, p peer.ID) int {
-	k := n.trust.Forget(agentID, p)
-	n.peers.forget(agentID, p)
+func (d TrustDesk) Forget(agentID string, p peer.ID) int {
+	k := d.n.trust.Forget(agentID, p)
+	d.n.peers.forget(agentID, p)
 	return k
 }
 
-// TrustConflicts returns the conflicts kept with a Seq above after (the last 256), the count
-// of all conflicts this node saw, and a channel that is closed at the next one.
-func (n *Node) TrustConflicts(after uint64) ([]TrustConflict, uint64, <-chan struct{}) {
-	cs, total, next := n.trust.Conflicts(after)
+// Conflicts returns the conflicts kept with a Seq above after (the last 256), the count of
+// all conflicts this node saw, and a channel that is closed at the next one.
+func (d TrustDesk) Conflicts(after uint64) ([]TrustConflict, uint64, <-chan struct{}) {
+	cs, total, next := d.n.trust.Conflicts(after)
 	out := make([]TrustConflict, len(cs))
 	for i, c := range cs {
 		out[i] = TrustConflict(c)
@@ -133,27 +141,27 @@ func (n *Node) TrustConflicts(after uint64) ([]TrustConflict, uint64, <-chan str
 
 // Invite creates a one-time invitation to this mesh on terms it, for `iacp-node init --join`
 // (docs/trust.md, "Founding, inviting, joining"); only the mesh authority's node can.
-func (n *Node) Invite(it authority.InviteTerms) (token string, expires time.Time, err error) {
-	return n.trust.Invite(it)
+func (d TrustDesk) Invite(it authority.InviteTerms) (token string, expires time.Time, err error) {
+	return d.n.trust.Invite(it)
 }
 
 // Revoke revokes the certificates that target names, an agent id or a certificate id, and
 // broadcasts the new revocation list; only the mesh authority's node can. It returns the
 // certificates revoked (with o.DryRun, those it would revoke).
-func (n *Node) Revoke(ctx context.Context, target string, o RevokeOptions) ([]IssuedCertificate, error) {
-	return n.trust.Revoke(ctx, target, trust.RevokeOptions(o))
+func (d TrustDesk) Revoke(ctx context.Context, target string, o RevokeOptions) ([]IssuedCertificate, error) {
+	return d.n.trust.Revoke(ctx, target, trust.RevokeOptions(o))
 }
 
 // Certificates returns the unexpired certificates the mesh authority issued, revoked or not;
 // only the mesh authority's node has them.
-func (n *Node) Certificates() ([]IssuedCertificate, error) { return n.trust.Certificates() }
+func (d TrustDesk) Certificates() ([]IssuedCertificate, error) { return d.n.trust.Certificates() }
 
 // RevocationSeq returns the seq of the mesh's revocation list this node holds: 0 before the
 // first list, and in the open modes.
-func (n *Node) RevocationSeq() uint64 { return n.trust.RevocationSeq() }
+func (d TrustDesk) RevocationSeq() uint64 { return d.n.trust.RevocationSeq() }
 
 // Token obtains an A2ACP token from the mesh authority for this node's agent to call
 // req.TargetAgentID with req.RequestedCapabilities: what `POST /auth/token` answers.
-func (n *Node) Token(ctx context.Context, req TokenRequest) (*authority.Token, error) {
-	return n.trust.Token(ctx, trust.TokenRequest(req))
+func (d TrustDesk) Token(ctx context.Context, req TokenRequest) (*authority.Token, error) {
+	return d.n.trust.Token(ctx, trust.TokenRequest(req))
 }

@@ -193,13 +193,13 @@ func (c *cluster) revoke(ctx context.Context, in *intruder, up []int, timeout ti
 	t0 := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := authNode.Revoke(rctx, in.cert.ID, node.RevokeOptions{}); err != nil {
+	if _, err := authNode.Trust().Revoke(rctx, in.cert.ID, node.RevokeOptions{}); err != nil {
 		return fmt.Errorf("intruder: revoking its certificate: %w", err)
 	}
-	seq := authNode.RevocationSeq()
+	seq := authNode.Trust().RevocationSeq()
 	applied := func() bool {
 		for _, j := range up {
-			if nd := c.node(j); nd != nil && nd.RevocationSeq() < seq {
+			if nd := c.node(j); nd != nil && nd.Trust().RevocationSeq() < seq {
 				return false
 			}
 		}

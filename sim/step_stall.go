@@ -261,11 +261,11 @@ func (c *cluster) revokeUnderAttack(ctx context.Context, member *authority.Certi
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	authNode := c.node(0)
-	if _, err := authNode.Revoke(rctx, member.ID, node.RevokeOptions{}); err != nil {
+	if _, err := authNode.Trust().Revoke(rctx, member.ID, node.RevokeOptions{}); err != nil {
 		return 0, fmt.Errorf("stall: revoking the member: %w", err)
 	}
-	seq := authNode.RevocationSeq()
-	if !waitFor(rctx, func() bool { return target.RevocationSeq() >= seq }) {
+	seq := authNode.Trust().RevocationSeq()
+	if !waitFor(rctx, func() bool { return target.Trust().RevocationSeq() >= seq }) {
 		return 0, fmt.Errorf("stall: the attacked node did not apply revocation list %d within %s", seq, timeout)
 	}
 	return time.Since(t0), nil

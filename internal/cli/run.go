@@ -201,7 +201,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 // trustSummary is run's line about who may speak for an agent id on this node.
 func trustSummary(n *node.Node) string {
 	c := n.Config()
-	switch n.TrustMode() {
+	switch n.Trust().Mode() {
 	case node.TrustAuthority:
 		if c.MeshAuthority != nil {
 			return "authority " + c.Authority + " (this node holds the mesh authority: invite agents with iacp-node invite)"

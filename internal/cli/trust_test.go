@@ -49,8 +49,8 @@ func TestTrustCommands_FoundInviteJoin(t *testing.T) {
 		t.Fatalf("authority key: %v %v", st, err)
 	}
 	alice := startFromDir(t, founder)
-	if alice.TrustMode() != node.TrustAuthority {
-		t.Fatalf("the founder runs in %s mode", alice.TrustMode())
+	if alice.Trust().Mode() != node.TrustAuthority {
+		t.Fatalf("the founder runs in %s mode", alice.Trust().Mode())
 	}
 
 	code, out, errOut = runIn(t, "", "invite", "--data-dir", founder, "--agent", "acme:h:bob", "-o", "json")
@@ -63,8 +63,8 @@ func TestTrustCommands_FoundInviteJoin(t *testing.T) {
 		t.Fatalf("init --join: exit %d, %s %s", code, out, errOut)
 	}
 	bob := startFromDir(t, joiner)
-	if bob.TrustMode() != node.TrustAuthority || bob.AgentID() != "acme:h:bob" {
-		t.Fatalf("the joined node runs %s as %s", bob.TrustMode(), bob.AgentID())
+	if bob.Trust().Mode() != node.TrustAuthority || bob.AgentID() != "acme:h:bob" {
+		t.Fatalf("the joined node runs %s as %s", bob.Trust().Mode(), bob.AgentID())
 	}
 	again := t.TempDir()
 	if code, _, errOut := runIn(t, "", "init", "--data-dir", again, "--join", inv.Token); code == 0 || !strings.Contains(errOut, "refused") {
@@ -136,8 +136,8 @@ func TestInit_FoundsByDefaultOpenOnRequest(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, node.AuthorityKeyFile)); err == nil {
 		t.Fatal("init --open created a mesh authority key")
 	}
-	if lab := startFromDir(t, dir); lab.TrustMode() != node.TrustOpen {
-		t.Fatalf("the lab node runs in %s mode", lab.TrustMode())
+	if lab := startFromDir(t, dir); lab.Trust().Mode() != node.TrustOpen {
+		t.Fatalf("the lab node runs in %s mode", lab.Trust().Mode())
 	}
 	for _, flags := range [][]string{{"--open", "--found"}, {"--open", "--join", "iacp-invite-v1.x"}, {"--found", "--join", "iacp-invite-v1.x"}} {
 		fresh := t.TempDir()
