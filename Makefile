@@ -113,7 +113,7 @@ interop-test: build
 		cd interop && IACP_NODE_BINARY=$(CURDIR)/$(BIN) node --test test/*.test.mjs; \
 	fi
 
-## idle: the idle node (issue 20): time from exec until the local API serves, and RSS split into
+## idle: the idle node: time from exec until the local API serves, and RSS split into
 ## the node's own (anonymous) memory and the binary's pages, ROUNDS runs (docs/node.md).
 idle: build
 	bench/idle.sh $(BIN)

@@ -66,7 +66,7 @@ func BenchmarkRequestResponse(b *testing.B) {
 // BenchmarkDialectRequestResponse measures what translation adds to a request/response round
 // trip: the same request posted with ?wait as an IACP document and as an ElizaOS TASK_REQUEST
 // (recognised, mapped to IACP, its answer mapped back to TASK_ACCEPT), in interleaved rounds
-// between the same pair of mocknet nodes. Goal (issue 16): elizaos/iacp-p50 at most 1.10.
+// between the same pair of mocknet nodes. Goal: elizaos/iacp-p50 at most 1.10.
 //
 //	go test -run '^$' -bench DialectRequestResponse -benchtime 2000x ./api/
 func BenchmarkDialectRequestResponse(b *testing.B) {

@@ -101,7 +101,7 @@ func TestStatusOf_EveryCode(t *testing.T) {
 	}
 }
 
-// Issue 13: a YAML alias bomb is refused with 413 as soon as its expansion passes the body
+// A YAML alias bomb is refused with 413 as soon as its expansion passes the body
 // limit, on both the message binding and the broadcast endpoint.
 func TestE2E_YAMLAliasBombIs413(t *testing.T) {
 	m := newAPIMesh(t, 1, meshOpts{server: func(int) []Option { return []Option{WithMaxBodyBytes(1 << 20)} }})

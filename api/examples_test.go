@@ -15,7 +15,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 16's proof: every example message of the other drafts (dialect/testdata, copied from
+// Every example message of the other drafts (dialect/testdata, copied from
 // the specs) is accepted by node 0's API, crosses the mesh as signed IACP, and arrives at
 // agent 1 in each of the five dialects (GET /v1/inbox?dialect=). In its own dialect it is the
 // posted document, canonically equal; in another it keeps the IACP fields (type, recipient,

@@ -118,9 +118,9 @@ type rttSystem struct {
 // is verified. budget is echo p50 + 2 sign p50 + 2 verify p50, with the node's Ed25519
 // (curve25519-voi, crypto_test.go), which NATS-signed uses too; budget-stdlib is the same
 // with crypto/ed25519 (sign-stdlib, verify-stdlib), the budget before the node moved to
-// curve25519-voi, reported beside it. The ratios of issue 20: the
+// curve25519-voi, reported beside it. The ratios it aims at: the
 // non-durable path's p50 at most 1.3 x budget, its p99 at most 2 x its p50 and below NATS's
-// with the same signing; and with the defaults p50 < 1 ms and p99 < 2 ms (issue 3).
+// with the same signing; and with the defaults p50 < 1 ms and p99 < 2 ms.
 func BenchmarkRTT(b *testing.B) {
 	systems := []rttSystem{
 		{"echo", echoRTT(b)},
@@ -306,7 +306,7 @@ func oneWayRound(ctx context.Context, s onewaySystem, n, senders int) (time.Dura
 //     (waiting for the server's acknowledgement), by default synced every 2 minutes, and
 //     fsynced on every write; one durable consumer acknowledges each message it verified.
 //
-// Goals (issue 20): >= 10,000 msg/s with the defaults and >= 15,000 plain.
+// Goals: >= 10,000 msg/s with the defaults and >= 15,000 plain.
 func BenchmarkOneWay(b *testing.B) {
 	type named struct {
 		name string

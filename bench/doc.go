@@ -1,4 +1,4 @@
-// Package bench compares IACP with a raw go-libp2p echo and with NATS (issue 20), in one
+// Package bench compares IACP with a raw go-libp2p echo and with NATS, in one
 // process and in interleaved rounds, so that every figure it reports is a ratio between
 // systems measured under the same load. It lives in its own module (bench/go.mod) so that the
 // node does not depend on NATS: nothing outside this directory imports it, and the root

@@ -25,7 +25,7 @@ const (
 
 // The configurations compared, as node/bench_test.go names them: the defaults (durable
 // delivery and the audit log on, the data directory on disk), nodurable (durable off, audit
-// on), plain (both off: the non-durable path of issue 20).
+// on), plain (both off: the non-durable path).
 var (
 	iacpDefaults  []node.Option
 	iacpNoDurable = []node.Option{node.WithDurable(false)}

@@ -12,7 +12,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 17: any-of spreads 300 requests over 3 capable agents roughly in proportion to their
+// Any-of spreads 300 requests over 3 capable agents roughly in proportion to their
 // free capacity (loads announced by heartbeat), and fails over when one is killed.
 func TestAnyOf_SpreadsByFreeCapacityAndFailsOver(t *testing.T) {
 	var hang atomic.Bool

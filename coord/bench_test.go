@@ -26,7 +26,7 @@ func direct(ctx context.Context, b *testing.B, c *Coordinator, to string) time.D
 // BenchmarkScatter10 scatters one query to 10 agents on a mocknet mesh (completion all) and,
 // in the same iteration, asks each of them directly one after the other: the metric
 // scatter/slowest is the scatter's time over the slowest of the ten direct round trips
-// (issue 17's goal: at most 1.5). scatter/by-hand compares it with the same ten requests sent
+// (at most 1.5). scatter/by-hand compares it with the same ten requests sent
 // at once by ten goroutines without coord: what coord itself adds. On one machine the ten
 // recipients share its cores (their signature checks, their store commits), which the slowest
 // single round trip does not pay; docs/coordination.md reports the numbers.
@@ -70,7 +70,7 @@ func benchScatter(b *testing.B, o rigOpts) {
 }
 
 // BenchmarkAnyOf asks any-of over 3 agents and, in the same iteration, one of them directly:
-// the metric anyof/direct is the ratio of their times (issue 17's goal: at most 1.10).
+// the metric anyof/direct is the ratio of their times (at most 1.10).
 func BenchmarkAnyOf(b *testing.B) {
 	r := newRig(b, 4, rigOpts{})
 	c := r.coordinator(b)

@@ -11,7 +11,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 17: a breaker opens after its threshold, fails fast while open (the agent is not
+// A breaker opens after its threshold, fails fast while open (the agent is not
 // asked), lets one probe through after OpenFor, reopens when the probe fails, and closes
 // after a successful probe. The clock is the test's.
 func TestBreaker_OpensFailsFastAndClosesAfterAProbe(t *testing.T) {

@@ -10,7 +10,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 17: a pipeline's steps run in order, each step's response payload (less status)
+// A pipeline's steps run in order, each step's response payload (less status)
 // feeding the next step's parameters under its own, one correlation id through the chain;
 // a step of ordered agents fails over.
 func TestPipeline_FeedsEachStepAndKeepsOneCorrelation(t *testing.T) {

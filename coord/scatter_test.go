@@ -27,7 +27,7 @@ func answered(g *Gather) []string {
 	return out
 }
 
-// Issue 17: first-k returns as soon as k answers came: the slow targets are cancelled, not
+// First-k returns as soon as k answers came: the slow targets are cancelled, not
 // waited for (the deadline is far; a scatter that waited would report them timed out).
 func TestScatter_FirstKReturnsAtK(t *testing.T) {
 	var r *rig
@@ -52,7 +52,7 @@ func TestScatter_FirstKReturnsAtK(t *testing.T) {
 	}
 }
 
-// Issue 17: quorum returns as soon as k targets agreed; the one that disagreed is kept with
+// Quorum returns as soon as k targets agreed; the one that disagreed is kept with
 // its answer if it came first, the slow one is cancelled.
 func TestScatter_QuorumReturnsAtAgreement(t *testing.T) {
 	var r *rig

@@ -11,7 +11,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 20: Send's first attempt does not wait for the outbox. The outbox write waits for the
+// Send's first attempt does not wait for the outbox. The outbox write waits for the
 // attempt's outcome (Config.OutboxDelay): a message the recipient answered for good is never
 // written; any other is committed, and Send reports nothing before that commit returned.
 // These tests hold the fake store's commits and answer the attempts meanwhile; an

@@ -31,7 +31,7 @@ func pair(t *testing.T) (a, b *proc) {
 	return a, b
 }
 
-// Issue 6: kill the sender after Send returned and before delivery. The recipient is down
+// Kill the sender after Send returned and before delivery. The recipient is down
 // while the sender queues; the sender is SIGKILLed; both come back; every message reaches the
 // agent exactly once.
 func TestCrash_SenderKilledAfterSendBeforeDelivery(t *testing.T) {
@@ -61,7 +61,7 @@ func TestCrash_SenderKilledAfterSendBeforeDelivery(t *testing.T) {
 	}
 }
 
-// Issue 6: kill the recipient after the receipt and before the agent took the message: after
+// Kill the recipient after the receipt and before the agent took the message: after
 // the restart it is offered again, once; once taken it never comes back.
 func TestCrash_RecipientKilledAfterReceiptBeforeTaken(t *testing.T) {
 	a, b := pair(t)
@@ -109,7 +109,7 @@ func waitInbox(t *testing.T, p *proc, n int) {
 	}
 }
 
-// Issue 6: kill both during a burst of 1,000 messages. Every message the sender's API
+// Kill both during a burst of 1,000 messages. Every message the sender's API
 // accepted reaches the agent exactly once after the restarts, and the audit logs agree.
 func TestCrash_BothKilledDuringBurstOf1000(t *testing.T) {
 	a, b := pair(t)
@@ -249,7 +249,7 @@ func auditEvents(t *testing.T, dir string) (received, acked map[string]int) {
 	return received, acked
 }
 
-// Issue 6: a recipient offline past the TTL produces a TIMEOUT error at the sender,
+// A recipient offline past the TTL produces a TIMEOUT error at the sender,
 // correlated to the message.
 func TestOfflinePastTTL_TimeoutErrorAtSender(t *testing.T) {
 	a, b := pair(t)

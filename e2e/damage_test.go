@@ -11,7 +11,7 @@ import (
 	"time"
 )
 
-// Issue 13: a scribbled page in store.db ended the process with a bbolt assertion panic. The
+// A scribbled page in store.db ended the process with a bbolt assertion panic. The
 // node refuses to start with an error that names the file and the recovery commands, and
 // `iacp-node store recover` keeps every readable message, so the node starts again with them.
 func TestDamage_ScribbledStoreIsAClearErrorAndRecovers(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 	"github.com/google/uuid"
 )
 
-// Issue 16: a conversation in each dialect, between an agent that speaks it and one that
+// A conversation in each dialect, between an agent that speaks it and one that
 // speaks IACP, both ways, through the HTTP API of two real nodes. Node a's agent speaks the
 // dialect (run --dialect elizaos, and ?dialect= for the other drafts: the per-client
 // declaration); node b's speaks IACP.

@@ -13,7 +13,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 13, each attack run against the real binary on 127.0.0.1 and checked against the
+// Each attack run against the real binary on 127.0.0.1 and checked against the
 // bound docs/security.md states for it.
 
 // Bounds asserted here, with the figure measured when they were set (docs/security.md).

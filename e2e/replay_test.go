@@ -109,7 +109,7 @@ func (e *events) waitEvent(typ string, d time.Duration) *protocol.Message {
 	}
 }
 
-// Issue 13: nothing saved gossip's replay window, so after a restart any peer could replay a
+// Nothing saved gossip's replay window, so after a restart any peer could replay a
 // broadcast still within its TTL and the agent got it again. A node that restarts restores
 // the ids of the broadcasts it delivered: a relayer replaying one reaches no agent, while a
 // new broadcast sent the same way (by the relayer, a certified member of the mesh) still does.

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Issue 17: a workflow's coordinator is SIGKILLed while a step is with its agent, the agent
+// A workflow's coordinator is SIGKILLed while a step is with its agent, the agent
 // answers the dead coordinator, and the coordinator is started again: the workflow resumes
 // and completes, and the agent ran each of the four steps (a diamond) exactly once.
 func TestWorkflow_CoordinatorKilledMidRunResumes(t *testing.T) {

@@ -58,7 +58,7 @@ func TestLoad_RefusesNonEd25519AndGarbage(t *testing.T) {
 	}
 }
 
-// Issue 13: a key others can read is refused, like the API token; an empty key file (what an
+// A key others can read is refused, like the API token; an empty key file (what an
 // unsynced write could leave after a crash) is refused with what to do, not "not a key".
 func TestLoad_RefusesAKeyOthersCanReadAndAnEmptyFile(t *testing.T) {
 	dir := t.TempDir()

@@ -99,7 +99,7 @@ func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond)
 // The first is the headline: what node.New and `iacp-node run` use (durable delivery and the
 // audit log on, the data directory on disk). The lighter ones are reported beside it under
 // their prefix: "nodurable" (durable off, audit on) and "plain" (durable and audit off, what
-// these benchmarks measured before issue 20).
+// these benchmarks measured before durable delivery became the default).
 var rttConfigs = []struct {
 	prefix string // metric prefix; "" for the defaults
 	opts   []Option
@@ -120,7 +120,7 @@ var rttConfigs = []struct {
 // prefix the same for the lighter configurations. budget-µs is echo + 2 signs + 2 verifies
 // with the node's crypto; budget-stdlib-µs the same with crypto/ed25519, and
 // plain-p50/budget-stdlib the plain round trip against it.
-// Goals (issues 3 and 20): with the defaults p50 < 1 ms and p99 < 2 ms; plain p50 <= 1.3 x
+// Goals: with the defaults p50 < 1 ms and p99 < 2 ms; plain p50 <= 1.3 x
 // budget.
 func BenchmarkRTT(b *testing.B) {
 	pairs := make([]*Node, len(rttConfigs))
@@ -206,8 +206,8 @@ func BenchmarkRTT(b *testing.B) {
 // acknowledged by a signed receipt) from 256 concurrent senders, for each configuration of
 // rttConfigs in the same run: msg/s is the defaults' (durable and audit on), nodurable-msg/s
 // and plain-msg/s the lighter ones'; durable/plain is the ratio of the first to the last.
-// Goals: >= 10,000 msg/s with the defaults and >= 15,000 plain (issue 20); durable >= 50% of
-// plain (issue 6).
+// Goals: >= 10,000 msg/s with the defaults and >= 15,000 plain; durable >= 50% of
+// plain.
 func BenchmarkOneWay(b *testing.B) {
 	run := func(opts ...Option) float64 {
 		a, _, events := benchPair(b, opts...)
@@ -258,7 +258,7 @@ func BenchmarkOneWay(b *testing.B) {
 // (no certificates); authority mode (each side checks the other's certificate, cached per
 // peer); and authority mode where b's intent policy requires a capability that a's request
 // grants with an A2ACP token in security.auth_token (verified once, then remembered). Goal
-// (issue 14): certificate and token checks cost less than 10% of the round trip.
+// : certificate and token checks cost less than 10% of the round trip.
 func BenchmarkTrustRTT(b *testing.B) {
 	auth, err := authority.Generate()
 	if err != nil {

@@ -112,7 +112,7 @@ func TestDurable_ExactlyOnceAcrossRestart(t *testing.T) {
 	}
 }
 
-// Issue 20: a handler's acknowledgement does not wait for the store (the removal rides in its
+// A handler's acknowledgement does not wait for the store (the removal rides in its
 // next commit); the audit log's "acked" entry, written first, is what a restart goes by. A
 // crash between the two (here: the entry appended while the node is down, the message still
 // pending in the store) does not offer the message again, and the store forgets it.

@@ -69,7 +69,7 @@ func TestQueueBudget_BoundsPerStreamPerPeerAndInAll(t *testing.T) {
 	}
 }
 
-// Issue 13: 24 frames of almost 16 MiB with bad signatures took a node from 30 MB to 434 MB.
+// 24 frames of almost 16 MiB with bad signatures took a node from 30 MB to 434 MB.
 // Now frames are charged to their peer before their body is read: with budgets smaller than
 // a frame, large frames are queued, and served, one at a time.
 func TestInbound_LargeFramesAreQueuedOneAtATime(t *testing.T) {
@@ -111,7 +111,7 @@ func TestInbound_LargeFramesAreQueuedOneAtATime(t *testing.T) {
 	testsupport.WaitFor(t, 5*time.Second, "every frame's bytes to be released", func() bool { return m.nodes[1].wire.budget.stats().Bytes == 0 })
 }
 
-// Issue 13: a peer over its rate is answered once and then has its stream ended, not a
+// A peer over its rate is answered once and then has its stream ended, not a
 // signed error per frame; until its bucket refills, nothing it starts is read.
 func TestRate_OverRateIsAnsweredOnceThenTheStreamEnds(t *testing.T) {
 	m := newMesh(t, 2, []Option{WithRateLimit(0.2, 2)}, nil)
@@ -175,7 +175,7 @@ func TestRate_RepliesTheNodeWaitsForAreNotCharged(t *testing.T) {
 	}
 }
 
-// Issue 13: 300 messages refused with AGENT_NOT_FOUND left 302 pins in trust.json. A message
+// 300 messages refused with AGENT_NOT_FOUND left 302 pins in trust.json. A message
 // that fails any check binds nothing: no pin, no directory entry, no write of trust.json.
 func TestTrust_RefusedMessagesPinNothing(t *testing.T) {
 	m := newMesh(t, 2, nil, nil)
@@ -225,7 +225,7 @@ func TestTrust_PinsAndDirectoryAreBounded(t *testing.T) {
 	}
 }
 
-// Issue 13: a single peer filled the shared inbox and every other sender got RATE_LIMITED.
+// A single peer filled the shared inbox and every other sender got RATE_LIMITED.
 // Each sending peer has its own share.
 func TestInbox_EachSendingPeerHasItsOwnShare(t *testing.T) {
 	m := newMesh(t, 3, []Option{WithDurable(false)}, func(i int, _ *mesh) []Option {
@@ -290,7 +290,7 @@ func readAudit(t *testing.T, n *Node) []audit.Entry {
 	return out
 }
 
-// Issue 13: every refusal was audited with its full payload, so unsigned 1 MB frames grew the
+// Every refusal was audited with its full payload, so unsigned 1 MB frames grew the
 // audit directory by 21 MB in seconds. Refused input is audited as peer, size, hash and code,
 // and each peer may add only so many refusal entries; the rest are counted in the next one.
 func TestAudit_RefusalsCarryNoPayloadAndAreRateLimitedPerPeer(t *testing.T) {
@@ -337,7 +337,7 @@ func TestAudit_RefusalsCarryNoPayloadAndAreRateLimitedPerPeer(t *testing.T) {
 	}
 }
 
-// Issue 13: an edited audit line made `run` refuse to start while the outbox waited. The node
+// An edited audit line made `run` refuse to start while the outbox waited. The node
 // starts, on a new anchored segment, and says so.
 func TestAudit_DamagedChainStartsANewSegmentAndTheNodeRuns(t *testing.T) {
 	dir := t.TempDir()
@@ -443,7 +443,7 @@ func TestInbox_AMessageOfferedAgainIsHeldOnce(t *testing.T) {
 	}
 }
 
-// Review of issue 13: with one table of pins used least recently first, a peer claiming new
+// With one table of pins used least recently first, a peer claiming new
 // ids could push out an honest agent's pin and then claim that id. A full table takes from the
 // peer holding the most pins, and a peer may hold MaxPinsPerPeer at most.
 func TestTrust_AFloodOfNewIDsCannotPushOutAnotherAgentsPin(t *testing.T) {

@@ -97,7 +97,7 @@ func TestMesh_ReachAgentNeverMetThroughDHT(t *testing.T) {
 
 func broadcastEvents() EventFilter { return EventFilter{Kinds: []EventKind{EventKindEvent}} }
 
-// Issue 13: nothing saved the gossip replay window, so after a restart any peer could replay
+// Nothing saved the gossip replay window, so after a restart any peer could replay
 // broadcasts still within their TTL. The ids of delivered broadcasts are journaled in the
 // store, and a node started again on the same data directory restores them.
 func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"github.com/iacp-node/iacp-node/trust"
 )
 
-// Issue 14, open mode: an attacker who spoke first for bob holds bob's pin, but the real bob's
+// Open mode: an attacker who spoke first for bob holds bob's pin, but the real bob's
 // claim is reported as a conflict (not silently lost), and once the operator forgets the pin
 // the real bob is pinned at his next message.
 func TestTrustOpen_AnAttackerWhoSpokeFirstIsReportedAsAConflict(t *testing.T) {
@@ -51,7 +51,7 @@ func TestTrustOpen_AnAttackerWhoSpokeFirstIsReportedAsAConflict(t *testing.T) {
 	}
 }
 
-// Issue 14, open mode: once the real agent has spoken, an attacker's claim cannot take its
+// Open mode: once the real agent has spoken, an attacker's claim cannot take its
 // binding over. The claim is refused and reported, and messages for the agent still reach it.
 func TestTrustOpen_AnEstablishedBindingCannotBeTakenOver(t *testing.T) {
 	m := newMesh(t, 3, nil, nil)

@@ -8,7 +8,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// The request path encodes, signs, verifies and frames every document (issue 20): each
+// The request path encodes, signs, verifies and frames every document: each
 // allocates only what it hands back, so that a busy node's garbage collector runs as seldom
 // as it can. The canonical form that a signature covers and the frame given to the stream are
 // scratch bytes, taken from a pool. (A number with a fraction or an exponent costs

@@ -245,7 +245,7 @@ func TestCodec_ParseFormat(t *testing.T) {
 	}
 }
 
-// Issue 13: a 1 MB body of aliases to one large string expanded to 286 MB of JSON before the
+// A 1 MB body of aliases to one large string expanded to 286 MB of JSON before the
 // size check refused it. Bytes are counted while expanding: the bomb is refused as soon as it
 // passes the bound, and what was allocated stays near the bound, not the expansion.
 func TestCodec_YAML_StringAliasBombIsRefusedWithinTheByteBound(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// Issue 13: an integer above 2^53 in a signed payload could be rewritten by a relay
+// An integer above 2^53 in a signed payload could be rewritten by a relay
 // (9007199254740993 to ...992 or 9.007199254740992e15) without breaking the signature, as
 // RFC 8785 signs the double. A number literal must denote exactly the number its canonical
 // form prints.

@@ -168,7 +168,7 @@ func TestSecurity_ReplayWindow_ConcurrentAddsAcceptEachIDOnce(t *testing.T) {
 	}
 }
 
-// Issue 13: one peer filling the window is refused itself; every other peer still gets in,
+// One peer filling the window is refused itself; every other peer still gets in,
 // at the expense of the ids of the peer that holds the most.
 func TestSecurity_ReplayWindow_FullWindowRefusesTheOwnerThatFilledIt(t *testing.T) {
 	w := protocol.NewReplayWindow(4)

@@ -72,7 +72,7 @@ func scoreThresholds() *ps.PeerScoreThresholds {
 // second. Each tick visits every peer whose score is kept (the connected ones and those that
 // left within RetainScore, an hour), which in a large mesh is most of the peers a node ever
 // met; the counters fade over 10 minutes to an hour, which 10 s steps follow as well as 1 s
-// steps (issue 18: a tenth of the work). Every decay factor below is computed for it.
+// steps (a tenth of the work). Every decay factor below is computed for it.
 const scoreDecayInterval = 10 * time.Second
 
 // decay is the factor, per scoreDecayInterval, that fades a counter to DecayToZero over d.

@@ -97,7 +97,7 @@ func TestGreetOnFirstPeer(t *testing.T) {
 	testsupport.WaitFor(t, 5*time.Second, "both nodes to stop greeting", func() bool { return a.heard.Load() && b.heard.Load() })
 }
 
-// Issue 13: a node restarted within seconds heard nobody: its peers still held its last
+// A node restarted within seconds heard nobody: its peers still held its last
 // beats (draining, offline) and relayed them back when it asked (IWANT), gossipsub counted
 // each as an invalid "self originated" message of the honest relayer, and at -100 a message
 // graylisted it within a second. Such copies are dropped from the RPC before gossipsub sees

@@ -132,7 +132,7 @@ steps:
 	}
 }
 
-// Issue 14: a mesh of 5 nodes joined by invitation (scenarios/trust.yaml). A node without a
+// A mesh of 5 nodes joined by invitation (scenarios/trust.yaml). A node without a
 // certificate, one claiming another agent's id, one whose certificate expired, and a member
 // whose certificate node 0 revoked get nothing they send acted on: every direct send is refused with IDENTITY_INVALID naming the rule that
 // failed, no broadcast of theirs reaches an agent, no node binds their agent id to them, and a
@@ -267,7 +267,7 @@ steps:
 	}
 }
 
-// Issue 13: when the process running the mesh is itself starved, the step says so with the
+// When the process running the mesh is itself starved, the step says so with the
 // figures, and an expectation on false suspicions is excused rather than blamed on the
 // protocol. Every other expectation stands.
 func TestOverload_ExcusesFalseSuspicionsOnlyWhenTheSimulatorIsOverloaded(t *testing.T) {

@@ -14,7 +14,7 @@ import (
 // RetryNow, RememberGossip) goes through Store.batch, which replaces bbolt's DB.Batch.
 // DB.Batch makes a lone write wait MaxBatchDelay for company before it commits; a request
 // and its answer cross two stores one write at a time, so that wait was most of a durable
-// round trip (issue 20). batch waits only while there is company to wait for:
+// round trip. batch waits only while there is company to wait for:
 //
 //   - a write that finds no commit in flight commits at once, on its own goroutine;
 //   - a write that finds one in flight queues; when that commit (and its fsync) is done, the
@@ -39,7 +39,7 @@ import (
 // which carries every lazy write waiting (in arrival order with its own writes). Only when
 // no commit comes within lazyDelay, or its caller's context ends, does it commit as any
 // write does. The commits a request/response used to make for its Delivered and its
-// handler's Ack (two of the four, issue 20) thus ride in the next request's.
+// handler's Ack (two of the four) thus ride in the next request's.
 type group struct {
 	mu      sync.Mutex
 	running bool          // a leader is committing; new writes queue behind it

@@ -19,7 +19,7 @@ func groupStats(s *Store) (commits, queued int) {
 }
 
 // TestLoneWriteCommitsAtOnce: a write with no other writer in flight is committed on its own,
-// without queueing for company (issue 20: it used to wait BatchDelay for a commit that nobody
+// without queueing for company (it used to wait BatchDelay for a commit that nobody
 // joined). The batch delay is set to its maximum, which the store ignores.
 func TestLoneWriteCommitsAtOnce(t *testing.T) {
 	s := open(t, t.TempDir(), WithBatchDelay(time.Second))

@@ -17,7 +17,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// The inbox journal (issue 20). A message the node accepts must be on disk before its receipt
+// The inbox journal. A message the node accepts must be on disk before its receipt
 // leaves, and a bbolt commit syncs twice (the pages, then the meta page): about 0.5 ms of a
 // durable round trip on this machine's disk. So AcceptAll does not commit to bbolt: it checks
 // the messages against the seen set (bbolt's and the journal's), appends the new ones to the

@@ -10,7 +10,7 @@ import (
 )
 
 // One peer filling its share of the inbox is refused; another peer is still accepted, and
-// nothing already stored is dropped (issue 13: one peer filled the inbox and every other
+// nothing already stored is dropped (one peer filled the inbox and every other
 // sender got RATE_LIMITED).
 func TestSenderShareRefusesTheFloodingPeerOnly(t *testing.T) {
 	clk := newClock()

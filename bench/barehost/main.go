@@ -1,4 +1,4 @@
-// Command barehost is the floor under the idle node's memory (issue 20, docs/node.md "The idle
+// Command barehost is the floor under the idle node's memory (docs/journal/node.md "The idle
 // node"): a go-libp2p host on go-libp2p's own defaults, listening on loopback TCP and QUIC as
 // `iacp-node run` does under bench/idle.sh, with nothing of the node on top (no DHT,
 // gossipsub, store, local API). It prints "ready" and its addresses, then waits for SIGINT

@@ -15,7 +15,7 @@ the ways rotates every round, so drift on a shared machine falls on all of them 
 
 It prints each way's p50, p90 and mean (ms), the CPU time this process spent per request (a
 figure that the machine's load disturbs less than the wall clock), and the library's p50
-minus each raw way's; the goal (issue 19) is at most 1 ms over raw HTTP. --check exits 1 when the library's p50 is more
+minus each raw way's; the goal is at most 1 ms over raw HTTP. --check exits 1 when the library's p50 is more
 than 1 ms over urllib's.
 
     IACP_NODE_BINARY=../../bin/iacp-node python3 bench.py [-n 1000] [--round 20] [--check]

@@ -116,7 +116,7 @@ func TestRun_PrintsIdentityAndStopsCleanly(t *testing.T) {
 	}
 }
 
-// Issue 13: the config init writes says "every setting is shown at its default" and left out
+// The config init writes says "every setting is shown at its default" and left out
 // durable, retry_min, retry_max, audit and audit_payloads. Every key of node.Config is in the
 // file init writes (now rendered from node.Config: configfile.go), and the file loads back to
 // the defaults.
@@ -188,7 +188,7 @@ func TestRun_APIOffLoopbackNeedsAllowRemote(t *testing.T) {
 	}
 }
 
-// Issue 13: `run --capabilities code-review` started and `discover --tool code-review` found
+// `run --capabilities code-review` started and `discover --tool code-review` found
 // nothing for a minute, which read as the bare name being dropped. A bare name is a tool, and
 // init and run say what they understood; an unknown kind is refused with the accepted forms.
 func TestCapabilities_BareNameIsAToolAndIsShown(t *testing.T) {

@@ -2,7 +2,7 @@
 // with a small stack and grows it, copying it each time it doubles, when its task goes deep:
 // building, canonicalising and signing a message does. The node ran each inbound message's Go
 // handler on a goroutine of its own and paid those copies on every request, about 3 % of the
-// CPU of a round trip (docs/node.md, "Speed"). A worker that finished its task stays parked, up
+// CPU of a round trip (docs/journal/node.md, "Speed"). A worker that finished its task stays parked, up
 // to a bound, and takes the next one on the stack it already grew. It imports nothing of this
 // module, so that any package can use it.
 package workers
