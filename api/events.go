@@ -60,27 +60,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		items = sub.C()
 	}
 	ib := s.n.Inbox()
-	var changed <-chan struct{}
-	var after uint64
-	if f.wants(KindMessage) {
-		changed = ib.Changed()
-		after = ib.LastSeq() // notices are for arrivals from now on
-	}
-	var trustChanged <-chan struct{}
-	var trustAfter uint64
-	if f.wants(KindTrust) {
-		_, trustAfter, trustChanged = s.n.Trust().Conflicts(^uint64(0)) // conflicts from now on
-	}
-	var brChanged <-chan struct{}
-	var brAfter uint64
-	if f.wants(KindBreaker) {
-		_, brAfter, brChanged = s.coord.Transitions(^uint64(0)) // transitions from now on
-	}
-	var approvalsChanged <-chan struct{}
-	var approvalsAfter uint64
-	if f.wants(KindApproval) {
-		_, approvalsAfter, approvalsChanged = s.n.Approvals().Events(^uint64(0)) // from now on
-	}
+	fs := s.followLocal(f)
 	out := s.openSSE(w)
 	if out == nil {
 		return
@@ -100,23 +80,55 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 				continue
 			}
 			ok = out.emit(gossipItem(it))
-		case <-trustChanged:
+		case <-fs.trust.changed:
 			var cs []node.TrustConflict
-			cs, _, trustChanged = s.n.Trust().Conflicts(trustAfter)
-			trustAfter, ok = emitConflicts(out, f, cs, trustAfter)
-		case <-brChanged:
+			cs, _, fs.trust.changed = s.n.Trust().Conflicts(fs.trust.after)
+			fs.trust.after, ok = emitConflicts(out, f, cs, fs.trust.after)
+		case <-fs.breakers.changed:
 			var ts []coord.BreakerTransition
-			ts, _, brChanged = s.coord.Transitions(brAfter)
-			brAfter, ok = emitBreakers(out, f, ts, brAfter)
-		case <-approvalsChanged:
+			ts, _, fs.breakers.changed = s.coord.Transitions(fs.breakers.after)
+			fs.breakers.after, ok = emitBreakers(out, f, ts, fs.breakers.after)
+		case <-fs.approvals.changed:
 			var es []node.ApprovalEvent
-			es, _, approvalsChanged = s.n.Approvals().Events(approvalsAfter)
-			approvalsAfter, ok = emitApprovals(out, f, es, approvalsAfter)
-		case <-changed:
-			changed = ib.Changed()
-			after, ok = emitInbound(out, f, ib.List(after), after)
+			es, _, fs.approvals.changed = s.n.Approvals().Events(fs.approvals.after)
+			fs.approvals.after, ok = emitApprovals(out, f, es, fs.approvals.after)
+		case <-fs.inbox.changed:
+			fs.inbox.changed = ib.Changed()
+			fs.inbox.after, ok = emitInbound(out, f, ib.List(fs.inbox.after), fs.inbox.after)
 		}
 	}
+}
+
+// feed follows one of the node's own event logs: the cursor of the last entry streamed, and
+// the channel that says there are entries past it. A nil channel (a kind not wanted) never
+// fires.
+type feed struct {
+	changed <-chan struct{}
+	after   uint64
+}
+
+// localFeeds are the logs an event stream follows besides gossip: inbound messages, trust
+// conflicts, breaker transitions and approval changes.
+type localFeeds struct{ inbox, trust, breakers, approvals feed }
+
+// followLocal starts following, from now on, the logs of the kinds f wants.
+func (s *Server) followLocal(f EventFilter) localFeeds {
+	var fs localFeeds
+	if f.wants(KindMessage) {
+		ib := s.n.Inbox()
+		fs.inbox.changed = ib.Changed()
+		fs.inbox.after = ib.LastSeq() // notices are for arrivals from now on
+	}
+	if f.wants(KindTrust) {
+		_, fs.trust.after, fs.trust.changed = s.n.Trust().Conflicts(^uint64(0)) // conflicts from now on
+	}
+	if f.wants(KindBreaker) {
+		_, fs.breakers.after, fs.breakers.changed = s.coord.Transitions(^uint64(0)) // transitions from now on
+	}
+	if f.wants(KindApproval) {
+		_, fs.approvals.after, fs.approvals.changed = s.n.Approvals().Events(^uint64(0)) // from now on
+	}
+	return fs
 }
 
 // subscribeGossip subscribes to the gossip kinds f wants, or returns nil when it wants none

@@ -61,7 +61,7 @@ type Server struct {
 // otherwise), starts serving and, with a data directory, writes the listen address to
 // <data-dir>/api.addr. The token comes from WithToken, or from LoadOrCreateToken(data dir).
 // Close stops it.
-func New(n *node.Node, opts ...Option) (_ *Server, err error) {
+func New(n *node.Node, opts ...Option) (*Server, error) {
 	if n == nil {
 		return nil, errors.New("api: no node")
 	}
@@ -74,8 +74,33 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	s, err := newServer(n, cfg)
+	if err != nil {
+		return nil, err
+	}
+	ln, err := s.listen()
+	if err != nil {
+		return nil, err
+	}
+	// At most maxConns connections at once, the rest waiting in the kernel's accept queue; of
+	// them, those without a token hold a small share (connGate).
+	s.ln = newConnGate(ln, cfg.maxConns, cfg.headerTimeout)
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.srv = s.httpServer()
+	if err := s.start(); err != nil {
+		s.cancel()
+		ln.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newServer builds what the server needs before it listens: its token, logger, rate limiter,
+// coordinator, metrics and routes.
+func newServer(n *node.Node, cfg config) (*Server, error) {
 	tok := cfg.token
 	if tok == "" {
+		var err error
 		if tok, err = LoadOrCreateToken(cfg.dataDir); err != nil {
 			return nil, err
 		}
@@ -89,6 +114,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 		s.limiter = rate.NewLimiter(rate.Limit(cfg.ratePerSecond), cfg.rateBurst)
 	}
 	if s.coord = cfg.coord; s.coord == nil {
+		var err error
 		if s.coord, err = coord.New(n, cfg.coordOpts...); err != nil {
 			return nil, err
 		}
@@ -97,34 +123,33 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	for _, rt := range s.routes() {
 		s.mux.Handle(rt.Method+" "+rt.Path, s.wrap(rt))
 	}
-	ln, err := s.listen()
-	if err != nil {
-		return nil, err
-	}
-	// At most maxConns connections at once, the rest waiting in the kernel's accept queue; of
-	// them, those without a token hold a small share (connGate).
-	s.ln = newConnGate(ln, cfg.maxConns, cfg.headerTimeout)
-	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.srv = &http.Server{
+	return s, nil
+}
+
+// httpServer is the HTTP server over s's routes, its timeouts and limits, its requests'
+// context s.ctx.
+func (s *Server) httpServer() *http.Server {
+	return &http.Server{
 		Handler:           s.guard(s.mux),
-		ReadHeaderTimeout: cfg.headerTimeout,
+		ReadHeaderTimeout: s.cfg.headerTimeout,
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
 		ConnContext:       withConn,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
-	if cfg.dataDir != "" {
-		if err := writeAddr(cfg.dataDir, s.addr); err != nil {
-			s.cancel()
-			ln.Close()
-			return nil, fmt.Errorf("api: write %s: %w", AddrFile, err)
+}
+
+// start writes the address file (with a data directory) and starts the workflows, then
+// serves and, with a webhook, starts delivering to it. New undoes the listener when it fails.
+func (s *Server) start() error {
+	if s.cfg.dataDir != "" {
+		if err := writeAddr(s.cfg.dataDir, s.addr); err != nil {
+			return fmt.Errorf("api: write %s: %w", AddrFile, err)
 		}
 	}
 	if err := s.startWorkflows(); err != nil {
-		s.cancel()
-		ln.Close()
-		return nil, err
+		return err
 	}
 	s.wg.Add(1)
 	go func() {
@@ -133,16 +158,16 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 			s.log.Error("api server stopped", "err", err.Error())
 		}
 	}()
-	if cfg.webhook != "" {
+	if s.cfg.webhook != "" {
 		s.wg.Add(1)
 		go s.webhookLoop()
 	}
-	s.log.Info("local API listening", "addr", s.addr, "webhook", cfg.webhook)
+	s.log.Info("local API listening", "addr", s.addr, "webhook", s.cfg.webhook)
 	if !s.loopback {
 		s.log.Warn("THE LOCAL API LISTENS OFF LOOPBACK: its bearer token and every message travel in clear. "+
 			"Put a TLS-terminating proxy in front of it, or keep it on 127.0.0.1", "addr", s.addr)
 	}
-	return s, nil
+	return nil
 }
 
 // listen opens the listener on cfg.listen, off loopback only when allowed, and notes the

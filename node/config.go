@@ -1,26 +1,22 @@
 package node
 
 import (
-	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/peer"
 
-	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/authority"
-	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
-	"github.com/iacp-node/iacp-node/trust"
 )
 
 // Config is everything a node can be told. DefaultConfig holds the defaults and Validate the
-// allowed ranges; New applies its options over DefaultConfig, then Validate. The YAML tags
+// allowed ranges, both part by part (config_defaults.go, config_validate.go); New applies its
+// options over DefaultConfig, then Validate. The YAML tags
 // are the keys of the config file, which `iacp-node init` writes with every one of them at
 // its default (docs/node.md lists them); fields tagged "-" are for programs only.
 type Config struct {
@@ -306,174 +302,3 @@ const DefaultMemoryLimit = 384 << 20
 // MinMemoryLimit is the smallest memory_limit Validate takes: 128 MiB, about three times what
 // an idle node holds; below it the collector would run without pause.
 const MinMemoryLimit = 128 << 20
-
-// DefaultConfig returns the defaults: the one table of them. New starts from it, and so do the
-// config file `iacp-node init` writes and the simulator's node profile. Fields it leaves zero
-// have no default (AgentID, Bootstrap, Authority, ...) or one that New works out (Trust,
-// Certificate, Clock, Logger; see their comments).
-func DefaultConfig() Config {
-	return Config{
-		DataDir:      DefaultDataDir,
-		AgentVersion: "0.1.0",
-		// Every interface, TCP and QUIC, ports the kernel picks.
-		ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
-		NAT:         true,
-		// AutoNAT decides; a relay's connections carry 128 KiB each way for 2 min at most.
-		Reachability:       ReachAuto,
-		RelayLimitBytes:    128 << 10,
-		RelayLimitDuration: 2 * time.Minute,
-		// Trim to 64 connections above 192; a connection younger than a minute is spared.
-		ConnLow:   64,
-		ConnHigh:  192,
-		ConnGrace: time.Minute,
-		// The resource manager's scaling: 512 MiB and 1024 file descriptors.
-		ResourceMemory: 512 << 20,
-		ResourceFDs:    1024,
-		// 16 MiB frames (IaCP 1.0 section 10) and messages living 1 h.
-		MaxMessageBytes: protocol.DefaultMaxMessageBytes,
-		DefaultTTL:      protocol.DefaultTTL,
-		// 10 s for a frame once started and for a dial; 60 s for a stream carrying nothing.
-		FrameTimeout: 10 * time.Second,
-		IdleTimeout:  60 * time.Second,
-		// A reply within 20 ms is its own receipt; Close waits 5 s for exchanges in flight.
-		ReceiptWindow: 20 * time.Millisecond,
-		ShutdownGrace: 5 * time.Second,
-		// Per peer: 200 messages a second in bursts of 400 (A2ACP's default is 1000 a minute),
-		// and 64 MiB of frames a second.
-		RatePerSecond:      200,
-		RateBurst:          400,
-		RateBytesPerSecond: 64 << 20,
-		// Messages being read and handled: 4 MiB per stream, 16 MiB (one maximum-size message)
-		// per peer, 64 MiB (four of them) in all, the node-wide budget (docs/node.md, "Memory").
-		QueueStreamBytes: 4 << 20,
-		QueuePeerBytes:   16 << 20,
-		QueueTotalBytes:  64 << 20,
-		// 10,000 agents tracked; 100,000 pins, each forgotten after 30 days unused.
-		MaxAgents: 10_000,
-		MaxPins:   DefaultMaxPins,
-		PinExpiry: 30 * 24 * time.Hour,
-		// One sender's share of the inbox: 32 MiB of DefaultInboxBytes (256 MiB).
-		InboxSenderBytes: 32 << 20,
-		// Needed peers: a ping every 15 s, redials backing off from 1 s to 1 min.
-		KeepAlive:    15 * time.Second,
-		ReconnectMin: time.Second,
-		ReconnectMax: time.Minute,
-		// The agent speaks IACP itself.
-		Dialect: string(dialect.IACP),
-		// Durable delivery, retrying from 1 s to 1 min between attempts.
-		Durable:  true,
-		RetryMin: time.Second,
-		RetryMax: time.Minute,
-		// At most 256 messages, 64 MiB, wait for approval.
-		ApprovalMax:      256,
-		ApprovalMaxBytes: 64 << 20,
-		// The audit log with payloads, kept up to 1 GiB and 90 days.
-		Audit:         true,
-		AuditPayloads: true,
-		AuditMaxBytes: audit.DefaultMaxTotalBytes,
-		AuditMaxAge:   audit.DefaultMaxAge,
-		// The DHT in server mode and gossipsub, beating every 30 s.
-		Discovery:         true,
-		Gossip:            true,
-		HeartbeatInterval: 30 * time.Second,
-		// Suspect after 3 missed beats; a leaving node's offline beat gets 250 ms to go out.
-		SuspectAfter: pubsub.DefaultSuspectAfter,
-		LeaveFlush:   pubsub.DefaultLeaveFlush,
-		// Beats on the heartbeat topic stretch beyond 64 agents (docs/scale.md).
-		MeshBudget: pubsub.DefaultMeshBudget,
-		// DHT lookups end at 3 answers, k = 20; bootstrap retries back off from 1 s to
-		// 1 min, and the routing table is checked each minute.
-		DHTQuorum:         discovery.DefaultQuorum,
-		DHTBucketSize:     discovery.DefaultBucketSize,
-		BootstrapRetryMin: discovery.DefaultBackoffBase,
-		BootstrapRetryMax: discovery.DefaultBackoffMax,
-		DHTHealthInterval: discovery.DefaultHealthInterval,
-		LogLevel:          "info",
-		// The process's soft memory limit (docs/node.md, "Memory").
-		MemoryLimit: DefaultMemoryLimit,
-		// The node's own signature verifier, with a key cache of DefaultKeyCacheSize senders.
-		Verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)},
-	}
-}
-
-// Validate checks c as New does before it builds anything, and names the config key and the
-// allowed range of the first bad value.
-func (c *Config) Validate() error {
-	if err := protocol.ValidateAgentID(c.AgentID); err != nil {
-		return fmt.Errorf("agent_id: %w (set it with --agent-id or agent_id in the config)", err)
-	}
-	checks := []struct {
-		ok   bool
-		what string
-	}{
-		{c.Host != nil || len(c.ListenAddrs) > 0, "listen: at least one multiaddr"},
-		{c.ConnLow > 0 && c.ConnHigh >= c.ConnLow, "conn_low/conn_high: 0 < low <= high"},
-		{c.ResourceMemory >= 64<<20, "resource_memory: at least 64 MiB"},
-		{c.ResourceFDs >= 16, "resource_fds: at least 16"},
-		{c.MaxMessageBytes >= 1024 && c.MaxMessageBytes <= protocol.MaxMessageBytesLimit, "max_message_bytes: 1 KiB to 1 GiB"},
-		{c.DefaultTTL >= time.Second && c.DefaultTTL <= protocol.DefaultMaxTTL, "default_ttl: 1 s to 7 days"},
-		{c.FrameTimeout >= 100*time.Millisecond, "frame_timeout: at least 100 ms"},
-		{c.IdleTimeout >= time.Second, "idle_timeout: at least 1 s"},
-		{c.ReceiptWindow >= 0 && c.ReceiptWindow <= time.Second, "receipt_window: 0 to 1 s"},
-		{c.ShutdownGrace >= 0, "shutdown_grace: not negative"},
-		{c.RatePerSecond > 0 && c.RateBurst >= 1, "rate_per_second > 0 and rate_burst >= 1"},
-		{c.RateBytesPerSecond >= 64<<10, "rate_bytes_per_second: at least 64 KiB"},
-		{c.QueueStreamBytes >= 64<<10 && c.QueuePeerBytes >= c.QueueStreamBytes && c.QueueTotalBytes >= c.QueuePeerBytes,
-			"queue_stream_bytes/queue_peer_bytes/queue_total_bytes: 64 KiB <= stream <= peer <= total"},
-		{c.MaxAgents >= 16 && c.MaxAgents <= 10_000_000, "max_agents: 16 to 10,000,000"},
-		{c.MaxPins >= 16 && c.MaxPins <= 10_000_000, "max_pins: 16 to 10,000,000"},
-		{c.PinExpiry == 0 || c.PinExpiry >= time.Hour, "pin_expiry: 0 (keep) or at least 1h"},
-		{c.Trust == "" || c.Trust == trust.Authority || c.Trust == trust.Open, "trust: authority or open"},
-		{c.InboxSenderBytes >= int64(c.MaxMessageBytes) && c.InboxSenderBytes <= DefaultInboxBytes,
-			"inbox_sender_bytes: at least max_message_bytes and at most 256 MiB"},
-		{c.KeepAlive >= time.Second, "keep_alive: at least 1 s"},
-		{c.RetryMin > 0 && c.RetryMax >= c.RetryMin, "retry_min/retry_max: 0 < min <= max"},
-		{c.ApprovalMax >= 1 && c.ApprovalMax <= 100_000, "approval_max: 1 to 100,000"},
-		{c.ApprovalMaxBytes >= int64(c.MaxMessageBytes) && c.ApprovalMaxBytes <= 1<<30, "approval_max_bytes: max_message_bytes to 1 GiB"},
-		{(!c.Durable && !c.Audit) || c.DataDir != "", "data_dir: durable delivery and the audit log need a data directory"},
-		{!c.Audit || c.AuditMaxBytes >= 2*audit.DefaultMaxFileBytes, "audit_max_bytes: at least 128 MiB (two 64 MiB files)"},
-		{c.AuditMaxAge == 0 || c.AuditMaxAge >= time.Hour, "audit_max_age: 0 (keep forever) or at least 1h"},
-		{c.HeartbeatInterval >= time.Second && c.HeartbeatInterval <= 300*time.Second, "heartbeat_interval: 1 s to 300 s"},
-		{c.ReconnectMin > 0 && c.ReconnectMax >= c.ReconnectMin, "reconnect_min/reconnect_max: 0 < min <= max"},
-		{c.SuspectAfter >= 1 && c.SuspectAfter <= 100, "suspect_after: 1 to 100 missed beats"},
-		{c.MeshBudget >= 1 && c.MeshBudget <= 100_000, "mesh_budget: 1 to 100,000 heartbeats per interval"},
-		{c.LeaveFlush >= 0 && c.LeaveFlush <= 10*time.Second, "leave_flush: 0 to 10 s"},
-		{c.DHTQuorum >= 0 && c.DHTQuorum <= c.DHTBucketSize, "dht_quorum: 0 to dht_bucket_size"},
-		{c.DHTBucketSize >= 2 && c.DHTBucketSize <= 100, "dht_bucket_size: 2 to 100"},
-		{c.BootstrapRetryMin > 0 && c.BootstrapRetryMax >= c.BootstrapRetryMin, "bootstrap_retry_min/bootstrap_retry_max: 0 < min <= max"},
-		{c.DHTHealthInterval >= time.Second, "dht_health_interval: at least 1 s"},
-		{c.MemoryLimit == 0 || c.MemoryLimit >= MinMemoryLimit, "memory_limit: 0 (none) or at least 128 MiB"},
-	}
-	for _, ch := range checks {
-		if !ch.ok {
-			return fmt.Errorf("invalid config: %s", ch.what)
-		}
-	}
-	if err := c.validateNAT(); err != nil {
-		return err
-	}
-	if _, err := dialect.Parse(c.Dialect); err != nil {
-		return fmt.Errorf("invalid config: dialect: %w", err)
-	}
-	for intent, caps := range c.IntentPolicy {
-		if intent == "" || len(caps) == 0 || len(caps) > protocol.MaxPermissions {
-			return fmt.Errorf("invalid config: intent_policy.%s: an intent and 1 to %d capabilities", intent, protocol.MaxPermissions)
-		}
-	}
-	for i, id := range c.TokenIssuers {
-		if _, err := trust.IssuerKey(id); err != nil {
-			return fmt.Errorf("invalid config: token_issuers[%d]: %w", i, err)
-		}
-	}
-	if c.AuthorityNode != "" {
-		if _, err := peer.Decode(c.AuthorityNode); err != nil {
-			return fmt.Errorf("invalid config: authority_node %q: not a peer id: %w", c.AuthorityNode, err)
-		}
-	}
-	for i, r := range c.Policy {
-		if err := protocol.ValidateRecipientID(r.Agents); err != nil {
-			return fmt.Errorf("policy[%d].agents: %w", i, err)
-		}
-	}
-	return nil
-}

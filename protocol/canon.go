@@ -263,24 +263,11 @@ func (s *scanner) canonObject(dst []byte) ([]byte, error) {
 	spans := stack[:0]
 	sorted := true
 	for {
-		body, escaped, err := s.rawString()
-		if err != nil {
-			return dst, err
-		}
 		start := len(dst)
 		var name string
-		if escaped {
-			u, err := unescape(make([]byte, 0, len(body)), body, true)
-			if err != nil {
-				return dst, s.errorf("%v", err)
-			}
-			name = string(u)
-			dst = appendCanonBytes(dst, u)
-		} else {
-			name = unsafeString(body)
-			dst = append(dst, '"')
-			dst = append(dst, body...)
-			dst = append(dst, '"')
+		var err error
+		if dst, name, err = s.canonName(dst); err != nil {
+			return dst, err
 		}
 		if n := len(spans); n > 0 {
 			switch c := compareUTF16(spans[n-1].name, name); {
@@ -317,6 +304,25 @@ func (s *scanner) canonObject(dst []byte) ([]byte, error) {
 		return append(dst, '}'), nil
 	}
 	return s.sortMembers(dst, base, spans)
+}
+
+// canonName reads an object member's name and appends it to dst in canonical form. The name it
+// returns aliases the input unless the name had escapes.
+func (s *scanner) canonName(dst []byte) ([]byte, string, error) {
+	body, escaped, err := s.rawString()
+	if err != nil {
+		return dst, "", err
+	}
+	if escaped {
+		u, err := unescape(make([]byte, 0, len(body)), body, true)
+		if err != nil {
+			return dst, "", s.errorf("%v", err)
+		}
+		return appendCanonBytes(dst, u), string(u), nil
+	}
+	dst = append(dst, '"')
+	dst = append(dst, body...)
+	return append(dst, '"'), unsafeString(body), nil
 }
 
 // sortMembers rewrites the object canonObject wrote from base on with its members in the

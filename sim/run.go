@@ -158,27 +158,9 @@ const verifyCacheSize = 1 << 16
 // report holds the steps so far and Run returns the error too. Failed expectations do not
 // stop the run; they make Report.Passed false. Every node is closed before Run returns.
 func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, err error) {
-	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
-	for _, o := range opts {
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	sc := *scenario
-	if cfg.nodes > 0 {
-		sc.Nodes = cfg.nodes
-	}
-	if cfg.seed > 0 {
-		sc.Seed = cfg.seed
-	}
-	if err := sc.Validate(); err != nil {
+	sc, cfg, err := prepareRun(scenario, opts)
+	if err != nil {
 		return nil, err
-	}
-	if cfg.cpuStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.cpuStep }) {
-		return nil, fmt.Errorf("scenario %s has no step named %q to profile (its steps: %s)", sc.Name, cfg.cpuStep, stepNames(sc.Steps))
-	}
-	if cfg.stallStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.stallStep }) {
-		return nil, fmt.Errorf("scenario %s has no step named %q to trace (its steps: %s)", sc.Name, cfg.stallStep, stepNames(sc.Steps))
 	}
 	c, err := newCluster(&sc, cfg.log)
 	if err != nil {
@@ -228,6 +210,34 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	}
 	r.finish()
 	return r.rep, err
+}
+
+// prepareRun applies the options, and the scenario's overrides among them (--nodes, --seed),
+// to a copy of the scenario, and checks it and the steps the profilers follow.
+func prepareRun(scenario *Scenario, opts []Option) (Scenario, runConfig, error) {
+	cfg := runConfig{progress: io.Discard, log: slog.New(slog.DiscardHandler)}
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return Scenario{}, cfg, err
+		}
+	}
+	sc := *scenario
+	if cfg.nodes > 0 {
+		sc.Nodes = cfg.nodes
+	}
+	if cfg.seed > 0 {
+		sc.Seed = cfg.seed
+	}
+	if err := sc.Validate(); err != nil {
+		return sc, cfg, err
+	}
+	if cfg.cpuStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.cpuStep }) {
+		return sc, cfg, fmt.Errorf("scenario %s has no step named %q to profile (its steps: %s)", sc.Name, cfg.cpuStep, stepNames(sc.Steps))
+	}
+	if cfg.stallStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.stallStep }) {
+		return sc, cfg, fmt.Errorf("scenario %s has no step named %q to trace (its steps: %s)", sc.Name, cfg.stallStep, stepNames(sc.Steps))
+	}
+	return sc, cfg, nil
 }
 
 // step runs one step and measures it.

@@ -96,25 +96,9 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 	rate := cp.rate(len(c.slots))
 	spread := r.spreadAsync(ctx, cp, res.Index)
 	var out loadResult
-	loadDone := make(chan struct{})
-	if cp.Load != nil {
-		plan := c.schedule(cp.Load)
-		go func() {
-			defer close(loadDone)
-			c.runSchedule(ctx, cp.Load, plan, &out)
-		}()
-	} else {
-		close(loadDone)
-	}
+	loadDone := c.loadAsync(ctx, cp.Load, &out)
 	t0 := time.Now()
-	var stops []time.Duration
-	for at := time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second)); at < cp.Duration.D(); at += time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second)) {
-		stops = append(stops, at)
-	}
-	var queue []churnEvent
-	for _, at := range stops {
-		queue = append(queue, churnEvent{at: at, slot: -1})
-	}
+	queue := c.churnStops(rate, cp.Duration.D())
 	kills, restarts := 0, 0
 	var firstErr error
 	down := map[int]bool{}
@@ -170,6 +154,36 @@ func runChurn(ctx context.Context, r *run, p any, res *StepResult) error {
 		return firstErr
 	}
 	return ctx.Err()
+}
+
+// loadAsync runs the load p (none when nil) into out, and closes the channel it returns when
+// the load is over.
+func (c *cluster) loadAsync(ctx context.Context, p *loadParams, out *loadResult) <-chan struct{} {
+	done := make(chan struct{})
+	if p == nil {
+		close(done)
+		return done
+	}
+	plan := c.schedule(p)
+	go func() {
+		defer close(done)
+		c.runSchedule(ctx, p, plan, out)
+	}()
+	return done
+}
+
+// churnStops draws the times of the churn's stops within d, a Poisson process of rate stops
+// per second.
+func (c *cluster) churnStops(rate float64, d time.Duration) []churnEvent {
+	var stops []time.Duration
+	for at := time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second)); at < d; at += time.Duration(c.rng.ExpFloat64() / rate * float64(time.Second)) {
+		stops = append(stops, at)
+	}
+	var queue []churnEvent
+	for _, at := range stops {
+		queue = append(queue, churnEvent{at: at, slot: -1})
+	}
+	return queue
 }
 
 // rate is the churn's stops per second in a mesh of n slots: PerMinute's share of them a

@@ -94,20 +94,35 @@ func runScatter(ctx context.Context, r *run, p any, res *StepResult) error {
 	}
 	g := <-done
 	took := time.Since(t0)
-	liveAnswered := 0
-	for _, a := range g.Answers {
-		if !killed[a.AgentID] {
-			liveAnswered++
-		}
-	}
 	for code, fs := range g.Errors {
 		res.Errors[string(code)] += len(fs)
 	}
 	res.Metrics["targets"] = float64(len(targets))
 	res.Metrics["killed"] = float64(len(killed))
 	res.Metrics["answered"] = float64(len(g.Answers))
-	res.Metrics["live_answered_ratio"] = ratio(liveAnswered, len(targets)-len(killed))
-	reported := map[string]bool{} // killed targets the aggregate names: failed, timed out or answered
+	res.Metrics["live_answered_ratio"] = ratio(liveAnswered(g, killed), len(targets)-len(killed))
+	res.Metrics["killed_accounted_ratio"] = ratio(killedReported(g, killed), len(killed))
+	res.Metrics["met"] = boolMetric(g.Met)
+	res.Metrics["scatter_ms"] = float64(took.Milliseconds())
+	res.Metrics["deadline_ms"] = float64(sp.Deadline.D().Milliseconds())
+	return ctx.Err()
+}
+
+// liveAnswered counts the answers of g from targets not killed.
+func liveAnswered(g *coord.Gather, killed map[string]bool) int {
+	n := 0
+	for _, a := range g.Answers {
+		if !killed[a.AgentID] {
+			n++
+		}
+	}
+	return n
+}
+
+// killedReported counts the killed targets the aggregate g names: failed, timed out or
+// answered (before it crashed).
+func killedReported(g *coord.Gather, killed map[string]bool) int {
+	reported := map[string]bool{}
 	for _, fs := range g.Errors {
 		for _, f := range fs {
 			if killed[f.AgentID] {
@@ -125,11 +140,7 @@ func runScatter(ctx context.Context, r *run, p any, res *StepResult) error {
 			reported[a.AgentID] = true // it answered before it crashed
 		}
 	}
-	res.Metrics["killed_accounted_ratio"] = ratio(len(reported), len(killed))
-	res.Metrics["met"] = boolMetric(g.Met)
-	res.Metrics["scatter_ms"] = float64(took.Milliseconds())
-	res.Metrics["deadline_ms"] = float64(sp.Deadline.D().Milliseconds())
-	return ctx.Err()
+	return len(reported)
 }
 
 type pipelineParams struct {

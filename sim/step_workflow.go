@@ -41,17 +41,7 @@ func runWorkflow(ctx context.Context, r *run, p any, res *StepResult) error {
 	}
 	co, workers := picked[0], picked[1:]
 	id := fmt.Sprintf("sim-wf-%d-%d", res.Index, c.rng.IntN(1<<30))
-	spec := workflow.Spec{ID: id, Name: "sim diamond"}
-	marks := map[string]string{}
-	for i, s := range []struct {
-		id   string
-		deps []string
-	}{{"a", nil}, {"b", []string{"a"}}, {"c", []string{"a"}}, {"d", []string{"b", "c"}}} {
-		marks[s.id] = id + "/" + s.id
-		payload, _ := json.Marshal(workPayload{DelayMS: wp.DelayMS, Mark: marks[s.id]})
-		spec.Steps = append(spec.Steps, workflow.Step{ID: s.id, Agent: c.slots[workers[i]].agentID, Payload: payload,
-			DependsOn: s.deps, Timeout: workflow.Duration(wp.Timeout.D()), Attempts: 10})
-	}
+	spec, marks := c.diamond(id, wp, workers)
 	for _, m := range marks {
 		c.rec.expectDelivery(m)
 	}
@@ -102,4 +92,21 @@ func runWorkflow(ctx context.Context, r *run, p any, res *StepResult) error {
 	res.Metrics["steps_once_ratio"] = ratio(once, len(marks))
 	res.Metrics["workflow_ms"] = float64(time.Since(t0).Milliseconds())
 	return ctx.Err()
+}
+
+// diamond is the workflow id runWorkflow runs, its steps a; b and c after a; d after both, on
+// the agents of workers in that order, and the mark of each step's work by step id.
+func (c *cluster) diamond(id string, wp *workflowParams, workers []int) (workflow.Spec, map[string]string) {
+	spec := workflow.Spec{ID: id, Name: "sim diamond"}
+	marks := map[string]string{}
+	for i, s := range []struct {
+		id   string
+		deps []string
+	}{{"a", nil}, {"b", []string{"a"}}, {"c", []string{"a"}}, {"d", []string{"b", "c"}}} {
+		marks[s.id] = id + "/" + s.id
+		payload, _ := json.Marshal(workPayload{DelayMS: wp.DelayMS, Mark: marks[s.id]})
+		spec.Steps = append(spec.Steps, workflow.Step{ID: s.id, Agent: c.slots[workers[i]].agentID, Payload: payload,
+			DependsOn: s.deps, Timeout: workflow.Duration(wp.Timeout.D()), Attempts: 10})
+	}
+	return spec, marks
 }

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 
+	bolterrors "go.etcd.io/bbolt/errors"
+
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -106,4 +108,15 @@ func (e *QueueFullError) Error() string {
 // Unwrap lets errors.Is match ErrQueueFull and protocol.ErrRateLimited.
 func (e *QueueFullError) Unwrap() []error {
 	return []error{ErrQueueFull, &protocol.Error{Code: protocol.CodeRateLimited, Message: e.Error()}}
+}
+
+// wrap maps bbolt's closed-database error to ErrClosed and names the operation.
+func (s *Store) wrap(op string, err error) error {
+	switch {
+	case err == nil, errors.Is(err, ErrNotFound), errors.Is(err, ErrClosed):
+		return err
+	case errors.Is(err, bolterrors.ErrDatabaseNotOpen):
+		return ErrClosed
+	}
+	return fmt.Errorf("store: %s: %w", op, err)
 }

@@ -80,15 +80,9 @@ func runInit(cmd *cobra.Command, f *initFlags) error {
 	if err := trustFlagsConflict(f.found, f.open, f.joinToken != ""); err != nil {
 		return err
 	}
-	var inv authority.Invite
-	if f.joinToken != "" {
-		var err error
-		if inv, err = authority.DecodeInvite(strings.TrimSpace(f.joinToken)); err != nil {
-			return fmt.Errorf("--join: %w (pass the whole token that iacp-node invite printed)", err)
-		}
-		if f.agentID == "" {
-			f.agentID = inv.AgentID
-		}
+	inv, err := decodeJoin(f)
+	if err != nil {
+		return err
 	}
 	dataDir := f.dataDir
 	path := filepath.Join(dataDir, ConfigFile)
@@ -108,15 +102,9 @@ func runInit(cmd *cobra.Command, f *initFlags) error {
 	}
 	pid := identity.PeerID(key).String()
 	keep := !f.found && !f.open && f.joinToken == "" && exists && joined(dataDir, old)
-	agentID := f.agentID
-	if keep && agentID == "" {
-		agentID = old.AgentID // the certificate names it
-	}
-	if agentID == "" {
-		agentID = defaultAgentID(pid)
-	}
-	if err := protocol.ValidateAgentID(agentID); err != nil {
-		return fmt.Errorf("--agent-id: %w", err)
+	agentID, err := initAgentID(f, pid, keep, old)
+	if err != nil {
+		return err
 	}
 	cfg := node.DefaultConfig()
 	cfg.DataDir = dataDir
@@ -146,6 +134,38 @@ func runInit(cmd *cobra.Command, f *initFlags) error {
 		fmt.Fprintf(out, "then invite each other agent: iacp-node invite --data-dir %s [--agent ID]\n", dataDir)
 	}
 	return nil
+}
+
+// decodeJoin decodes the invitation of --join, if any; its agent id is the default of
+// --agent-id.
+func decodeJoin(f *initFlags) (authority.Invite, error) {
+	if f.joinToken == "" {
+		return authority.Invite{}, nil
+	}
+	inv, err := authority.DecodeInvite(strings.TrimSpace(f.joinToken))
+	if err != nil {
+		return inv, fmt.Errorf("--join: %w (pass the whole token that iacp-node invite printed)", err)
+	}
+	if f.agentID == "" {
+		f.agentID = inv.AgentID
+	}
+	return inv, nil
+}
+
+// initAgentID is the agent id init writes: --agent-id, else the one of the old config when
+// its trust is kept (the certificate names it), else one made from the peer id pid.
+func initAgentID(f *initFlags, pid string, keep bool, old node.Config) (string, error) {
+	agentID := f.agentID
+	if keep && agentID == "" {
+		agentID = old.AgentID
+	}
+	if agentID == "" {
+		agentID = defaultAgentID(pid)
+	}
+	if err := protocol.ValidateAgentID(agentID); err != nil {
+		return "", fmt.Errorf("--agent-id: %w", err)
+	}
+	return agentID, nil
 }
 
 // initTrust sets cfg's trust as f chose: open, joined by invitation, kept from the old config

@@ -43,38 +43,9 @@ The table lists the candidates tried before the one that answered (docs/coordina
 				return err
 			}
 			if doc != nil {
-				return cf.withClient(func(c *apiclient.Client) error {
-					answer, err := c.RequestDocument(cmd.Context(), doc, mf.dialect, wait)
-					if err != nil {
-						return err
-					}
-					_, err = fmt.Fprintln(cmd.OutOrStdout(), string(answer))
-					return err
-				})
+				return requestForeign(cmd, &cf, doc, mf.dialect, wait)
 			}
-			m, err := mf.message(cmd.InOrStdin(), protocol.TypeRequest)
-			if err != nil {
-				return err
-			}
-			return cf.withClient(func(c *apiclient.Client) error {
-				am, err := wire(m)
-				if err != nil {
-					return err
-				}
-				ar, err := c.RequestWith(cmd.Context(), am, wait, apiclient.SendOptions{QueueUnknown: mf.queueUnknown})
-				if err != nil {
-					return err
-				}
-				resp, err := protocol.DecodeJSON(ar.Raw)
-				if err != nil {
-					return err
-				}
-				return cf.print(cmd.OutOrStdout(), resp, func(tw *tabwriter.Writer) {
-					status, _ := protocol.StatusOf(resp)
-					fmt.Fprintf(tw, "FROM\t%s\nSTATUS\t%s\nCORRELATION\t%s\nPAYLOAD\t%s\n",
-						resp.Envelope.Sender.AgentID, orDash(status), resp.Envelope.CorrelationID, resp.Message.Payload)
-				})
-			})
+			return requestIACP(cmd, &cf, &mf, wait)
 		},
 	}
 	addClientFlags(cmd, &cf)
@@ -83,4 +54,44 @@ The table lists the candidates tried before the one that answered (docs/coordina
 	addCoordFlags(cmd, &co, true)
 	cmd.Flags().StringSliceVar(&fallback, "fallback", nil, "ordered candidate agents, comma-separated: the first that answers")
 	return cmd
+}
+
+// requestForeign sends doc, a document of another draft, as a request, and prints the answer as
+// the node returns it, in that draft.
+func requestForeign(cmd *cobra.Command, cf *clientFlags, doc []byte, dialect string, wait time.Duration) error {
+	return cf.withClient(func(c *apiclient.Client) error {
+		answer, err := c.RequestDocument(cmd.Context(), doc, dialect, wait)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintln(cmd.OutOrStdout(), string(answer))
+		return err
+	})
+}
+
+// requestIACP sends the IACP request the flags describe and prints the response.
+func requestIACP(cmd *cobra.Command, cf *clientFlags, mf *messageFlags, wait time.Duration) error {
+	m, err := mf.message(cmd.InOrStdin(), protocol.TypeRequest)
+	if err != nil {
+		return err
+	}
+	return cf.withClient(func(c *apiclient.Client) error {
+		am, err := wire(m)
+		if err != nil {
+			return err
+		}
+		ar, err := c.RequestWith(cmd.Context(), am, wait, apiclient.SendOptions{QueueUnknown: mf.queueUnknown})
+		if err != nil {
+			return err
+		}
+		resp, err := protocol.DecodeJSON(ar.Raw)
+		if err != nil {
+			return err
+		}
+		return cf.print(cmd.OutOrStdout(), resp, func(tw *tabwriter.Writer) {
+			status, _ := protocol.StatusOf(resp)
+			fmt.Fprintf(tw, "FROM\t%s\nSTATUS\t%s\nCORRELATION\t%s\nPAYLOAD\t%s\n",
+				resp.Envelope.Sender.AgentID, orDash(status), resp.Envelope.CorrelationID, resp.Message.Payload)
+		})
+	})
 }

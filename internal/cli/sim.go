@@ -142,6 +142,12 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	if rep == nil {
 		return errors.Join(runErr, profErr)
 	}
+	return finishSim(cmd, sf, rep, runErr, profErr)
+}
+
+// finishSim writes the reports of a run (the table on stdout, --json, --html), then returns
+// the run's error, else the profilers', else exit code 3 when an expectation failed.
+func finishSim(cmd *cobra.Command, sf *simFlags, rep *sim.Report, runErr, profErr error) error {
 	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
 		return err
 	}
