@@ -71,6 +71,8 @@ type cluster struct {
 	// cache makes that one verification per document (docs/sim.md, "Cost of one process");
 	// forgeries never hit it. Its key cache decodes each sender's key once for all nodes.
 	verifier *protocol.Verifier
+	// cpu is the CPU cost model of a virtual run (nil in real time or with the model off).
+	cpu *cpuModel
 
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
@@ -111,6 +113,15 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 		sn.manifest = manifestOf(sn)
 		c.slots = append(c.slots, sn)
 		c.ids[sn.agentID] = i
+	}
+	if sc.Virtual {
+		pids := make([]peer.ID, len(c.slots))
+		for i, sn := range c.slots {
+			pids[i] = sn.pid
+		}
+		if c.cpu = newCPUModel(sc.Cost.model(), pids); c.cpu != nil && c.net != nil {
+			c.net.mn.SetSchedule(c.cpu.schedule)
+		}
 	}
 	if sc.Trust == node.TrustAuthority {
 		// From a source of its own, so that the slots' keys and the script's draws are
@@ -212,7 +223,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithDataDir(sn.dir),
 		node.WithLogger(c.log.With("node", sn.idx)),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
-		node.WithVerifier(c.verifier),
+		node.WithVerifier(c.cpu.verifier(c.verifier, sn.pid)),
 	}
 	opts = append(opts, agentHandlers(sn, c.rec)...)
 	switch {

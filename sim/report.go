@@ -23,9 +23,12 @@ type StepResult struct {
 	Index  int    `json:"index"`
 	Name   string `json:"name"`
 	Action string `json:"action"`
-	// StartMS is when the step began, in milliseconds since the run began.
+	// StartMS is when the step began, in milliseconds since the run began, and DurationMS
+	// how long it took, both on the run's clock (Report.Clock); WallMS is how long it took on
+	// the real clock (the same as DurationMS, give or take, in real time).
 	StartMS    float64            `json:"start_ms"`
 	DurationMS float64            `json:"duration_ms"`
+	WallMS     float64            `json:"wall_ms"`
 	Metrics    map[string]float64 `json:"metrics"`
 	// Errors counts failed requests, lookups or sends by IACP error code.
 	Errors map[string]int `json:"errors,omitempty"`
@@ -43,9 +46,17 @@ type Report struct {
 	Seed        uint64 `json:"seed"`
 	Transport   string `json:"transport"`
 	// Trust is the nodes' trust mode: authority or open.
-	Trust      string    `json:"trust"`
-	Started    time.Time `json:"started"`
-	DurationMS float64   `json:"duration_ms"`
+	Trust string `json:"trust"`
+	// Clock is the clock the run ran on: "real", or "virtual" (docs/sim.md, "Virtual time":
+	// latencies are then the links' plus the timers', plus what the CPU cost model charged).
+	Clock string `json:"clock"`
+	// CostModel is the CPU cost model's charges in a virtual run; nil in real time, or with the
+	// model off.
+	CostModel *CostModel `json:"cost_model,omitempty"`
+	Started   time.Time  `json:"started"`
+	// DurationMS is the run's length on its clock, WallMS on the real clock.
+	DurationMS float64 `json:"duration_ms"`
+	WallMS     float64 `json:"wall_ms"`
 	// Passed is true when every step ran and every expectation held.
 	Passed bool         `json:"passed"`
 	Steps  []StepResult `json:"steps"`

@@ -34,6 +34,11 @@ type runConfig struct {
 	stallTrace io.Writer     // WithStallTrace
 	stallAt    time.Duration //
 	stallStep  string        //
+
+	bubble    Bubble           // WithVirtualTime
+	wallLimit time.Duration    // WithWallLimit
+	stuck     func(msg string) //
+	costOff   bool             // WithoutCostModel
 }
 
 // WithProgress writes one line per step to w as the run goes. Default: nowhere.
@@ -119,8 +124,9 @@ type run struct {
 	rep      *Report
 	requests samples
 	lookups  samples
-	lag      *lagMonitor
+	lag      *lagMonitor  // nil in virtual time
 	stalls   *stallTracer // WithStallTrace; nil without
+	wall0    time.Time    // when the run began, on the real clock
 
 	cpuStep    string    // the step to profile (WithStepCPUProfile), "" once profiled
 	cpuProfile io.Writer //
@@ -180,33 +186,46 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if cfg.stallStep != "" && !slices.ContainsFunc(sc.Steps, func(st Step) bool { return st.Name == cfg.stallStep }) {
 		return nil, fmt.Errorf("scenario %s has no step named %q to trace (its steps: %s)", sc.Name, cfg.stallStep, stepNames(sc.Steps))
 	}
-	c, err := newCluster(&sc, cfg.log)
+	if cfg.bubble != nil {
+		sc.Virtual = true
+	}
+	if !sc.Virtual {
+		return runIn(ctx, &sc, &cfg)
+	}
+	if err := sc.virtualize(cfg.stallTrace != nil); err != nil {
+		return nil, err
+	}
+	if cfg.costOff {
+		sc.Cost.Enabled = new(false)
+	}
+	return runVirtual(ctx, &sc, &cfg)
+}
+
+// runIn runs the scenario on the clock it finds: the real one, or a bubble's (runVirtual).
+func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err error) {
+	c, err := newCluster(sc, cfg.log)
 	if err != nil {
 		return nil, err
 	}
-	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
-		Transport: sc.Network.Transport, Trust: sc.Trust, Started: c.start, Passed: true}}
+	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, wall0: wallNow(), rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
+		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("closing the nodes: %w", cerr)
 		}
 	}()
-	stopStalls, err := r.traceStalls(&cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if serr := stopStalls(); serr != nil && err == nil {
-			err = serr
+	if !sc.Virtual {
+		stop, err := r.watchRealClock(cfg)
+		if err != nil {
+			return nil, err
 		}
-	}()
-	var observe func(time.Duration)
-	if r.stalls != nil {
-		observe = r.stalls.observe
+		defer func() {
+			if serr := stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
 	}
-	r.lag = startLagMonitor(observe)
-	defer r.lag.stop()
-	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, trust %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Trust, sc.Seed)
+	fmt.Fprintln(cfg.progress, runLine(sc))
 	for i := range sc.Steps {
 		st := &sc.Steps[i]
 		res := r.step(ctx, i, st)
@@ -230,13 +249,49 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	return r.rep, err
 }
 
+// watchRealClock starts what measures the simulator's own load on the real clock: the lag
+// monitor, and the stall tracer when WithStallTrace asked for it. Neither means anything in
+// virtual time, where timers fire when due whatever the load. stop stops both.
+func (r *run) watchRealClock(cfg *runConfig) (stop func() error, err error) {
+	stopStalls, err := r.traceStalls(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var observe func(time.Duration)
+	if r.stalls != nil {
+		observe = r.stalls.observe
+	}
+	r.lag = startLagMonitor(observe)
+	return func() error {
+		r.lag.stop()
+		return stopStalls()
+	}, nil
+}
+
+// runLine is the progress line that opens a run.
+func runLine(sc *Scenario) string {
+	line := fmt.Sprintf("sim %s: %d nodes on %s, trust %s, seed %d", sc.Name, sc.Nodes, sc.Network.Transport, sc.Trust, sc.Seed)
+	if !sc.Virtual {
+		return line
+	}
+	line += fmt.Sprintf(", virtual time (latency %s", sc.Network.Latency)
+	if sc.Network.Jitter > 0 {
+		line += fmt.Sprintf("±%s", sc.Network.Jitter)
+	}
+	if m := sc.Cost.model(); m != nil {
+		return line + ", " + m.String() + ")"
+	}
+	return line + ", CPU costs no virtual time)"
+}
+
 // step runs one step and measures it.
 func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res := StepResult{Index: i + 1, Name: st.Name, Action: st.Action, Metrics: map[string]float64{}, Errors: map[string]int{}}
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
 	r.lag.take() // the lag of this step only
-	t0, cpu0, susp0, sent0, beats0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load(), r.meshBeats()
+	t0, w0, cpu0, susp0, sent0, beats0 := time.Now(), wallNow(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load(), r.meshBeats()
+	charged0 := r.c.cpu.charged()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
 		stop, disarm := r.profileStep(st), r.stalls.during(st)
@@ -245,12 +300,18 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	}
 	wall := time.Since(t0)
 	res.DurationMS = ms(wall)
+	res.WallMS = ms(wallNow().Sub(w0))
 	cpu := cpuTime() - cpu0
 	res.Metrics["cpu_ms"] = ms(cpu)
-	res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
-	lagP99, lagMax := r.lag.take()
-	measureOverload(&res, lagP99, lagMax)
+	if r.lag != nil { // the real clock: the simulator's own load
+		res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
+		lagP99, lagMax := r.lag.take()
+		measureOverload(&res, lagP99, lagMax)
+	}
+	if r.c.cpu != nil {
+		res.Metrics["model_cpu_ms"] = ms(r.c.cpu.charged() - charged0)
+	}
 	r.measureNodes(&res, beats0)
 	r.memory(&res)
 	r.measureCost(&res, wall, cpu, r.c.sent.Load()-sent0)
@@ -297,6 +358,9 @@ func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent uint64)
 	n := max(1, res.Metrics["nodes_up"])
 	minutes := max(wall, time.Millisecond).Minutes()
 	res.Metrics["cpu_s_per_node_min"] = round3(cpu.Seconds() / n / minutes)
+	if charged, ok := res.Metrics["model_cpu_ms"]; ok {
+		res.Metrics["model_cpu_s_per_node_min"] = round3(charged / 1000 / n / minutes)
+	}
 	if r.c.net != nil {
 		res.Metrics["kib_per_node_min"] = round3(float64(sent) / 1024 / n / minutes)
 	}
@@ -305,6 +369,10 @@ func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent uint64)
 // finish fills the report's plots.
 func (r *run) finish() {
 	r.rep.DurationMS = ms(time.Since(r.c.start))
+	r.rep.WallMS = ms(wallNow().Sub(r.wall0))
+	if m := r.c.sc.Cost.model(); m != nil && r.c.sc.Virtual {
+		r.rep.CostModel = m
+	}
 	r.rep.RequestCDF = r.requests.cdf(200)
 	r.rep.LookupCDF = r.lookups.cdf(200)
 	r.rep.Liveness = r.c.rec.transitions()

@@ -68,8 +68,19 @@ type Mocknet interface {
 	LinkAll() error
 	ConnectAllButSelf() error
 
+	// SetSchedule has every write of every stream become readable when s says (not
+	// go-libp2p's: the simulator's CPU cost model, docs/sim.md). Call it before any stream
+	// is opened. Default: after the link's latency and bandwidth.
+	SetSchedule(s Schedule)
+
 	io.Closer
 }
+
+// Schedule returns when size bytes that from wrote to to at now become readable at to; link
+// is what the link alone takes (its latency and the time its bandwidth needs). Its answers for
+// one stream must not decrease (the stream stays in order: a write never overtakes the one
+// before it). It must be safe for concurrent use.
+type Schedule func(from, to peer.ID, size int, now time.Time, link time.Duration) time.Time
 
 // LinkOptions are used to change aspects of the links.
 // Sorry but they dont work yet :(

@@ -36,6 +36,7 @@ type mocknet struct {
 	links map[peer.ID]map[peer.ID]map[*link]struct{}
 
 	linkDefaults LinkOptions
+	schedule     Schedule // SetSchedule; nil: the link's delay alone
 
 	ctxCancel context.CancelFunc
 	ctx       context.Context
@@ -461,3 +462,10 @@ type hostSlice []host.Host
 func (es hostSlice) Len() int           { return len(es) }
 func (es hostSlice) Swap(i, j int)      { es[i], es[j] = es[j], es[i] }
 func (es hostSlice) Less(i, j int) bool { return string(es[i].ID()) < string(es[j].ID()) }
+
+// SetSchedule sets when the streams' writes become readable (see Mocknet).
+func (mn *mocknet) SetSchedule(s Schedule) {
+	mn.Lock()
+	mn.schedule = s
+	mn.Unlock()
+}
