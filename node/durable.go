@@ -9,6 +9,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/audit"
 	"github.com/iacp-node/iacp-node/delivery"
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
@@ -72,7 +73,8 @@ func (n *Node) newEngine() error {
 		PeerOf:   n.directory.Peek,
 		Now:      n.now,
 		RetryMin: n.cfg.RetryMin, RetryMax: n.cfg.RetryMax, AttemptTimeout: n.cfg.FrameTimeout,
-		Log: n.log,
+		Jitter: retry.NewJitter(n.cfg.Seed, 3),
+		Log:    n.log,
 	}
 	if n.audit != nil {
 		cfg.Audit = n.appendAudit

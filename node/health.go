@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"math/rand/v2"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/network"
@@ -128,7 +127,7 @@ func (n *Node) reconnect(now time.Time) {
 			b.attempts++
 			// ReconnectMin doubled per failed dial, capped at ReconnectMax, with jitter so that
 			// nodes that lost the same peer do not redial it in lockstep.
-			wait := retry.Backoff{Min: n.cfg.ReconnectMin, Max: n.cfg.ReconnectMax}.Delay(b.attempts, rand.Int64N)
+			wait := retry.Backoff{Min: n.cfg.ReconnectMin, Max: n.cfg.ReconnectMax}.Delay(b.attempts, n.jitter.Int64N)
 			b.next = now.Add(wait)
 			n.log.Warn("peer unreachable; will retry", "peer", p.ShortString(), "attempt", b.attempts, "retry_in", wait.Round(time.Millisecond), "err", err.Error())
 		} else {

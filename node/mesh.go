@@ -61,6 +61,7 @@ func (n *Node) startMesh() error {
 			pubsub.WithLogger(n.log.With("subsystem", "gossip")),
 			pubsub.WithMaxAgents(c.MaxAgents),
 			pubsub.WithVerifier(c.Verifier),
+			pubsub.WithSeed(c.Seed),
 		}
 		if n.store != nil {
 			// The gossip window comes back from the store and every delivered id goes to it

@@ -20,6 +20,7 @@ import (
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -91,6 +92,7 @@ type Node struct {
 	dirMu     sync.RWMutex
 	resolvers []Resolver
 	needed    map[peer.ID]*backoff
+	jitter    *retry.Jitter   // the redials' jitter, from Config.Seed
 	bootstrap []peer.AddrInfo // the configured bootstrap peers, one entry each, the node left out (discovery.MergePeers)
 
 	status atomic.Pointer[protocol.HeartbeatPayload]

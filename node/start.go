@@ -17,6 +17,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
@@ -90,6 +91,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 		inbound:   make(map[*inStream]struct{}),
 		directory: directory,
 		needed:    make(map[peer.ID]*backoff),
+		jitter:    retry.NewJitter(cfg.Seed, 4),
 		inbox:     newInbox(DefaultInboxBytes, int(cfg.InboxSenderBytes)),
 		approvals: newApprovalBook(),
 		ctx:       ctx,

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
@@ -58,7 +57,7 @@ func (g *Gossip) beatLoop() {
 				// Agents stretch at about the same time (when their tables fill), so they
 				// would keep beating together, in bursts; the first longer gap is drawn
 				// at random (shorter than announced, which is safe) to spread them out.
-				gap = g.cfg.interval + rand.N(p.pace-g.cfg.interval+1)
+				gap = g.cfg.interval + time.Duration(g.jitter.Int64N(int64(p.pace-g.cfg.interval)+1))
 			}
 			next = now.Add(gap - g.cfg.interval/2)
 			paced = time.Time{}

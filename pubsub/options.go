@@ -138,6 +138,7 @@ type config struct {
 	restore      []protocol.ReplayEntry     // WithReplayRestore
 	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
 	verifier     *protocol.Verifier         // nil until New: see WithVerifier
+	seed         uint64                     // WithSeed; 0: the global source
 }
 
 func defaults() config {
@@ -343,6 +344,10 @@ func WithDiscovery(d discovery.Discovery) Option {
 func WithPeerSource(src PeerSource) Option {
 	return func(c *config) error { c.source = src; return nil }
 }
+
+// WithSeed seeds the gossip layer's random draws (the first stretched beat's gap), so that a
+// run can be repeated (the simulator). Default 0: math/rand/v2's global source.
+func WithSeed(seed uint64) Option { return func(c *config) error { c.seed = seed; return nil } }
 
 // WithLeaveFlush sets how long Leave waits for the offline beat to leave (default 250 ms,
 // at most 10 s).
