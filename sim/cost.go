@@ -47,6 +47,11 @@ const (
 	DefaultKiBCost     = 6 * time.Microsecond
 )
 
+// WithoutCostModel switches the CPU cost model off, whatever the scenario's cost section says:
+// CPU then costs no virtual time. A real-time run has no model anyway. Default: the
+// scenario's (on).
+func WithoutCostModel() Option { return func(c *runConfig) error { c.costOff = true; return nil } }
+
 // CostModel is the charges a virtual run made (the report's record of its model).
 type CostModel struct {
 	VerifyUS  float64 `json:"verify_us"`

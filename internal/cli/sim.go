@@ -25,10 +25,10 @@ type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
 	profileStep, stallTrace              string
-	stallAt                              time.Duration
+	stallAt, wallLimit                   time.Duration
 	nodes, repeat                        int
 	seed                                 uint64
-	list                                 bool
+	list, virtual, costModel             bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -56,6 +56,14 @@ One run's steady minute moves by a fifth from run to run on a shared machine: --
 every size three times, in rounds, and reports each size's median with its lowest and highest
 run, and the growth between those extremes.
 
+--virtual runs the scenario in virtual time (a scenario can ask for it with virtual: true;
+--virtual=false runs it on the real clock): the nodes' clock moves only when every goroutine
+waits, so what the mesh does no longer depends on how busy the machine is, and a mesh larger
+than the machine's cores runs at its own pace. Mocknet only. Latencies are then the links'
+(20 ms ± 10 ms unless the scenario sets them) and the timers', plus what the CPU cost model
+charges each node for its signatures and messages (--cost-model=false switches it off).
+--wall-limit stops a virtual run after that much real time.
+
 Exit status: 0 when every expectation held, 3 when one failed, 1 when the run could not
 complete.`,
 		Args: cobra.NoArgs,
@@ -81,15 +89,44 @@ complete.`,
 	f.StringVar(&sf.memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
 	f.StringVar(&sf.stallTrace, "trace-stall", "", "keep the last seconds of Go's execution trace in memory and write them to FILE at the first stall of the whole simulator (read it with go tool trace)")
 	f.DurationVar(&sf.stallAt, "stall-threshold", sim.DefaultStallThreshold, "with --trace-stall, how late the simulator's own timer must fire to count as a stall")
+	f.BoolVar(&sf.virtual, "virtual", false, "run in virtual time (default: as the scenario says; mocknet only)")
+	f.BoolVar(&sf.costModel, "cost-model", true, "in virtual time, charge each node's CPU work (signatures, messages, bytes) in virtual time")
+	f.DurationVar(&sf.wallLimit, "wall-limit", time.Hour, "in virtual time, stop the run after this much real time (0: no limit)")
 	return cmd
 }
 
-// runSim loads the scenario, runs it with the profiles asked for, and writes the reports.
+// runSim loads the scenario and runs it on its clock: in real time here, in virtual time in
+// the bubble of a test this process hosts (virtualHost).
 func runSim(cmd *cobra.Command, sf *simFlags) error {
 	sc, opts, err := loadScenario(cmd, sf)
 	if err != nil {
 		return err
 	}
+	if cmd.Flags().Changed("virtual") {
+		sc.Virtual = sf.virtual
+	}
+	if !sc.Virtual {
+		if cmd.Flags().Changed("cost-model") || cmd.Flags().Changed("wall-limit") {
+			return errors.New("--cost-model and --wall-limit go with a run in virtual time: add --virtual")
+		}
+		return runSimOn(cmd, sf, sc, opts)
+	}
+	if sf.wallLimit < 0 {
+		return fmt.Errorf("--wall-limit %s: give a positive duration, or 0 for no limit", sf.wallLimit)
+	}
+	return virtualHost(cmd.ErrOrStderr(), func(b sim.Bubble) error {
+		opts := append(opts, sim.WithVirtualTime(b), sim.WithWallLimit(sf.wallLimit, stuckExit(cmd.ErrOrStderr())))
+		if !sf.costModel {
+			opts = append(opts, sim.WithoutCostModel())
+		}
+		return runSimOn(cmd, sf, sc, opts)
+	})
+}
+
+// runSimOn runs the scenario (or the sweep) with the profiles asked for, and writes the
+// reports.
+func runSimOn(cmd *cobra.Command, sf *simFlags, sc *sim.Scenario, opts []sim.Option) error {
+	var err error
 	base := cmd.Context()
 	if base == nil {
 		base = context.Background()
