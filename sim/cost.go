@@ -17,10 +17,12 @@ import (
 // had one core of its own: a signature verified, and each message a node sends or receives,
 // with its bytes. Each node's core keeps a calendar of when it is busy; a charge takes the
 // first free moment at or after the work is due, so that work piles up behind a busy node as
-// it would on its own machine. A verification is charged to the goroutine that verifies (it
-// waits until its core has done the work); a message's charges delay its bytes, on the sender's
-// core before the link and on the receiver's after it. Nothing else is charged: timers, the
-// store and the simulator's own work take no virtual time.
+// it would on its own machine. A charge never makes a goroutine wait (one that holds a lock
+// while it waits for virtual time freezes the bubble: synctest does not count a goroutine
+// waiting on a mutex as blocked): a message's charges delay its bytes, on the sender's core
+// before the link and on the receiver's after it, and a verification keeps the core busy, so
+// that what the node sends after it leaves later. Nothing else is charged: timers, the store
+// and the simulator's own work take no virtual time.
 
 // CostSpec is the scenario's cost section: the charges of the CPU cost model, in virtual runs
 // only. A field left at 0 takes its default.
@@ -126,8 +128,10 @@ func (m *cpuModel) schedule(from, to peer.ID, size int, now time.Time, link time
 }
 
 // verifier returns the verifier of the node of pid: shared's caches, and, with a model, a
-// charge of one verification to the node's core per signature checked (the caller waits until
-// its core has done it).
+// charge of one verification to the node's core per signature checked. The verifying
+// goroutine does not wait for it (it may hold a lock another goroutine waits on, and a
+// goroutine that waits on a mutex stops virtual time): the core is busy, so what the node
+// sends next leaves after the check.
 func (m *cpuModel) verifier(shared *protocol.Verifier, pid peer.ID) *protocol.Verifier {
 	v := &protocol.Verifier{Keys: shared.Keys, Verified: shared.Verified}
 	if m == nil || m.cores[pid] == nil {
@@ -136,9 +140,7 @@ func (m *cpuModel) verifier(shared *protocol.Verifier, pid peer.ID) *protocol.Ve
 	c := m.cores[pid]
 	v.Charge = func() {
 		m.total.Add(int64(m.verify))
-		if wait := time.Until(c.reserve(time.Now(), m.verify)); wait > 0 {
-			time.Sleep(wait)
-		}
+		c.reserve(time.Now(), m.verify)
 	}
 	return v
 }

@@ -125,8 +125,19 @@ func (w *watchdog) poll(ctx context.Context, cancel context.CancelFunc) {
 	}
 }
 
+// frozenAfter is how long, on the real clock, a virtual run's clock may stand still while the
+// process is idle before the watchdog calls the bubble frozen: no goroutine can run, yet
+// time cannot move, because one waits on a mutex (which synctest does not count as waiting)
+// held by another that waits for a timer. frozenCPU is the share of a core below which the
+// process counts as idle.
+const (
+	frozenAfter = time.Minute
+	frozenCPU   = 0.03
+)
+
 // watch runs outside the bubble, on the real clock: it sets the stop flag when ctx ends or
-// the wall-clock limit passes, and calls the run stuck when it has not ended wallGrace later.
+// the wall-clock limit passes, calls the run stuck when it has not ended wallGrace later, and
+// calls it frozen when its clock stood still for frozenAfter while the process idled.
 func (w *watchdog) watch(ctx context.Context, cfg *runConfig) {
 	var limit <-chan time.Time
 	if cfg.wallLimit > 0 {
@@ -134,23 +145,50 @@ func (w *watchdog) watch(ctx context.Context, cfg *runConfig) {
 		defer t.Stop()
 		limit = t.C
 	}
-	select {
-	case <-w.finished:
-		return
-	case <-ctx.Done():
-	case <-limit:
-		w.overran.Store(true)
+	check := time.NewTicker(frozenAfter / 6)
+	defer check.Stop()
+	var grace <-chan time.Time
+	lastV, lastAt, lastCPU := w.virtual.Load(), time.Now(), cpuTime()
+	for {
+		select {
+		case <-w.finished:
+			return
+		case <-ctx.Done():
+			ctx = context.Background() // seen: stop, and wait out the grace
+			grace = w.halt(grace)
+		case <-limit:
+			w.overran.Store(true)
+			grace = w.halt(grace)
+		case <-grace:
+			w.stuck(cfg, fmt.Sprintf("the virtual run did not end %s (real time) after it was stopped", wallGrace))
+			return
+		case now := <-check.C:
+			if v := w.virtual.Load(); v != lastV {
+				lastV, lastAt, lastCPU = v, now, cpuTime()
+				continue
+			}
+			if idle := now.Sub(lastAt); idle >= frozenAfter && float64(cpuTime()-lastCPU) < frozenCPU*float64(idle) {
+				w.stuck(cfg, fmt.Sprintf("the virtual run froze: for %s of real time its clock stood still while the process idled "+
+					"(a goroutine waits on a mutex held by one that waits for a timer)", idle.Round(time.Second)))
+				return
+			}
+		}
 	}
+}
+
+// halt sets the stop flag and returns the grace period's timer (the one running, if any).
+func (w *watchdog) halt(grace <-chan time.Time) <-chan time.Time {
 	w.stop.Store(true)
-	grace := time.NewTimer(wallGrace)
-	defer grace.Stop()
-	select {
-	case <-w.finished:
-		return
-	case <-grace.C:
+	if grace != nil {
+		return grace
 	}
-	msg := fmt.Sprintf("sim: the virtual run did not end %s (real time) after it was stopped; its virtual clock stands at %s",
-		wallGrace, time.Duration(w.virtual.Load()).Round(time.Millisecond))
+	return time.After(wallGrace)
+}
+
+// stuck hands what is known of a run that will not end to cfg.stuck (by default, a panic):
+// why, where its virtual clock stands, and a file with its goroutines grouped by stack.
+func (w *watchdog) stuck(cfg *runConfig, why string) {
+	msg := fmt.Sprintf("sim: %s; its virtual clock stands at %s", why, time.Duration(w.virtual.Load()).Round(time.Millisecond))
 	if f, err := os.CreateTemp("", "iacp-sim-stuck-*.txt"); err == nil {
 		_ = pprof.Lookup("goroutine").WriteTo(f, 1)
 		_ = f.Close()
