@@ -51,3 +51,13 @@ func (r Range) validate(field string) error {
 	}
 	return nil
 }
+
+// UnmarshalText reads the duration string (JSON reports).
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return fmt.Errorf("%q is not a duration like \"250ms\" or \"5s\"", b)
+	}
+	*d = Duration(v)
+	return nil
+}

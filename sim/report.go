@@ -53,7 +53,10 @@ type Report struct {
 	// CostModel is the CPU cost model's charges in a virtual run; nil in real time, or with the
 	// model off.
 	CostModel *CostModel `json:"cost_model,omitempty"`
-	Started   time.Time  `json:"started"`
+	// Network is the medium the run had (in virtual time with DefaultVirtualLatency when the
+	// scenario set no latency).
+	Network NetworkSpec `json:"network"`
+	Started time.Time   `json:"started"`
 	// DurationMS is the run's length on its clock, WallMS on the real clock.
 	DurationMS float64 `json:"duration_ms"`
 	WallMS     float64 `json:"wall_ms"`

@@ -192,6 +192,9 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if !sc.Virtual {
 		return runIn(ctx, &sc, &cfg)
 	}
+	if cfg.bubble == nil {
+		return nil, fmt.Errorf("scenario %s runs in virtual time (virtual: true), which needs a synctest bubble: run it with iacp-node sim, or give sim.WithVirtualTime", sc.Name)
+	}
 	if err := sc.virtualize(cfg.stallTrace != nil); err != nil {
 		return nil, err
 	}
@@ -208,7 +211,7 @@ func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err 
 		return nil, err
 	}
 	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, wall0: wallNow(), rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
-		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Started: c.start, Passed: true}}
+		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("closing the nodes: %w", cerr)
@@ -236,6 +239,9 @@ func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err 
 		}
 		if res.Error != "" {
 			err = fmt.Errorf("step %d (%s): %s", i+1, st.Name, res.Error)
+			if ctx.Err() != nil { // stopped: say so in a way errors.Is sees
+				err = fmt.Errorf("step %d (%s): %w", i+1, st.Name, ctx.Err())
+			}
 			break
 		}
 	}

@@ -57,15 +57,15 @@ const (
 // NetworkSpec is the medium between the nodes.
 type NetworkSpec struct {
 	// Transport is "mocknet" (default) or "loopback".
-	Transport string `yaml:"transport"`
+	Transport string `yaml:"transport" json:"transport"`
 	// Latency is the one-way delay of every link (mocknet only). Default 0.
-	Latency Duration `yaml:"latency"`
+	Latency Duration `yaml:"latency" json:"latency"`
 	// Jitter spreads the links' latencies (mocknet only): each link's latency is drawn once,
 	// when it is made, uniformly within Latency±Jitter. Delays thus differ between pairs of
 	// nodes, not from packet to packet. Default 0.
-	Jitter Duration `yaml:"jitter"`
+	Jitter Duration `yaml:"jitter" json:"jitter"`
 	// Bandwidth is each link's capacity in bytes per second (mocknet only); 0 is unlimited.
-	Bandwidth float64 `yaml:"bandwidth"`
+	Bandwidth float64 `yaml:"bandwidth" json:"bandwidth"`
 
 	// delayGiven says the scenario set latency or jitter (even to 0): a virtual run gives a
 	// network that says neither DefaultVirtualLatency and DefaultVirtualJitter.

@@ -78,11 +78,17 @@ type watchdog struct {
 	overran  atomic.Bool  // the wall-clock limit stopped it
 	virtual  atomic.Int64 // the bubble's clock, in ns since the run began, as last published
 	finished chan struct{}
+
+	grace, frozenAfter time.Duration // wallGrace and frozenAfter (shorter in tests)
+}
+
+func newWatchdog() *watchdog {
+	return &watchdog{finished: make(chan struct{}), grace: wallGrace, frozenAfter: frozenAfter}
 }
 
 // runVirtual runs the scenario inside cfg.bubble and watches it from the real clock.
 func runVirtual(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err error) {
-	w := &watchdog{finished: make(chan struct{})}
+	w := newWatchdog()
 	var watching sync.WaitGroup
 	watching.Go(func() { w.watch(ctx, cfg) })
 	defer watching.Wait()
@@ -145,7 +151,7 @@ func (w *watchdog) watch(ctx context.Context, cfg *runConfig) {
 		defer t.Stop()
 		limit = t.C
 	}
-	check := time.NewTicker(frozenAfter / 6)
+	check := time.NewTicker(w.frozenAfter / 6)
 	defer check.Stop()
 	var grace <-chan time.Time
 	lastV, lastAt, lastCPU := w.virtual.Load(), time.Now(), cpuTime()
@@ -160,14 +166,14 @@ func (w *watchdog) watch(ctx context.Context, cfg *runConfig) {
 			w.overran.Store(true)
 			grace = w.halt(grace)
 		case <-grace:
-			w.stuck(cfg, fmt.Sprintf("the virtual run did not end %s (real time) after it was stopped", wallGrace))
+			w.stuck(cfg, fmt.Sprintf("the virtual run did not end %s (real time) after it was stopped", w.grace))
 			return
 		case now := <-check.C:
 			if v := w.virtual.Load(); v != lastV {
 				lastV, lastAt, lastCPU = v, now, cpuTime()
 				continue
 			}
-			if idle := now.Sub(lastAt); idle >= frozenAfter && float64(cpuTime()-lastCPU) < frozenCPU*float64(idle) {
+			if idle := now.Sub(lastAt); idle >= w.frozenAfter && float64(cpuTime()-lastCPU) < frozenCPU*float64(idle) {
 				w.stuck(cfg, fmt.Sprintf("the virtual run froze: for %s of real time its clock stood still while the process idled "+
 					"(a goroutine waits on a mutex held by one that waits for a timer)", idle.Round(time.Second)))
 				return
@@ -182,7 +188,7 @@ func (w *watchdog) halt(grace <-chan time.Time) <-chan time.Time {
 	if grace != nil {
 		return grace
 	}
-	return time.After(wallGrace)
+	return time.After(w.grace)
 }
 
 // stuck hands what is known of a run that will not end to cfg.stuck (by default, a panic):
