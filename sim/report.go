@@ -76,6 +76,9 @@ type Report struct {
 	DroppedItems uint64 `json:"dropped_items"`
 	// PeakHeapPerNodeMiB is the largest heap-in-use per running node measured after a step.
 	PeakHeapPerNodeMiB float64 `json:"peak_heap_per_node_mib"`
+	// Reproduction compares this run with an earlier one (iacp-node sim --compare); nil
+	// without.
+	Reproduction *Reproduction `json:"reproduction,omitempty"`
 	// StallTraceMS is how late the simulator's timer fired at the stall whose execution trace
 	// WithStallTrace wrote (0: none written).
 	StallTraceMS float64 `json:"stall_trace_ms,omitempty"`

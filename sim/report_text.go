@@ -25,9 +25,16 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s: %s\n\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, verdict)
+	virtual := r.Clock == ClockVirtual
+	if virtual {
+		fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s of virtual time in %.1f s: %s\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, r.WallMS/1000, verdict)
+		fmt.Fprintln(w, clockNote(r))
+	} else {
+		fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s: %s\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, verdict)
+	}
+	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tstep\tresult\ttime\tmeasured\theap/node\tcpu")
+	fmt.Fprintln(tw, "#\tstep\tresult\ttime\twall\tmeasured\theap/node\tcpu")
 	for _, s := range r.Steps {
 		ok := "ok"
 		if !s.Passed {
@@ -39,7 +46,7 @@ func (r *Report) WriteText(w io.Writer) error {
 				parts = append(parts, fmt.Sprintf("%s=%g", strings.TrimSuffix(k, "_ms")+unit(k), v))
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1fs\t%s\t%.2f MiB\t%.0f ms\n", s.Index, s.Name, ok, s.DurationMS/1000,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1fs\t%.1fs\t%s\t%.2f MiB\t%.0f ms\n", s.Index, s.Name, ok, s.DurationMS/1000, s.WallMS/1000,
 			strings.Join(parts, " "), s.Metrics["heap_per_node_mib"], s.Metrics["cpu_ms"])
 	}
 	if err := tw.Flush(); err != nil {
@@ -85,7 +92,23 @@ func (r *Report) WriteText(w io.Writer) error {
 		}
 	}
 	fmt.Fprintf(w, "peak heap in use per node: %.2f MiB; gossip items the observers dropped: %d\n", r.PeakHeapPerNodeMiB, r.DroppedItems)
+	if r.Reproduction != nil {
+		return r.Reproduction.WriteText(w)
+	}
 	return nil
+}
+
+// clockNote says what a virtual run's times mean.
+func clockNote(r *Report) string {
+	note := fmt.Sprintf("virtual time: a latency is the links' (%s", r.Network.Latency)
+	if r.Network.Jitter > 0 {
+		note += fmt.Sprintf(" ± %s", r.Network.Jitter)
+	}
+	note += " one way) plus the timers'"
+	if r.CostModel != nil {
+		return note + ", plus what the " + r.CostModel.String() + " charged the nodes"
+	}
+	return note + "; CPU costs no virtual time (cost model off)"
 }
 
 func unit(k string) string {

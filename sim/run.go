@@ -39,6 +39,7 @@ type runConfig struct {
 	wallLimit time.Duration    // WithWallLimit
 	stuck     func(msg string) //
 	costOff   bool             // WithoutCostModel
+	outside   *outside         // runs what must not start in the bubble; nil in real time
 }
 
 // WithProgress writes one line per step to w as the run goes. Default: nowhere.
@@ -130,6 +131,7 @@ type run struct {
 
 	cpuStep    string    // the step to profile (WithStepCPUProfile), "" once profiled
 	cpuProfile io.Writer //
+	outside    *outside  // runConfig's
 }
 
 // stepNames lists the steps' names for an error message.
@@ -148,10 +150,12 @@ func (r *run) profileStep(st *Step) (stop func() error) {
 		return func() error { return nil }
 	}
 	r.cpuStep = ""
-	if err := pprof.StartCPUProfile(r.cpuProfile); err != nil {
+	var err error
+	r.outside.do(func() { err = pprof.StartCPUProfile(r.cpuProfile) })
+	if err != nil {
 		return func() error { return fmt.Errorf("CPU profile of step %s: %w", st.Name, err) }
 	}
-	return func() error { pprof.StopCPUProfile(); return nil }
+	return func() error { r.outside.do(pprof.StopCPUProfile); return nil }
 }
 
 // verifyCacheSize bounds the verification cache during a run: 65,536 signatures, about 5 MiB
@@ -210,7 +214,7 @@ func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err 
 	if err != nil {
 		return nil, err
 	}
-	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, wall0: wallNow(), rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
+	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, outside: cfg.outside, wall0: wallNow(), rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
 		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {

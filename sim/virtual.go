@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -89,8 +90,10 @@ func newWatchdog() *watchdog {
 // runVirtual runs the scenario inside cfg.bubble and watches it from the real clock.
 func runVirtual(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err error) {
 	w := newWatchdog()
+	cfg.outside = &outside{}
 	var watching sync.WaitGroup
 	watching.Go(func() { w.watch(ctx, cfg) })
+	watching.Go(func() { cfg.outside.serve(w.finished) })
 	defer watching.Wait()
 	defer close(w.finished)
 	cfg.bubble(func(t *testing.T) {
@@ -205,6 +208,49 @@ func (w *watchdog) stuck(cfg *runConfig, why string) {
 		stuck = func(msg string) { panic(msg) }
 	}
 	stuck(msg)
+}
+
+// outside runs functions outside the bubble for the run inside it: what starts a goroutine
+// that must not belong to the bubble (the CPU profile's writer, which waits on the runtime in a
+// way synctest does not count as blocked, and would stop virtual time). One call at a time.
+type outside struct {
+	req atomic.Pointer[outsideCall]
+}
+
+type outsideCall struct {
+	f    func()
+	done atomic.Bool
+}
+
+// do runs f outside the bubble and returns once it has run; nil runs f here (real time).
+// Meanwhile the caller spins, so that virtual time stands still.
+func (o *outside) do(f func()) {
+	if o == nil {
+		f()
+		return
+	}
+	c := &outsideCall{f: f}
+	o.req.Store(c)
+	for !c.done.Load() {
+		runtime.Gosched()
+	}
+}
+
+// serve runs the calls do posts until finished is closed.
+func (o *outside) serve(finished <-chan struct{}) {
+	t := time.NewTicker(time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-finished:
+			return
+		case <-t.C:
+			if c := o.req.Swap(nil); c != nil {
+				c.f()
+				c.done.Store(true)
+			}
+		}
+	}
 }
 
 // seedCrypto makes the bubble's cryptographic randomness (invitation secrets, message ids,

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,6 +25,7 @@ func init() { register(newSimCmd) }
 type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
+	compare                              string
 	profileStep, stallTrace              string
 	stallAt, wallLimit                   time.Duration
 	nodes, repeat                        int
@@ -92,6 +94,7 @@ complete.`,
 	f.BoolVar(&sf.virtual, "virtual", false, "run in virtual time (default: as the scenario says; mocknet only)")
 	f.BoolVar(&sf.costModel, "cost-model", true, "in virtual time, charge each node's CPU work (signatures, messages, bytes) in virtual time")
 	f.DurationVar(&sf.wallLimit, "wall-limit", time.Hour, "in virtual time, stop the run after this much real time (0: no limit)")
+	f.StringVar(&sf.compare, "compare", "", "compare the run with an earlier one (its --json report): the same outcome and counts, and which numbers differed")
 	return cmd
 }
 
@@ -115,7 +118,7 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 		return fmt.Errorf("--wall-limit %s: give a positive duration, or 0 for no limit", sf.wallLimit)
 	}
 	return virtualHost(cmd.ErrOrStderr(), func(b sim.Bubble) error {
-		opts := append(opts, sim.WithVirtualTime(b), sim.WithWallLimit(sf.wallLimit, stuckExit(cmd.ErrOrStderr())))
+		opts := append(opts, sim.WithVirtualTime(b), sim.WithWallLimit(sf.wallLimit, stuckHandler(cmd.ErrOrStderr())))
 		if !sf.costModel {
 			opts = append(opts, sim.WithoutCostModel())
 		}
@@ -139,6 +142,10 @@ func runSimOn(cmd *cobra.Command, sf *simFlags, sc *sim.Scenario, opts []sim.Opt
 	}
 	if sf.repeat != 1 {
 		return errors.New("--repeat goes with --sizes: it runs every size of a sweep several times")
+	}
+	earlier, err := readReport(sf.compare)
+	if err != nil {
+		return err
 	}
 	opts, endStallTrace, err := withStallTrace(sf, cmd.Flags().Changed("stall-threshold"), opts)
 	if err != nil {
@@ -178,6 +185,9 @@ func runSimOn(cmd *cobra.Command, sf *simFlags, sc *sim.Scenario, opts []sim.Opt
 	}
 	if rep == nil {
 		return errors.Join(runErr, profErr)
+	}
+	if earlier != nil {
+		rep.Reproduction = sim.Compare(earlier, rep, sf.compare)
 	}
 	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
 		return err
@@ -348,6 +358,22 @@ func listScenarios(cmd *cobra.Command) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", in.Name, in.Nodes, in.Description)
 	}
 	return tw.Flush()
+}
+
+// readReport reads the JSON report of an earlier run (--compare), when path is set.
+func readReport(path string) (*sim.Report, error) {
+	if path == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--compare: %w", err)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(raw, &rep); err != nil || len(rep.Steps) == 0 {
+		return nil, fmt.Errorf("--compare %s: not the JSON report of a run (iacp-node sim --json FILE writes one): %v", path, err)
+	}
+	return &rep, nil
 }
 
 // writeReport writes a report with write to path, when path is set.

@@ -42,8 +42,11 @@ func hostTest(body func(t *testing.T)) {
 		[]testing.InternalTest{{Name: "VirtualSimulation", F: body}}, nil, nil)
 }
 
-// stuckExit is what a virtual run that does not end after it was stopped does on the command
-// line: say so, and end the process.
+// stuckHandler is what a virtual run that will not end (frozen, or not ending once stopped)
+// does on the command line (stuckExit); tests panic instead (export_test.go).
+var stuckHandler = stuckExit
+
+// stuckExit says so on stderr, and ends the process.
 func stuckExit(stderr io.Writer) func(msg string) {
 	return func(msg string) {
 		fmt.Fprintln(stderr, "iacp-node:", msg)
