@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build run sim test lint fmt-check vet staticcheck unit ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
+.PHONY: all build run sim test lint fmt-check vet staticcheck chromium unit ts-test python-test python-bench fuzz bench bench-compare idle idle-floor clean
 
 all: build
 
@@ -29,10 +29,11 @@ SIM_FLAGS ?=
 sim: build
 	./$(BIN) sim $(SIM_FLAGS)
 
-## test: formatting, vet, staticcheck, every Go test under the race detector, then the
-## TypeScript client's tests when Node.js 20+ is installed and the Python client's when
-## python3 is (each skipped with a message otherwise).
-test: fmt-check vet staticcheck unit ts-test python-test
+## test: formatting, vet, staticcheck, every Go test under the race detector (with Chromium
+## for the simulator's HTML report, installed first when it can be), then the TypeScript
+## client's tests when Node.js 20+ is installed and the Python client's when python3 is (each
+## skipped with a message otherwise).
+test: fmt-check vet staticcheck chromium unit ts-test python-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -51,6 +52,19 @@ staticcheck: $(STATICCHECK)
 
 unit:
 	$(GO) test -race -timeout 15m ./...
+
+## chromium: Debian's chromium, in which a test renders the simulator's HTML report
+## (sim/report_browser_test.go); installed with apt-get when absent and this is root, else
+## that test skips and says why.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium: installing Debian's chromium for the simulator's HTML report test"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+			|| echo "chromium: could not be installed; the HTML report test will skip"; \
+	else \
+		echo "chromium: not installed, and installing it needs root and apt-get; the HTML report test will skip"; \
+	fi
 
 ## ts-test: the TypeScript client's tests (clients/typescript, node --test against its committed
 ## dist/) with two real nodes of bin/iacp-node; skipped with a message without Node.js 20+.

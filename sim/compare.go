@@ -122,6 +122,13 @@ func (rp *Reproduction) WriteText(w io.Writer) error {
 	return err
 }
 
+// Text is WriteText's text.
+func (rp *Reproduction) Text() string {
+	var b strings.Builder
+	_ = rp.WriteText(&b)
+	return b.String()
+}
+
 func sortedKeys(m map[string]float64) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {

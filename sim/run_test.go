@@ -278,8 +278,8 @@ steps:
 		t.Fatal(err)
 	}
 	page := h.String()
-	if strings.Count(page, "<svg") != 3 || strings.Contains(page, "src=") || strings.Contains(page, "<link") {
-		t.Fatalf("HTML must hold three inline SVG plots and load nothing: %d svg", strings.Count(page, "<svg"))
+	if strings.Count(page, "<svg") != 6 || strings.Contains(page, "src=") || strings.Contains(page, "<link") || strings.Contains(page, "<script") {
+		t.Fatalf("HTML must hold six inline SVG plots, load nothing and run no script: %d svg", strings.Count(page, "<svg"))
 	}
 	var txt bytes.Buffer
 	_ = rep.WriteText(&txt)
