@@ -78,8 +78,10 @@ type cluster struct {
 	side []int // partition side of each slot; all 0 when whole
 
 	joinStart time.Time // when the last join, restart or heal began (runner goroutine)
-	// sent counts the bytes every node's streams wrote (mocknet only; see simHost).
-	sent atomic.Uint64
+	// sent counts what every node's streams wrote (mocknet only; see simHost).
+	sent traffic
+	// verified counts the signatures the nodes checked (each node its own, cached or not).
+	verified atomic.Uint64
 }
 
 // agentIDOf is the agent id of slot i.
@@ -223,7 +225,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithDataDir(sn.dir),
 		node.WithLogger(c.log.With("node", sn.idx)),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
-		node.WithVerifier(c.cpu.verifier(c.verifier, sn.pid)),
+		node.WithVerifier(c.verifierFor(sn.pid)),
 	}
 	opts = append(opts, agentHandlers(sn, c.rec)...)
 	switch {
@@ -234,6 +236,26 @@ func (c *cluster) options(sn *simNode) []node.Option {
 	default:
 		return append(opts, node.WithAuthority(c.auth.ID(), sn.cert))
 	}
+}
+
+// counts is what the nodes sent and verified so far.
+type counts struct{ bytes, writes, verified uint64 }
+
+func (c *cluster) counts() counts {
+	return counts{bytes: c.sent.bytes.Load(), writes: c.sent.writes.Load(), verified: c.verified.Load()}
+}
+
+// verifierFor is the verifier of the node of pid: the run's shared caches, a count of every
+// signature it checks (c.verified: each node's check counts, cached or not) and, with the CPU
+// cost model, its charge.
+func (c *cluster) verifierFor(pid peer.ID) *protocol.Verifier {
+	charge := c.cpu.chargeVerify(pid)
+	return &protocol.Verifier{Keys: c.verifier.Keys, Verified: c.verifier.Verified, Charge: func() {
+		c.verified.Add(1)
+		if charge != nil {
+			charge()
+		}
+	}}
 }
 
 // startNode starts slot i's node (first start or restart) and links it to every running node

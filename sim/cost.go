@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
-
-	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // The CPU cost model (docs/sim.md, "The CPU cost model"). In virtual time the CPU costs
@@ -127,22 +125,19 @@ func (m *cpuModel) schedule(from, to peer.ID, size int, now time.Time, link time
 	return at
 }
 
-// verifier returns the verifier of the node of pid: shared's caches, and, with a model, a
-// charge of one verification to the node's core per signature checked. The verifying
-// goroutine does not wait for it (it may hold a lock another goroutine waits on, and a
-// goroutine that waits on a mutex stops virtual time): the core is busy, so what the node
-// sends next leaves after the check.
-func (m *cpuModel) verifier(shared *protocol.Verifier, pid peer.ID) *protocol.Verifier {
-	v := &protocol.Verifier{Keys: shared.Keys, Verified: shared.Verified}
+// chargeVerify returns what charges one verification to the core of the node of pid (nil
+// without a model, or for a node without a core). The verifying goroutine does not wait for
+// it (it may hold a lock another goroutine waits on, and a goroutine that waits on a mutex
+// stops virtual time): the core is busy, so what the node sends next leaves after the check.
+func (m *cpuModel) chargeVerify(pid peer.ID) func() {
 	if m == nil || m.cores[pid] == nil {
-		return v
+		return nil
 	}
 	c := m.cores[pid]
-	v.Charge = func() {
+	return func() {
 		m.total.Add(int64(m.verify))
 		c.reserve(time.Now(), m.verify)
 	}
-	return v
 }
 
 // maxSpans bounds a core's calendar: past it, work is put after the last span (a node so

@@ -197,10 +197,10 @@ func (m *mockNet) Close() error { return m.mn.Close() }
 type simHost struct {
 	host.Host
 	cm *connmgr.BasicConnMgr
-	// sent counts the bytes this host's streams write (nil: not counted), shared by the hosts
-	// of a run: what the nodes send each other, every protocol the node speaks (identify,
-	// which the host runs itself, aside).
-	sent *atomic.Uint64
+	// sent counts what this host's streams write (nil: not counted), shared by the hosts of a
+	// run: what the nodes send each other, every protocol the node speaks (identify, which
+	// the host runs itself, aside).
+	sent *traffic
 
 	closeOnce sync.Once
 	closeErr  error
@@ -208,7 +208,7 @@ type simHost struct {
 
 // newSimHost wraps h and gives it a connection manager with the given watermarks and grace
 // period; h must not have a connection yet. Close closes both.
-func newSimHost(h host.Host, low, high int, grace time.Duration, sent *atomic.Uint64) (*simHost, error) {
+func newSimHost(h host.Host, low, high int, grace time.Duration, sent *traffic) (*simHost, error) {
 	cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(grace))
 	if err != nil {
 		return nil, fmt.Errorf("connection manager: %w", err)
@@ -260,14 +260,21 @@ func (h *simHost) counted(s network.Stream) network.Stream {
 	return countedStream{Stream: s, sent: h.sent}
 }
 
+// traffic counts what the nodes' streams wrote: bytes and writes (messages, as the CPU cost
+// model charges them).
+type traffic struct {
+	bytes, writes atomic.Uint64
+}
+
 // countedStream adds what it writes to sent.
 type countedStream struct {
 	network.Stream
-	sent *atomic.Uint64
+	sent *traffic
 }
 
 func (s countedStream) Write(p []byte) (int, error) {
 	n, err := s.Stream.Write(p)
-	s.sent.Add(uint64(n))
+	s.sent.bytes.Add(uint64(n))
+	s.sent.writes.Add(1)
 	return n, err
 }

@@ -300,7 +300,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
 	r.lag.take() // the lag of this step only
-	t0, w0, cpu0, susp0, sent0, beats0 := time.Now(), wallNow(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load(), r.meshBeats()
+	t0, w0, cpu0, susp0, sent0, beats0 := time.Now(), wallNow(), cpuTime(), r.c.rec.falseSuspicions(), r.c.counts(), r.meshBeats()
 	charged0 := r.c.cpu.charged()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
@@ -324,7 +324,7 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	}
 	r.measureNodes(&res, beats0)
 	r.memory(&res)
-	r.measureCost(&res, wall, cpu, r.c.sent.Load()-sent0)
+	r.measureCost(&res, wall, cpu, sent0)
 	if len(res.Errors) == 0 {
 		res.Errors = nil
 	}
@@ -361,18 +361,23 @@ func (r *run) memory(res *StepResult) {
 }
 
 // measureCost adds what the step cost each running node, per minute of the step:
-// cpu_s_per_node_min (the process's CPU seconds over the nodes) and kib_per_node_min (what
-// the nodes' streams wrote, mocknet only). With the same scenario at several sizes
-// (--sizes), these are the points of the cost curve (docs/scale.md).
-func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent uint64) {
+// cpu_s_per_node_min (the process's CPU seconds over the nodes), verified_per_node_min (the
+// signatures each checked) and, on mocknet, kib_per_node_min and msgs_per_node_min (what the
+// nodes' streams wrote: bytes, writes). With the same scenario at several sizes (--sizes),
+// these are the points of the cost curve (docs/scale.md). sent0 is what had been counted at
+// the start of the step.
+func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent0 counts) {
 	n := max(1, res.Metrics["nodes_up"])
 	minutes := max(wall, time.Millisecond).Minutes()
+	now := r.c.counts()
 	res.Metrics["cpu_s_per_node_min"] = round3(cpu.Seconds() / n / minutes)
+	res.Metrics["verified_per_node_min"] = round3(float64(now.verified-sent0.verified) / n / minutes)
 	if charged, ok := res.Metrics["model_cpu_ms"]; ok {
 		res.Metrics["model_cpu_s_per_node_min"] = round3(charged / 1000 / n / minutes)
 	}
 	if r.c.net != nil {
-		res.Metrics["kib_per_node_min"] = round3(float64(sent) / 1024 / n / minutes)
+		res.Metrics["kib_per_node_min"] = round3(float64(now.bytes-sent0.bytes) / 1024 / n / minutes)
+		res.Metrics["msgs_per_node_min"] = round3(float64(now.writes-sent0.writes) / n / minutes)
 	}
 }
 

@@ -22,6 +22,9 @@ type joinParams struct {
 	Rate float64 `yaml:"rate"`
 	// Batch is how many nodes start together at each paced moment (default 1).
 	Batch int `yaml:"batch"`
+	// Every, instead of Rate, paces the join as Batch nodes every Every ({batch: 100, every:
+	// 30s}).
+	Every Duration `yaml:"every"`
 }
 
 var parseJoin = params(joinParams{Parallel: 8, Batch: 1}, func(p *joinParams, sc *Scenario) error {
@@ -30,6 +33,12 @@ var parseJoin = params(joinParams{Parallel: 8, Batch: 1}, func(p *joinParams, sc
 	}
 	if p.Rate < 0 || p.Batch < 1 {
 		return fmt.Errorf("join: rate (nodes a second) must not be negative and batch must be at least 1")
+	}
+	if p.Every > 0 {
+		if p.Rate > 0 {
+			return fmt.Errorf("join: give rate (nodes a second) or every (a batch every so often), not both")
+		}
+		p.Rate = float64(p.Batch) / p.Every.D().Seconds()
 	}
 	return nil
 })
