@@ -73,6 +73,9 @@ type cluster struct {
 	verifier *protocol.Verifier
 	// cpu is the CPU cost model of a virtual run (nil in real time or with the model off).
 	cpu *cpuModel
+	// ownCaches gives each node a verification cache of its own, as on separate machines
+	// (BenchmarkCostModel measures what a node's checks cost so).
+	ownCaches bool
 
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
@@ -250,7 +253,11 @@ func (c *cluster) counts() counts {
 // cost model, its charge.
 func (c *cluster) verifierFor(pid peer.ID) *protocol.Verifier {
 	charge := c.cpu.chargeVerify(pid)
-	return &protocol.Verifier{Keys: c.verifier.Keys, Verified: c.verifier.Verified, Charge: func() {
+	caches := c.verifier
+	if c.ownCaches {
+		caches = &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: protocol.NewVerifyCache(verifyCacheSize)}
+	}
+	return &protocol.Verifier{Keys: caches.Keys, Verified: caches.Verified, Charge: func() {
 		c.verified.Add(1)
 		if charge != nil {
 			charge()

@@ -40,6 +40,7 @@ type runConfig struct {
 	stuck     func(msg string) //
 	costOff   bool             // WithoutCostModel
 	outside   *outside         // runs what must not start in the bubble; nil in real time
+	ownCaches bool             // each node its own verification cache (BenchmarkCostModel)
 }
 
 // WithProgress writes one line per step to w as the run goes. Default: nowhere.
@@ -214,6 +215,7 @@ func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err 
 	if err != nil {
 		return nil, err
 	}
+	c.ownCaches = cfg.ownCaches
 	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, outside: cfg.outside, wall0: wallNow(), rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
 		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, Started: c.start, Passed: true}}
 	defer func() {
