@@ -129,6 +129,7 @@ type run struct {
 	lag      *lagMonitor  // nil in virtual time
 	stalls   *stallTracer // WithStallTrace; nil without
 	wall0    time.Time    // when the run began, on the real clock
+	progress io.Writer    // WithProgress's
 
 	cpuStep    string    // the step to profile (WithStepCPUProfile), "" once profiled
 	cpuProfile io.Writer //
@@ -216,7 +217,7 @@ func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err 
 		return nil, err
 	}
 	c.ownCaches = cfg.ownCaches
-	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, outside: cfg.outside, wall0: wallNow(), rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
+	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, outside: cfg.outside, wall0: wallNow(), progress: cfg.progress, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
 		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {

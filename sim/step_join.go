@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -85,6 +86,10 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 		}
 		if !sleepUntil(ctx, jp.due(t0, paced)) {
 			break
+		}
+		if jp.Rate > 0 && paced%jp.Batch == 0 && paced > 0 {
+			fmt.Fprintf(r.progress, "      join: %d of %d nodes started after %s (%s of wall time)\n", paced, len(todo)-slices.IndexFunc(todo, func(i int) bool { return i >= c.sc.Node.BootstrapPeers }),
+				time.Since(t0).Round(time.Millisecond), wallNow().Sub(r.wall0).Round(time.Second))
 		}
 		paced++
 		sem <- struct{}{}
