@@ -86,18 +86,18 @@ steps:
 }
 
 // BenchmarkCostModel measures on this machine, with the node's own code, the three charges of
-// the CPU cost model (docs/sim.md, "The CPU cost model"); each is the CPU time of one thread
-// (or of the process, for the mesh), which a shared machine disturbs less than wall time:
-//
-//   - verify-µs: protocol.Verifier.Verify of a heartbeat-sized event whose sender's key is
-//     cached and whose signature is not, as a node checks a beat;
-//   - kib-µs: decoding, validating and digesting a document, per KiB (a 16 KiB document
-//     against a 1 KiB one);
-//   - message-µs: what is left of a real-time mesh's CPU per message, sender and receiver each,
-//     once its signatures and bytes are taken out: 20 nodes on mocknet, 1 s beats, each node
-//     with a verification cache of its own (as on its own machine), over a steady minute.
+// the CPU cost model (docs/sim.md, "The CPU cost model"):
 //
 //	go test -run '^$' -bench CostModel -benchtime 1x ./sim
+//
+// Each is the CPU time of one thread (or of the process, for the mesh), which a shared machine
+// disturbs less than wall time. verify-µs is protocol.Verifier.Verify of a heartbeat-sized
+// event whose sender's key is cached and whose signature is not, as a node checks a beat, less
+// its decoding. kib-µs is decoding, validating and digesting a document, per KiB (a 16 KiB
+// document against a 1 KiB one). message-µs is what is left of a real-time mesh's CPU per
+// message, sender and receiver each, once its signatures and bytes are taken out: 20 nodes on
+// mocknet, 1 s beats, each node with a verification cache of its own (as on its own machine),
+// over a steady minute.
 func BenchmarkCostModel(b *testing.B) {
 	for b.Loop() {
 		verify, kib := codecCosts(b)

@@ -36,6 +36,12 @@ type ScalePoint struct {
 	// written by the nodes' streams, per node and per minute.
 	CPUSecondsPerNodeMin float64 `json:"cpu_s_per_node_min"`
 	KiBPerNodeMin        float64 `json:"kib_per_node_min"`
+	// ModelCPUPerNodeMin is what the CPU cost model charged each node per minute of the
+	// steady window (virtual time with the model on; 0 otherwise): the CPU a node would spend
+	// on a machine of its own.
+	ModelCPUPerNodeMin float64 `json:"model_cpu_s_per_node_min,omitempty"`
+	// WallS is how long the run took on the real clock (all of it, not the steady window).
+	WallS float64 `json:"wall_s"`
 	// RSSPerNodeMiB and HeapPerNodeMiB are the process's resident set and heap in use over the
 	// nodes, after the steady window.
 	RSSPerNodeMiB     float64 `json:"rss_per_node_mib"`
@@ -65,8 +71,10 @@ type ScalePoint struct {
 
 // ScaleReport is a sweep: one point per size, and each size's full report.
 type ScaleReport struct {
-	Scenario string       `json:"scenario"`
-	Points   []ScalePoint `json:"points"`
+	Scenario string `json:"scenario"`
+	// Clock is the clock the runs ran on (Report.Clock).
+	Clock  string       `json:"clock"`
+	Points []ScalePoint `json:"points"`
 	// Repeats is how many times each size ran (WithRepeats), in rounds of every size.
 	Repeats int `json:"repeats"`
 	// CPUGrowth and KiBGrowth are the largest size's cost per node over the smallest's (1.0
@@ -135,6 +143,7 @@ sweep:
 			if rep != nil {
 				sr.Runs = append(sr.Runs, rep)
 				p = pointOf(rep)
+				sr.Clock = rep.Clock
 			}
 			if err != nil {
 				p.Error = err.Error()
@@ -167,7 +176,7 @@ sweep:
 // combine makes one size's point of its runs' points (see ScalePoint.Repeats).
 func combine(ps []ScalePoint) ScalePoint {
 	out := ScalePoint{Nodes: ps[0].Nodes, Passed: true, Repeats: len(ps)}
-	var cpu, kib, rss, heap, gor, conv []float64
+	var cpu, kib, rss, heap, gor, conv, model, wall []float64
 	var errs []string
 	for k, p := range ps {
 		out.Passed = out.Passed && p.Passed
@@ -182,6 +191,7 @@ func combine(ps []ScalePoint) ScalePoint {
 		if p.CPUSecondsPerNodeMin > 0 { // the run reached its steady window
 			cpu, kib, rss = append(cpu, p.CPUSecondsPerNodeMin), append(kib, p.KiBPerNodeMin), append(rss, p.RSSPerNodeMiB)
 			heap, gor = append(heap, p.HeapPerNodeMiB), append(gor, p.GoroutinesPerNode)
+			model, wall = append(model, p.ModelCPUPerNodeMin), append(wall, p.WallS)
 		}
 		if p.ConvergeMS > 0 {
 			conv = append(conv, p.ConvergeMS)
@@ -191,6 +201,7 @@ func combine(ps []ScalePoint) ScalePoint {
 	out.CPUSecondsPerNodeMin, out.KiBPerNodeMin = median(cpu), median(kib)
 	out.RSSPerNodeMiB, out.HeapPerNodeMiB, out.GoroutinesPerNode = median(rss), median(heap), median(gor)
 	out.ConvergeMS = median(conv)
+	out.ModelCPUPerNodeMin, out.WallS = median(model), median(wall)
 	if len(cpu) > 0 {
 		out.CPULow, out.CPUHigh = slices.Min(cpu), slices.Max(cpu)
 		out.KiBLow, out.KiBHigh = slices.Min(kib), slices.Max(kib)
@@ -234,7 +245,7 @@ func steadyIndex(sc *Scenario) int {
 
 // pointOf takes a run's steady window and convergence.
 func pointOf(rep *Report) ScalePoint {
-	p := ScalePoint{Nodes: rep.Nodes, Passed: rep.Passed}
+	p := ScalePoint{Nodes: rep.Nodes, Passed: rep.Passed, WallS: round3(rep.WallMS / 1000)}
 	var steady *StepResult
 	for i := range rep.Steps {
 		st := &rep.Steps[i]
@@ -254,6 +265,7 @@ func pointOf(rep *Report) ScalePoint {
 	p.CPUSecondsPerNodeMin, p.KiBPerNodeMin = m["cpu_s_per_node_min"], m["kib_per_node_min"]
 	p.RSSPerNodeMiB, p.HeapPerNodeMiB, p.GoroutinesPerNode = m["rss_per_node_mib"], m["heap_per_node_mib"], m["goroutines_per_node"]
 	p.Overloaded, p.LagP99MS, p.CPUSaturation = m["overloaded"] == 1, m["lag_p99_ms"], m["cpu_saturation"]
+	p.ModelCPUPerNodeMin = m["model_cpu_s_per_node_min"]
 	return p
 }
 
