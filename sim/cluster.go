@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -241,30 +240,6 @@ func (c *cluster) options(sn *simNode) []node.Option {
 	}
 }
 
-// counts is what the nodes sent and verified so far.
-type counts struct{ bytes, writes, verified uint64 }
-
-func (c *cluster) counts() counts {
-	return counts{bytes: c.sent.bytes.Load(), writes: c.sent.writes.Load(), verified: c.verified.Load()}
-}
-
-// verifierFor is the verifier of the node of pid: the run's shared caches, a count of every
-// signature it checks (c.verified: each node's check counts, cached or not) and, with the CPU
-// cost model, its charge.
-func (c *cluster) verifierFor(pid peer.ID) *protocol.Verifier {
-	charge := c.cpu.chargeVerify(pid)
-	caches := c.verifier
-	if c.ownCaches {
-		caches = &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: protocol.NewVerifyCache(verifyCacheSize)}
-	}
-	return &protocol.Verifier{Keys: caches.Keys, Verified: caches.Verified, Charge: func() {
-		c.verified.Add(1)
-		if charge != nil {
-			charge()
-		}
-	}}
-}
-
 // startNode starts slot i's node (first start or restart) and links it to every running node
 // on its side of any partition.
 func (c *cluster) startNode(ctx context.Context, i int) (err error) {
@@ -436,35 +411,6 @@ func (c *cluster) observe(i int, sub *node.Subscription, done chan struct{}) {
 	}
 }
 
-// setSides partitions the cluster: side[i] for every slot. Links across sides are cut; on
-// heal (all sides 0) every missing link between running nodes is restored.
-func (c *cluster) setSides(side []int) error {
-	if c.net == nil {
-		return errors.New("partition and heal need transport mocknet: loopback sockets cannot be cut from inside the process")
-	}
-	c.mu.Lock()
-	copy(c.side, side)
-	var run []*simNode
-	for _, s := range c.slots {
-		if s.nd != nil {
-			run = append(run, s)
-		}
-	}
-	c.mu.Unlock()
-	for a := 0; a < len(run); a++ {
-		for b := a + 1; b < len(run); b++ {
-			i, j := run[a].idx, run[b].idx
-			if side[i] != side[j] {
-				c.net.cut(i, j, run[b].pid)
-				c.net.cut(j, i, run[a].pid)
-			} else if err := c.net.link(i, j, run[a].pid, run[b].pid); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
-}
-
 // closeParallel is how many nodes Close stops at once. On mocknet the mesh is cut first, so a
 // node's close is mostly waiting (its goodbyes fail at once); on loopback it bounds the
 // sockets closing together.
@@ -497,14 +443,4 @@ func (c *cluster) Close() error {
 	}
 	errs = append(errs, os.RemoveAll(c.dir))
 	return errors.Join(errs...)
-}
-
-// capabilityNames returns the names of a slot's capabilities.
-func (sn *simNode) has(name string) bool {
-	for _, c := range sn.caps {
-		if strings.EqualFold(c.Name, name) {
-			return true
-		}
-	}
-	return false
 }

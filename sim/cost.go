@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // The CPU cost model (docs/sim.md, "The CPU cost model"). In virtual time the CPU costs
@@ -202,4 +204,28 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
+}
+
+// counts is what the nodes sent and verified so far.
+type counts struct{ bytes, writes, verified uint64 }
+
+func (c *cluster) counts() counts {
+	return counts{bytes: c.sent.bytes.Load(), writes: c.sent.writes.Load(), verified: c.verified.Load()}
+}
+
+// verifierFor is the verifier of the node of pid: the run's shared caches, a count of every
+// signature it checks (c.verified: each node's check counts, cached or not) and, with the CPU
+// cost model, its charge.
+func (c *cluster) verifierFor(pid peer.ID) *protocol.Verifier {
+	charge := c.cpu.chargeVerify(pid)
+	caches := c.verifier
+	if c.ownCaches {
+		caches = &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: protocol.NewVerifyCache(verifyCacheSize)}
+	}
+	return &protocol.Verifier{Keys: caches.Keys, Verified: caches.Verified, Charge: func() {
+		c.verified.Add(1)
+		if charge != nil {
+			charge()
+		}
+	}}
 }
