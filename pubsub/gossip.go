@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 	ps "github.com/libp2p/go-libp2p-pubsub"
 	"github.com/libp2p/go-libp2p/core/host"
@@ -40,7 +39,6 @@ type Gossip struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	stats   struct{ rejected, ignored, ownRelayed, beats atomic.Uint64 }
-	jitter  *retry.Jitter // WithSeed's draws
 
 	topicMu sync.Mutex
 	topics  map[string]*topicHandle
@@ -120,7 +118,6 @@ func New(h host.Host, b *protocol.Builder, opts ...Option) (*Gossip, error) {
 		log:     cfg.log.With("agent", b.AgentID()),
 		replay:  protocol.NewReplayWindow(cfg.replayCap),
 		limiter: newLimiter(cfg.peerRate, cfg.peerBurst),
-		jitter:  retry.NewJitter(cfg.seed, 2),
 		topics:  make(map[string]*topicHandle),
 		live:    NewLiveness(cfg.livenessConfig()),
 		subs:    make(map[*Subscription]struct{}),

@@ -7,9 +7,13 @@ import (
 	"math"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 	ps "github.com/libp2p/go-libp2p-pubsub"
 )
+
+// beatJitter is the beat loop's source of draws: WithSeed's, else the global one.
+func (g *Gossip) beatJitter() *retry.Jitter { return retry.NewJitter(g.cfg.seed, 2) }
 
 // beatLoop ticks every interval until Leave or Close and publishes a beat on the heartbeat
 // topic whenever the mesh beat is due (see meshInterval). Probes sign their own beats when
@@ -29,6 +33,7 @@ func (g *Gossip) beatLoop() {
 	defer t.Stop()
 	var next time.Time // when the next mesh beat is due
 	p := newPacer(g.cfg.interval, g.cfg.suspectAfter)
+	jitter := g.beatJitter()
 	greetDue := false   // greet asked for the greeting (greetNow)
 	var paced time.Time // after a greeting: when its pace sets the next beat
 	for {
@@ -57,7 +62,7 @@ func (g *Gossip) beatLoop() {
 				// Agents stretch at about the same time (when their tables fill), so they
 				// would keep beating together, in bursts; the first longer gap is drawn
 				// at random (shorter than announced, which is safe) to spread them out.
-				gap = g.cfg.interval + time.Duration(g.jitter.Int64N(int64(p.pace-g.cfg.interval)+1))
+				gap = g.cfg.interval + time.Duration(jitter.Int64N(int64(p.pace-g.cfg.interval)+1))
 			}
 			next = now.Add(gap - g.cfg.interval/2)
 			paced = time.Time{}

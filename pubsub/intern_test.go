@@ -42,7 +42,7 @@ func TestHeartbeat_CarriedCertificateIsSharedByTheNodesOfAProcess(t *testing.T) 
 // WithSeed makes the gossip layer's draws repeat from run to run (the simulator gives each
 // node a seed of its scenario's); without it they come from the global source.
 func TestWithSeed_RepeatsTheGossipLayersDraws(t *testing.T) {
-	draw := func(opts ...Option) int64 { return oneNode(t, opts...).jitter.Int64N(1 << 40) }
+	draw := func(opts ...Option) int64 { return oneNode(t, opts...).beatJitter().Int64N(1 << 40) }
 	if a, b := draw(WithSeed(7)), draw(WithSeed(7)); a != b {
 		t.Fatalf("seed 7 drew %d, then %d", a, b)
 	}
