@@ -42,11 +42,11 @@ type CostSpec struct {
 }
 
 // The default charges, calibrated on the 2-core machine the simulator runs on with the node's
-// own code (BenchmarkCostModel, docs/sim.md).
+// own code (BenchmarkCostModel, docs/sim.md: 59, 11 and 16 µs on 2026-12-06).
 const (
 	DefaultVerifyCost  = 60 * time.Microsecond
-	DefaultMessageCost = 15 * time.Microsecond
-	DefaultKiBCost     = 6 * time.Microsecond
+	DefaultMessageCost = 11 * time.Microsecond
+	DefaultKiBCost     = 16 * time.Microsecond
 )
 
 // WithoutCostModel switches the CPU cost model off, whatever the scenario's cost section says:
