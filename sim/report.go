@@ -53,6 +53,9 @@ type Report struct {
 	// CostModel is the CPU cost model's charges in a virtual run; nil in real time, or with the
 	// model off.
 	CostModel *CostModel `json:"cost_model,omitempty"`
+	// MemoryLimit is the soft memory limit the process ran under (a virtual run's
+	// memory_limit; 0: none).
+	MemoryLimit Bytes `json:"memory_limit,omitempty"`
 	// Network is the medium the run had (in virtual time with DefaultVirtualLatency when the
 	// scenario set no latency).
 	Network NetworkSpec `json:"network"`

@@ -78,6 +78,9 @@ func (r *Report) clockFigure() Figure {
 	if r.CostModel == nil {
 		note += "; CPU cost model off"
 	}
+	if r.MemoryLimit > 0 {
+		note += "; memory limit " + r.MemoryLimit.String()
+	}
 	return Figure{Label: "clock", Value: "virtual", Note: note}
 }
 

@@ -114,7 +114,7 @@ func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err 
 	}
 	c.ownCaches = cfg.ownCaches
 	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, outside: cfg.outside, wall0: wallNow(), progress: cfg.progress, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
-		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, Started: c.start, Passed: true}}
+		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, MemoryLimit: memoryLimitOf(sc), Started: c.start, Passed: true}}
 	defer func() {
 		if cerr := c.Close(); cerr != nil && err == nil {
 			err = fmt.Errorf("closing the nodes: %w", cerr)

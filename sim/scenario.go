@@ -34,6 +34,10 @@ type Scenario struct {
 	Virtual bool `yaml:"virtual"`
 	// Cost is the CPU cost model of virtual time (ignored in real time).
 	Cost CostSpec `yaml:"cost"`
+	// MemoryLimit is the process's soft memory limit while a virtual run lasts, like
+	// GOMEMLIMIT (which, when set, wins): past it Go's collector runs more often, which in
+	// virtual time costs wall time only. "7GiB", "512MiB"; default none.
+	MemoryLimit Bytes `yaml:"memory_limit"`
 	// Network is the medium between the nodes.
 	Network NetworkSpec `yaml:"network"`
 	// Node tunes every node.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"runtime/pprof"
 	"sync"
 	"sync/atomic"
@@ -89,6 +90,9 @@ func newWatchdog() *watchdog {
 
 // runVirtual runs the scenario inside cfg.bubble and watches it from the real clock.
 func runVirtual(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err error) {
+	if lim := memoryLimitOf(sc); lim > 0 {
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(int64(lim)))
+	}
 	w := newWatchdog()
 	cfg.outside = &outside{}
 	var watching sync.WaitGroup
@@ -208,6 +212,15 @@ func (w *watchdog) stuck(cfg *runConfig, why string) {
 		stuck = func(msg string) { panic(msg) }
 	}
 	stuck(msg)
+}
+
+// memoryLimitOf is the soft memory limit a run sets: its memory_limit in virtual time, unless
+// GOMEMLIMIT is set (which Go applied already); 0 otherwise.
+func memoryLimitOf(sc *Scenario) Bytes {
+	if !sc.Virtual || os.Getenv("GOMEMLIMIT") != "" {
+		return 0
+	}
+	return sc.MemoryLimit
 }
 
 // outside runs functions outside the bubble for the run inside it: what starts a goroutine

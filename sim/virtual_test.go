@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -94,6 +95,24 @@ func TestWatchdog_NamesAFrozenOrStuckRun(t *testing.T) {
 				t.Fatal("the watchdog said nothing")
 			}
 		})
+	}
+}
+
+// A virtual run's memory_limit is Go's soft memory limit while it lasts (and the report says
+// so); the process's limit is back to what it was once the run ends.
+func TestVirtual_MemoryLimitHoldsWhileTheRunLasts(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	rep, err := virtualRun(t, context.Background(), "memory_limit: 3GiB\nnodes: 2\nsteps: [{join: {}}]")
+	if err != nil || rep.MemoryLimit != 3<<30 || debug.SetMemoryLimit(-1) != before {
+		t.Fatalf("%v; report's limit %v; limit after the run %d, before %d", err, rep.MemoryLimit, debug.SetMemoryLimit(-1), before)
+	}
+	for in, want := range map[string]Bytes{"7GiB": 7 << 30, "512MiB": 512 << 20, "1.5 GiB": 3 << 29, "4096": 4096} {
+		if got, err := ParseBytes(in); err != nil || got != want {
+			t.Errorf("ParseBytes(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	if _, err := ParseBytes("lots"); err == nil {
+		t.Error("ParseBytes took lots")
 	}
 }
 

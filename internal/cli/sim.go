@@ -25,7 +25,7 @@ func init() { register(newSimCmd) }
 type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
-	compare                              string
+	compare, memoryLimit                 string
 	profileStep, stallTrace              string
 	stallAt, wallLimit                   time.Duration
 	nodes, repeat                        int
@@ -94,6 +94,7 @@ complete.`,
 	f.BoolVar(&sf.virtual, "virtual", false, "run in virtual time (default: as the scenario says; mocknet only)")
 	f.BoolVar(&sf.costModel, "cost-model", true, "in virtual time, charge each node's CPU work (signatures, messages, bytes) in virtual time")
 	f.DurationVar(&sf.wallLimit, "wall-limit", time.Hour, "in virtual time, stop the run after this much real time (0: no limit)")
+	f.StringVar(&sf.memoryLimit, "memory-limit", "", "in virtual time, the process's soft memory limit while the run lasts (like 7GiB; default: the scenario's memory_limit)")
 	f.StringVar(&sf.compare, "compare", "", "compare the run with an earlier one (its --json report): the same outcome and counts, and which numbers differed")
 	return cmd
 }
@@ -109,13 +110,20 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 		sc.Virtual = sf.virtual
 	}
 	if !sc.Virtual {
-		if cmd.Flags().Changed("cost-model") || cmd.Flags().Changed("wall-limit") {
-			return errors.New("--cost-model and --wall-limit go with a run in virtual time: add --virtual")
+		if cmd.Flags().Changed("cost-model") || cmd.Flags().Changed("wall-limit") || sf.memoryLimit != "" {
+			return errors.New("--cost-model, --wall-limit and --memory-limit go with a run in virtual time: add --virtual")
 		}
 		return runSimOn(cmd, sf, sc, opts)
 	}
 	if sf.wallLimit < 0 {
 		return fmt.Errorf("--wall-limit %s: give a positive duration, or 0 for no limit", sf.wallLimit)
+	}
+	if sf.memoryLimit != "" {
+		lim, err := sim.ParseBytes(sf.memoryLimit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		sc.MemoryLimit = lim
 	}
 	return virtualHost(cmd.ErrOrStderr(), func(b sim.Bubble) error {
 		opts := append(opts, sim.WithVirtualTime(b), sim.WithWallLimit(sf.wallLimit, stuckHandler(cmd.ErrOrStderr())))
