@@ -101,6 +101,7 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 	c.rec.healthy = c.healthy
 	if sc.Network.Transport == TransportMocknet {
 		c.net = newMockNet(sc.Network, c.rng.Uint64())
+		c.net.reachable = c.reachable
 	}
 	for i := 0; i < sc.Nodes; i++ {
 		// Keys come from the seeded source too, so that peer ids (and with them DHT
@@ -276,9 +277,6 @@ func (c *cluster) startNode(ctx context.Context, i int) (err error) {
 				c.net.forget(i)
 			}
 		}()
-		if err := c.linkToAll(i); err != nil {
-			return err
-		}
 		if inv != nil {
 			if err := c.join(ctx, sn, sh, *inv); err != nil {
 				return err
@@ -334,20 +332,13 @@ func (c *cluster) running(i int, nd *node.Node) error {
 	return nil
 }
 
-// linkToAll links slot i to every slot on its side that has a host on the mocknet (running
-// or starting: nodes start in parallel, and each links to those present when it arrives).
-func (c *cluster) linkToAll(i int) error {
+// reachable says whether slots i and j may link when one dials the other (both have a host:
+// the mocknet checks): on the same side of any partition. An index beyond the slots (an
+// intruder) links only where it was linked explicitly.
+func (c *cluster) reachable(i, j int) bool {
 	c.mu.RLock()
-	side := append([]int(nil), c.side...)
-	c.mu.RUnlock()
-	for _, j := range c.net.present() {
-		if j != i && j < len(side) && side[j] == side[i] { // j beyond the slots: an intruder
-			if err := c.net.link(i, j, c.slots[i].pid, c.slots[j].pid); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	defer c.mu.RUnlock()
+	return i < len(c.side) && j < len(c.side) && c.side[i] == c.side[j]
 }
 
 // stopNode stops slot i. A crash makes the node vanish without a word: on mocknet its links

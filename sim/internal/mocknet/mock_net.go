@@ -37,6 +37,7 @@ type mocknet struct {
 
 	linkDefaults LinkOptions
 	schedule     Schedule // SetSchedule; nil: the link's delay alone
+	linker       Linker   // SetLinker; nil: only the links made
 
 	ctxCancel context.CancelFunc
 	ctx       context.Context
@@ -352,6 +353,53 @@ func (mn *mocknet) UnlinkNets(n1, n2 network.Network) error {
 	return mn.UnlinkPeers(n1.LocalPeer(), n2.LocalPeer())
 }
 
+// linkOnDemand returns a link from pn to p made for this dial, when the linker allows one.
+func (mn *mocknet) linkOnDemand(pn *peernet, p peer.ID) (*link, bool) {
+	mn.Lock()
+	linker, target := mn.linker, mn.nets[p]
+	mn.Unlock()
+	if linker == nil || target == nil {
+		return nil, false
+	}
+	opts, ok := linker(pn.peer, p)
+	if !ok {
+		return nil, false
+	}
+	l := newLink(mn, opts)
+	l.nets = append(l.nets, pn, target)
+	mn.addLink(l)
+	return l, true
+}
+
+// SetLinker sets what a dial between unlinked peers asks (see Mocknet).
+func (mn *mocknet) SetLinker(l Linker) {
+	mn.Lock()
+	mn.linker = l
+	mn.Unlock()
+}
+
+// UnlinkPeer removes every link of p.
+func (mn *mocknet) UnlinkPeer(p peer.ID) {
+	mn.Lock()
+	var ls []*link
+	for _, m := range mn.links[p] {
+		for l := range m {
+			ls = append(ls, l)
+		}
+	}
+	mn.Unlock()
+	for _, l := range ls {
+		mn.removeLink(l)
+	}
+}
+
+// UnlinkAll removes every link.
+func (mn *mocknet) UnlinkAll() {
+	mn.Lock()
+	mn.links = map[peer.ID]map[peer.ID]map[*link]struct{}{}
+	mn.Unlock()
+}
+
 // get from the links map. and lazily construct.
 func (mn *mocknet) linksMapGet(p1, p2 peer.ID) map[*link]struct{} {
 
@@ -384,9 +432,20 @@ func (mn *mocknet) removeLink(l *link) {
 	mn.Lock()
 	defer mn.Unlock()
 
+	// Not linksMapGet, which would make the maps it looks into: a removed link leaves no
+	// empty map behind (the simulator links and unlinks many pairs).
 	n1, n2 := l.nets[0], l.nets[1]
-	delete(mn.linksMapGet(n1.peer, n2.peer), l)
-	delete(mn.linksMapGet(n2.peer, n1.peer), l)
+	for _, pp := range [][2]peer.ID{{n1.peer, n2.peer}, {n2.peer, n1.peer}} {
+		if m := mn.links[pp[0]]; m != nil {
+			delete(m[pp[1]], l)
+			if len(m[pp[1]]) == 0 {
+				delete(m, pp[1])
+			}
+			if len(m) == 0 {
+				delete(mn.links, pp[0])
+			}
+		}
+	}
 }
 
 func (mn *mocknet) ConnectAllButSelf() error {
@@ -425,7 +484,7 @@ func (mn *mocknet) LinksBetweenPeers(p1, p2 peer.ID) []Link {
 	mn.Lock()
 	defer mn.Unlock()
 
-	ls2 := mn.linksMapGet(p1, p2)
+	ls2 := mn.links[p1][p2] // a lookup makes no map
 	cp := make([]Link, 0, len(ls2))
 	for l := range ls2 {
 		cp = append(cp, l)

@@ -138,7 +138,11 @@ func (pn *peernet) connect(p peer.ID) (*conn, error) {
 	// ok, must create a new connection. we need a link
 	links := pn.mocknet.LinksBetweenPeers(pn.peer, p)
 	if len(links) < 1 {
-		return nil, fmt.Errorf("%s cannot connect to %s", pn.peer, p)
+		l, ok := pn.mocknet.linkOnDemand(pn, p)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot connect to %s", pn.peer, p)
+		}
+		return pn.openConn(p, l)
 	}
 
 	// if many links found, how do we select? for now, randomly...
