@@ -72,9 +72,8 @@ func (n *Node) newEngine() error {
 		},
 		PeerOf:   n.directory.Peek,
 		Now:      n.now,
-		RetryMin: n.cfg.RetryMin, RetryMax: n.cfg.RetryMax, AttemptTimeout: n.cfg.FrameTimeout,
-		Jitter: retry.NewJitter(n.cfg.Seed, 3),
-		Log:    n.log,
+		RetryMin: n.cfg.RetryMin, RetryMax: n.cfg.RetryMax, AttemptTimeout: n.cfg.FrameTimeout, Jitter: retry.NewJitter(n.cfg.Seed, 3),
+		Log: n.log,
 	}
 	if n.audit != nil {
 		cfg.Audit = n.appendAudit
