@@ -4,12 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -37,24 +40,75 @@ type Attachment struct {
 	wait time.Duration
 }
 
+// MaxCardBytes bounds an A2A agent card the bridge reads.
+const MaxCardBytes = 1 << 20
+
 // FetchCard fetches the A2A agent card at url: the card's own URL, or a base URL under which
-// it is at /.well-known/agent-card.json.
+// it is at /.well-known/agent-card.json. The card may be A2A 1.0's (supportedInterfaces) or
+// 0.3's (url, preferredTransport, additionalInterfaces), which FetchCard reads as the 1.0
+// interfaces it names. A card larger than MaxCardBytes is refused.
 func FetchCard(ctx context.Context, url string, hc *http.Client) (*a2a.AgentCard, error) {
 	if hc == nil {
 		hc = &http.Client{Timeout: 30 * time.Second}
 	}
-	r := agentcard.NewResolver(hc)
+	bounded := *hc
+	bounded.Transport = limitedBodies{rt: hc.Transport, limit: MaxCardBytes}
+	r := &agentcard.Resolver{Client: &bounded, CardParser: a2av0.NewAgentCardParser()}
 	card, err := r.Resolve(ctx, url, agentcard.WithPath(""))
-	if err != nil || card.URL == "" {
+	if err != nil || len(card.SupportedInterfaces) == 0 {
 		card, err = r.Resolve(ctx, url)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("A2A card at %s: %w", url, err)
 	}
-	if card.URL == "" {
-		return nil, fmt.Errorf("A2A card at %s names no url to call the agent at", url)
+	if len(card.SupportedInterfaces) == 0 {
+		return nil, fmt.Errorf("A2A card at %s names no interface to call the agent at: neither supportedInterfaces (A2A 1.0) nor url and preferredTransport (A2A 0.3)", url)
 	}
 	return card, nil
+}
+
+// limitedBodies reads at most limit bytes of each answer's body: what is beyond fails the
+// read.
+type limitedBodies struct {
+	rt    http.RoundTripper
+	limit int64
+}
+
+func (l limitedBodies) RoundTrip(r *http.Request) (*http.Response, error) {
+	rt := l.rt
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	resp, err := rt.RoundTrip(r)
+	if err == nil {
+		resp.Body = &limitedBody{ReadCloser: resp.Body, left: l.limit}
+	}
+	return resp, err
+}
+
+// limitedBody fails a read past its limit, so that a larger document is refused, not cut.
+type limitedBody struct {
+	io.ReadCloser
+	left int64
+}
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("the answer is larger than %d bytes", MaxCardBytes)
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+// clientOf is an A2A client of card over hc: A2A 1.0 over JSON-RPC or HTTP+JSON, or 0.3 over
+// JSON-RPC, the newest the card offers.
+func clientOf(ctx context.Context, card *a2a.AgentCard, hc *http.Client) (*a2aclient.Client, error) {
+	return a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc), a2aclient.WithRESTTransport(hc),
+		a2av0.WithJSONRPCTransport(a2av0.JSONRPCTransportConfig{Client: hc}))
 }
 
 // Attach starts a node (node.New with opts) whose agent is the A2A agent of card: its manifest
@@ -72,9 +126,9 @@ func Attach(ctx context.Context, card *a2a.AgentCard, o AttachOptions, opts ...n
 	if hc == nil {
 		hc = &http.Client{Transport: &http.Transport{}}
 	}
-	cl, err := a2aclient.NewFromCard(ctx, card, a2aclient.WithJSONRPCTransport(hc))
+	cl, err := clientOf(ctx, card, hc)
 	if err != nil {
-		return nil, fmt.Errorf("a2a attach: a client of %s: %w", card.URL, err)
+		return nil, fmt.Errorf("a2a attach: a client of %s: %w", card.SupportedInterfaces[0].URL, err)
 	}
 	opts = append(opts, func(c *node.Config) error {
 		id := o.AgentID
@@ -127,7 +181,7 @@ func (a *Attachment) handle(ctx context.Context, r *node.Request) error {
 	defer cancel()
 	ctx, cancelTTL := context.WithDeadline(ctx, r.Msg.Expires())
 	defer cancelTTL()
-	res, err := a.cl.SendMessage(ctx, &a2a.MessageSendParams{Message: msg})
+	res, err := a.cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: msg})
 	if err != nil {
 		return r.Fail(errorOfCall(err))
 	}
@@ -171,7 +225,7 @@ func answerOf(res a2a.SendMessageResult) (status string, body map[string]any, er
 }
 
 func answerOfTask(t *a2a.Task) (status string, body map[string]any, err error) {
-	var parts []a2a.Part
+	var parts []*a2a.Part
 	for _, art := range t.Artifacts {
 		parts = append(parts, art.Parts...)
 	}
@@ -179,7 +233,7 @@ func answerOfTask(t *a2a.Task) (status string, body map[string]any, err error) {
 		parts = append(parts, t.Status.Message.Parts...)
 	}
 	body = PayloadOf(parts)
-	body[PayloadKey] = map[string]any{"task_id": string(t.ID), "context_id": t.ContextID, "state": string(t.Status.State)}
+	body[PayloadKey] = map[string]any{"task_id": string(t.ID), "context_id": t.ContextID, "state": stateName(t.Status.State)}
 	switch t.Status.State {
 	case a2a.TaskStateCompleted:
 		return protocol.ResponseAccepted, body, nil
@@ -188,10 +242,16 @@ func answerOfTask(t *a2a.Task) (status string, body map[string]any, err error) {
 			body["detail"] = "the A2A agent rejected the task"
 		}
 		return protocol.ResponseRejected, body, nil
-	case a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateUnknown:
-		return "", nil, errorOfStatus(string(t.Status.State), t.Status)
+	case a2a.TaskStateFailed, a2a.TaskStateCanceled, a2a.TaskStateUnspecified:
+		return "", nil, errorOfStatus(stateName(t.Status.State), t.Status)
 	}
 	return protocol.ResponsePending, body, nil // input-required, auth-required, submitted, working
+}
+
+// stateName is a task state as A2A 0.3 spelled it (completed, input-required), the names
+// the IACP payloads carry: A2A 1.0's are TASK_STATE_COMPLETED, ...
+func stateName(s a2a.TaskState) string {
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(string(s), "TASK_STATE_")), "_", "-")
 }
 
 // errorOfStatus is the IACP error a failed A2A task's status message says: the code of its
@@ -227,8 +287,11 @@ func errorOfCall(err error) *protocol.Error {
 		errors.Is(err, a2a.ErrTaskNotFound), errors.Is(err, a2a.ErrTaskNotCancelable):
 		code = protocol.CodePayloadInvalid
 	case errors.Is(err, a2a.ErrMethodNotFound), errors.Is(err, a2a.ErrUnsupportedOperation),
-		errors.Is(err, a2a.ErrUnsupportedContentType), errors.Is(err, a2a.ErrPushNotificationNotSupported):
+		errors.Is(err, a2a.ErrUnsupportedContentType), errors.Is(err, a2a.ErrPushNotificationNotSupported),
+		errors.Is(err, a2a.ErrVersionNotSupported), errors.Is(err, a2a.ErrExtensionSupportRequired):
 		code = protocol.CodeCapabilityMismatch
+	case errors.Is(err, a2a.ErrUnauthenticated), errors.Is(err, a2a.ErrUnauthorized):
+		code = protocol.CodePermissionDenied
 	case errors.Is(err, a2a.ErrInternalError), errors.Is(err, a2a.ErrServerError), errors.Is(err, a2a.ErrInvalidAgentResponse):
 		code = protocol.CodeInternalError
 	default:

@@ -3,6 +3,7 @@ package a2abridge
 import (
 	"context"
 	"errors"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -10,75 +11,132 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	legacy "github.com/a2aproject/a2a-go/a2a"
+	legacysrv "github.com/a2aproject/a2a-go/a2asrv"
+	legacyqueue "github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// translator is a small A2A agent: it answers a message with a completed task whose artifact
-// is its text in upper case; "refuse" fails the task, "wait" asks for input.
+// translator is a small A2A 1.0 agent: it answers a message with a completed task whose
+// artifact is its text in upper case; "refuse" fails the task, "wait" asks for input.
 type translator struct{}
 
-func (translator) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	text, _ := PayloadOf(rc.Message.Parts)["text"].(string)
-	state := a2a.TaskStateCompleted
+func (translator) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		text, _ := PayloadOf(ec.Message.Parts)["text"].(string)
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		not := a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, a2a.NewTextPart("not this one"))
+		switch text {
+		case "refuse":
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, not), nil)
+		case "wait":
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateInputRequired, not), nil)
+		default:
+			if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(strings.ToUpper(text)), a2a.NewDataPart(map[string]any{"lang": "shout"})), nil) {
+				yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+			}
+		}
+	}
+}
+
+func (translator) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
+}
+
+// legacyTranslator is the same agent on the A2A 0.3 SDK (a2a-go v0.3).
+type legacyTranslator struct{}
+
+func (legacyTranslator) Execute(ctx context.Context, rc *legacysrv.RequestContext, q legacyqueue.Queue) error {
+	var text string
+	for _, p := range rc.Message.Parts {
+		if tp, ok := p.(legacy.TextPart); ok {
+			text = tp.Text
+		}
+	}
+	state := legacy.TaskStateCompleted
 	switch text {
 	case "refuse":
-		state = a2a.TaskStateFailed
+		state = legacy.TaskStateFailed
 	case "wait":
-		state = a2a.TaskStateInputRequired
+		state = legacy.TaskStateInputRequired
 	default:
-		ev := a2a.NewArtifactEvent(rc, a2a.TextPart{Text: strings.ToUpper(text)}, a2a.DataPart{Data: map[string]any{"lang": "shout"}})
+		ev := legacy.NewArtifactEvent(rc, legacy.TextPart{Text: strings.ToUpper(text)}, legacy.DataPart{Data: map[string]any{"lang": "shout"}})
 		if err := q.Write(ctx, ev); err != nil {
 			return err
 		}
 	}
-	var msg *a2a.Message
-	if state != a2a.TaskStateCompleted {
-		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, a2a.TextPart{Text: "not this one"})
+	var msg *legacy.Message
+	if state != legacy.TaskStateCompleted {
+		msg = legacy.NewMessageForTask(legacy.MessageRoleAgent, rc, legacy.TextPart{Text: "not this one"})
 	}
-	ev := a2a.NewStatusUpdateEvent(rc, state, msg)
+	ev := legacy.NewStatusUpdateEvent(rc, state, msg)
 	ev.Final = true
 	return q.Write(ctx, ev)
 }
 
-func (translator) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	return q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil))
+func (legacyTranslator) Cancel(ctx context.Context, rc *legacysrv.RequestContext, q legacyqueue.Queue) error {
+	return q.Write(ctx, legacy.NewStatusUpdateEvent(rc, legacy.TaskStateCanceled, nil))
 }
 
-// a2aAgent serves the translator over JSON-RPC on a loopback httptest server and returns the
-// URL of its card.
+var shoutSkill = a2a.AgentSkill{ID: "shout", Name: "shout", Description: "upper-case a text", Tags: []string{"text", "model:caps-1"}}
+
+// a2aAgent serves the translator on A2A 1.0 (JSON-RPC) on a loopback httptest server and
+// returns the URL its card is under.
 func a2aAgent(t testing.TB) string {
 	t.Helper()
 	mux := http.NewServeMux()
 	hs := httptest.NewServer(mux)
-	card := &a2a.AgentCard{Name: "Shouter", Description: "upper-cases text", URL: hs.URL + "/invoke",
-		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: ProtocolVersion, Version: "1.0",
-		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
-		Skills: []a2a.AgentSkill{{ID: "shout", Name: "shout", Description: "upper-case a text", Tags: []string{"text", "model:caps-1"}}}}
+	card := &a2a.AgentCard{Name: "Shouter", Description: "upper-cases text", Version: "1.0",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(hs.URL+"/invoke", a2a.TransportProtocolJSONRPC)},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"}, Skills: []a2a.AgentSkill{shoutSkill}}
 	mux.Handle("/invoke", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(translator{}, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
 	t.Cleanup(hs.Close)
 	return hs.URL
 }
 
+// legacyAgent serves the translator on A2A 0.3, with the 0.3 SDK and a 0.3 card.
+func legacyAgent(t testing.TB) string {
+	t.Helper()
+	mux := http.NewServeMux()
+	hs := httptest.NewServer(mux)
+	card := &legacy.AgentCard{Name: "Shouter", Description: "upper-cases text", URL: hs.URL + "/invoke",
+		PreferredTransport: legacy.TransportProtocolJSONRPC, ProtocolVersion: "0.3.0", Version: "1.0",
+		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+		Skills: []legacy.AgentSkill{{ID: "shout", Name: "shout", Description: "upper-case a text", Tags: []string{"text", "model:caps-1"}}}}
+	mux.Handle("/invoke", legacysrv.NewJSONRPCHandler(legacysrv.NewHandler(legacyTranslator{}, legacysrv.WithLogger(slog.New(slog.DiscardHandler)))))
+	mux.Handle(legacysrv.WellKnownAgentCardPath, legacysrv.NewStaticAgentCardHandler(card))
+	t.Cleanup(hs.Close)
+	return hs.URL
+}
+
 // Outbound: an A2A agent attached to a mocknet mesh is found by its skill and answers a mesh
 // agent's requests: a completed task is the accepted response, a failed task an error, a task
-// that needs input a pending response.
+// that needs input a pending response. The agent speaks A2A 1.0 (a 1.0 card) or 0.3 (a 0.3
+// card, the 0.3 SDK).
 func TestAttach_MeshAgentReachesAnA2AAgent(t *testing.T) {
+	t.Run("a2a-1.0", func(t *testing.T) { attachAndAsk(t, a2aAgent(t), 7430) })
+	t.Run("a2a-0.3", func(t *testing.T) { attachAndAsk(t, legacyAgent(t), 7440) })
+}
+
+func attachAndAsk(t *testing.T, base string, port int) {
 	ctx := context.Background()
-	base := a2aAgent(t)
 	hc := &http.Client{Transport: &http.Transport{}}
 	defer hc.CloseIdleConnections()
 	card, err := FetchCard(ctx, base, hc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	net := testsupport.Mocknet(t, 2, testsupport.FirstPort(7430), testsupport.LinkOnly())
+	net := testsupport.Mocknet(t, 2, testsupport.FirstPort(port), testsupport.LinkOnly())
 	quiet := node.WithLogger(slog.New(slog.DiscardHandler))
 	asker, err := node.New(node.WithHost(net.Hosts[0], net.Keys[0]), node.WithDataDir(t.TempDir()), quiet,
 		node.WithAgent("test:a2a:asker", protocol.Manifest{Tools: []string{"chat"}}), node.WithHeartbeatInterval(time.Second))
@@ -144,7 +202,7 @@ func TestCard_RoundTripAndSignature(t *testing.T) {
 		t.Fatalf("round trip %+v", got)
 	}
 	net := testsupport.Mocknet(t, 1)
-	if err := SignCard(card, net.Keys[0]); err != nil {
+	if err := SignCard(card, net.Keys[0], "http://127.0.0.1:9701"+JWKSPath); err != nil {
 		t.Fatal(err)
 	}
 	if id, err := VerifyCard(card); err != nil || id != net.Hosts[0].ID() {

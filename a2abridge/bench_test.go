@@ -6,16 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
-	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // BenchmarkBridgeRequest measures a request through the A2A bridge against the same request
 // over IACP: an A2A message/send through the inbound bridge (a2a-go's client, JSON-RPC over
 // loopback HTTP, the bridge's task machinery, then the node's local API) and a request through
-// the local API itself (api.Client.Request), both answered by a Go handler on the other
+// the local API itself (apiclient.Client.Request), both answered by a Go handler on the other
 // mocknet node, alternating one of each per iteration. It reports the p50 of each and their
 // ratio, a2a/iacp-p50: what the bridge adds.
 //
@@ -23,21 +23,21 @@ import (
 func BenchmarkBridgeRequest(b *testing.B) {
 	// Durable delivery off (its fsync per message would dominate both numbers) and the
 	// per-peer rate limit lifted (the loop is faster than the default rate).
-	m := mesh(b, 7440, node.WithDurable(false), node.WithRateLimit(1e6, 1e6))
+	m := mesh(b, 7470, node.WithDurable(false), node.WithRateLimit(1e6, 1e6))
 	hs, hc := bridge(b, m)
-	cl, _ := client(b, hc, agentURL(hs.URL, summariser))
+	cl, _ := client(b, hc, agentURL(hs.URL, summariser), a2a.TransportProtocolJSONRPC)
 	ctx := context.Background()
 	viaA2A := func() error {
-		res, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "t"})})
+		res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("t"))})
 		if t, ok := res.(*a2a.Task); err == nil && (!ok || t.Status.State != a2a.TaskStateCompleted) {
 			b.Fatalf("the bridge answered %#v", res)
 		}
 		return err
 	}
 	viaAPI := func() error {
-		req := &protocol.Message{}
+		req := &apiclient.Message{}
 		req.Envelope.Recipient.AgentID = summariser
-		req.Message.Type, req.Message.Intent, req.Message.Payload = protocol.TypeRequest, protocol.IntentHandoff, []byte(`{"text":"t"}`)
+		req.Message.Type, req.Message.Intent, req.Message.Payload = apiclient.TypeRequest, "handoff", []byte(`{"text":"t"}`)
 		_, err := m[0].c.Request(ctx, req, 10*time.Second)
 		return err
 	}

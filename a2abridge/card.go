@@ -1,17 +1,13 @@
 package a2abridge
 
 import (
-	"crypto/ed25519"
-	"encoding/base64"
 	"encoding/json"
-	"fmt"
 	"net/url"
 	"slices"
 	"strings"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/libp2p/go-libp2p/core/crypto"
-	"github.com/libp2p/go-libp2p/core/peer"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2acompat/a2av0"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -20,17 +16,26 @@ import (
 // its models "model:NAME".
 const modelTag = "model:"
 
+// Interfaces are the A2A interfaces the bridge serves an agent on, endpoint being its base URL
+// (ending in "/"): A2A 1.0 over JSON-RPC (POST endpoint) and HTTP+JSON (endpoint
+// message:send, tasks/..., under the same base), and A2A 0.3 over JSON-RPC at the same URL,
+// told apart by method name (server.go).
+func Interfaces(endpoint string) []*a2a.AgentInterface {
+	return []*a2a.AgentInterface{
+		{URL: endpoint, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2a.Version},
+		{URL: strings.TrimSuffix(endpoint, "/"), ProtocolBinding: a2a.TransportProtocolHTTPJSON, ProtocolVersion: a2a.Version},
+		{URL: endpoint, ProtocolBinding: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2av0.Version},
+	}
+}
+
 // CardOf is the A2A agent card of a mesh agent: its manifest's tools are the skills (a
 // manifest without tools has one skill, "handoff"), each tagged with the domains and the models
-// ("model:NAME"); endpoint is the card's JSON-RPC URL; the IACP extension names the agent id
-// and, when peerID is not "", the agent's peer.
+// ("model:NAME"); endpoint is the base URL of its interfaces (Interfaces); the IACP extension
+// names the agent id and, when peerID is not "", the agent's peer.
 func CardOf(agentID string, m protocol.Manifest, endpoint, version, peerID string) *a2a.AgentCard {
 	tags := slices.Clone(m.Domains)
 	for _, md := range m.Models {
 		tags = append(tags, modelTag+md)
-	}
-	if tags == nil {
-		tags = []string{}
 	}
 	var skills []a2a.AgentSkill
 	for _, t := range m.Tools {
@@ -51,12 +56,10 @@ func CardOf(agentID string, m protocol.Manifest, endpoint, version, peerID strin
 		params["peer_id"] = peerID
 	}
 	return &a2a.AgentCard{
-		Name:               name,
-		Description:        "The IACP mesh agent " + agentID + ", reached through an iacp-node A2A bridge.",
-		URL:                endpoint,
-		PreferredTransport: a2a.TransportProtocolJSONRPC,
-		ProtocolVersion:    ProtocolVersion,
-		Version:            version,
+		Name:                name,
+		Description:         "The IACP mesh agent " + agentID + ", reached through an iacp-node A2A bridge.",
+		SupportedInterfaces: Interfaces(endpoint),
+		Version:             version,
 		Capabilities: a2a.AgentCapabilities{Streaming: true, Extensions: []a2a.AgentExtension{{
 			URI: ExtensionURI, Description: "the agent is an IACP mesh agent; params name it", Params: params}}},
 		DefaultInputModes:  []string{"text/plain", "application/json"},
@@ -91,12 +94,14 @@ func appendNew(s []string, v string) []string {
 }
 
 // DefaultAgentID is the agent id an attached A2A agent takes when none is given:
-// "a2a:HOST:NAME", from the card's URL host and its name, each cut to the characters an agent
-// id allows.
+// "a2a:HOST:NAME", from the host of the card's first interface and its name, each cut to the
+// characters an agent id allows.
 func DefaultAgentID(card *a2a.AgentCard) string {
 	host := "remote"
-	if u, err := url.Parse(card.URL); err == nil && u.Hostname() != "" {
-		host = u.Hostname()
+	if len(card.SupportedInterfaces) > 0 {
+		if u, err := url.Parse(card.SupportedInterfaces[0].URL); err == nil && u.Hostname() != "" {
+			host = u.Hostname()
+		}
 	}
 	return "a2a:" + segment(host, "remote") + ":" + segment(card.Name, "agent")
 }
@@ -117,98 +122,56 @@ func segment(s, def string) string {
 	return out
 }
 
-// jwsHeader is the protected header of a card signature.
-type jwsHeader struct {
-	Alg string `json:"alg"`
-	Typ string `json:"typ"`
-	Kid string `json:"kid"`
-}
-
-var b64 = base64.RawURLEncoding
-
-// cardPayload is what a card signature covers: the card without its signatures, in RFC 8785
-// canonical JSON, base64url-encoded (the JWS payload, detached).
-func cardPayload(card *a2a.AgentCard) (string, error) {
-	c := *card
-	c.Signatures = nil
-	raw, err := json.Marshal(&c)
+// UnionCardJSON is card as the bridge serves it: the A2A 1.0 card, and the members an A2A
+// 0.3 client reads beside them (url, preferredTransport, protocolVersion, additionalInterfaces,
+// security, and each security scheme's 0.3 members next to its 1.0 ones), so that clients of
+// either version read one document. The 0.3 members name the card's 0.3 interfaces; 1.0
+// readers ignore them, and the card's signature does not cover them (CanonicalCard).
+func UnionCardJSON(card *a2a.AgentCard) ([]byte, error) {
+	raw, err := json.Marshal(card)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	canon, err := protocol.CanonicalJSON(raw)
-	if err != nil {
-		return "", err
+	var doc map[string]any
+	if err := json.Unmarshal(raw, &doc); err != nil {
+		return nil, err
 	}
-	return b64.EncodeToString(canon), nil
-}
-
-// SignCard adds a JWS signature (RFC 7515, alg EdDSA, detached payload) to the card, made with
-// the node's identity key: the payload is the card without signatures in RFC 8785 canonical
-// JSON, as A2A's AgentCardSignature says, and the header's kid is the key's peer id, which
-// holds the Ed25519 public key.
-func SignCard(card *a2a.AgentCard, key crypto.PrivKey) error {
-	if key.Type() != crypto.Ed25519 {
-		return fmt.Errorf("sign card: the key is %s; cards are signed with Ed25519 (EdDSA)", key.Type())
+	var legacy []*a2a.AgentInterface
+	for _, iface := range card.SupportedInterfaces {
+		if iface.ProtocolVersion == a2av0.Version {
+			legacy = append(legacy, iface)
+		}
 	}
-	id, err := peer.IDFromPrivateKey(key)
-	if err != nil {
-		return err
+	if len(legacy) > 0 {
+		doc["url"], doc["preferredTransport"], doc["protocolVersion"] = legacy[0].URL, legacy[0].ProtocolBinding, "0.3.0"
+		var more []map[string]any
+		for _, iface := range legacy[1:] {
+			more = append(more, map[string]any{"url": iface.URL, "transport": iface.ProtocolBinding})
+		}
+		if more != nil {
+			doc["additionalInterfaces"] = more
+		}
 	}
-	hdr, err := json.Marshal(jwsHeader{Alg: "EdDSA", Typ: "JOSE", Kid: id.String()})
-	if err != nil {
-		return err
+	var security []map[string][]string
+	for _, req := range card.SecurityRequirements {
+		r := map[string][]string{}
+		for name, scopes := range req {
+			r[string(name)] = append([]string{}, scopes...)
+		}
+		security = append(security, r)
 	}
-	payload, err := cardPayload(card)
-	if err != nil {
-		return fmt.Errorf("sign card: %w", err)
+	if security != nil {
+		doc["security"] = security
 	}
-	protected := b64.EncodeToString(hdr)
-	sig, err := key.Sign([]byte(protected + "." + payload))
-	if err != nil {
-		return err
+	schemes, _ := doc["securitySchemes"].(map[string]any)
+	for name, s := range card.SecuritySchemes {
+		entry, _ := schemes[string(name)].(map[string]any)
+		if h, ok := s.(a2a.HTTPAuthSecurityScheme); ok && entry != nil {
+			entry["type"], entry["scheme"] = "http", h.Scheme
+			if h.Description != "" {
+				entry["description"] = h.Description
+			}
+		}
 	}
-	card.Signatures = append(card.Signatures, a2a.AgentCardSignature{Protected: protected, Signature: b64.EncodeToString(sig)})
-	return nil
-}
-
-// VerifyCard checks the card's first signature and returns the peer id that made it: the
-// header must say EdDSA, its kid must be a peer id with an Ed25519 key, and the signature must
-// cover the card as it is now.
-func VerifyCard(card *a2a.AgentCard) (peer.ID, error) {
-	if len(card.Signatures) == 0 {
-		return "", fmt.Errorf("verify card: the card is not signed")
-	}
-	s := card.Signatures[0]
-	raw, err := b64.DecodeString(s.Protected)
-	if err != nil {
-		return "", fmt.Errorf("verify card: protected header: %w", err)
-	}
-	var hdr jwsHeader
-	if err := json.Unmarshal(raw, &hdr); err != nil || hdr.Alg != "EdDSA" {
-		return "", fmt.Errorf("verify card: the protected header is not an EdDSA JWS header: %s", raw)
-	}
-	id, err := peer.Decode(hdr.Kid)
-	if err != nil {
-		return "", fmt.Errorf("verify card: kid %q is not a peer id: %w", hdr.Kid, err)
-	}
-	pub, err := id.ExtractPublicKey()
-	if err != nil {
-		return "", fmt.Errorf("verify card: kid %s holds no public key: %w", id, err)
-	}
-	rawPub, err := pub.Raw()
-	if err != nil || pub.Type() != crypto.Ed25519 {
-		return "", fmt.Errorf("verify card: kid %s is not an Ed25519 key", id)
-	}
-	sig, err := b64.DecodeString(s.Signature)
-	if err != nil {
-		return "", fmt.Errorf("verify card: signature: %w", err)
-	}
-	payload, err := cardPayload(card)
-	if err != nil {
-		return "", fmt.Errorf("verify card: %w", err)
-	}
-	if !ed25519.Verify(ed25519.PublicKey(rawPub), []byte(s.Protected+"."+payload), sig) {
-		return "", fmt.Errorf("verify card: the signature does not verify: the card was changed or signed by another key")
-	}
-	return id, nil
+	return json.MarshalIndent(doc, "", "  ")
 }

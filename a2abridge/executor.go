@@ -2,12 +2,13 @@ package a2abridge
 
 import (
 	"context"
+	"iter"
 	"math"
+	"slices"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -26,61 +27,70 @@ type executor struct{ s *Server }
 
 var _ a2asrv.AgentExecutor = (*executor)(nil)
 
-// Execute sends the message to the target agent and writes the task's events: working, then
-// per answer a working update (a pending response), and last the task completed with the
-// answer as its artifact (accepted), or a final status update: rejected (rejected),
-// input-required (counter) or failed (an error).
-func (e *executor) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	s := e.s
-	if !s.track() {
-		return fail(ctx, rc, q, protocol.Errorf(protocol.CodeTimeout, "%v", errClosed))
-	}
-	defer s.calls.Done()
-	// The task starts submitted (the SDK made it so): working is its first event.
-	if err := q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateWorking, nil)); err != nil {
-		return err
-	}
-	target, _ := ctx.Value(targetKey{}).(string)
-	m, err := requestOf(target, rc, s.o.Wait)
-	if err != nil {
-		return fail(ctx, rc, q, err)
-	}
-	call, cancel := context.WithTimeout(ctx, s.o.Wait)
-	defer cancel()
-	defer context.AfterFunc(s.ctx, cancel)()
-	resp, err := s.c.Request(call, m, s.o.Wait)
-	for err == nil {
-		status, serr := protocol.StatusOf(resp)
-		if serr != nil {
-			return fail(ctx, rc, q, serr)
+// Execute sends the message to the target agent and emits the task's events: submitted (a
+// new task), working, then per answer a working update (a pending response), and last the
+// task completed with the answer as its artifact (accepted), or a final status: rejected
+// (rejected), input-required (counter) or failed (an error). A canceled task (tasks/cancel,
+// CancelTask) ends the request's wait, and a request still queued then is never delivered
+// (the local API cancels it with its caller).
+func (e *executor) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		s := e.s
+		if !s.track() {
+			yield(failed(ec, protocol.Errorf(protocol.CodeTimeout, "%v", errClosed)), nil)
+			return
 		}
-		if status != protocol.ResponsePending {
-			return finish(ctx, rc, q, status, resp)
+		defer s.calls.Done()
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
 		}
-		if err := q.Write(ctx, statusEvent(rc, a2a.TaskStateWorking, resp, false)); err != nil {
-			return err
+		if !yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateWorking, nil), nil) {
+			return
 		}
-		resp, err = s.next(call, resp.Envelope.CorrelationID, resp.Envelope.Sender.AgentID)
+		target, _ := ctx.Value(targetKey{}).(string)
+		m, err := requestOf(target, ec, s.o.Wait)
+		if err != nil {
+			yield(failed(ec, err), nil)
+			return
+		}
+		call, cancel := context.WithTimeout(ctx, s.o.Wait)
+		defer cancel()
+		defer context.AfterFunc(s.ctx, cancel)()
+		resp, err := s.request(call, m, s.o.Wait)
+		for err == nil {
+			status, serr := protocol.StatusOf(resp)
+			if serr != nil {
+				yield(failed(ec, serr), nil)
+				return
+			}
+			if status != protocol.ResponsePending {
+				yield(finish(ec, status, resp), nil)
+				return
+			}
+			if !yield(statusEvent(ec, a2a.TaskStateWorking, resp), nil) {
+				return
+			}
+			resp, err = s.next(call, resp.Envelope.CorrelationID, resp.Envelope.Sender.AgentID)
+		}
+		if call.Err() != nil && s.ctx.Err() == nil && ctx.Err() == nil {
+			err = protocol.Errorf(protocol.CodeTimeout, "no final answer from %s within %s", target, s.o.Wait)
+		}
+		yield(failed(ec, err), nil)
 	}
-	if call.Err() != nil && s.ctx.Err() == nil {
-		err = protocol.Errorf(protocol.CodeTimeout, "no final answer from %s within %s", target, s.o.Wait)
-	}
-	return fail(ctx, rc, q, err)
 }
 
-// Cancel cancels the task on the A2A side; the IACP request already sent is not recalled (IACP
-// has no cancel), and its answer, when it comes, is dropped.
-func (e *executor) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
+// Cancel cancels the task on the A2A side; its execution's end ends the IACP request's wait.
+func (e *executor) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
 }
 
 // requestOf is the IACP request an A2A message becomes: its parts as the payload, its ids
 // under "a2a", the intent from its metadata (IntentKey), and a TTL of the bridge's wait.
-func requestOf(target string, rc *a2asrv.RequestContext, wait time.Duration) (*protocol.Message, error) {
-	payload := PayloadOf(rc.Message.Parts)
-	payload[PayloadKey] = map[string]any{"message_id": rc.Message.ID, "context_id": rc.ContextID, "task_id": string(rc.TaskID)}
+func requestOf(target string, ec *a2asrv.ExecutorContext, wait time.Duration) (*protocol.Message, error) {
+	payload := PayloadOf(ec.Message.Parts)
+	payload[PayloadKey] = map[string]any{"message_id": ec.Message.ID, "context_id": ec.ContextID, "task_id": string(ec.TaskID)}
 	raw, err := encode(payload)
 	if err != nil {
 		return nil, err
@@ -90,54 +100,50 @@ func requestOf(target string, rc *a2asrv.RequestContext, wait time.Duration) (*p
 	m.Envelope.TTLSeconds = int64(math.Ceil(wait.Seconds()))
 	m.Message.Type = protocol.TypeRequest
 	m.Message.Intent = protocol.IntentHandoff
-	if in, ok := rc.Message.Metadata[IntentKey].(string); ok && in != "" {
+	if in, ok := ec.Message.Metadata[IntentKey].(string); ok && in != "" {
 		m.Message.Intent = protocol.Intent(in)
 	}
 	m.Message.Payload = raw
 	return m, nil
 }
 
-// finish writes the task's last events for a final response.
-func finish(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, status string, resp *protocol.Message) error {
+// finish is the task's last event for a final response: one Task, completed with the
+// response as its artifact, rather than an artifact update and a status update (each event
+// the SDK applies copies the task); or the final status of a rejection or a counter-offer.
+func finish(ec *a2asrv.ExecutorContext, status string, resp *protocol.Message) a2a.Event {
 	switch status {
 	case protocol.ResponseRejected:
-		return q.Write(ctx, statusEvent(rc, a2a.TaskStateRejected, resp, true))
+		return statusEvent(ec, a2a.TaskStateRejected, resp)
 	case protocol.ResponseCounter:
-		return q.Write(ctx, statusEvent(rc, a2a.TaskStateInputRequired, resp, true))
+		return statusEvent(ec, a2a.TaskStateInputRequired, resp)
 	}
 	payload, err := decode(resp)
 	if err != nil {
-		return fail(ctx, rc, q, err)
+		return failed(ec, err)
 	}
 	art := &a2a.Artifact{ID: a2a.NewArtifactID(), Name: "response", Parts: PartsOf(payload, true),
 		Metadata: map[string]any{"iacp_message_id": resp.Envelope.MessageID, "from": resp.Envelope.Sender.AgentID}}
-	// One Task event, not an artifact update and a status update: the SDK deep-copies the
-	// task (through gob) for each event it applies, the largest cost of a call (bench_test.go).
-	history := []*a2a.Message{rc.Message}
-	if rc.StoredTask != nil {
-		history = rc.StoredTask.History
+	history := []*a2a.Message{ec.Message}
+	if ec.StoredTask != nil {
+		history = append(slices.Clone(ec.StoredTask.History), ec.Message)
 	}
 	now := time.Now()
-	return q.Write(ctx, &a2a.Task{ID: rc.TaskID, ContextID: rc.ContextID, History: history, Artifacts: []*a2a.Artifact{art},
-		Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: &now}})
+	return &a2a.Task{ID: ec.TaskID, ContextID: ec.ContextID, History: history, Artifacts: []*a2a.Artifact{art},
+		Status: a2a.TaskStatus{State: a2a.TaskStateCompleted, Timestamp: &now}}
 }
 
 // statusEvent is a status update whose message carries the response's payload.
-func statusEvent(rc *a2asrv.RequestContext, state a2a.TaskState, resp *protocol.Message, final bool) *a2a.TaskStatusUpdateEvent {
+func statusEvent(ec *a2asrv.ExecutorContext, state a2a.TaskState, resp *protocol.Message) *a2a.TaskStatusUpdateEvent {
 	var msg *a2a.Message
 	if payload, err := decode(resp); err == nil {
-		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, PartsOf(payload, true)...)
+		msg = a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, PartsOf(payload, true)...)
 	}
-	ev := a2a.NewStatusUpdateEvent(rc, state, msg)
-	ev.Final = final
-	return ev
+	return a2a.NewStatusUpdateEvent(ec, state, msg)
 }
 
-// fail ends the task failed, its status message naming the IACP code.
-func fail(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue, err error) error {
-	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, rc, errorParts(err)...))
-	ev.Final = true
-	return q.Write(ctx, ev)
+// failed ends the task failed, its status message naming the IACP code.
+func failed(ec *a2asrv.ExecutorContext, err error) *a2a.TaskStatusUpdateEvent {
+	return a2a.NewStatusUpdateEvent(ec, a2a.TaskStateFailed, a2a.NewMessageForTask(a2a.MessageRoleAgent, ec, errorParts(err)...))
 }
 
 // next waits for the next answer from agent from to the request reqID after a pending one: it
@@ -158,8 +164,11 @@ func (s *Server) next(ctx context.Context, reqID, from string) (*protocol.Messag
 			return nil, err
 		}
 		for _, it := range page.Messages {
-			m := it.Message
-			if m == nil || m.Envelope.CorrelationID != reqID || m.Envelope.Sender.AgentID != from ||
+			if it.Message == nil {
+				continue
+			}
+			m, err := protocol.DecodeJSON(it.Message.Raw)
+			if err != nil || m.Envelope.CorrelationID != reqID || m.Envelope.Sender.AgentID != from ||
 				(m.Message.Type != protocol.TypeResponse && m.Message.Type != protocol.TypeError) {
 				continue
 			}

@@ -1,31 +1,42 @@
 package a2abridge
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"maps"
 	"strings"
 
-	"github.com/a2aproject/a2a-go/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2a"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // PayloadOf maps the parts of an A2A message or artifact to an IACP payload: the text parts,
-// joined by newlines, are "text"; the data parts are merged in order (a later key wins); the
-// file parts are listed under "files" as {name, mime_type, uri or bytes}.
-func PayloadOf(parts []a2a.Part) map[string]any {
+// joined by newlines, are "text"; the data parts are merged in order (a later key wins; data
+// that is not a JSON object goes under "data"); the file parts (a URL, or raw bytes) are
+// listed under "files" as {name, mime_type, uri or bytes (base64)}.
+func PayloadOf(parts []*a2a.Part) map[string]any {
 	out := map[string]any{}
 	var texts []string
 	var files []any
 	for _, p := range parts {
-		switch p := p.(type) {
-		case a2a.TextPart:
-			texts = append(texts, p.Text)
-		case a2a.DataPart:
-			maps.Copy(out, p.Data)
-		case a2a.FilePart:
-			files = append(files, fileOf(p))
+		if p == nil {
+			continue
+		}
+		switch c := p.Content.(type) {
+		case a2a.Text:
+			texts = append(texts, string(c))
+		case a2a.Data:
+			if obj, ok := c.Value.(map[string]any); ok {
+				maps.Copy(out, obj)
+			} else {
+				out["data"] = c.Value
+			}
+		case a2a.URL:
+			files = append(files, fileOf(p, "uri", string(c)))
+		case a2a.Raw:
+			files = append(files, fileOf(p, "bytes", base64.StdEncoding.EncodeToString(c)))
 		}
 	}
 	if len(texts) > 0 {
@@ -37,23 +48,15 @@ func PayloadOf(parts []a2a.Part) map[string]any {
 	return out
 }
 
-// fileOf is a file part as a payload entry.
-func fileOf(p a2a.FilePart) map[string]any {
-	f := map[string]any{}
-	put := func(k, v string) {
-		if v != "" {
-			f[k] = v
-		}
+// fileOf is a file part as a payload entry: its name and media type, and key (uri or bytes)
+// with value.
+func fileOf(p *a2a.Part, key, value string) map[string]any {
+	f := map[string]any{key: value}
+	if p.Filename != "" {
+		f["name"] = p.Filename
 	}
-	switch c := p.File.(type) {
-	case a2a.FileURI:
-		put("name", c.Name)
-		put("mime_type", c.MimeType)
-		put("uri", c.URI)
-	case a2a.FileBytes:
-		put("name", c.Name)
-		put("mime_type", c.MimeType)
-		put("bytes", c.Bytes)
+	if p.MediaType != "" {
+		f["mime_type"] = p.MediaType
 	}
 	return f
 }
@@ -61,10 +64,10 @@ func fileOf(p a2a.FilePart) map[string]any {
 // PartsOf maps an IACP payload to A2A parts: its "text", when a string, as a text part, and
 // the payload as one data part. Without whole, the data part leaves out "text" and the "a2a"
 // ids, and is left out when nothing else remains (what a request to an A2A agent carries).
-func PartsOf(payload map[string]any, whole bool) []a2a.Part {
-	var parts []a2a.Part
+func PartsOf(payload map[string]any, whole bool) []*a2a.Part {
+	var parts []*a2a.Part
 	if t, ok := payload["text"].(string); ok {
-		parts = append(parts, a2a.TextPart{Text: t})
+		parts = append(parts, a2a.NewTextPart(t))
 	}
 	data := payload
 	if !whole {
@@ -73,7 +76,7 @@ func PartsOf(payload map[string]any, whole bool) []a2a.Part {
 		delete(data, PayloadKey)
 	}
 	if len(data) > 0 || len(parts) == 0 {
-		parts = append(parts, a2a.DataPart{Data: data})
+		parts = append(parts, a2a.NewDataPart(data))
 	}
 	return parts
 }
@@ -98,15 +101,17 @@ func encode(payload map[string]any) (json.RawMessage, error) {
 
 // errorParts are the parts of a failed task's status message: "CODE: message" as text, and
 // {code, message, retryable} as data.
-func errorParts(err error) []a2a.Part {
+func errorParts(err error) []*a2a.Part {
 	code := protocol.CodeOf(err)
 	msg := err.Error()
 	var e *protocol.Error
 	if errors.As(err, &e) && e.Message != "" {
 		msg = e.Message
+	} else if after, ok := strings.CutPrefix(msg, string(code)+": "); ok {
+		msg = after
 	}
-	return []a2a.Part{
-		a2a.TextPart{Text: string(code) + ": " + msg},
-		a2a.DataPart{Data: map[string]any{"code": string(code), "message": msg, "retryable": code.Retryable()}},
+	return []*a2a.Part{
+		a2a.NewTextPart(string(code) + ": " + msg),
+		a2a.NewDataPart(map[string]any{"code": string(code), "message": msg, "retryable": code.Retryable()}),
 	}
 }

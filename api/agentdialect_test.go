@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -115,7 +116,7 @@ func TestAgentDialect_ElizaOSAgentAnswersAnIACPRequestFromItsInbox(t *testing.T)
 		}
 		answers = answers[:0]
 		for _, it := range page.Messages {
-			answers = append(answers, it.Message)
+			answers = append(answers, decoded(t, it.Message))
 		}
 	}
 	for _, a := range answers {
@@ -142,12 +143,12 @@ func elizaRequestAnsweredTwice(t *testing.T, ctx context.Context, m *apiMesh) *p
 		a := &protocol.Message{}
 		a.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
 		a.Envelope.CorrelationID = req.Envelope.MessageID
-		a.Message = protocol.Body{Type: protocol.TypeResponse, Intent: req.Message.Intent, Payload: []byte(payload)}
-		if _, err := m.clients[1].Send(ctx, a); err != nil {
+		a.Message = protocol.Body{Type: protocol.TypeResponse, Intent: protocol.Intent(req.Message.Intent), Payload: []byte(payload)}
+		if _, err := m.clients[1].Send(ctx, wire(t, a)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return req
+	return decoded(t, req)
 }
 
 // An ElizaOS agent's TASK_REQUEST with reply_with, answered later by an IACP agent (twice),
@@ -219,7 +220,7 @@ func TestAgentDialect_InexpressibleMessageIsRefusedAtTheSender(t *testing.T) {
 	m := newAPIMesh(t, 2, speaks(1, "acp-v2"))
 	ctx := testCtx(t, 20*time.Second)
 	ev := request(agentName(1), protocol.IntentNotify, `{"event_type":"build_done"}`)
-	ev.Message.Type = protocol.TypeEvent
+	ev.Message.Type = apiclient.TypeEvent
 	_, err := m.clients[0].Send(ctx, ev)
 	if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch || !strings.Contains(err.Error(), "speaks acp-v2") {
 		t.Fatalf("an event to an ACP v2 agent: %v; want CAPABILITY_MISMATCH naming acp-v2", err)
@@ -238,8 +239,8 @@ func TestConversation_ListedByItsReplyWithOnBothNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawInbox(t, m.servers[0], "", 2) // both answers are in
-	events := func(c *Client) (out []string) {
-		doc, err := c.Conversation(ctx, "debug-task-42", 0, 0)
+	events := func(c *apiclient.Client) (out []string) {
+		doc, err := Conversation(ctx, c, "debug-task-42", 0, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -264,11 +265,11 @@ func TestConversation_ListedByItsReplyWithOnBothNodes(t *testing.T) {
 		t.Fatalf("node 0 lists %q, want %q\nnode 1 lists %q, want %q", got0, want0, counted(got1), want1)
 	}
 	// Following on from the last entry lists nothing new.
-	doc, err := m.clients[0].Conversation(ctx, "debug-task-42", 0, 1)
+	doc, err := Conversation(ctx, m.clients[0], "debug-task-42", 0, 1)
 	if err != nil || len(doc.Messages) != 1 || !doc.More {
 		t.Fatalf("a page of one: %v %+v", err, doc)
 	}
-	if _, err := m.clients[0].Conversation(ctx, strings.Repeat("x", 129), 0, 0); protocol.CodeOf(err) != protocol.CodePayloadInvalid {
+	if _, err := Conversation(ctx, m.clients[0], strings.Repeat("x", 129), 0, 0); protocol.CodeOf(err) != protocol.CodePayloadInvalid {
 		t.Fatalf("a 129-character id: %v", err)
 	}
 }
@@ -290,7 +291,7 @@ func counted(items []string) string {
 // A node without the audit log says that conversations need it.
 func TestConversation_NeedsTheAuditLog(t *testing.T) {
 	m := newAPIMesh(t, 1, meshOpts{node: func(int) []node.Option { return []node.Option{node.WithAudit(false, false)} }})
-	_, err := m.clients[0].Conversation(testCtx(t, 10*time.Second), "conv", 0, 0)
+	_, err := Conversation(testCtx(t, 10*time.Second), m.clients[0], "conv", 0, 0)
 	if protocol.CodeOf(err) != protocol.CodeCapabilityMismatch || !strings.Contains(err.Error(), "audit: true") {
 		t.Fatalf("conversation without the audit log: %v", err)
 	}

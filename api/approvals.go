@@ -7,7 +7,6 @@ import (
 	"errors"
 	"io"
 	"net/http"
-	"net/url"
 	"unicode/utf8"
 
 	"github.com/iacp-node/iacp-node/node"
@@ -153,29 +152,4 @@ func emitApprovals(out *sseStream, f EventFilter, es []node.ApprovalEvent, after
 		}
 	}
 	return after, true
-}
-
-// Approvals lists the messages held for approval.
-func (c *Client) Approvals(ctx context.Context) (ApprovalsDoc, error) {
-	var d ApprovalsDoc
-	return d, c.do(ctx, http.MethodGet, "/v1/approvals", nil, "", &d)
-}
-
-// Approve approves the held message id on behalf of by (empty: DefaultApprovalBy).
-func (c *Client) Approve(ctx context.Context, id, by string) (DecisionResult, error) {
-	return c.decide(ctx, id, "approve", DecisionRequest{By: by})
-}
-
-// Reject rejects the held message id on behalf of by, for reason.
-func (c *Client) Reject(ctx context.Context, id, by, reason string) (DecisionResult, error) {
-	return c.decide(ctx, id, "reject", DecisionRequest{By: by, Reason: reason})
-}
-
-func (c *Client) decide(ctx context.Context, id, what string, req DecisionRequest) (DecisionResult, error) {
-	var d DecisionResult
-	body, err := json.Marshal(req)
-	if err != nil {
-		return d, err
-	}
-	return d, c.do(ctx, http.MethodPost, "/v1/approvals/"+url.PathEscape(id)+"/"+what, body, mediaJSON, &d)
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -20,11 +21,11 @@ func acpCommand(id, to string) string {
 }
 
 // waitHeld waits until c lists n held messages and returns them.
-func waitHeld(t *testing.T, c *Client, n int) []ApprovalItem {
+func waitHeld(t *testing.T, c *apiclient.Client, n int) []ApprovalItem {
 	t.Helper()
 	var held []ApprovalItem
 	testsupport.WaitFor(t, 10*time.Second, "held messages", func() bool {
-		doc, err := c.Approvals(testCtx(t, 5*time.Second))
+		doc, err := Approvals(testCtx(t, 5*time.Second), c)
 		held = doc.Held
 		return err == nil && len(held) == n
 	})
@@ -40,7 +41,7 @@ func TestApprovals_ACPv2CommandHeldUntilApprovedOverHTTP(t *testing.T) {
 	events := make(chan EventItem, 8)
 	streamDone := make(chan error, 1)
 	go func() {
-		streamDone <- c.Events(sctx, EventFilter{Kinds: []string{KindApproval}}, func(it EventItem) error { events <- it; return nil })
+		streamDone <- Events(sctx, c, EventFilter{Kinds: []string{KindApproval}}, func(it EventItem) error { events <- it; return nil })
 	}()
 	defer func() { stop(); <-streamDone }()
 	time.Sleep(100 * time.Millisecond) // the stream subscribes from now on
@@ -68,7 +69,7 @@ func TestApprovals_ACPv2CommandHeldUntilApprovedOverHTTP(t *testing.T) {
 	if doc, err := rc.Inbox(testCtx(t, 5*time.Second), 0, 0); err != nil || len(doc.Messages) != 0 {
 		t.Fatalf("the recipient has %d messages before approval (%v)", len(doc.Messages), err)
 	}
-	dec, err := c.Approve(testCtx(t, 10*time.Second), id, "alice")
+	dec, err := Approve(testCtx(t, 10*time.Second), c, id, "alice")
 	if err != nil || dec.Decision != "approved" || dec.By != "alice" {
 		t.Fatalf("approve: %+v %v", dec, err)
 	}
@@ -76,7 +77,7 @@ func TestApprovals_ACPv2CommandHeldUntilApprovedOverHTTP(t *testing.T) {
 	if len(got) != 1 {
 		t.Fatalf("the recipient got %d messages, want 1", len(got))
 	}
-	if doc, _ := c.Approvals(testCtx(t, 5*time.Second)); len(doc.Held) != 0 {
+	if doc, _ := Approvals(testCtx(t, 5*time.Second), c); len(doc.Held) != 0 {
 		t.Fatalf("still held after approval: %+v", doc.Held)
 	}
 	for _, want := range []string{"held", "approved"} {
@@ -92,13 +93,13 @@ func TestApprovals_ACPv2CommandHeldUntilApprovedOverHTTP(t *testing.T) {
 			t.Fatalf("no %s event on the stream", want)
 		}
 	}
-	if _, err := c.Approve(testCtx(t, 5*time.Second), id, ""); statusOf(err) != http.StatusNotFound {
+	if _, err := Approve(testCtx(t, 5*time.Second), c, id, ""); statusOf(err) != http.StatusNotFound {
 		t.Fatalf("approving again: %v; want 404", err)
 	}
 }
 
 func statusOf(err error) int {
-	var ae *APIError
+	var ae *apiclient.APIError
 	if errors.As(err, &ae) {
 		return ae.Status
 	}
@@ -130,7 +131,7 @@ func TestApprovals_RejectionReachesTheWaitingAgent(t *testing.T) {
 		done <- answer{resp.StatusCode, string(raw)}
 	}()
 	waitHeld(t, c, 1)
-	if dec, err := c.Reject(testCtx(t, 10*time.Second), id, "bob", "change freeze"); err != nil || dec.Decision != "rejected" {
+	if dec, err := Reject(testCtx(t, 10*time.Second), c, id, "bob", "change freeze"); err != nil || dec.Decision != "rejected" {
 		t.Fatalf("reject: %+v %v", dec, err)
 	}
 	select {
@@ -152,7 +153,7 @@ func TestApprovals_RejectionReachesTheWaitingAgent(t *testing.T) {
 		done <- answer{status, string(ed.Error.Code) + " " + ed.MessageID}
 	}()
 	waitHeld(t, c, 1)
-	if _, err := c.Reject(testCtx(t, 10*time.Second), mid, "", ""); err != nil {
+	if _, err := Reject(testCtx(t, 10*time.Second), c, mid, "", ""); err != nil {
 		t.Fatal(err)
 	}
 	select {

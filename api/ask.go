@@ -2,61 +2,25 @@ package api
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
-// AskRequest is the body of POST /v1/ask: a broadcast query (docs/coordination.md).
-type AskRequest struct {
-	// Group is the capability group asked; empty asks every agent.
-	Group string `json:"group,omitempty"`
-	// Intent of the query's request: query (the default), handoff, negotiate or x-....
-	Intent string `json:"intent,omitempty"`
-	// Payload is the request's payload, a JSON object.
-	Payload json.RawMessage `json:"payload,omitempty"`
-	// Deadline is how long answers are collected, a duration such as "2s" (default 2s, at
-	// most 5m and the server's maximum wait).
-	Deadline string `json:"deadline,omitempty"`
-	// Count: answer as soon as this many agents answered (default and at most 1024).
-	Count int `json:"count,omitempty"`
-	// Expect lists the agents expected to answer: the query ends once all of them did, and
-	// names the others under missing.
-	Expect []string `json:"expect,omitempty"`
-}
-
-// AskDoc answers POST /v1/ask: what the query collected.
-type AskDoc struct {
-	QueryID string         `json:"query_id"`
-	Group   string         `json:"group"`
-	Ended   string         `json:"ended"` // count, expected, deadline or canceled
-	Answers []AskAnswerDoc `json:"answers"`
-	Errors  []AskErrorDoc  `json:"errors"`
-	Missing []string       `json:"missing"`
-	Refused int            `json:"refused"`
-}
-
-// AskAnswerDoc is one agent's answer.
-type AskAnswerDoc struct {
-	AgentID   string          `json:"agent_id"`
-	PeerID    string          `json:"peer_id"`
-	Status    string          `json:"status"`
-	Payload   json.RawMessage `json:"payload"`
-	LatencyMS float64         `json:"latency_ms"`
-}
-
-// AskErrorDoc is one agent's error answer.
-type AskErrorDoc struct {
-	AgentID   string        `json:"agent_id"`
-	PeerID    string        `json:"peer_id"`
-	Code      protocol.Code `json:"code"`
-	Message   string        `json:"message"`
-	LatencyMS float64       `json:"latency_ms"`
-}
+type (
+	// AskRequest is the body of POST /v1/ask: a broadcast query (docs/coordination.md).
+	AskRequest = apiclient.AskRequest
+	// AskDoc answers POST /v1/ask: what the query collected.
+	AskDoc = apiclient.AskDoc
+	// AskAnswerDoc is one agent's answer.
+	AskAnswerDoc = apiclient.AskAnswerDoc
+	// AskErrorDoc is one agent's error answer.
+	AskErrorDoc = apiclient.AskErrorDoc
+)
 
 // postAsk runs a broadcast query and answers with what it collected (200), once its deadline
 // passed, its count was reached or every expected agent answered.
@@ -125,17 +89,7 @@ func askDoc(res *node.AskResult) AskDoc {
 		d.Answers = append(d.Answers, AskAnswerDoc{AgentID: a.AgentID, PeerID: a.Peer, Status: a.Status, Payload: a.Payload, LatencyMS: ms(a.Latency)})
 	}
 	for _, e := range res.Errors {
-		d.Errors = append(d.Errors, AskErrorDoc{AgentID: e.AgentID, PeerID: e.Peer, Code: e.Code, Message: e.Message, LatencyMS: ms(e.Latency)})
+		d.Errors = append(d.Errors, AskErrorDoc{AgentID: e.AgentID, PeerID: e.Peer, Code: string(e.Code), Message: e.Message, LatencyMS: ms(e.Latency)})
 	}
 	return d
-}
-
-// Ask runs a broadcast query (POST /v1/ask) and returns what it collected.
-func (c *Client) Ask(ctx context.Context, req AskRequest) (AskDoc, error) {
-	raw, err := json.Marshal(req)
-	if err != nil {
-		return AskDoc{}, err
-	}
-	var d AskDoc
-	return d, c.do(ctx, http.MethodPost, "/v1/ask", raw, mediaJSON, &d)
 }

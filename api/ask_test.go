@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -63,14 +64,14 @@ func TestAsk_BadInput(t *testing.T) {
 		{Group: "no spaces"},
 		{Count: node.MaxAskAnswers + 1},
 	} {
-		var ae *APIError
+		var ae *apiclient.APIError
 		_, err := m.clients[0].Ask(ctx, req)
-		if !errors.As(err, &ae) || ae.Status != 400 || ae.Code() != protocol.CodePayloadInvalid {
+		if !errors.As(err, &ae) || ae.Status != 400 || ae.Code() != string(protocol.CodePayloadInvalid) {
 			t.Fatalf("%+v: %v, want 400 PAYLOAD_INVALID", req, err)
 		}
 	}
 	off := newAPIMesh(t, 1, meshOpts{})
-	var ae *APIError
+	var ae *apiclient.APIError
 	if _, err := off.clients[0].Ask(ctx, AskRequest{}); !errors.As(err, &ae) || ae.Status != 503 {
 		t.Fatalf("without gossip: %v, want 503", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -51,31 +52,31 @@ func TestCoord_AnyFallbackScatterPipelineOverHTTP(t *testing.T) {
 	ctx := testCtx(t, 30*time.Second)
 	tool := &coord.Capability{Kind: "tool", Name: "terminal"}
 
-	res, err := c.CoordAny(ctx, CoordRequest{Capability: tool, Intent: protocol.IntentQuery, Payload: json.RawMessage(`{"n":1}`)}, 10*time.Second)
+	res, err := CoordAny(ctx, c, CoordRequest{Capability: tool, Intent: protocol.IntentQuery, Payload: json.RawMessage(`{"n":1}`)}, 10*time.Second)
 	if err != nil || res.Response == nil || !strings.HasPrefix(res.AgentID, "test:api:agent") {
 		t.Fatalf("any: %+v, %v", res, err)
 	}
 	failing.Store(true)
-	res, err = c.CoordFallback(ctx, CoordRequest{Agents: []string{agentName(1), agentName(3)}, Intent: protocol.IntentQuery}, 10*time.Second)
+	res, err = CoordFallback(ctx, c, CoordRequest{Agents: []string{agentName(1), agentName(3)}, Intent: protocol.IntentQuery}, 10*time.Second)
 	if err != nil || res.AgentID != agentName(3) || len(res.Tried) != 1 || res.Tried[0].Code != protocol.CodeInternalError {
 		t.Fatalf("fallback: %+v, %v", res, err)
 	}
-	g, err := c.CoordScatter(ctx, CoordRequest{Agents: []string{agentName(1), agentName(2), agentName(3)}, Intent: protocol.IntentQuery, Completion: "all"}, 10*time.Second)
+	g, err := CoordScatter(ctx, c, CoordRequest{Agents: []string{agentName(1), agentName(2), agentName(3)}, Intent: protocol.IntentQuery, Completion: "all"}, 10*time.Second)
 	if err != nil || g.Met || len(g.Answers) != 2 || len(g.Errors[protocol.CodeInternalError]) != 1 || g.Error == nil {
 		t.Fatalf("scatter: %+v, %v", g, err)
 	}
-	p, err := c.CoordPipeline(ctx, PipelineRequest{Input: json.RawMessage(`{"n":1}`), Steps: []coord.Step{
+	p, err := CoordPipeline(ctx, c, PipelineRequest{Input: json.RawMessage(`{"n":1}`), Steps: []coord.Step{
 		{Agent: agentName(2), Intent: protocol.IntentQuery},
 		{Capability: tool, Intent: protocol.IntentQuery},
 	}}, 10*time.Second)
 	if err != nil || p.Error != nil || len(p.Steps) != 2 || !strings.Contains(string(p.Output), `"n":3`) {
 		t.Fatalf("pipeline: %+v, %v", p, err)
 	}
-	var ae *APIError
-	if _, err := c.CoordAny(ctx, CoordRequest{Agents: []string{agentName(1)}, Intent: protocol.IntentQuery}, 0); !errors.As(err, &ae) || ae.Status != 400 {
+	var ae *apiclient.APIError
+	if _, err := CoordAny(ctx, c, CoordRequest{Agents: []string{agentName(1)}, Intent: protocol.IntentQuery}, 0); !errors.As(err, &ae) || ae.Status != 400 {
 		t.Fatalf("any with agents: %v, want 400", err)
 	}
-	if _, err := c.CoordScatter(ctx, CoordRequest{Agents: []string{agentName(1)}, Intent: protocol.IntentQuery, Deadline: "soon"}, 0); !errors.As(err, &ae) || ae.Status != 400 {
+	if _, err := CoordScatter(ctx, c, CoordRequest{Agents: []string{agentName(1)}, Intent: protocol.IntentQuery, Deadline: "soon"}, 0); !errors.As(err, &ae) || ae.Status != 400 {
 		t.Fatalf("bad deadline: %v, want 400", err)
 	}
 }
@@ -92,13 +93,13 @@ func TestCoord_BreakerIsVisible(t *testing.T) {
 	items := breakerEvents(t, ctx, m.servers[0])
 	one := CoordRequest{Agents: []string{agentName(1)}, Intent: protocol.IntentQuery}
 	for range 2 {
-		if _, err := c.CoordFallback(ctx, one, 10*time.Second); protocol.CodeOf(err) != protocol.CodeInternalError {
+		if _, err := CoordFallback(ctx, c, one, 10*time.Second); protocol.CodeOf(err) != protocol.CodeInternalError {
 			t.Fatalf("%v, want INTERNAL_ERROR", err)
 		}
 	}
-	var ae *APIError
-	_, err := c.CoordFallback(ctx, one, 10*time.Second)
-	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code() != protocol.CodeAgentNotFound {
+	var ae *apiclient.APIError
+	_, err := CoordFallback(ctx, c, one, 10*time.Second)
+	if !errors.As(err, &ae) || ae.Status != http.StatusNotFound || ae.Code() != string(protocol.CodeAgentNotFound) {
 		t.Fatalf("open circuit: %v, want 404 AGENT_NOT_FOUND", err)
 	}
 	select {
@@ -110,7 +111,7 @@ func TestCoord_BreakerIsVisible(t *testing.T) {
 		t.Fatal("no breaker event")
 	}
 	doc, err := c.Agents(ctx)
-	if err != nil || len(doc.Breakers) != 1 || doc.Breakers[0].AgentID != agentName(1) || doc.Breakers[0].State != coord.Open {
+	if err != nil || len(doc.Breakers) != 1 || doc.Breakers[0].AgentID != agentName(1) || doc.Breakers[0].State != string(coord.Open) {
 		t.Fatalf("agents: %+v, %v", doc.Breakers, err)
 	}
 	resp, err := http.Get(m.servers[0].URL() + "/metrics")

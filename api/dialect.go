@@ -66,7 +66,7 @@ func (s *Server) decodeJSON(d dialect.Dialect, body []byte) (*protocol.Message, 
 		return nil, d, err
 	}
 	if doc == nil {
-		m, err := protocol.DecodeJSON(body)
+		m, err := protocol.DecodeJSONShared(body) // body is the request's, read for it alone: no copy
 		return m, dialect.IACP, err
 	}
 	draft, err := dialect.ToIACP(doc, s.n.Now())

@@ -11,6 +11,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -55,7 +56,7 @@ func TestDialect_ElizaOSRequestIsCarriedAsIACPAndAnsweredInElizaOS(t *testing.T)
 	go func() {
 		doc, err := m.clients[1].Inbox(ctx, 0, 10*time.Second)
 		if err == nil && len(doc.Messages) > 0 {
-			got <- doc.Messages[0].Message
+			got <- decoded(t, doc.Messages[0].Message)
 		}
 		agentDone <- err
 	}()
@@ -135,7 +136,7 @@ func TestDialect_A2ACPRequestIsAnsweredInA2ACP(t *testing.T) {
 	got := make(chan *protocol.Message, 1)
 	go func() {
 		if in, err := m.clients[1].Inbox(ctx, 0, 10*time.Second); err == nil && len(in.Messages) > 0 {
-			got <- in.Messages[0].Message
+			got <- decoded(t, in.Messages[0].Message)
 		}
 		_ = answerOnce(ctx, m.clients[1], agentName(1))
 	}()
@@ -241,7 +242,7 @@ func TestDialect_WebSocketAgentSpeaksElizaOS(t *testing.T) {
 		t.Fatalf("inbox %+v, %v", inbox, err)
 	}
 	got := inbox.Messages[0].Message
-	if got.Message.Type != protocol.TypeResponse || got.Envelope.CorrelationID != res.MessageID || got.Envelope.Sender.AgentID != agentName(1) {
+	if got.Message.Type != apiclient.TypeResponse || got.Envelope.CorrelationID != res.MessageID || got.Envelope.Sender.AgentID != agentName(1) {
 		t.Fatalf("the IACP agent got %+v", got.Envelope)
 	}
 	// A dialect the node does not know is refused before the upgrade.

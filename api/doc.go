@@ -2,7 +2,9 @@
 // (POST /.well-known/iacp/v1/message, GET /.well-known/iacp/v1/connect), webhook delivery to
 // agents that are HTTP servers themselves, REST endpoints for the rest of the node (status,
 // agents, discover, resolve, peers, outbox, inbox), a Server-Sent Events stream, /metrics and
-// /healthz; and Client, the Go client that the command line uses.
+// /healthz. The Go client is package apiclient; the calls whose documents are the node's own
+// types (trust, coordination, workflows, approvals, conversations, events) are typed here, as
+// functions over an apiclient.Client (calls.go).
 //
 // The server listens on 127.0.0.1:9700 by default (IaCP 1.0 section 5.1 puts the local API
 // in 9000-9999) and requires a bearer token read from <data-dir>/api.token (mode 0600). While

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -34,7 +35,7 @@ func TestE2E_SendAndPull(t *testing.T) {
 	if len(doc.Messages) != 1 || doc.Messages[0].Message.Envelope.MessageID != res.MessageID {
 		t.Fatalf("inbox %+v, want the message %s", doc, res.MessageID)
 	}
-	got := doc.Messages[0].Message
+	got := decoded(t, doc.Messages[0].Message)
 	if got.Envelope.Sender.AgentID != agentName(0) || protocol.Verify(got) != nil {
 		t.Fatalf("message not signed by node 0: sender %s", got.Envelope.Sender.AgentID)
 	}
@@ -44,7 +45,7 @@ func TestE2E_SendAndPull(t *testing.T) {
 	if m.nodes[2].Inbox().Len() != 0 {
 		t.Fatal("ack did not take the message")
 	}
-	var ae *APIError
+	var ae *apiclient.APIError
 	if err := m.clients[2].Ack(ctx, res.MessageID); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("second ack: %v, want 404", err)
 	}
@@ -75,7 +76,7 @@ func TestE2E_RequestWaitYAML(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Message.Type != protocol.TypeResponse || got.Envelope.Sender.AgentID != agentName(1) || !bytes.Contains(got.Message.Payload, []byte(agentName(1))) {
+	if got.Message.Type != apiclient.TypeResponse || got.Envelope.Sender.AgentID != agentName(1) || !bytes.Contains(got.Message.Payload, []byte(agentName(1))) {
 		t.Fatalf("response %s", raw)
 	}
 	if protocol.Verify(got) != nil {
@@ -116,7 +117,7 @@ func TestServer_TokenAndAddrFiles(t *testing.T) {
 	if addr, err := ReadAddr(dir); err != nil || addr != m.servers[0].Addr() {
 		t.Fatalf("api.addr %q (%v), server at %s", addr, err, m.servers[0].Addr())
 	}
-	c, err := Dial(dir)
+	c, err := apiclient.Dial(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +134,8 @@ func TestServer_TokenAndAddrFiles(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(dir, AddrFile)); !os.IsNotExist(err) {
 		t.Fatal("api.addr left behind after Close")
 	}
-	var nn *NoNodeError
-	if _, err := Dial(dir); !errors.As(err, &nn) || !strings.Contains(err.Error(), "iacp-node run") {
+	var nn *apiclient.NoNodeError
+	if _, err := apiclient.Dial(dir); !errors.As(err, &nn) || !strings.Contains(err.Error(), "iacp-node run") {
 		t.Fatalf("Dial after Close: %v", err)
 	}
 	if err := os.Chmod(filepath.Join(dir, TokenFile), 0o644); err != nil {
@@ -170,11 +171,11 @@ func TestE2E_RestEndpoints(t *testing.T) {
 	if err != nil || !ob.Durable || len(ob.Entries) != 0 || ob.Note != "" {
 		t.Fatalf("outbox %+v, %v", ob, err)
 	}
-	var ae *APIError
-	if _, err := c.Discover(ctx, protocol.CapabilityQuery{}); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
+	var ae *apiclient.APIError
+	if _, err := c.Discover(ctx, apiclient.CapabilityQuery{}); !errors.As(err, &ae) || ae.Status != http.StatusServiceUnavailable {
 		t.Fatalf("discover with discovery off: %v", err)
 	}
-	noTok := NewClient(m.servers[0].Addr(), "")
+	noTok := apiclient.New(m.servers[0].Addr(), "")
 	defer noTok.Close()
 	if h, err := noTok.Health(ctx); err != nil || h.Status != "ok" {
 		t.Fatalf("healthz without token: %+v %v", h, err)

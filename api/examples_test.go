@@ -51,7 +51,7 @@ func TestDialect_EveryExampleCrossesTheMeshAndArrivesInEveryDialect(t *testing.T
 				if resp.StatusCode != http.StatusAccepted || json.Unmarshal(raw, &held) != nil || held.Status != protocol.ResponsePending {
 					t.Fatalf("%s: %d %s; want 202 pending (held for approval)", f, resp.StatusCode, raw)
 				}
-				_, err := m.clients[0].Approve(ctx, held.MessageID, "test")
+				_, err := Approve(ctx, m.clients[0], held.MessageID, "test")
 				if needsGrants(posted) {
 					if protocol.CodeOf(err) != protocol.CodePermissionDenied {
 						t.Fatalf("%s: approved, the recipient answered %v; want PERMISSION_DENIED (no grants in this open mesh)", f, err)
@@ -84,7 +84,7 @@ func TestDialect_EveryExampleCrossesTheMeshAndArrivesInEveryDialect(t *testing.T
 				}
 				for _, it := range page.Messages {
 					if it.MessageID == sent.MessageID {
-						msg = it.Message
+						msg = decoded(t, it.Message)
 					}
 				}
 				if msg == nil && isNodeQuery(posted, from) {

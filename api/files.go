@@ -8,18 +8,18 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/fsutil"
 )
 
-// TokenFile and AddrFile are the API's files in the data directory.
+// TokenFile and AddrFile are the API's files in the data directory (apiclient's).
 const (
 	// TokenFile holds the bearer token, mode 0600.
-	TokenFile = "api.token"
+	TokenFile = apiclient.TokenFile
 	// AddrFile holds the address the running server listens on (host:port); it exists only
 	// while a server runs.
-	AddrFile = "api.addr"
+	AddrFile = apiclient.AddrFile
 )
 
 // LoadOrCreateToken returns the token in <dataDir>/api.token, creating the file (mode 0600,
@@ -52,34 +52,12 @@ func LoadOrCreateToken(dataDir string) (string, error) {
 }
 
 // ReadToken returns the token in <dataDir>/api.token without creating it.
-func ReadToken(dataDir string) (string, error) { return readToken(filepath.Join(dataDir, TokenFile)) }
+func ReadToken(dataDir string) (string, error) { return apiclient.ReadToken(dataDir) }
 
-func readToken(path string) (string, error) {
-	if err := fsutil.CheckPrivate(path); err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", err
-		}
-		return "", fmt.Errorf("api token: %w", err)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("api token %s is empty: delete it and restart the node to create a new one", path)
-	}
-	return tok, nil
-}
+func readToken(path string) (string, error) { return apiclient.ReadTokenFile(path) }
 
 // ReadAddr returns the address in <dataDir>/api.addr, written by a running server.
-func ReadAddr(dataDir string) (string, error) {
-	b, err := os.ReadFile(filepath.Join(dataDir, AddrFile))
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimSpace(string(b)), nil
-}
+func ReadAddr(dataDir string) (string, error) { return apiclient.ReadAddr(dataDir) }
 
 func writeAddr(dataDir, addr string) error {
 	return fsutil.WriteFile(filepath.Join(dataDir, AddrFile), []byte(addr+"\n"), 0o600)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -222,11 +223,11 @@ func TestGuard_LongRequestsOutliveTheReadTimeout(t *testing.T) {
 	sctx, stopEvents := context.WithCancel(ctx)
 	eventsDone := make(chan error, 1)
 	go func() {
-		eventsDone <- c1.Events(sctx, EventFilter{Kinds: []string{KindMessage}}, func(it EventItem) error { events <- it; return nil })
+		eventsDone <- Events(sctx, c1, EventFilter{Kinds: []string{KindMessage}}, func(it EventItem) error { events <- it; return nil })
 	}()
 	defer func() { stopEvents(); <-eventsDone }()
 	type polled struct {
-		doc InboxDoc
+		doc apiclient.InboxDoc
 		err error
 	}
 	poll := make(chan polled, 1)
@@ -278,7 +279,8 @@ func TestGuard_LongRequestsOutliveTheReadTimeout(t *testing.T) {
 }
 
 // At most WithMaxConnections connections are served at once; one more waits until one of
-// them closes, and is then served.
+// them closes, and is then served. (The two held here are kept-alive connections of a client
+// with the token: connections without one hold only a share of the slots, below.)
 func TestGuard_ConnectionLimit(t *testing.T) {
 	cl := &countingListener{}
 	listen := func(network, addr string) (net.Listener, error) {
@@ -291,10 +293,18 @@ func TestGuard_ConnectionLimit(t *testing.T) {
 	}})
 	s := m.servers[0]
 	openNow := func() int { open, _ := cl.Counts(); return open }
-	// Two clients that never finish their headers (slowloris) hold both connections.
-	partial := "GET /healthz HTTP/1.1\r\nHost: " + s.Addr() + "\r\n"
-	held1, _ := rawRequest(t, s, partial, "")
-	rawRequest(t, s, partial, "")
+	// Two clients with the token keep their connections alive after a request.
+	authed := "GET /v1/status HTTP/1.1\r\nHost: " + s.Addr() + "\r\nAuthorization: Bearer " + s.Token() + "\r\n\r\n"
+	var held1 net.Conn
+	for i := range 2 {
+		c, br := rawRequest(t, s, authed, "")
+		if resp, _ := readAnswer(t, br); resp.StatusCode != http.StatusOK {
+			t.Fatalf("a held connection's request: %d", resp.StatusCode)
+		}
+		if i == 0 {
+			held1 = c
+		}
+	}
 	testsupport.WaitFor(t, 10*time.Second, "both held connections accepted", func() bool { return openNow() == 2 })
 
 	_, br := rawRequest(t, s, "GET /healthz HTTP/1.1\r\nHost: "+s.Addr()+"\r\n\r\n", "")
@@ -406,4 +416,36 @@ func TestServer_ListensOffLoopbackOnlyWhenAllowed(t *testing.T) {
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("behind a proxy, Host %q got %d", req.Host, resp.StatusCode)
 	}
+}
+
+// Connections that carry no token (here: never finishing their headers, and reopened as fast
+// as they are cut) hold at most an eighth of the slots: each new one closes the oldest, and a
+// client with the token is served while they keep coming.
+func TestGuard_ConnectionsWithoutATokenHoldASmallShare(t *testing.T) {
+	cl := &countingListener{}
+	listen := func(network, addr string) (net.Listener, error) {
+		ln, err := net.Listen(network, addr)
+		cl.Listener = ln
+		return cl, err
+	}
+	m := newAPIMesh(t, 1, meshOpts{server: func(int) []Option {
+		return []Option{WithMaxConnections(16), withListenFunc(listen), WithHeaderTimeout(time.Hour)}
+	}})
+	s := m.servers[0]
+	partial := "GET /healthz HTTP/1.1\r\nHost: " + s.Addr() + "\r\n"
+	for range 40 {
+		rawRequest(t, s, partial, "")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for i := range 3 {
+		if _, err := m.clients[0].Status(ctx); err != nil {
+			t.Fatalf("request %d with the token among 40 connections without: %v", i+1, err)
+		}
+		rawRequest(t, s, partial, "")
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the connections without a token cut to their share", func() bool {
+		open, _ := cl.Counts()
+		return open <= unauthShare(16)+1 // the share, and the client's kept-alive connection
+	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -19,7 +20,7 @@ import (
 type apiMesh struct {
 	nodes   []*node.Node
 	servers []*Server
-	clients []*Client
+	clients []*apiclient.Client
 	dirs    []string
 }
 
@@ -78,7 +79,7 @@ func newAPIMesh(t testing.TB, n int, o meshOpts) *apiMesh {
 			nd.Close()
 			t.Fatal(err)
 		}
-		c := NewClient(srv.Addr(), srv.Token())
+		c := apiclient.New(srv.Addr(), srv.Token())
 		t.Cleanup(func() { c.Close(); srv.Close(); nd.Close() })
 		m.nodes, m.servers, m.clients, m.dirs = append(m.nodes, nd), append(m.servers, srv), append(m.clients, c), append(m.dirs, dir)
 	}
@@ -101,18 +102,42 @@ func testCtx(t testing.TB, d time.Duration) context.Context {
 }
 
 // request builds an unsigned request from an agent's point of view: what an HTTP agent posts.
-func request(to string, intent protocol.Intent, payload string) *protocol.Message {
-	m := &protocol.Message{}
+func request(to string, intent protocol.Intent, payload string) *apiclient.Message {
+	m := &apiclient.Message{}
 	m.Envelope.Recipient.AgentID = to
-	m.Message.Type = protocol.TypeRequest
-	m.Message.Intent = intent
+	m.Message.Type = apiclient.TypeRequest
+	m.Message.Intent = string(intent)
 	m.Message.Payload = []byte(payload)
 	return m
 }
 
+// wire is m as the client sends it.
+func wire(t testing.TB, m *protocol.Message) *apiclient.Message {
+	t.Helper()
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	am, err := apiclient.ParseMessage(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return am
+}
+
+// decoded is the document m as the node's own type.
+func decoded(t testing.TB, m *apiclient.Message) *protocol.Message {
+	t.Helper()
+	pm, err := protocol.DecodeJSON(m.Raw)
+	if err != nil {
+		t.Fatalf("the API answered a message that does not decode: %v", err)
+	}
+	return pm
+}
+
 // answerOnce is a pull-mode agent: it waits for one request in the inbox, answers it with a
 // correlated response and acknowledges it.
-func answerOnce(ctx context.Context, c *Client, me string) error {
+func answerOnce(ctx context.Context, c *apiclient.Client, me string) error {
 	for ctx.Err() == nil {
 		doc, err := c.Inbox(ctx, 0, 5*time.Second)
 		if err != nil {
@@ -120,10 +145,10 @@ func answerOnce(ctx context.Context, c *Client, me string) error {
 		}
 		for _, it := range doc.Messages {
 			req := it.Message
-			resp := &protocol.Message{}
+			resp := &apiclient.Message{}
 			resp.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
 			resp.Envelope.CorrelationID = req.Envelope.MessageID
-			resp.Message.Type = protocol.TypeResponse
+			resp.Message.Type = apiclient.TypeResponse
 			resp.Message.Intent = req.Message.Intent
 			resp.Message.Payload = []byte(`{"status":"accepted","by":"` + me + `"}`)
 			if _, err := c.Send(ctx, resp); err != nil {

@@ -77,6 +77,9 @@ func inboxPage(ds []node.Delivery, after uint64, limit, budget int, render rende
 			break
 		}
 		item, err := inboxItemJSON(d, render)
+		if errors.Is(err, node.ErrTaken) {
+			continue // taken while the page was written
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -105,7 +108,11 @@ type renderFunc func(*protocol.Message) ([]byte, dialect.Dialect, error)
 // (encoding/json would escape <, > and & again, and a message full of them would grow up to
 // six times its size).
 func inboxItemJSON(d node.Delivery, render renderFunc) ([]byte, error) {
-	msg, in, err := render(d.Msg)
+	m, err := d.Message() // a large message is read from the store now, one at a time
+	if err != nil {
+		return nil, err
+	}
+	msg, in, err := render(m)
 	if err != nil {
 		return nil, err
 	}

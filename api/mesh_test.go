@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -28,8 +29,8 @@ func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
 	// test's time (they are published before the routing table fills and republished only at
 	// half the record TTL, >= 30 s; reported to the discovery owner). The endpoint must answer
 	// a well-formed query every time, and whatever it matches must be agent 2 alone.
-	q := protocol.CapabilityQuery{Required: protocol.CapabilitySet{Tools: []string{"tool2"}}}
-	var found DiscoverDoc
+	q := apiclient.CapabilityQuery{Required: apiclient.CapabilitySet{Tools: []string{"tool2"}}}
+	var found apiclient.DiscoverDoc
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		var err error
@@ -50,7 +51,7 @@ func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
 		}
 	}
 	t.Logf("discover tool2: %d match(es)", len(found.Matches))
-	var ae *APIError
+	var ae *apiclient.APIError
 	if _, err := m.clients[0].Resolve(ctx, "test:api:nobody"); !errors.As(err, &ae) || ae.Status != 404 {
 		t.Fatalf("resolve unknown: %v", err)
 	}
@@ -65,7 +66,7 @@ func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
 	items := make(chan EventItem, 64)
 	streamDone := make(chan error, 1)
 	go func() {
-		streamDone <- m.clients[2].Events(sctx, EventFilter{Kinds: []string{KindEvent, KindMessage}}, func(it EventItem) error {
+		streamDone <- Events(sctx, m.clients[2], EventFilter{Kinds: []string{KindEvent, KindMessage}}, func(it EventItem) error {
 			items <- it
 			return nil
 		})
@@ -89,7 +90,7 @@ func TestE2E_MeshDiscoveryAndEvents(t *testing.T) {
 		case <-tick.C:
 			// Gossip meshes take a moment to form: broadcast until node 2 hears one.
 			if !sawEvent {
-				if _, err := m.clients[0].Broadcast(ctx, protocol.EventPayload{EventType: "deploy.done"}); err != nil {
+				if _, err := m.clients[0].Broadcast(ctx, apiclient.EventPayload{EventType: "deploy.done"}); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -3,21 +3,32 @@ package api
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/iacp-node/iacp-node/dialect"
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // postMessage is the HTTP binding. The body is one IACP document in JSON or YAML; the agent
 // may leave out what the node fills in (version, message_id, timestamp, ttl_seconds,
 // correlation_id of a request, sender, signature). Without ?wait it answers 202 once the
-// recipient's node has the message; with ?wait=D (requests only) it answers 200 with the
-// response, or 504 TIMEOUT when none came within D.
+// recipient's node has the message (status accepted) or it is queued for a known recipient
+// that cannot be reached now (status queued); with ?wait=D (requests only) it answers 200
+// with the response, or 504 TIMEOUT when none came within D, and the request lives no
+// longer than D. A recipient nothing knows is 404 AGENT_NOT_FOUND at once, unless
+// ?queue_unknown=true asks to queue it for an agent not yet seen.
 func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 	wait, waiting, body, ok := s.readCall(w, r)
 	if !ok {
+		return
+	}
+	opts, err := sendOptions(r)
+	if err != nil {
+		s.fail(w, r, err, "")
 		return
 	}
 	m, d, err := s.decodeMessage(r, body)
@@ -29,39 +40,69 @@ func (s *Server) postMessage(w http.ResponseWriter, r *http.Request) {
 		s.broadcastMessage(w, r, m, waiting)
 		return
 	}
+	if waiting {
+		capTTL(m, wait) // the request lives as long as its caller waits
+	}
 	if err := s.prepare(m); err != nil {
 		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
 		return
 	}
 	s.book.noteSent(m, d)
 	if waiting {
-		s.requestAndWait(w, r, m, d, body, wait)
+		s.requestAndWait(w, r, m, d, body, wait, opts)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.sendTimeout)
 	defer cancel()
-	if err := s.n.Send(ctx, m); err != nil {
+	out, err := s.n.Submit(ctx, m, opts...)
+	if err != nil {
 		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
 		return
 	}
 	s.metrics.sent.Inc()
-	status := protocol.ResponseAccepted
-	if sec, _ := m.Security(); sec.RequireApproval {
-		status = protocol.ResponsePending // held until the operator decides
+	write(w, r, http.StatusAccepted, SendResult{MessageID: m.Envelope.MessageID, Status: string(out)})
+}
+
+// QueueUnknownParam is the query parameter (POST /.well-known/iacp/v1/message, the WebSocket
+// binding's connect) that asks to queue a message for an agent nothing knows yet, instead of
+// refusing it with AGENT_NOT_FOUND: true or false (default).
+const QueueUnknownParam = "queue_unknown"
+
+// sendOptions are the node's send options a call asks for in its query.
+func sendOptions(r *http.Request) ([]node.SendOption, error) {
+	v := r.URL.Query().Get(QueueUnknownParam)
+	if v == "" {
+		return nil, nil
 	}
-	write(w, r, http.StatusAccepted, SendResult{MessageID: m.Envelope.MessageID, Status: status})
+	q, err := strconv.ParseBool(v)
+	if err != nil {
+		return nil, errorf(protocol.CodePayloadInvalid, "?%s=%q: say true or false", QueueUnknownParam, v)
+	}
+	if q {
+		return []node.SendOption{node.QueueUnknown()}, nil
+	}
+	return nil, nil
+}
+
+// capTTL gives a request whose caller waits at most wait no longer a TTL (rounded up to the
+// second), so that it is never delivered after its caller gave up.
+func capTTL(m *protocol.Message, wait time.Duration) {
+	secs := max(int64(math.Ceil(wait.Seconds())), 1)
+	if m.Envelope.TTLSeconds == 0 || m.Envelope.TTLSeconds > secs {
+		m.Envelope.TTLSeconds = secs
+	}
 }
 
 // requestAndWait sends the request m, posted as body in dialect d, and answers with its
 // response in d, or with TIMEOUT when none came within wait.
-func (s *Server) requestAndWait(w http.ResponseWriter, r *http.Request, m *protocol.Message, d dialect.Dialect, body []byte, wait time.Duration) {
+func (s *Server) requestAndWait(w http.ResponseWriter, r *http.Request, m *protocol.Message, d dialect.Dialect, body []byte, wait time.Duration, opts []node.SendOption) {
 	if m.Message.Type != protocol.TypeRequest {
 		s.failIn(w, r, errorf(protocol.CodePayloadInvalid, "wait needs a request; this is a %s", m.Message.Type), d, body, m.Envelope.MessageID)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), wait)
 	defer cancel()
-	resp, err := s.n.Request(ctx, m)
+	resp, err := s.n.Request(ctx, m, opts...)
 	if err != nil {
 		s.failIn(w, r, err, d, body, m.Envelope.MessageID)
 		return

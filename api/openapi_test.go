@@ -1,6 +1,9 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
+	"flag"
 	"os"
 	"strings"
 	"testing"
@@ -43,5 +46,35 @@ func TestOpenAPI_DescribesEveryRoute(t *testing.T) {
 				t.Errorf("docs/openapi.yaml describes %s %s, which the server does not serve", method, path)
 			}
 		}
+	}
+}
+
+var update = flag.Bool("update", false, "rewrite docs/openapi.json from docs/openapi.yaml")
+
+// docs/openapi.json is docs/openapi.yaml as JSON, for the clients' tests, which read the spec
+// with their languages' standard libraries (no YAML there). Regenerate it with
+// `go test ./api -run TestOpenAPI_JSONIsTheYAML -update`.
+func TestOpenAPI_JSONIsTheYAML(t *testing.T) {
+	raw, err := os.ReadFile("../docs/openapi.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	want, err := json.MarshalIndent(doc, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want = append(want, '\n')
+	if *update {
+		if err := os.WriteFile("../docs/openapi.json", want, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := os.ReadFile("../docs/openapi.json")
+	if err != nil || !bytes.Equal(got, want) {
+		t.Fatalf("docs/openapi.json is not docs/openapi.yaml (%v): run go test ./api -run TestOpenAPI_JSONIsTheYAML -update", err)
 	}
 }

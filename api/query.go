@@ -29,29 +29,6 @@ func queryFromParams(r *http.Request) (protocol.CapabilityQuery, error) {
 	return q, nil
 }
 
-// QueryParams is the inverse of queryFromParams, for clients.
-func QueryParams(q protocol.CapabilityQuery) url.Values {
-	v := url.Values{}
-	add := func(k string, xs []string) {
-		for _, x := range xs {
-			v.Add(k, x)
-		}
-	}
-	add("tool", q.Required.Tools)
-	add("model", q.Required.Models)
-	add("domain", q.Required.Domains)
-	add("prefer_tool", q.Preferred.Tools)
-	add("prefer_model", q.Preferred.Models)
-	add("prefer_domain", q.Preferred.Domains)
-	if q.Constraints.Locality != "" {
-		v.Set("locality", q.Constraints.Locality)
-	}
-	if q.Constraints.MaxLatencyMs > 0 {
-		v.Set("max_latency_ms", strconv.Itoa(q.Constraints.MaxLatencyMs))
-	}
-	return v
-}
-
 func list(v url.Values, key string) []string {
 	var out []string
 	for _, s := range v[key] {

@@ -144,9 +144,16 @@ func (s *Server) resolve(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getPeers(w http.ResponseWriter, r *http.Request) {
-	doc := PeersDoc{Peers: []PeerDoc{}}
+	st := s.n.NAT()
+	doc := PeersDoc{Peers: []PeerDoc{}, NAT: NATDoc{
+		Reachability: st.Reachability, Advertised: addrStrings(st.Advertised), Reachable: addrStrings(st.Reachable),
+		Relays: []string{}, HolePunchesSucceeded: st.HolePunchesSucceeded, HolePunchesFailed: st.HolePunchesFailed,
+	}}
+	for _, r := range st.Relays {
+		doc.NAT.Relays = append(doc.NAT.Relays, r.String())
+	}
 	for _, p := range s.n.Peers() {
-		pd := PeerDoc{PeerID: p.ID.String(), Addrs: addrStrings(p.Addrs)}
+		pd := PeerDoc{PeerID: p.ID.String(), Addrs: addrStrings(p.Addrs), Path: p.Path}
 		if p.Latency > 0 {
 			ms := float64(p.Latency) / float64(time.Millisecond)
 			pd.LatencyMs = &ms
@@ -176,6 +183,28 @@ func (s *Server) getOutbox(w http.ResponseWriter, r *http.Request) {
 		})
 	}
 	write(w, r, http.StatusOK, doc)
+}
+
+// cancelOutbox takes a queued message out of the outbox (DELETE /v1/outbox/{message_id}): it
+// is not sent again. 404 when the outbox does not hold it, 409 without durable delivery.
+func (s *Server) cancelOutbox(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("message_id")
+	if !s.n.Config().Durable {
+		s.fail(w, r, &httpError{status: http.StatusConflict, err: errorf(protocol.CodeCapabilityMismatch,
+			"durable delivery is off on this node: nothing is queued, so there is nothing to cancel")}, id)
+		return
+	}
+	ok, err := s.n.CancelOutbox(id)
+	if err != nil {
+		s.fail(w, r, errorf(protocol.CodeInternalError, "cancel %s: %w", id, err), id)
+		return
+	}
+	if !ok {
+		s.fail(w, r, &httpError{status: http.StatusNotFound, err: errorf(protocol.CodePayloadInvalid,
+			"message %s is not in the outbox (delivered, refused, expired or cancelled already, or never queued); list it with GET /v1/outbox", id)}, id)
+		return
+	}
+	write(w, r, http.StatusOK, CancelResult{Cancelled: id})
 }
 
 func recordDoc(rec node.Record) RecordDoc {

@@ -41,6 +41,7 @@ func (s *Server) routes() []Route {
 		{Method: "GET", Path: "/v1/resolve/{agent_id}", Auth: true, handler: s.resolve},
 		{Method: "GET", Path: "/v1/peers", Auth: true, handler: s.getPeers},
 		{Method: "GET", Path: "/v1/outbox", Auth: true, handler: s.getOutbox},
+		{Method: "DELETE", Path: "/v1/outbox/{message_id}", Auth: true, handler: s.cancelOutbox},
 		{Method: "GET", Path: "/v1/inbox", Auth: true, handler: s.getInbox},
 		{Method: "POST", Path: "/v1/inbox/{message_id}/ack", Auth: true, handler: s.ackInbox},
 		{Method: "GET", Path: "/v1/conversations/{id}", Auth: true, handler: s.getConversation},

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"golang.org/x/net/netutil"
 	"golang.org/x/time/rate"
 
 	"github.com/iacp-node/iacp-node/coord"
@@ -102,8 +101,9 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 	if err != nil {
 		return nil, err
 	}
-	// At most maxConns connections at once: the rest wait in the kernel's accept queue.
-	s.ln = netutil.LimitListener(ln, cfg.maxConns)
+	// At most maxConns connections at once, the rest waiting in the kernel's accept queue; of
+	// them, those without a token hold a small share (connGate).
+	s.ln = newConnGate(ln, cfg.maxConns, cfg.headerTimeout)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &http.Server{
 		Handler:           s.guard(s.mux),
@@ -111,6 +111,7 @@ func New(n *node.Node, opts ...Option) (_ *Server, err error) {
 		IdleTimeout:       DefaultIdleTimeout,
 		MaxHeaderBytes:    DefaultMaxHeaderBytes,
 		BaseContext:       func(net.Listener) context.Context { return s.ctx },
+		ConnContext:       withConn,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	if cfg.dataDir != "" {
@@ -224,10 +225,17 @@ func (s *Server) wrap(rt Route) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
 		rec := &recorder{ResponseWriter: w, status: http.StatusOK}
-		if rt.Auth && !s.authorized(r) {
+		authed := s.authorized(r)
+		if authed {
+			authenticatedConn(r)
+		}
+		if rt.Auth && !authed {
 			s.fail(rec, r, &httpError{status: http.StatusUnauthorized, err: errorf(protocol.CodeIdentityInvalid,
 				"missing or wrong bearer token: send Authorization: Bearer <token from %s in the data directory>", TokenFile)}, "")
+		} else if release, err := s.holdBody(r); err != nil {
+			s.fail(rec, r, err, "")
 		} else {
+			defer release()
 			rt.handler(rec, r)
 		}
 		if !rt.Stream {
@@ -261,4 +269,26 @@ func (r *recorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
 		return nil, nil, errors.New("connection cannot be hijacked")
 	}
 	return h.Hijack()
+}
+
+// holdBody charges what handling r's body costs to the node's budget (Node.HoldLocal) before
+// the body is read: twice its length (the body and the document built from it), its
+// Content-Length, or the body limit when the client did not say. It waits at most the read
+// timeout; a request the node has no room for then is refused with RATE_LIMITED.
+func (s *Server) holdBody(r *http.Request) (release func(), err error) {
+	size := r.ContentLength
+	if size == 0 || r.Body == nil || r.Body == http.NoBody {
+		return func() {}, nil
+	}
+	if size < 0 || size > s.cfg.maxBody {
+		size = s.cfg.maxBody // an unknown length, or one readBody refuses after this many
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.readTimeout)
+	defer cancel()
+	release, err = s.n.HoldLocal(ctx, 2*size)
+	if err != nil {
+		return nil, &protocol.Error{Code: protocol.CodeRateLimited, RetryAfter: time.Second,
+			Message: "the node holds as many large messages as it takes at once; retry shortly"}
+	}
+	return release, nil
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -58,12 +59,13 @@ func (s *Server) invite(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	token, expires, err := s.n.Invite(req.AgentID, ttl, req.Grants...)
+	token, expires, err := s.n.Invite(authority.InviteTerms{AgentID: req.AgentID, TTL: ttl, Grants: req.Grants, Replace: req.Replace})
 	if err != nil {
 		s.fail(w, r, err, "")
 		return
 	}
-	write(w, r, http.StatusOK, InviteDoc{Token: token, AgentID: req.AgentID, Grants: req.Grants, Expires: expires.UTC()})
+	write(w, r, http.StatusOK, InviteDoc{Token: token, AgentID: req.AgentID, Grants: req.Grants, AnyAgent: req.AgentID == "",
+		Replace: req.Replace, Expires: expires.UTC()})
 }
 
 // revoke revokes certificates and broadcasts the revocation list (the mesh authority's node
@@ -77,7 +79,7 @@ func (s *Server) revoke(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, errorf(protocol.CodePayloadInvalid, "target: name an agent id (all its certificates) or a certificate id"), "")
 		return
 	}
-	revoked, err := s.n.Revoke(r.Context(), req.Target)
+	revoked, err := s.n.Revoke(r.Context(), req.Target, node.RevokeOptions{DryRun: req.DryRun, AllPeers: req.AllPeers})
 	if err != nil && len(revoked) == 0 {
 		s.fail(w, r, err, "")
 		return

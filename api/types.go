@@ -3,21 +3,43 @@ package api
 import (
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // The documents the API answers with. The JSON names are the API's; docs/api.md shows each.
+// Those made of plain values are the Go client's (apiclient), under the same names; those
+// that hold the node's own types are defined here, and apiclient mirrors them (a test ties
+// each pair).
 
-// SendResult answers a message POST (202) and a broadcast.
-type SendResult struct {
-	MessageID string `json:"message_id"`
-	// Status is "accepted": the recipient's node has the message (a receipt came back), or
-	// for a broadcast, it was published; "pending": the message requires approval and is
-	// held, unsent, until the node's operator decides (docs/coordination.md "Approval").
-	Status string `json:"status"`
-}
+type (
+	// SendResult answers a message POST (202) and a broadcast.
+	SendResult = apiclient.SendResult
+	// CancelResult answers DELETE /v1/outbox/{message_id}.
+	CancelResult = apiclient.CancelResult
+	// SafetyDoc is the safety part of StatusDoc: what the node's bounds hold and refused.
+	SafetyDoc = apiclient.SafetyDoc
+	// DiscoveryStatus is the discovery part of StatusDoc.
+	DiscoveryStatus = apiclient.DiscoveryStatus
+	// AgentDoc is one row of GET /v1/agents.
+	AgentDoc = apiclient.AgentDoc
+	// PeerDoc is one connected libp2p peer, and the path its connections take.
+	PeerDoc = apiclient.PeerDoc
+	// PeersDoc is GET /v1/peers: the connected peers, and how others reach this node.
+	PeersDoc = apiclient.PeersDoc
+	// NATDoc is what the node knows of its reachability (node.NATStatus).
+	NATDoc = apiclient.NATDoc
+	// OutboxItem is one message waiting in the durable outbox.
+	OutboxItem = apiclient.OutboxItem
+	// OutboxDoc is GET /v1/outbox.
+	OutboxDoc = apiclient.OutboxDoc
+	// AckResult answers POST /v1/inbox/{message_id}/ack.
+	AckResult = apiclient.AckResult
+	// Health is GET /healthz.
+	Health = apiclient.Health
+)
 
 // StatusDoc is GET /v1/status.
 type StatusDoc struct {
@@ -41,73 +63,6 @@ type StatusDoc struct {
 	// Safety is what the node's bounds hold and what they refused or forgot
 	// (docs/security.md).
 	Safety SafetyDoc `json:"safety"`
-}
-
-// SafetyDoc is the safety part of StatusDoc.
-type SafetyDoc struct {
-	// AuditBroken names where the audit log's chain was found broken at start ("" when
-	// intact): the node started a new anchored segment and went on delivering. Run
-	// `iacp-node audit verify`.
-	AuditBroken string `json:"audit_broken,omitempty"`
-	// QueueBytes is what frames read and not yet served hold now; QueuePeakBytes the most
-	// ever, in all and for one peer.
-	QueueBytes         int64 `json:"queue_bytes"`
-	QueuePeakBytes     int64 `json:"queue_peak_bytes"`
-	QueuePeakPeerBytes int64 `json:"queue_peak_peer_bytes"`
-	// ReplayIDs of ReplayCapacity are remembered; ReplayEvicted were forgotten early to make
-	// room for another peer's.
-	ReplayIDs      int    `json:"replay_ids"`
-	ReplayCapacity int    `json:"replay_capacity"`
-	ReplayEvicted  uint64 `json:"replay_evicted"`
-	// Pins and Agents are the trust pins and the agents in the directory.
-	Pins   int `json:"pins"`
-	Agents int `json:"agents"`
-	// InboxBytes of InboxMaxBytes are held for the agent.
-	InboxBytes    int `json:"inbox_bytes"`
-	InboxMaxBytes int `json:"inbox_max_bytes"`
-	// LocalHealth is the node's own timeliness score (0 healthy .. 8); above 0 it waits
-	// LocalHealth+1 times longer before it suspects other agents.
-	LocalHealth int `json:"local_health"`
-	// GossipRejected and GossipIgnored count gossip messages refused by the validators.
-	GossipRejected uint64 `json:"gossip_rejected"`
-	GossipIgnored  uint64 `json:"gossip_ignored"`
-	// DHTRecords and DHTBytes are the DHT record store; DHTEvicted the records evicted.
-	DHTRecords int    `json:"dht_records"`
-	DHTBytes   int64  `json:"dht_bytes"`
-	DHTEvicted uint64 `json:"dht_evicted"`
-}
-
-// DiscoveryStatus is the discovery part of StatusDoc.
-type DiscoveryStatus struct {
-	Mode                string    `json:"mode"`
-	Bootstrapped        bool      `json:"bootstrapped"`
-	BootstrapConfigured int       `json:"bootstrap_configured"`
-	BootstrapAnswered   int       `json:"bootstrap_answered"`
-	RoutingTableSize    int       `json:"routing_table_size"`
-	CachedAgents        int       `json:"cached_agents"`
-	Published           time.Time `json:"published,omitzero"`
-	LastError           string    `json:"last_error,omitempty"`
-}
-
-// AgentDoc is one row of GET /v1/agents: an agent's liveness as gossip heartbeats show it.
-type AgentDoc struct {
-	AgentID     string    `json:"agent_id"`
-	PeerID      string    `json:"peer_id"`
-	State       string    `json:"state"`
-	LastSeen    time.Time `json:"last_seen"`
-	Load        float64   `json:"load"`
-	ActiveTasks int       `json:"active_tasks"`
-	Version     string    `json:"version,omitempty"`
-	// Watched says the node probes the agent directly, every heartbeat interval: it
-	// exchanged messages with it or discovered it (docs/scale.md).
-	Watched bool `json:"watched"`
-	// StalenessSeconds is how long the agent's silence may last before the node suspects
-	// it: how stale this row may be. Three of the node's intervals for a watched agent, three
-	// of the agent's mesh beats (stretched in a large mesh) for any other.
-	StalenessSeconds float64 `json:"staleness_seconds"`
-	// Circuit is the state of this node's circuit breaker to the agent (closed, open,
-	// half-open), when the coordinator keeps one (docs/coordination.md).
-	Circuit string `json:"circuit,omitempty"`
 }
 
 // AgentsDoc is GET /v1/agents.
@@ -140,37 +95,6 @@ type MatchDoc struct {
 type DiscoverDoc struct {
 	Query   protocol.CapabilityQuery `json:"query"`
 	Matches []MatchDoc               `json:"matches"`
-}
-
-// PeerDoc is one connected libp2p peer.
-type PeerDoc struct {
-	PeerID    string   `json:"peer_id"`
-	Addrs     []string `json:"addrs"`
-	LatencyMs *float64 `json:"latency_ms,omitempty"`
-}
-
-// PeersDoc is GET /v1/peers.
-type PeersDoc struct {
-	Peers []PeerDoc `json:"peers"`
-}
-
-// OutboxItem is one message waiting in the durable outbox.
-type OutboxItem struct {
-	MessageID     string    `json:"message_id"`
-	Recipient     string    `json:"recipient"`
-	Seq           uint64    `json:"seq"`
-	EnqueuedAt    time.Time `json:"enqueued_at"`
-	ExpiresAt     time.Time `json:"expires_at"`
-	Attempts      int       `json:"attempts"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-	LastError     string    `json:"last_error,omitempty"`
-}
-
-// OutboxDoc is GET /v1/outbox.
-type OutboxDoc struct {
-	Durable bool         `json:"durable"`
-	Entries []OutboxItem `json:"entries"`
-	Note    string       `json:"note,omitempty"`
 }
 
 // InboxItem is one inbound message waiting for the agent.
@@ -208,11 +132,6 @@ type InboxDoc struct {
 	// NextAfter is the seq of the page's last message (the request's ?after= when the page
 	// is empty): the ?after= of the next page, or of the next long poll.
 	NextAfter uint64 `json:"next_after"`
-}
-
-// AckResult answers POST /v1/inbox/{message_id}/ack.
-type AckResult struct {
-	Acked string `json:"acked"`
 }
 
 // Event kinds on the event stream (GET /v1/events?kinds=...).
@@ -266,21 +185,30 @@ type ForgetRequest struct {
 	PeerID  string `json:"peer_id,omitempty"`
 }
 
-// InviteRequest is POST /v1/trust/invites: a one-time invitation, bound to AgentID when set,
-// valid for TTL (a Go duration; default 24h, at most 720h).
+// InviteRequest is POST /v1/trust/invites: a one-time invitation, bound to AgentID when set
+// (else the joiner chooses any agent id that no other peer holds), valid for TTL (a Go
+// duration; default 24h, at most 720h).
 type InviteRequest struct {
 	AgentID string `json:"agent_id,omitempty"`
 	TTL     string `json:"ttl,omitempty"`
 	// Grants are the permissions the joined agent's certificate grants (ACP v2
 	// security.permissions, and what A2ACP tokens for it may carry).
 	Grants []string `json:"grants,omitempty"`
+	// Replace lets the joiner take AgentID from the peer that holds it now, whose certificates
+	// are revoked when the joiner's is issued (an agent moving to a new key).
+	Replace bool `json:"replace,omitempty"`
 }
 
 // InviteDoc is the invitation: the token `iacp-node init --join` takes.
 type InviteDoc struct {
-	Token   string    `json:"token"`
-	AgentID string    `json:"agent_id,omitempty"`
-	Grants  []string  `json:"grants,omitempty"`
+	Token   string   `json:"token"`
+	AgentID string   `json:"agent_id,omitempty"`
+	Grants  []string `json:"grants,omitempty"`
+	// AnyAgent says that the invitation names no agent id: its holder chooses any id that no
+	// other peer holds.
+	AnyAgent bool `json:"any_agent,omitempty"`
+	// Replace says that the joiner replaces AgentID's current holder.
+	Replace bool      `json:"replace,omitempty"`
 	Expires time.Time `json:"expires"`
 }
 
@@ -288,6 +216,11 @@ type InviteDoc struct {
 // certificate id.
 type RevokeRequest struct {
 	Target string `json:"target"`
+	// DryRun answers the certificates the revocation would revoke, and revokes nothing.
+	DryRun bool `json:"dry_run,omitempty"`
+	// AllPeers revokes an agent id's certificates even when they are held on several peers;
+	// without it that is refused, naming each certificate.
+	AllPeers bool `json:"all_peers,omitempty"`
 }
 
 // CertificatesDoc is GET /v1/trust/certificates and the answer of POST /v1/trust/revoke: the
@@ -325,10 +258,4 @@ type InboundNotice struct {
 	Type      protocol.Type `json:"type"`
 	Intent    string        `json:"intent"`
 	Channel   string        `json:"channel"`
-}
-
-// Health is GET /healthz.
-type Health struct {
-	Status  string `json:"status"`
-	AgentID string `json:"agent_id"`
 }

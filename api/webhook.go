@@ -92,7 +92,12 @@ func (s *Server) hookDone(plan *hookPlan, r hookResult) {
 func (s *Server) hook(hc *http.Client, d node.Delivery, results chan<- hookResult) {
 	defer s.wg.Done()
 	id := d.Msg.Envelope.MessageID
-	raw, in, err := s.render(d.Msg, s.n.Dialect())
+	m, err := d.Message() // a large message is read from the store now
+	var raw []byte
+	var in dialect.Dialect
+	if err == nil {
+		raw, in, err = s.render(m, s.n.Dialect())
+	}
 	var reply *protocol.Message
 	if err == nil {
 		reply, err = s.post(hc, raw, in)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/workflow"
@@ -36,25 +37,25 @@ steps:
     depends_on: [first]
     timeout: 10s
 `, agentName(1), agentName(2))
-	st, err := c.StartWorkflow(ctx, []byte(decl), 30*time.Second)
+	st, err := StartWorkflow(ctx, c, []byte(decl), 30*time.Second)
 	if err != nil || st.Status != workflow.Completed || len(st.Steps) != 2 {
 		t.Fatalf("workflow: %+v, %v", st, err)
 	}
 	if second := st.Steps[1]; second.Agent != agentName(2) || !strings.Contains(string(second.Result), agentName(2)) {
 		t.Fatalf("second step: %+v", second)
 	}
-	list, err := c.Workflows(ctx)
+	list, err := Workflows(ctx, c)
 	if err != nil || len(list) != 1 || list[0].Spec.ID != "wf-http" {
 		t.Fatalf("list: %+v, %v", list, err)
 	}
-	if got, err := c.Workflow(ctx, "wf-http"); err != nil || got.Status != workflow.Completed {
+	if got, err := Workflow(ctx, c, "wf-http"); err != nil || got.Status != workflow.Completed {
 		t.Fatalf("status: %+v, %v", got, err)
 	}
-	var ae *APIError
-	if _, err := c.StartWorkflow(ctx, []byte(`steps: [{id: a, agent: "x:y:z", depends_on: [nope]}]`), 0); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), `"nope"`) {
+	var ae *apiclient.APIError
+	if _, err := StartWorkflow(ctx, c, []byte(`steps: [{id: a, agent: "x:y:z", depends_on: [nope]}]`), 0); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(err.Error(), `"nope"`) {
 		t.Fatalf("bad declaration: %v, want 400 naming the dependency", err)
 	}
-	if _, err := c.CancelWorkflow(ctx, "nope"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
+	if _, err := CancelWorkflow(ctx, c, "nope"); !errors.As(err, &ae) || ae.Status != http.StatusNotFound {
 		t.Fatalf("cancel unknown: %v, want 404", err)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/iacp-node/iacp-node/dialect"
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -24,12 +25,17 @@ type AckFrame struct {
 }
 
 // ResultFrame is what the server sends back about a client's frame: {"sent":"<id>"} when a
-// message was delivered, {"acked":"<id>"} after an ack, or {"error":{...},"message_id":"<id>"}.
+// message was delivered, {"queued":"<id>"} when it waits in the outbox, {"held":"<id>"} when
+// it waits for approval, {"acked":"<id>"} after an ack, or
+// {"error":{...},"message_id":"<id>"}.
 type ResultFrame struct {
 	Sent string `json:"sent,omitempty"`
 	// Held names a message that requires approval, held unsent until the node's operator
 	// decides (docs/coordination.md "Approval"), instead of Sent.
-	Held      string                 `json:"held,omitempty"`
+	Held string `json:"held,omitempty"`
+	// Queued names a message whose recipient is known but could not be reached: it waits in
+	// the outbox, instead of Sent.
+	Queued    string                 `json:"queued,omitempty"`
 	Acked     string                 `json:"acked,omitempty"`
 	MessageID string                 `json:"message_id,omitempty"`
 	Error     *protocol.ErrorPayload `json:"error,omitempty"`
@@ -48,6 +54,8 @@ type wsConn struct {
 	// (Config.Dialect). Its inbound messages are written in it. named is ?dialect= alone:
 	// its documents are read as that, else recognised (Server.decodeJSON).
 	dialect, named dialect.Dialect
+	// opts are the send options the connection asked for (?queue_unknown=).
+	opts []node.SendOption
 }
 
 // connect is the WebSocket binding: inbound messages go to the agent as text frames, one IACP
@@ -63,6 +71,11 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d, _ := s.agentDialect(r) // requestDialect said the request's is good
+	opts, err := sendOptions(r)
+	if err != nil {
+		s.fail(w, r, err, "")
+		return
+	}
 	// The WebSocket outlives this request: no deadline of the request may stay on its
 	// connection. The library bounds each read and write by its context instead.
 	rc := http.NewResponseController(w)
@@ -76,7 +89,7 @@ func (s *Server) connect(w http.ResponseWriter, r *http.Request) {
 	s.wg.Add(1)
 	defer s.wg.Done()
 	ctx, cancel := context.WithCancel(s.ctx)
-	wc := &wsConn{s: s, c: c, ctx: ctx, close: cancel, slots: make(chan struct{}, maxWSSends), dialect: d, named: named}
+	wc := &wsConn{s: s, c: c, ctx: ctx, close: cancel, slots: make(chan struct{}, maxWSSends), dialect: d, named: named, opts: opts}
 	wc.wg.Add(2)
 	go wc.pump()
 	go wc.pinger()
@@ -166,16 +179,20 @@ func (wc *wsConn) send(data []byte) {
 	s.book.noteSent(m, d)
 	ctx, cancel := context.WithTimeout(wc.ctx, s.cfg.sendTimeout)
 	defer cancel()
-	if err := s.n.Send(ctx, m); err != nil {
+	out, err := s.n.Submit(ctx, m, wc.opts...)
+	if err != nil {
 		fail(err, m.Envelope.MessageID)
 		return
 	}
 	s.metrics.sent.Inc()
-	if sec, _ := m.Security(); sec.RequireApproval {
+	switch out {
+	case node.OutcomeHeld:
 		wc.result(ResultFrame{Held: m.Envelope.MessageID}) // until the operator decides
-		return
+	case node.OutcomeQueued:
+		wc.result(ResultFrame{Queued: m.Envelope.MessageID})
+	default:
+		wc.result(ResultFrame{Sent: m.Envelope.MessageID})
 	}
-	wc.result(ResultFrame{Sent: m.Envelope.MessageID})
 }
 
 func (wc *wsConn) result(f ResultFrame) {
@@ -206,7 +223,12 @@ func (wc *wsConn) pump() {
 			return
 		}
 		for _, d := range ds {
-			raw, _, err := wc.s.render(d.Msg, wc.dialect)
+			m, err := d.Message() // a large message is read from the store now, one at a time
+			if err != nil {
+				after = d.Seq // taken meanwhile, or unreadable (the store logs why)
+				continue
+			}
+			raw, _, err := wc.s.render(m, wc.dialect)
 			if err != nil {
 				continue
 			}

@@ -19,11 +19,36 @@ import (
 // value. The rare entries with a Retention, and times json.Marshal refuses, take
 // json.Marshal.
 func appendEntry(dst []byte, e *Entry) ([]byte, error) {
-	if e.Retention != nil || e.Time.Year() < 0 || e.Time.Year() > 9999 {
+	if !plainEntry(e) {
 		c := *e // a copy, so that only this rare path moves an entry to the heap
 		line, err := json.Marshal(&c)
 		return append(dst, line...), err
 	}
+	dst = appendMembers(dst, e)
+	if len(e.Payload) > 0 {
+		dst = append(dst, `,"payload":`...)
+		var err error
+		if dst, err = protocol.AppendCompactJSON(dst, e.Payload); err != nil {
+			return dst, err
+		}
+	}
+	return appendTail(dst, e), nil
+}
+
+// plainEntry reports whether appendEntry writes e member by member (appendMembers, the
+// payload, appendTail) rather than with json.Marshal.
+func plainEntry(e *Entry) bool {
+	return e.Retention == nil && e.Time.Year() >= 0 && e.Time.Year() <= 9999
+}
+
+// appendHead appends the members of a plain entry's line before its payload, and the
+// payload's name: the line goes on with the payload, compact, as it is, then appendTail.
+func appendHead(dst []byte, e *Entry) []byte {
+	return append(appendMembers(dst, e), `,"payload":`...)
+}
+
+// appendMembers appends the opening brace and the members before the payload.
+func appendMembers(dst []byte, e *Entry) []byte {
 	dst = append(dst, `{"seq":`...)
 	dst = strconv.AppendUint(dst, e.Seq, 10)
 	dst = append(dst, `,"time":"`...)
@@ -38,14 +63,11 @@ func appendEntry(dst []byte, e *Entry) ([]byte, error) {
 	dst = appendField(dst, "to", e.To)
 	dst = appendField(dst, "code", string(e.Code))
 	dst = appendField(dst, "reason", e.Reason)
-	dst = appendField(dst, "by", e.By)
-	if len(e.Payload) > 0 {
-		dst = append(dst, `,"payload":`...)
-		var err error
-		if dst, err = protocol.AppendCompactJSON(dst, e.Payload); err != nil {
-			return dst, err
-		}
-	}
+	return appendField(dst, "by", e.By)
+}
+
+// appendTail appends the members of e's line after its payload, and the closing brace.
+func appendTail(dst []byte, e *Entry) []byte {
 	dst = appendField(dst, "payload_sha256", e.PayloadSHA256)
 	dst = appendField(dst, "peer", e.Peer)
 	if e.Size != 0 {
@@ -57,7 +79,7 @@ func appendEntry(dst []byte, e *Entry) ([]byte, error) {
 	}
 	dst = append(dst, `,"prev":`...)
 	dst = protocol.AppendJSONString(dst, e.Prev)
-	return append(dst, '}'), nil
+	return append(dst, '}')
 }
 
 // appendField appends `,"name":"value"` unless value is empty.

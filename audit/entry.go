@@ -33,6 +33,10 @@ const (
 	// EventExpired: a queued message reached its TTL undelivered (Code TIMEOUT); also one
 	// that reached it while it waited for approval (Reason says so).
 	EventExpired Event = "expired"
+	// EventCancelled: a queued message was taken out of the outbox before its delivery: its
+	// sender cancelled it (DELETE /v1/outbox/{id}), or the caller of a request stopped
+	// waiting for its answer. It is not sent again.
+	EventCancelled Event = "cancelled"
 	// EventHeld: the node held an outgoing message that requires approval
 	// (security.require_approval); it is not sent until approved.
 	EventHeld Event = "held"

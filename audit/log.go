@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/iacp-node/iacp-node/protocol"
 )
 
 // Log appends entries to the audit log in one directory.
@@ -48,7 +50,7 @@ type Log struct {
 	dirty   bool
 	closed  bool
 	failed  error
-	scratch []byte
+	scratch []byte // the last line's buffer, reused for the next (up to maxScratch)
 
 	retainMu   sync.Mutex
 	lastRetain time.Time
@@ -200,30 +202,62 @@ func (l *Log) appendLocked(e Entry) (rotated bool, err error) {
 		return false, l.failed
 	}
 	e.Seq, e.Prev = l.seq+1, l.prev
-	buf, err := appendEntry(l.scratch[:0], &e)
+	pieces, err := l.encode(&e)
 	if err != nil {
 		return false, fmt.Errorf("audit: encode entry for %s: %w", e.MessageID, err)
 	}
-	line := buf
-	if l.size > 0 && l.size+int64(len(line))+1 > l.cfg.maxFileBytes {
+	size := int64(0) // of the line and its newline
+	for _, p := range pieces {
+		size += int64(len(p))
+	}
+	if l.size > 0 && l.size+size > l.cfg.maxFileBytes {
 		if err := l.rotate(); err != nil {
 			l.failed = err
 			return false, err
 		}
 		rotated = true
 	}
-	l.scratch = append(buf, '\n')
-	if _, err := l.f.Write(l.scratch); err != nil {
-		l.failed = fmt.Errorf("audit: write %s: %w (the log refuses further entries; restart to recover)", fileName(l.fileNum), err)
-		return rotated, l.failed
+	h := sha256.New() // the chain hash covers the line without its newline
+	for i, p := range pieces {
+		if i == len(pieces)-1 {
+			h.Write(p[:len(p)-1])
+		} else {
+			h.Write(p)
+		}
+		if _, err := l.f.Write(p); err != nil {
+			l.failed = fmt.Errorf("audit: write %s: %w (the log refuses further entries; restart to recover)", fileName(l.fileNum), err)
+			return rotated, l.failed
+		}
 	}
-	l.seq, l.prev = e.Seq, hashLine(line)
-	l.size += int64(len(line)) + 1
+	l.seq, l.prev = e.Seq, hex.EncodeToString(h.Sum(nil))
+	l.size += size
 	l.dirty = true
+	if cap(l.scratch) > maxScratch {
+		l.scratch = nil // an entry with a large payload is not kept for the next one
+	}
 	if l.cfg.syncInterval == 0 {
 		return rotated, l.syncLocked()
 	}
 	return rotated, nil
+}
+
+// encode returns e's line and its newline in pieces to write one after the other, in the
+// log's scratch buffer: one piece, or for a payload larger than maxScratch that is compact
+// already, the line's head, the payload as it is and the rest, so that a 16 MiB message is
+// not copied into the log's buffer. l.mu is held.
+func (l *Log) encode(e *Entry) ([][]byte, error) {
+	if len(e.Payload) > maxScratch && plainEntry(e) && protocol.IsCompactJSON(e.Payload) {
+		head := appendHead(l.scratch[:0], e)
+		tail := append(appendTail(head[len(head):], e), '\n')
+		l.scratch = head
+		return [][]byte{head, e.Payload, tail}, nil
+	}
+	buf, err := appendEntry(l.scratch[:0], e)
+	if err != nil {
+		return nil, err
+	}
+	l.scratch = append(buf, '\n')
+	return [][]byte{l.scratch}, nil
 }
 
 // rotate fsyncs and closes the current file and starts the next one.

@@ -36,6 +36,10 @@ const (
 	// maxRemovePerPass bounds the files one retention entry lists: 1000, about 250 KB of
 	// JSON; more (after MaxTotalBytes or MaxFileBytes was lowered) go in the next passes.
 	maxRemovePerPass = 1000
+	// maxScratch is the largest line buffer the log keeps for its next entry: 256 KiB. An
+	// entry with a larger payload (a 16 MiB message) gets a buffer of its own, which goes
+	// with it, rather than one the log would hold for good.
+	maxScratch = 256 << 10
 )
 
 // Option configures Open.

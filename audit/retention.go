@@ -226,15 +226,16 @@ func (c *countWriter) Write(p []byte) (int, error) {
 	return n, err
 }
 
-// newestTime is the time of the last complete line of path, or the file's modification time
-// when that line is missing or carries no time.
+// newestTime returns the time of the last entry of the file at path, or its modification
+// time when that cannot be read. It reads the start of the last line only: a line can hold a
+// 16 MiB payload, and the time comes second, after the seq.
 func newestTime(path string) (time.Time, error) {
-	line, err := lastLine(path)
+	head, err := lastLineHead(path, 512)
 	if err != nil {
 		return time.Time{}, err
 	}
-	if e, reason := parseLine(line); reason == "" && !e.Time.IsZero() {
-		return e.Time, nil
+	if t, ok := entryTime(head); ok {
+		return t, nil
 	}
 	fi, err := os.Stat(path)
 	if err != nil {
@@ -243,9 +244,10 @@ func newestTime(path string) (time.Time, error) {
 	return fi.ModTime(), nil
 }
 
-// lastLine returns the last complete line of path (without its newline), reading backwards
-// from the end; nil when there is none or it is longer than maxLineBytes.
-func lastLine(path string) ([]byte, error) {
+// lastLineHead returns the first n bytes (or fewer) of the last complete line of path, found
+// by reading backwards from the end in pieces of 64 KiB; nil when there is none within
+// maxLineBytes of the end.
+func lastLineHead(path string, n int) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("audit: retention: %w", err)
@@ -255,21 +257,52 @@ func lastLine(path string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("audit: retention: %w", err)
 	}
-	size := fi.Size()
-	for window := int64(64 << 10); ; window *= 2 {
-		n := min(window, size)
-		buf := make([]byte, n)
-		if _, err := f.ReadAt(buf, size-n); err != nil {
+	buf := make([]byte, 64<<10)
+	end := int64(-1) // where the last complete line's newline is
+	for at := fi.Size(); at > 0 && fi.Size()-at <= 2*maxLineBytes; {
+		from := max(0, at-int64(len(buf)))
+		piece := buf[:at-from]
+		if _, err := f.ReadAt(piece, from); err != nil {
 			return nil, fmt.Errorf("audit: retention: read %s: %w", path, err)
 		}
-		if end := bytes.LastIndexByte(buf, '\n'); end >= 0 {
-			start := bytes.LastIndexByte(buf[:end], '\n') + 1
-			if start > 0 || n == size {
-				return buf[start:end], nil
+		for i := len(piece) - 1; i >= 0; i-- {
+			if piece[i] != '\n' {
+				continue
 			}
+			if end < 0 {
+				end = from + int64(i)
+				continue
+			}
+			return readHead(f, from+int64(i)+1, end, n)
 		}
-		if n == size || n > 2*maxLineBytes {
-			return nil, nil
-		}
+		at = from
 	}
+	if end >= 0 && fi.Size()-end <= 2*maxLineBytes { // the first line of the file
+		return readHead(f, 0, end, n)
+	}
+	return nil, nil
+}
+
+// readHead reads at most n bytes of f from start, and not past end.
+func readHead(f *os.File, start, end int64, n int) ([]byte, error) {
+	head := make([]byte, min(int64(n), end-start))
+	if _, err := f.ReadAt(head, start); err != nil {
+		return nil, fmt.Errorf("audit: retention: read %s: %w", f.Name(), err)
+	}
+	return head, nil
+}
+
+// entryTime reads the time of the entry a line starts with: the "time" member that follows
+// its seq (appendEntry and json.Marshal both write them first).
+func entryTime(head []byte) (time.Time, bool) {
+	_, rest, ok := bytes.Cut(head, []byte(`,"time":"`))
+	if !ok {
+		return time.Time{}, false
+	}
+	v, _, ok := bytes.Cut(rest, []byte(`"`))
+	if !ok {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	return t, err == nil && !t.IsZero()
 }

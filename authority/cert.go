@@ -38,6 +38,11 @@ type CertRequest struct {
 	Permissions  []string
 	// TTL is the lifetime: DefaultCertTTL when zero, at most MaxCertTTL.
 	TTL time.Duration
+	// HeldSince is when the authority first certified AgentID on Peer: zero for a first
+	// certificate (it holds since its issue), the predecessor's HeldSince for a renewal. It
+	// becomes the "held_since" claim, which decides between two certificates of one agent id
+	// on two peers (Precedes).
+	HeldSince time.Time
 }
 
 // Certificate is a signed certificate and its claims.
@@ -57,6 +62,25 @@ type Certificate struct {
 	Permissions  []string
 	// IssuedAt, NotBefore and Expires are "iat", "nbf" and "exp".
 	IssuedAt, NotBefore, Expires time.Time
+	// HeldSince is the "held_since" claim: when the authority first certified the agent on
+	// this peer, carried over by every renewal. A certificate without the claim holds since
+	// its IssuedAt.
+	HeldSince time.Time
+}
+
+// Precedes reports whether c holds its agent id before o does: the earlier HeldSince, then the
+// earlier IssuedAt, then the smaller ID. An authority certifies one peer per agent id, but two
+// certificates for one id on two peers can still meet (issued by hand, or by a copy of the
+// authority key); every node then picks the same one, the agent's first holder, whatever order
+// it heard them in.
+func (c *Certificate) Precedes(o *Certificate) bool {
+	if !c.HeldSince.Equal(o.HeldSince) {
+		return c.HeldSince.Before(o.HeldSince)
+	}
+	if !c.IssuedAt.Equal(o.IssuedAt) {
+		return c.IssuedAt.Before(o.IssuedAt)
+	}
+	return c.ID < o.ID
 }
 
 // certClaims are the claims of a certificate.
@@ -66,6 +90,9 @@ type certClaims struct {
 	Capabilities []string      `json:"capabilities"`
 	Permissions  []string      `json:"permissions"`
 	Cnf          *confirmation `json:"cnf,omitempty"`
+	// HeldSince is omitted when it equals iat (a first certificate), so that a first
+	// certificate's claims are the same as before the claim existed.
+	HeldSince *jwt.NumericDate `json:"held_since,omitempty"`
 }
 
 // confirmation is the RFC 7800 "cnf" claim: the key of the certificate's holder.
@@ -98,10 +125,14 @@ func (a *Authority) Issue(req CertRequest) (*Certificate, error) {
 		return nil, err
 	}
 	now := a.now().UTC().Truncate(time.Second)
+	since := req.HeldSince.UTC().Truncate(time.Second)
+	if since.IsZero() || since.After(now) {
+		since = now
+	}
 	c := &Certificate{
 		ID: jti, Issuer: a.id, AgentID: req.AgentID, Namespace: namespace(req.AgentID), Peer: req.Peer,
 		Capabilities: nonNil(req.Capabilities), Permissions: nonNil(req.Permissions),
-		IssuedAt: now, NotBefore: now, Expires: now.Add(ttl),
+		IssuedAt: now, NotBefore: now, Expires: now.Add(ttl), HeldSince: since,
 	}
 	claims := &certClaims{
 		RegisteredClaims: jwt.RegisteredClaims{
@@ -110,6 +141,9 @@ func (a *Authority) Issue(req CertRequest) (*Certificate, error) {
 		},
 		Namespace: c.Namespace, Capabilities: c.Capabilities, Permissions: c.Permissions,
 		Cnf: &confirmation{JWK: jwk},
+	}
+	if since.Before(now) {
+		claims.HeldSince = jwt.NewNumericDate(since)
 	}
 	if c.Raw, err = a.sign(typCert, claims); err != nil {
 		return nil, err

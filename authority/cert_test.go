@@ -228,3 +228,50 @@ func TestAuthority_SaveLoad(t *testing.T) {
 		t.Fatal("New accepted a secp256k1 key")
 	}
 }
+
+// TestCertificate_HeldSinceDecidesBetweenTwoHolders: a renewal carries its predecessor's
+// held_since, a first certificate holds since its issue (without the claim), and Precedes picks
+// the first holder of an agent id whichever certificate is newer; held_since after iat is
+// refused.
+func TestCertificate_HeldSinceDecidesBetweenTwoHolders(t *testing.T) {
+	f := newFixture(t)
+	first := f.issue(t)
+	if _, ok := claimsOf(t, first.Raw)["held_since"]; ok || !first.HeldSince.Equal(t0) {
+		t.Fatalf("a first certificate: held_since claim present or HeldSince %v; want none and iat", first.HeldSince)
+	}
+	later := t0.Add(48 * time.Hour)
+	auth2, err := New(seedKey(t, seedAuthority), WithClock(func() time.Time { return later }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	renewed, err := auth2.Issue(CertRequest{AgentID: agentID, Peer: f.agent, HeldSince: first.HeldSince})
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := auth2.Issue(CertRequest{AgentID: agentID, Peer: peerOfKey(t, f.other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.clock.t = later
+	got, err := f.verifier.Certificate(renewed.Raw, f.agent, agentID)
+	if err != nil || !got.HeldSince.Equal(t0) || !got.IssuedAt.Equal(later) {
+		t.Fatalf("the renewal verified as %+v, %v; want held since %v, issued %v", got, err, t0, later)
+	}
+	other, err := f.verifier.Certificate(second.Raw, "", agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Precedes(other) || other.Precedes(got) {
+		t.Fatal("the renewed first holder must precede a later holder, and not the other way")
+	}
+	if got.Precedes(got) {
+		t.Fatal("a certificate precedes itself")
+	}
+
+	m := claimsOf(t, first.Raw)
+	m["held_since"] = t0.Add(time.Hour).Unix()
+	bad := forge(t, map[string]any{"alg": "EdDSA", "typ": "iacp-cert+jwt"}, m, edSigner(t, seedKey(t, seedAuthority)))
+	if _, err := f.verifier.Certificate(bad, f.agent, agentID); err == nil || !strings.Contains(err.Error(), "held_since") {
+		t.Fatalf("held_since after iat: %v; want a refusal naming it", err)
+	}
+}

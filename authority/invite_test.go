@@ -102,7 +102,7 @@ func TestInviteBook_RedeemOnceAndItSurvivesReopen(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "authority", "invites.json")
 	c := &clock{t0}
 	book := openBook(t, path, c)
-	secret, expires, err := book.Create("", 0, "read:datasets")
+	secret, expires, err := book.Create(InviteTerms{Grants: []string{"read:datasets"}})
 	if err != nil || len(secret) != InviteSecretSize || !expires.Equal(t0.Add(DefaultInviteTTL)) {
 		t.Fatalf("Create: %v %d %v", err, len(secret), expires)
 	}
@@ -162,11 +162,11 @@ func TestInviteBook_Refusals(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "invites.json")
 	c := &clock{t0}
 	book := openBook(t, path, c)
-	bound, _, err := book.Create(agentID, time.Hour)
+	bound, _, err := book.Create(InviteTerms{AgentID: agentID, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
-	short, _, err := book.Create("", time.Minute)
+	short, _, err := book.Create(InviteTerms{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,10 +207,10 @@ func TestInviteBook_Refusals(t *testing.T) {
 		t.Fatalf("expired invitation not pruned: %v", err)
 	}
 	// Bad arguments.
-	if _, _, err := book.Create("bad", 0); err == nil {
+	if _, _, err := book.Create(InviteTerms{AgentID: "bad"}); err == nil {
 		t.Fatal("Create with a bad agent id")
 	}
-	if _, _, err := book.Create("", MaxInviteTTL+time.Hour); err == nil {
+	if _, _, err := book.Create(InviteTerms{TTL: MaxInviteTTL + time.Hour}); err == nil {
 		t.Fatal("Create with a too long ttl")
 	}
 	if err := book.Redeem(bound, ""); err == nil {
@@ -223,7 +223,7 @@ func TestOpenInviteBook_RefusesPublicOrDamagedFiles(t *testing.T) {
 	c := &clock{t0}
 	path := filepath.Join(dir, "invites.json")
 	book := openBook(t, path, c)
-	if _, _, err := book.Create("", 0); err != nil {
+	if _, _, err := book.Create(InviteTerms{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(path, 0o644); err != nil {
@@ -256,11 +256,11 @@ func TestInviteBook_IsBounded(t *testing.T) {
 		id := fmt.Sprint(i)
 		book.entries[id] = &bookEntry{ID: id, Expires: t0.Add(time.Hour)}
 	}
-	if _, _, err := book.Create("", 0); !errors.Is(err, ErrInviteBookFull) {
+	if _, _, err := book.Create(InviteTerms{}); !errors.Is(err, ErrInviteBookFull) {
 		t.Fatalf("Create on a full book: %v", err)
 	}
 	c.t = t0.Add(time.Hour) // all expire, and are pruned
-	if _, _, err := book.Create("", 0); err != nil {
+	if _, _, err := book.Create(InviteTerms{}); err != nil {
 		t.Fatal(err)
 	}
 	if n := len(book.List()); n != 1 {

@@ -4,6 +4,7 @@ import (
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/subtle"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -61,6 +62,8 @@ type bookEntry struct {
 	UsedFor string `json:"used_for,omitempty"`
 	// Grants are the permissions the certificate issued for it grants.
 	Grants []string `json:"grants,omitempty"`
+	// Replace says the joiner replaces whichever peer holds AgentID now (InviteTerms).
+	Replace bool `json:"replace,omitempty"`
 	// issued is the certificate issued for it (Issued), kept in memory only: a redemption
 	// asked again after a restart of the authority's node gets a new certificate.
 	issued string
@@ -72,10 +75,27 @@ func (e *bookEntry) redeemedBy(p peer.ID, agentID string) bool {
 	return !e.UsedAt.IsZero() && p != "" && e.UsedBy == p && e.UsedFor == agentID
 }
 
+// InviteTerms are what an invitation grants its holder.
+type InviteTerms struct {
+	// AgentID binds the invitation to one agent id; "" lets the joiner choose any id that no
+	// other peer holds.
+	AgentID string
+	// TTL is how long it is valid: DefaultInviteTTL when 0, at most MaxInviteTTL.
+	TTL time.Duration
+	// Grants are the permissions the certificate issued for it grants.
+	Grants []string
+	// Replace lets the joiner take AgentID (which it then must name) from the peer that holds
+	// it now: that peer's certificates are revoked when the joiner's is issued. It is how an
+	// operator moves an agent to a new key; without it, an id held by another peer is refused.
+	Replace bool
+}
+
 // Redemption is what RedeemProof grants.
 type Redemption struct {
 	// Grants are the permissions the certificate issued for the invitation grants.
 	Grants []string
+	// Replace says the certificate replaces the agent id's current holder (InviteTerms).
+	Replace bool
 	// Again says that the same peer redeemed the invitation for the same agent before: its
 	// answer was lost (a timeout, a dropped connection), and it asks again.
 	Again bool
@@ -93,6 +113,8 @@ type InviteInfo struct {
 	AgentID string
 	// Grants are the permissions the certificate issued for it grants.
 	Grants []string
+	// Replace says the joiner replaces the agent id's current holder.
+	Replace bool
 	// Created and Expires bound its life.
 	Created, Expires time.Time
 	// Used says whether it was redeemed, when, and by which peer (unknown for Redeem).
@@ -128,16 +150,18 @@ func OpenInviteBook(path string, now func() time.Time) (*InviteBook, error) {
 	return b, nil
 }
 
-// Create records a new invitation, bound to agentID unless it is "", valid for ttl
-// (DefaultInviteTTL when 0, at most MaxInviteTTL), whose certificate will grant the
-// permissions grants, and returns its secret once it is on disk.
-func (b *InviteBook) Create(agentID string, ttl time.Duration, grants ...string) (secret []byte, expires time.Time, err error) {
+// Create records a new invitation on terms t and returns its secret once it is on disk.
+func (b *InviteBook) Create(t InviteTerms) (secret []byte, expires time.Time, err error) {
+	agentID, grants := t.AgentID, t.Grants
 	if agentID != "" {
 		if err := protocol.ValidateAgentID(agentID); err != nil {
 			return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
 		}
+	} else if t.Replace {
+		return nil, time.Time{}, errors.New("invitation: replace needs the agent id whose holder it replaces")
 	}
-	if ttl, err = checkTTL("ttl", ttl, DefaultInviteTTL, MaxInviteTTL); err != nil {
+	ttl, err := checkTTL("ttl", t.TTL, DefaultInviteTTL, MaxInviteTTL)
+	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("invitation: %w", err)
 	}
 	if err := checkGrants(grants); err != nil {
@@ -154,7 +178,7 @@ func (b *InviteBook) Create(agentID string, ttl time.Duration, grants ...string)
 	if len(next) >= MaxInvites {
 		return nil, time.Time{}, fmt.Errorf("invitation: %w: %d held, until some expire", ErrInviteBookFull, len(next))
 	}
-	e := &bookEntry{ID: InviteID(secret), Secret: b64.EncodeToString(secret), AgentID: agentID, Created: now, Expires: now.Add(ttl), Grants: slices.Clone(grants)}
+	e := &bookEntry{ID: InviteID(secret), Secret: b64.EncodeToString(secret), AgentID: agentID, Created: now, Expires: now.Add(ttl), Grants: slices.Clone(grants), Replace: t.Replace}
 	next[e.ID] = e
 	if err := b.commit(next); err != nil {
 		return nil, time.Time{}, err
@@ -185,6 +209,15 @@ func (b *InviteBook) RedeemProof(inviteID string, proof []byte, p peer.ID, agent
 		secret, err := b64.DecodeString(e.Secret)
 		return err == nil && hmac.Equal(Proof(secret, p, agentID), proof)
 	})
+}
+
+// Replaces reports whether the invitation named inviteID lets its joiner replace the holder of
+// its agent id (InviteTerms.Replace); false for an unknown one.
+func (b *InviteBook) Replaces(inviteID string) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	e := b.entries[inviteID]
+	return e != nil && e.Replace
 }
 
 // Issued keeps cert, the certificate issued for the invitation inviteID that RedeemProof
@@ -223,7 +256,7 @@ func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bo
 		return Redemption{}, protocol.Errorf(protocol.CodePermissionDenied, "invitation %s: %w (not %s)", short, ErrInviteAgent, agentID)
 	}
 	if e.redeemedBy(p, agentID) {
-		return Redemption{Grants: slices.Clone(e.Grants), Again: true, Cert: e.issued}, nil
+		return Redemption{Grants: slices.Clone(e.Grants), Replace: e.Replace, Again: true, Cert: e.issued}, nil
 	}
 	next := b.pruned(now)
 	used := *e
@@ -232,7 +265,7 @@ func (b *InviteBook) redeem(id string, p peer.ID, agentID string, match func(*bo
 	if err := b.commit(next); err != nil {
 		return Redemption{}, protocol.Errorf(protocol.CodeInternalError, "invitation %s: %w", short, err)
 	}
-	return Redemption{Grants: slices.Clone(e.Grants)}, nil
+	return Redemption{Grants: slices.Clone(e.Grants), Replace: e.Replace}, nil
 }
 
 // pruned returns a copy of the entries without those that expired by now. Used entries stay
@@ -271,7 +304,7 @@ func (b *InviteBook) List() []InviteInfo {
 			continue
 		}
 		out = append(out, InviteInfo{
-			IDPrefix: e.ID[:inviteIDPrefix], AgentID: e.AgentID, Grants: slices.Clone(e.Grants), Created: e.Created, Expires: e.Expires,
+			IDPrefix: e.ID[:inviteIDPrefix], AgentID: e.AgentID, Grants: slices.Clone(e.Grants), Replace: e.Replace, Created: e.Created, Expires: e.Expires,
 			Used: !e.UsedAt.IsZero(), UsedAt: e.UsedAt, UsedBy: e.UsedBy,
 		})
 	}

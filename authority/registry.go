@@ -36,6 +36,11 @@ var ErrNothingToRevoke = errors.New("no unexpired certificate matches")
 // on the peer.
 var ErrHolderFull = errors.New("the agent on this peer holds the most certificates recorded for one holder")
 
+// ErrHeldElsewhere says that another peer holds an unexpired, unrevoked certificate for the
+// agent id: one agent id has one holder. Its operator replaces the holder on purpose
+// (RecordReplacing, `iacp-node invite --agent ID --replace`) or revokes it first.
+var ErrHeldElsewhere = errors.New("the agent id is held by another peer")
+
 // Issued is one certificate the authority issued, as its registry keeps it.
 type Issued struct {
 	// ID is the certificate's jti.
@@ -100,14 +105,72 @@ func OpenRegistry(path string, now func() time.Time) (*Registry, error) {
 }
 
 // Record adds a certificate the authority issued. It refuses when MaxIssued unexpired
-// certificates are recorded, and (PERMISSION_DENIED, ErrHolderFull) when MaxPerHolder
-// unexpired, unrevoked ones of the same agent id on the same peer are.
+// certificates are recorded; (PERMISSION_DENIED, ErrHeldElsewhere) when another peer holds
+// an unexpired, unrevoked certificate for the same agent id; and (PERMISSION_DENIED,
+// ErrHolderFull) when MaxPerHolder unexpired, unrevoked ones of the same agent id on the same
+// peer are.
 func (r *Registry) Record(c *Certificate) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	next := r.pruned(r.now())
+	if err := r.admit(next, c); err != nil {
+		return err
+	}
+	return r.commit(next, r.seq)
+}
+
+// RecordReplacing records c, whose peer replaces every other peer holding c's agent id: their
+// unexpired certificates are revoked at once, and the next revocation list, signed with a,
+// lists them. It returns that list and the certificates it revoked ("" and none when no other
+// peer held the id, which is then Record). The operator asks for it by inviting with
+// --replace, for an agent that moves to a new key.
+func (r *Registry) RecordReplacing(a *Authority, c *Certificate) (crl string, revoked []Issued, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now().UTC()
+	next := r.pruned(now)
+	for id, e := range next {
+		if e.AgentID == c.AgentID && e.Peer != c.Peer && e.Revoked.IsZero() {
+			gone := *e
+			gone.Revoked = now
+			next[id] = &gone
+			revoked = append(revoked, gone)
+		}
+	}
+	if err := r.admit(next, c); err != nil {
+		return "", nil, err
+	}
+	seq := r.seq
+	if len(revoked) > 0 {
+		seq++
+		if crl, err = a.RevocationList(seq, revokedIn(next)); err != nil {
+			return "", nil, err
+		}
+	}
+	if err := r.commit(next, seq); err != nil {
+		return "", nil, err
+	}
+	sortIssued(revoked)
+	return crl, revoked, nil
+}
+
+// Holders returns the unexpired, unrevoked certificates of agentID on peers other than p: what
+// Record would refuse a certificate of agentID on p for.
+func (r *Registry) Holders(agentID string, p peer.ID) []Issued {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return heldElsewhere(r.pruned(r.now()), agentID, p)
+}
+
+// admit checks c against the bounds and the one-holder rule in next, and adds it.
+func (r *Registry) admit(next map[string]*Issued, c *Certificate) error {
 	if len(next) >= MaxIssued {
 		return fmt.Errorf("certificate registry: %d unexpired certificates recorded, the most it holds", len(next))
+	}
+	if others := heldElsewhere(next, c.AgentID, c.Peer); len(others) > 0 {
+		o := others[0]
+		return protocol.Errorf(protocol.CodePermissionDenied, "certificate registry: %w: %s is held by peer %s (certificate %s, expires %s); choose another agent id, or have the mesh's operator replace the holder (iacp-node invite --agent %s --replace) or revoke it",
+			ErrHeldElsewhere, c.AgentID, o.Peer, o.ID, fmtTime(o.Expires), c.AgentID)
 	}
 	held := 0
 	for _, e := range next {
@@ -120,7 +183,32 @@ func (r *Registry) Record(c *Certificate) error {
 	}
 	next[c.ID] = &Issued{ID: c.ID, AgentID: c.AgentID, Peer: c.Peer, Permissions: slices.Clone(c.Permissions),
 		IssuedAt: c.IssuedAt, Expires: c.Expires}
-	return r.commit(next, r.seq)
+	return nil
+}
+
+// heldElsewhere returns the unrevoked certificates of agentID in entries on peers other than
+// p, by issue time.
+func heldElsewhere(entries map[string]*Issued, agentID string, p peer.ID) []Issued {
+	var out []Issued
+	for _, e := range entries {
+		if e.AgentID == agentID && e.Peer != p && e.Revoked.IsZero() {
+			out = append(out, *e)
+		}
+	}
+	sortIssued(out)
+	return out
+}
+
+// revokedIn lists the revoked certificates of entries, as a revocation list names them.
+func revokedIn(entries map[string]*Issued) []Revoked {
+	var list []Revoked
+	for _, e := range entries {
+		if !e.Revoked.IsZero() {
+			list = append(list, Revoked{ID: e.ID, AgentID: e.AgentID, Expires: e.Expires})
+		}
+	}
+	slices.SortFunc(list, func(x, y Revoked) int { return strings.Compare(x.ID, y.ID) })
+	return list
 }
 
 // Revoke revokes every unexpired certificate that target names: a certificate id, or an agent
@@ -150,14 +238,7 @@ func (r *Registry) Revoke(a *Authority, target string) (crl string, revoked []Is
 	if len(revoked) == 0 {
 		return "", nil, protocol.Errorf(protocol.CodeAgentNotFound, "revoke %s: %w (see the certificates with iacp-node trust certs)", target, ErrNothingToRevoke)
 	}
-	var list []Revoked
-	for _, e := range next {
-		if !e.Revoked.IsZero() {
-			list = append(list, Revoked{ID: e.ID, AgentID: e.AgentID, Expires: e.Expires})
-		}
-	}
-	slices.SortFunc(list, func(x, y Revoked) int { return strings.Compare(x.ID, y.ID) })
-	crl, err = a.RevocationList(r.seq+1, list)
+	crl, err = a.RevocationList(r.seq+1, revokedIn(next))
 	if err != nil {
 		return "", nil, err
 	}
@@ -166,6 +247,22 @@ func (r *Registry) Revoke(a *Authority, target string) (crl string, revoked []Is
 	}
 	sortIssued(revoked)
 	return crl, revoked, nil
+}
+
+// Matching returns the unexpired certificates, revoked or not, that Revoke(target) would
+// name: the one with id target, or every one of agent id target.
+func (r *Registry) Matching(target string) []Issued {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	var out []Issued
+	for id, e := range r.issued {
+		if (id == target || e.AgentID == target) && now.Before(e.Expires) {
+			out = append(out, *e)
+		}
+	}
+	sortIssued(out)
+	return out
 }
 
 // Find returns the unexpired certificate with id, if recorded.

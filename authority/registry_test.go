@@ -3,6 +3,7 @@ package authority
 import (
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -122,5 +123,111 @@ func TestRegistry_BoundsTheCertificatesOfOneHolder(t *testing.T) {
 	}
 	if err := r.Record(f.issue(t)); err != nil {
 		t.Fatalf("after the holder's certificates were revoked: %v", err)
+	}
+}
+
+// TestRegistry_OneAgentIdHasOneHolder: the registry refuses a certificate for an agent id that
+// another peer holds (unexpired, unrevoked), with PERMISSION_DENIED naming the holder; the
+// holder itself, another agent id, and any peer once the holder's certificate is revoked or
+// expired are recorded.
+func TestRegistry_OneAgentIdHasOneHolder(t *testing.T) {
+	f := newFixture(t)
+	now := t0
+	r, err := OpenRegistry(filepath.Join(t.TempDir(), "registry.json"), func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	holder := f.issue(t)
+	if err := r.Record(holder); err != nil {
+		t.Fatal(err)
+	}
+	thief := peerOfKey(t, f.other)
+	hijack, err := f.auth.Issue(CertRequest{AgentID: agentID, Peer: thief})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = r.Record(hijack)
+	if !errors.Is(err, ErrHeldElsewhere) || !strings.Contains(err.Error(), holder.Peer.String()) || !strings.Contains(err.Error(), "--replace") {
+		t.Fatalf("a second peer for %s: %v; want ErrHeldElsewhere naming the holder and --replace", agentID, err)
+	}
+	wantCode(t, err, protocol.CodePermissionDenied)
+	if hs := r.Holders(agentID, thief); len(hs) != 1 || hs[0].ID != holder.ID {
+		t.Fatalf("Holders: %v; want the holder's certificate", hs)
+	}
+	if hs := r.Holders(agentID, holder.Peer); len(hs) != 0 {
+		t.Fatalf("Holders for the holder itself: %v; want none", hs)
+	}
+	if err := r.Record(f.issue(t)); err != nil {
+		t.Fatalf("the holder's own renewal: %v", err)
+	}
+	other, err := f.auth.Issue(CertRequest{AgentID: "acme:h:other", Peer: thief})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(other); err != nil {
+		t.Fatalf("another agent id on the other peer: %v", err)
+	}
+	if len(r.List()) != 3 {
+		t.Fatalf("%d certificates listed after the refusal; want 3", len(r.List()))
+	}
+
+	if _, _, err := r.Revoke(f.auth, agentID); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(hijack); err != nil {
+		t.Fatalf("after the holder's certificates were revoked: %v", err)
+	}
+	now = hijack.Expires.Add(time.Second)
+	later, err := f.auth.Issue(CertRequest{AgentID: agentID, Peer: f.agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record(later); err != nil {
+		t.Fatalf("after the new holder's certificate expired: %v", err)
+	}
+}
+
+// TestRegistry_RecordReplacingRevokesTheHolder: a replacement records the new peer's
+// certificate and revokes every other peer's for the agent id in the next revocation list;
+// the holder's other agent ids are untouched. Without a holder it signs no list.
+func TestRegistry_RecordReplacingRevokesTheHolder(t *testing.T) {
+	f := newFixture(t)
+	r, err := OpenRegistry(filepath.Join(t.TempDir(), "registry.json"), func() time.Time { return t0 })
+	if err != nil {
+		t.Fatal(err)
+	}
+	old1, old2 := f.issue(t), f.issue(t)
+	keep, err := f.auth.Issue(CertRequest{AgentID: "acme:h:other", Peer: f.agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []*Certificate{old1, old2, keep} {
+		if err := r.Record(c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moved, err := f.auth.Issue(CertRequest{AgentID: agentID, Peer: peerOfKey(t, f.other)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	crl, revoked, err := r.RecordReplacing(f.auth, moved)
+	if err != nil || len(revoked) != 2 || crl == "" {
+		t.Fatalf("replace: %d revoked, crl %t, %v; want the 2 old certificates and a list", len(revoked), crl != "", err)
+	}
+	if _, err := f.verifier.ApplyRevocations(crl); err != nil {
+		t.Fatal(err)
+	}
+	if !f.verifier.Revoked(old1.ID) || !f.verifier.Revoked(old2.ID) || f.verifier.Revoked(keep.ID) || f.verifier.Revoked(moved.ID) {
+		t.Fatal("the list must revoke exactly the replaced holder's certificates of the agent id")
+	}
+	if hs := r.Holders(agentID, f.agent); len(hs) != 1 || hs[0].ID != moved.ID {
+		t.Fatalf("holder after the replacement: %v; want the new one", hs)
+	}
+	fresh, err := f.auth.Issue(CertRequest{AgentID: "acme:h:fresh", Peer: f.agent})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if crl, revoked, err := r.RecordReplacing(f.auth, fresh); err != nil || crl != "" || len(revoked) != 0 || r.CRLSeq() != 1 {
+		t.Fatalf("replacing nobody: crl %q, %v, %v, seq %d; want a plain record", crl, revoked, err, r.CRLSeq())
 	}
 }

@@ -165,6 +165,12 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	case !exp.After(now.Add(-v.skew)):
 		return nil, certError(who, CheckExpiry, "expired at %s (now %s, skew %v)", fmtTime(exp), fmtTime(now), v.skew)
 	}
+	since := iat
+	if c.HeldSince != nil {
+		if since = c.HeldSince.Time; since.After(iat) {
+			return nil, certError(who, CheckNotBefore, "held_since %s is after iat %s", fmtTime(since), fmtTime(iat))
+		}
+	}
 	if err := protocol.ValidateAgentID(c.Subject); err != nil {
 		return nil, certError(who, CheckSubject, "sub: %v", err)
 	}
@@ -194,6 +200,6 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	return &Certificate{
 		Raw: raw, ID: c.ID, Issuer: c.Issuer, AgentID: c.Subject, Namespace: c.Namespace, Peer: holder,
 		Capabilities: slices.Clone(c.Capabilities), Permissions: slices.Clone(c.Permissions),
-		IssuedAt: iat, NotBefore: nbf, Expires: exp,
+		IssuedAt: iat, NotBefore: nbf, Expires: exp, HeldSince: since,
 	}, nil
 }

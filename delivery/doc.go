@@ -66,4 +66,8 @@
 // "received" for a message a crash left unaudited, and forgetting one the audit log says was
 // acked). Engine.Close stops the loop and waits
 // for every goroutine the engine started.
+//
+// Engine.Cancel takes a queued message out of the outbox (audited "cancelled"): the sender
+// cancelled it, or a request's caller stopped waiting. An attempt in flight then is marked
+// on its claim, and settle drops the message whatever the attempt's outcome.
 package delivery

@@ -32,6 +32,7 @@ type Store interface {
 	// The inbox.
 	AcceptAll(ms []*protocol.Message, raws [][]byte) ([]store.AcceptResult, []error, error)
 	Pending() ([]store.InboxEntry, error)
+	InboxRaw(id string) ([]byte, error)
 	Ack(id string) error
 	AckLazily(ctx context.Context, id string) error
 }
@@ -143,7 +144,7 @@ func New(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	e := &Engine{cfg: cfg, claims: claims{ids: make(map[string]bool)},
+	e := &Engine{cfg: cfg, claims: claims{ids: make(map[string]claim)},
 		wake: make(chan struct{}, 1), back: make(chan comeback, backCap), silent: map[string]struct{}{}}
 	e.ctx, e.cancel = context.WithCancel(ctx)
 	return e, nil
@@ -217,20 +218,26 @@ func (e *Engine) record(ev audit.Event, m *protocol.Message, cause error) {
 }
 
 // claims are the ids of the messages with a delivery attempt in flight, so that Send and the
-// retry loop never attempt one message twice at once. Guarded by mu.
+// retry loop never attempt one message twice at once, each with its claim's state. Guarded by
+// mu.
 type claims struct {
 	mu  sync.Mutex
-	ids map[string]bool
+	ids map[string]claim
 }
 
-// take claims id, or returns false when it is claimed already.
-func (c *claims) take(id string) bool {
+// claim is the state of one claimed id: whether its attempt is Send's first (the outbox may
+// not hold it yet), and whether it was cancelled while in flight (Cancel).
+type claim struct{ first, cancelled bool }
+
+// take claims id, or returns false when it is claimed already; first says the claim is
+// Send's.
+func (c *claims) take(id string, first bool) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.ids[id] {
+	if _, held := c.ids[id]; held {
 		return false
 	}
-	c.ids[id] = true
+	c.ids[id] = claim{first: first}
 	return true
 }
 
@@ -238,4 +245,26 @@ func (c *claims) release(id string) {
 	c.mu.Lock()
 	delete(c.ids, id)
 	c.mu.Unlock()
+}
+
+// cancel marks a claimed id cancelled, and reports whether it now is a first attempt
+// cancelled by this call (one that the outbox may not hold yet).
+func (c *claims) cancel(id string) (firstNow bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cl, held := c.ids[id]
+	if !held {
+		return false
+	}
+	firstNow = cl.first && !cl.cancelled
+	cl.cancelled = true
+	c.ids[id] = cl
+	return firstNow
+}
+
+// cancelled reports whether the claimed id was cancelled.
+func (c *claims) cancelled(id string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ids[id].cancelled
 }

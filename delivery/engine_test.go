@@ -98,7 +98,7 @@ func (r *rig) message(t *testing.T, ttl time.Duration) (*protocol.Message, []byt
 // send runs Engine.Send on its own goroutine and returns its result's channel.
 func (r *rig) send(m *protocol.Message, raw []byte) <-chan error {
 	done := make(chan error, 1)
-	go func() { done <- r.engine.Send(context.Background(), m, raw) }()
+	go func() { _, err := r.engine.Send(context.Background(), m, raw); done <- err }()
 	return done
 }
 
@@ -221,7 +221,7 @@ func TestClaimPreventsASecondAttemptInFlight(t *testing.T) {
 	m, raw := r.message(t, time.Hour)
 	done := r.send(m, raw)
 	first := r.wire.next(t) // held: Send's attempt is in flight
-	if err := r.engine.Send(context.Background(), m, raw); protocol.CodeOf(err) != protocol.CodeDuplicate {
+	if _, err := r.engine.Send(context.Background(), m, raw); protocol.CodeOf(err) != protocol.CodeDuplicate {
 		t.Fatalf("a second Send during the first: %v, want DUPLICATE", err)
 	}
 	// The entry is due (Put makes it due at once): two passes of the loop that end after it

@@ -324,6 +324,17 @@ func (s *fakeStore) Pending() ([]store.InboxEntry, error) {
 	return slices.Clone(s.inbox), nil
 }
 
+func (s *fakeStore) InboxRaw(id string) ([]byte, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, e := range s.inbox {
+		if e.MessageID == id {
+			return e.Raw, nil
+		}
+	}
+	return nil, store.ErrNotFound
+}
+
 func (s *fakeStore) Ack(id string) error {
 	defer s.changed()
 	s.mu.Lock()

@@ -77,6 +77,11 @@ func (e *Engine) Pending() []store.InboxEntry {
 	return pending
 }
 
+// InboxRaw reads the document of a message the agent has not taken (store.Store.InboxRaw):
+// the store keeps a large one in a file of its own, and the node keeps only its envelope in
+// memory until the agent asks for it.
+func (e *Engine) InboxRaw(id string) ([]byte, error) { return e.cfg.Store.InboxRaw(id) }
+
 // Audited is what the audit log says about the messages pending at a restart (the node
 // reads it, Redeliver goes by it).
 type Audited struct {
@@ -100,7 +105,15 @@ func (e *Engine) Redeliver(pending []store.InboxEntry, a Audited) {
 			}
 			continue
 		}
-		m, err := protocol.DecodeJSON(en.Raw)
+		raw := en.Raw
+		if raw == nil { // a large message the store left in its file: read one at a time
+			var err error
+			if raw, err = e.cfg.Store.InboxRaw(en.MessageID); err != nil {
+				e.cfg.Log.Warn("reading a message to offer it again after a restart failed; it stays stored", "id", en.MessageID, "err", err.Error())
+				continue
+			}
+		}
+		m, err := protocol.DecodeJSON(raw)
 		if err != nil {
 			continue
 		}
@@ -113,7 +126,7 @@ func (e *Engine) Redeliver(pending []store.InboxEntry, a Audited) {
 		if e.cfg.HandOver == nil {
 			continue
 		}
-		if err := e.cfg.HandOver(m, len(en.Raw)); err != nil {
+		if err := e.cfg.HandOver(m, len(raw)); err != nil {
 			e.cfg.Log.Warn("re-offering a message after restart failed; it stays stored", "id", en.MessageID, "err", err.Error())
 		}
 	}

@@ -27,9 +27,10 @@ func (r *Refusal) Unwrap() error { return r.Err }
 
 // Send stores m, whose signed document is raw, in the outbox and makes the first delivery
 // attempt, within ctx and AttemptTimeout. It returns nil once m is delivered or, when its
-// recipient cannot be reached yet, safely queued for the retry loop; the recipient's refusal
-// (unwrapped from its *Refusal) when it refused m; the store's refusal when m could not be
-// queued (a full queue is RATE_LIMITED); DUPLICATE when m is being sent already.
+// recipient cannot be reached yet, safely queued for the retry loop (queued is then true);
+// the recipient's refusal (unwrapped from its *Refusal) when it refused m; the store's
+// refusal when m could not be queued (a full queue is RATE_LIMITED); DUPLICATE when m is
+// being sent already.
 //
 // The first attempt does not wait for the outbox. The store checks m and reserves its room
 // first (Store.PreparePut), so that nothing it would refuse is sent; then the attempt goes
@@ -42,18 +43,18 @@ func (r *Refusal) Unwrap() error { return r.Err }
 //
 // Recording the outcome (settle) is off Send's path: a removal lost in a crash only means one
 // more delivery, which the recipient recognises as a duplicate.
-func (e *Engine) Send(ctx context.Context, m *protocol.Message, raw []byte) error {
+func (e *Engine) Send(ctx context.Context, m *protocol.Message, raw []byte) (queued bool, err error) {
 	id := m.Envelope.MessageID
 	// The id is claimed before it is stored, so that the retry loop, which attempts what is
 	// due, leaves this first attempt to Send. The claim is held until the outcome is settled,
 	// so that the loop does not attempt it meanwhile either.
-	if !e.claims.take(id) {
-		return protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent; send a new message, or wait for this one", id)
+	if !e.claims.take(id, true) {
+		return false, protocol.Errorf(protocol.CodeDuplicate, "message %s is already being sent; send a new message, or wait for this one", id)
 	}
 	p, err := e.cfg.Store.PreparePut(m, raw)
 	if err != nil {
 		e.claims.release(id)
-		return err
+		return false, err
 	}
 	outcome := make(chan error, 1)
 	stored := e.writeOutbox(m, p, outcome)
@@ -108,18 +109,18 @@ func (e *Engine) answeredForGood(outcome <-chan error) bool {
 }
 
 // sendOutcome settles Send's first attempt, whose outcome is err, off the caller's path, and
-// returns what Send returns. A message the outbox does not hold was answered for good by its
+// returns what Send returns: queued when the outbox holds m for the retry loop. A message the outbox does not hold was answered for good by its
 // recipient (w skipped), or its commit failed: then m is not queued, which is Send's error,
 // unless the recipient took it or refused it for good (its durable copy is the recipient's,
 // or there is nothing to keep).
-func (e *Engine) sendOutcome(m *protocol.Message, w written, err error) error {
+func (e *Engine) sendOutcome(m *protocol.Message, w written, err error) (queued bool, _ error) {
 	id := m.Envelope.MessageID
 	var settle func()
 	switch {
 	case w.err != nil && retryable(err):
 		e.record(audit.EventRefused, m, protocol.Errorf(protocol.CodeInternalError, "not queued: the outbox commit failed: %v", w.err))
 		e.claims.release(id)
-		return w.err
+		return false, w.err
 	case w.skipped || w.err != nil:
 		if w.err != nil {
 			e.cfg.Log.Error("outbox: commit failed after the first attempt was answered", "id", id, "err", w.err.Error())
@@ -136,9 +137,9 @@ func (e *Engine) sendOutcome(m *protocol.Message, w written, err error) error {
 		run()
 	}
 	if err == nil || retryable(err) {
-		return nil
+		return err != nil && !w.skipped, nil
 	}
-	return refusalOf(err)
+	return false, refusalOf(err)
 }
 
 // answered records the final outcome of an attempt whose message the outbox does not hold:
@@ -313,7 +314,7 @@ func (e *Engine) retry(now time.Time, slots chan struct{}) bool {
 		e.cfg.Log.Error("outbox: due", "err", err.Error())
 	}
 	for _, en := range due {
-		if !e.claims.take(en.MessageID) {
+		if !e.claims.take(en.MessageID, false) {
 			continue
 		}
 		select {
@@ -378,6 +379,8 @@ func (e *Engine) settle(m *protocol.Message, backoff int, err error) {
 	id := m.Envelope.MessageID
 	e.failedTo(m.Envelope.Recipient.AgentID, err != nil && retryable(err))
 	switch {
+	case err != nil && e.claims.cancelled(id):
+		e.drop(m, err) // cancelled while this attempt was on the wire (Cancel)
 	case err == nil:
 		// The removal rides in the store's next commit: losing it in a crash only means one
 		// more delivery, which the recipient answers DUPLICATE.

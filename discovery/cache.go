@@ -16,7 +16,8 @@ import (
 // the comparison Select makes when a store decides whether an incoming value replaces the one
 // it holds; see docs/discovery.md, "Who may replace a record"). So by peer, and by agent when
 // the signer is the same or in authority mode, the higher seq wins and a lower one is ignored
-// (a Left record stays as a tombstone: a stale copy seen later cannot bring the agent back); in
+// (a Left record stays as a tombstone, for TombstoneTTL: a stale copy seen meanwhile cannot
+// bring the agent back, and the agent itself, back, is found again soon after); in
 // open mode another peer's record never takes an agent's entry, but for a live record over a
 // tombstone, or the local peer's own record. Once an entry expires, any record may fill it.
 //
@@ -61,7 +62,7 @@ func newCache(now func() time.Time, ttl time.Duration, size int, rule Validator)
 func (c *cache) lookup(agentID string) (rec Record, found bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return liveEntry(c.agents, agentID, c.now())
+	return standing(c.agents, agentID, c.now(), c.rule.CertCheck)
 }
 
 // lookupPeer returns the live cached record signed by peer id, the record of its agent that
@@ -69,7 +70,19 @@ func (c *cache) lookup(agentID string) (rec Record, found bool) {
 func (c *cache) lookupPeer(id peer.ID) (Record, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return liveEntry(c.peers, id, c.now())
+	return standing(c.peers, id, c.now(), c.rule.CertCheck)
+}
+
+// standing returns m[k] unless it expired or, in authority mode, its certificate no longer
+// stands (check, the validator's CertCheck, refuses it now: revoked, expired, or another peer
+// holds the agent id since it was cached): then the entry is dropped, and the DHT asked again.
+func standing[K comparable](m map[K]cacheEntry, k K, now time.Time, check func(cert, agentID string, p peer.ID) error) (Record, bool) {
+	rec, ok := liveEntry(m, k, now)
+	if ok && check != nil && check(rec.Cert, rec.AgentID, rec.PeerID) != nil {
+		delete(m, k)
+		return Record{}, false
+	}
+	return rec, ok
 }
 
 // liveEntry returns m[k] unless it expired; an expired entry is dropped.
@@ -117,11 +130,18 @@ func (c *cache) putPeer(rec Record) Record {
 	return cur
 }
 
+// TombstoneTTL bounds how long a Left record (an agent that left the mesh) is cached: an
+// agent that comes back is resolved again within it, not a cache TTL later.
+const TombstoneTTL = 5 * time.Second
+
 // window returns the time now and when an entry of rec found now expires: min(now + ttl,
-// rec.Expires).
+// rec.Expires), and at most TombstoneTTL for a Left record.
 func (c *cache) window(rec Record) (now, until time.Time) {
 	now = c.now()
 	until = now.Add(c.ttl)
+	if rec.Left {
+		until = now.Add(min(c.ttl, TombstoneTTL))
+	}
 	if rec.Expires.Before(until) {
 		until = rec.Expires
 	}
@@ -205,6 +225,15 @@ func (c *cache) putProviders(cp capability, peers []peer.ID) {
 		}
 	}
 	c.providers[cp] = providerEntry{peers: append([]peer.ID(nil), peers...), until: c.now().Add(c.ttl)}
+}
+
+// forgetProviders drops the cached providers of caps.
+func (c *cache) forgetProviders(caps []capability) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, cp := range caps {
+		delete(c.providers, cp)
+	}
 }
 
 // len returns the number of cached agents, tombstones included.

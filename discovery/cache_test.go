@@ -311,3 +311,28 @@ func TestCacheAgreesWithSelect(t *testing.T) {
 		}
 	}
 }
+
+// In authority mode the cache answers only with records whose certificate still stands: one
+// revoked since it was cached is dropped at the next lookup, by agent and by peer, so that the
+// DHT is asked again.
+func TestCacheDropsARecordWhoseCertificateNoLongerStands(t *testing.T) {
+	clock := newFakeClock()
+	ca := newAuthority()
+	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now, CertCheck: ca.check})
+	_, id := testKey(t)
+	r := testRecord(id, 5, clock.Now().Add(time.Hour))
+	r.Cert = ca.issue(r.AgentID, id)
+	c.put(r)
+	if _, ok := c.lookup(r.AgentID); !ok {
+		t.Fatal("a record with a standing certificate is not served")
+	}
+	ca.mu.Lock()
+	delete(ca.issued, r.Cert) // revoked
+	ca.mu.Unlock()
+	if _, ok := c.lookup(r.AgentID); ok {
+		t.Fatal("a record whose certificate was revoked is still served")
+	}
+	if _, ok := c.lookupPeer(id); ok {
+		t.Fatal("the peer index still serves the revoked record")
+	}
+}

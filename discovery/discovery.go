@@ -19,6 +19,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
+	ma "github.com/multiformats/go-multiaddr"
 )
 
 // ErrClosed is returned by every method called after Close.
@@ -26,6 +27,10 @@ var ErrClosed = errors.New("discovery is closed")
 
 // ErrNotPublished is returned by Leave when nothing was published.
 var ErrNotPublished = errors.New("discovery published nothing")
+
+// ErrNoRecord is wrapped by the AGENT_NOT_FOUND error of Resolve when the DHT answered that
+// it holds no record of the agent: nobody published one, as opposed to a lookup that failed.
+var ErrNoRecord = errors.New("the DHT holds no record of the agent")
 
 // Discovery is one node's view of the mesh directory. It owns a Kademlia DHT, the bootstrap
 // loop, the republish loop and (optionally) mDNS. Its goroutines are started by New and
@@ -73,6 +78,9 @@ type localAgent struct {
 	// are likely others than those that store it (see maybeStale).
 	rtSize int
 	stale  bool
+	// addrs are the addresses the published record carries; a change of the host's makes
+	// the record stale (addrsChanged).
+	addrs []ma.Multiaddr
 }
 
 // New builds and starts a Discovery on host h. key must be h's Ed25519 private key: records
@@ -120,8 +128,13 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	d.boot.dialing = make([]bool, len(d.boot.peers))
 	d.boot.dialed = make(chan bool, len(d.boot.peers))
 	mode := dht.ModeServer
-	if cfg.client {
+	switch {
+	case cfg.client:
 		mode = dht.ModeClient
+	case cfg.auto && cfg.unknownServes:
+		mode = dht.ModeAutoServer
+	case cfg.auto:
+		mode = dht.ModeAuto
 	}
 	dopts := []dht.Option{
 		dht.Mode(mode),
@@ -154,9 +167,10 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 		d.mu.Unlock()
 	}
 	r := rand.New(rand.NewPCG(d.rand.Uint64(), d.rand.Uint64())) // the loops run concurrently: one source each
+	addrs := d.subscribeAddrs()
 	d.wg.Add(2)
 	go func() { defer d.wg.Done(); d.bootstrapLoop() }()
-	go func() { defer d.wg.Done(); d.republishLoop(r) }()
+	go func() { defer d.wg.Done(); d.republishLoop(r, addrs) }()
 	return d, nil
 }
 

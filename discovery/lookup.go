@@ -35,6 +35,17 @@ func (d *Discovery) Resolve(ctx context.Context, agentID string) (Record, error)
 	return live(d.cache.put(r))
 }
 
+// definitive reports whether a lookup that failed with err says that the mesh holds no such
+// record (ErrNoRecord): the DHT answered not found once the node settled in the mesh, or the
+// node is the mesh alone (no bootstrap peer, nobody in its routing table). A node still
+// joining cannot tell: the record may be where its walk does not reach yet.
+func (d *Discovery) definitive(err error) bool {
+	if errors.Is(err, routing.ErrNotFound) && d.settled() {
+		return true
+	}
+	return err != nil && !d.joined() && d.alone()
+}
+
 // live turns a Left record into AGENT_NOT_FOUND.
 func live(r Record) (Record, error) {
 	if r.Left {
@@ -49,8 +60,11 @@ func (d *Discovery) getRecord(ctx context.Context, key string) (Record, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	val, err := d.dht.GetValue(ctx, key, dht.Quorum(d.cfg.quorum))
+	if d.definitive(err) {
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s: %w", key, ErrNoRecord)
+	}
 	if errors.Is(err, routing.ErrNotFound) {
-		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s", key)
+		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "no agent record under %s yet: this node has not settled in the mesh", key)
 	}
 	if err != nil {
 		return Record{}, protocol.Errorf(protocol.CodeAgentNotFound, "look up %s: %w", key, err)
@@ -262,7 +276,13 @@ func (d *Discovery) Query(ctx context.Context, q protocol.CapabilityQuery) ([]Ma
 	if err != nil {
 		return nil, fmt.Errorf("query: %w", err)
 	}
-	return evaluate(q, recs, d.cfg.load, d.latency), nil
+	matches := evaluate(q, recs, d.cfg.load, d.latency)
+	if len(matches) == 0 {
+		// An empty answer is never served from the cache: the next query walks the DHT again,
+		// so that an agent that advertises meanwhile is found at once, not a cache TTL later.
+		d.cache.forgetProviders(lookups)
+	}
+	return matches, nil
 }
 
 // combine returns the intersection (or union) of peer sets, in first-seen order.

@@ -500,3 +500,24 @@ func TestGroupSearchTakesWhatALookupCached(t *testing.T) {
 		t.Fatalf("the group search found %d members; want the lookup's 2, taken from its cache", len(got))
 	}
 }
+
+// An empty answer is never served from the cache: a query that matched nobody walks the DHT
+// again the next time, so an agent that advertised since is found at once, not a cache TTL
+// (a minute) later. Here a provider set cached by the first query (terminal: agent 1, who
+// lacks web) would hide agent 2, who has both, from the second.
+func TestEmptyQueryAnswerIsNotCached(t *testing.T) {
+	m := newMesh(t, 4, 1) // the default cache TTL, a minute
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	m.publish(t, ctx, 1) // manifestFor: agent 1 has terminal, not web
+	q := protocol.CapabilityQuery{Required: protocol.CapabilitySet{Tools: []string{"terminal", "web"}}}
+	if got, err := m.ds[0].Query(ctx, q); err != nil || len(got) != 0 {
+		t.Fatalf("the first query: %v, %v; want no match", got, err)
+	}
+	m.publish(t, ctx, 2) // agent 2 has terminal and web
+	got, err := m.ds[0].Query(ctx, q)
+	if err != nil || len(got) != 1 || got[0].Record.AgentID != agentID(2) {
+		t.Fatalf("the query after agent 2 advertised: %v, %v; want agent 2", got, err)
+	}
+}

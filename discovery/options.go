@@ -70,6 +70,8 @@ type config struct {
 	bootstrap      []peer.AddrInfo
 	prefix         string
 	client         bool
+	auto           bool
+	unknownServes  bool
 	recordTTL      time.Duration
 	cacheTTL       time.Duration
 	cacheSize      int
@@ -169,6 +171,14 @@ func WithProtocolPrefix(prefix string) Option {
 // WithClientMode makes the DHT a client: it queries but stores and serves nothing. Default:
 // server mode.
 func WithClientMode() Option { return func(c *config) error { c.client = true; return nil } }
+
+// WithAutoMode lets the host's reachability choose the DHT's mode: a server while AutoNAT
+// finds the node public, a client while it finds it private (peers could not dial it to
+// query it), and while it is unknown, a server if unknownServes (kad-dht's ModeAutoServer),
+// else a client (ModeAuto). WithClientMode wins over it. Default: server mode.
+func WithAutoMode(unknownServes bool) Option {
+	return func(c *config) error { c.auto, c.unknownServes = true, unknownServes; return nil }
+}
 
 // WithRecordTTL sets how long published records live (1m..24h, default 1h); they are
 // republished at half of it.

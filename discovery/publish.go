@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/libp2p/go-libp2p/core/event"
 	ma "github.com/multiformats/go-multiaddr"
 	manet "github.com/multiformats/go-multiaddr/net"
 )
@@ -104,7 +105,7 @@ func (d *Discovery) publishLocal(ctx context.Context, ifNeeded bool) error {
 		d.local.lastErr = err
 		if err == nil {
 			d.local.seq, d.local.published = rec.Seq, d.cfg.now()
-			d.local.rtSize, d.local.stale = rtSize, false
+			d.local.rtSize, d.local.stale, d.local.addrs = rtSize, false, rec.Addrs
 		}
 	}
 	d.mu.Unlock()
@@ -254,20 +255,32 @@ func (d *Discovery) kickRepublish() {
 	}
 }
 
-// republishLoop republishes the local record at half the record TTL, and when kicked. A
+// republishLoop republishes the local record at half the record TTL, when kicked, and when the
+// host's addresses change from those the record carries (addrs, nil if the host's event bus
+// could not be subscribed: then at half the TTL only). A
 // failed publish is retried with the bootstrap backoff (jittered by r, which this loop owns):
 // the join is declared when a bootstrap peer answers, which can be an instant before the DHT
 // has put it in the routing table.
-func (d *Discovery) republishLoop(r *rand.Rand) {
+func (d *Discovery) republishLoop(r *rand.Rand, addrs event.Subscription) {
 	every := d.cfg.recordTTL / 2
 	t := time.NewTimer(every)
 	defer t.Stop()
+	var changed <-chan any
+	if addrs != nil {
+		defer addrs.Close()
+		changed = addrs.Out()
+	}
 	failed := 0
 	for {
 		kicked := false
 		select {
 		case <-d.ctx.Done():
 			return
+		case <-changed:
+			if !d.addrsChanged() || !d.joined() {
+				continue
+			}
+			kicked = true
 		case <-t.C:
 			if failed > 0 && !d.needsPublish() {
 				failed = 0 // a Publish call succeeded meanwhile: the record is fresh
@@ -275,7 +288,7 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 				continue
 			}
 		case <-d.kick:
-			if !d.needsPublish() || !d.joined() {
+			if !d.needsPublish() || !(d.joined() || d.alone()) {
 				continue // the join kicks again
 			}
 			kicked = true
@@ -284,11 +297,17 @@ func (d *Discovery) republishLoop(r *rand.Rand) {
 		err := d.publishLocal(ctx, kicked)
 		cancel()
 		wait := every
-		if err != nil && d.ctx.Err() == nil {
+		switch {
+		case err != nil && d.alone():
+			// The first node of a mesh stores its record in its own DHT table, where the
+			// first peers to join find it; the walk to other peers fails until they come,
+			// and the join kicks the publish again.
+			d.log.Debug("agent record kept locally until a peer joins", "err", err)
+		case err != nil && d.ctx.Err() == nil:
 			failed++
 			wait = d.cfg.backoff.Delay(failed, r.Int64N)
 			d.log.Warn("publishing the agent record failed; will retry", "err", err, "retry_in", wait.String())
-		} else {
+		default:
 			failed = 0
 		}
 		if !t.Stop() {

@@ -95,8 +95,9 @@ func (v Validator) check(key string, value []byte) (Record, error) {
 // selected; among the others it folds from the first: a later value r takes the place of the
 // best so far b when
 //   - r and b are signed by the same peer, or the validator has a CertCheck (every value left
-//     carries a certificate binding its agent to its signer): r.Seq > b.Seq, so the first of
-//     equals stays;
+//     carries a certificate binding its agent to its signer, and CertCheck, asked again once
+//     every value was checked, refuses a signer that another value's certificate showed is
+//     not the agent id's holder): r.Seq > b.Seq, so the first of equals stays;
 //   - otherwise (open mode, two peers claim one agent and neither can prove it): a live record
 //     beats a Left one; between two live or two Left records, r wins if it is signed by Self,
 //     or if b is not and r comes later.
@@ -109,15 +110,26 @@ func (v Validator) check(key string, value []byte) (Record, error) {
 // the local node's own, else to the later answer. See docs/discovery.md, "Who may replace a
 // record".
 func (v Validator) Select(key string, values [][]byte) (int, error) {
+	recs := make([]*Record, len(values))
+	for i, val := range values {
+		if r, err := v.check(key, val); err == nil {
+			recs[i] = &r
+		}
+	}
+	if v.CertCheck != nil {
+		// A later value's certificate may hold the agent id before an earlier one's (the
+		// CertCheck of authority mode keeps one holder per id): the earlier is refused now.
+		for i, r := range recs {
+			if r != nil && v.CertCheck(r.Cert, r.AgentID, r.PeerID) != nil {
+				recs[i] = nil
+			}
+		}
+	}
 	best := -1
 	var b Record
-	for i, val := range values {
-		r, err := v.check(key, val)
-		if err != nil {
-			continue
-		}
-		if best < 0 || v.replaces(r, b) {
-			best, b = i, r
+	for i, r := range recs {
+		if r != nil && (best < 0 || v.replaces(*r, b)) {
+			best, b = i, *r
 		}
 	}
 	if best < 0 {

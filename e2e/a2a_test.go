@@ -3,26 +3,27 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"iter"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/a2aproject/a2a-go/a2a"
-	"github.com/a2aproject/a2a-go/a2aclient"
-	"github.com/a2aproject/a2a-go/a2aclient/agentcard"
-	"github.com/a2aproject/a2a-go/a2asrv"
-	"github.com/a2aproject/a2a-go/a2asrv/eventqueue"
+	"github.com/a2aproject/a2a-go/v2/a2a"
+	"github.com/a2aproject/a2a-go/v2/a2aclient"
+	"github.com/a2aproject/a2a-go/v2/a2aclient/agentcard"
+	"github.com/a2aproject/a2a-go/v2/a2asrv"
 
 	"github.com/iacp-node/iacp-node/a2abridge"
 )
 
-// Issue 19: `iacp-node a2a serve` beside a real node. An a2a-go client fetches the node's
-// agent's card (signed with the node's key), and a message/send to an agent the mesh does not
-// know comes back as a failed task naming the IACP code; SIGTERM stops the bridge cleanly.
+// `iacp-node a2a serve` beside a real node. An a2a-go (A2A 1.0) client fetches the node's
+// agent's card (signed with the node's key), and a message to an agent the mesh does not know
+// comes back as a failed task naming the IACP code; SIGTERM stops the bridge cleanly.
 func TestA2A_ServeBesideARealNode(t *testing.T) {
 	p := newProc(t, "solo", "e2e:lab:solo")
 	p.start()
@@ -52,20 +53,20 @@ func TestA2A_ServeBesideARealNode(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if card.Name != "e2e:lab:solo" || card.URL != base+"/" {
+	if card.Name != "e2e:lab:solo" || card.SupportedInterfaces[0].URL != base+"/" {
 		t.Fatalf("card %+v", card)
 	}
 	if _, err := a2abridge.VerifyCard(card); err != nil {
 		t.Fatal(err)
 	}
 
-	cl, err := a2aclient.NewFromEndpoints(ctx, []a2a.AgentInterface{{URL: base + "/agents/e2e:lab:nobody/", Transport: a2a.TransportProtocolJSONRPC}},
+	cl, err := a2aclient.NewFromEndpoints(ctx, []*a2a.AgentInterface{a2a.NewAgentInterface(base+"/agents/e2e:lab:nobody/", a2a.TransportProtocolJSONRPC)},
 		a2aclient.WithJSONRPCTransport(hc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cl.Destroy()
-	res, err := cl.SendMessage(ctx, &a2a.MessageSendParams{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.TextPart{Text: "hi"})})
+	res, err := cl.SendMessage(ctx, &a2a.SendMessageRequest{Message: a2a.NewMessage(a2a.MessageRoleUser, a2a.NewTextPart("hi"))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,35 +97,40 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 func (b bearer) CloseIdleConnections() { bearerTransport.CloseIdleConnections() }
 
-// echoAgent is an A2A agent for the attach test: it answers every message with a completed
-// task whose artifact is the message's text in upper case.
+// echoAgent is an A2A 1.0 agent for the attach test: it answers every message with a
+// completed task whose artifact is the message's text in upper case.
 type echoAgent struct{}
 
-func (echoAgent) Execute(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	text, _ := a2abridge.PayloadOf(rc.Message.Parts)["text"].(string)
-	if err := q.Write(ctx, a2a.NewArtifactEvent(rc, a2a.TextPart{Text: strings.ToUpper(text)})); err != nil {
-		return err
+func (echoAgent) Execute(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		text, _ := a2abridge.PayloadOf(ec.Message.Parts)["text"].(string)
+		if ec.StoredTask == nil && !yield(a2a.NewSubmittedTask(ec, ec.Message), nil) {
+			return
+		}
+		if yield(a2a.NewArtifactEvent(ec, a2a.NewTextPart(strings.ToUpper(text))), nil) {
+			yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCompleted, nil), nil)
+		}
 	}
-	ev := a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCompleted, nil)
-	ev.Final = true
-	return q.Write(ctx, ev)
 }
 
-func (echoAgent) Cancel(ctx context.Context, rc *a2asrv.RequestContext, q eventqueue.Queue) error {
-	return q.Write(ctx, a2a.NewStatusUpdateEvent(rc, a2a.TaskStateCanceled, nil))
+func (echoAgent) Cancel(ctx context.Context, ec *a2asrv.ExecutorContext) iter.Seq2[a2a.Event, error] {
+	return func(yield func(a2a.Event, error) bool) {
+		yield(a2a.NewStatusUpdateEvent(ec, a2a.TaskStateCanceled, nil), nil)
+	}
 }
 
-// Issue 19: `iacp-node a2a attach --card URL`. An A2A agent (a2a-go's server on loopback)
-// joins a real mesh as an agent of its own: the attached node runs from the command line
-// with an invitation of the founder, and the founder's agent's request to it (the HTTP API,
-// ?wait) comes back as the A2A agent's answer.
-func TestA2A_AttachBringsAnA2AAgentIntoARealMesh(t *testing.T) {
+// `iacp-node a2a attach --card URL --join TOKEN`, as docs/a2a.md shows it. An A2A 1.0 agent
+// (a2a-go's server on loopback) joins a real, certified mesh as an agent of its own, with an
+// invitation of the founder: the founder's agent's request to it (the HTTP API, ?wait) comes
+// back as the A2A agent's answer. Without --join, attach refuses to start, naming invite and
+// --join, rather than come up invisible in open mode.
+func TestA2A_AttachJoinsARealMesh(t *testing.T) {
 	mux := http.NewServeMux()
 	hs := httptest.NewServer(mux)
 	defer hs.Close()
-	card := &a2a.AgentCard{Name: "Shouter", Description: "upper-cases text", URL: hs.URL + "/invoke",
-		PreferredTransport: a2a.TransportProtocolJSONRPC, ProtocolVersion: a2abridge.ProtocolVersion, Version: "1.0",
-		DefaultInputModes: []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
+	card := &a2a.AgentCard{Name: "Shouter", Description: "upper-cases text", Version: "1.0",
+		SupportedInterfaces: []*a2a.AgentInterface{a2a.NewAgentInterface(hs.URL+"/invoke", a2a.TransportProtocolJSONRPC)},
+		DefaultInputModes:   []string{"text/plain"}, DefaultOutputModes: []string{"text/plain"},
 		Skills: []a2a.AgentSkill{{ID: "shout", Name: "shout", Description: "upper-case a text", Tags: []string{"text"}}}}
 	mux.Handle("/invoke", a2asrv.NewJSONRPCHandler(a2asrv.NewHandler(echoAgent{}, a2asrv.WithLogger(slog.New(slog.DiscardHandler)))))
 	mux.Handle(a2asrv.WellKnownAgentCardPath, a2asrv.NewStaticAgentCardHandler(card))
@@ -132,10 +138,14 @@ func TestA2A_AttachBringsAnA2AAgentIntoARealMesh(t *testing.T) {
 	founder := newProc(t, "founder", "e2e:lab:founder")
 	founder.start()
 	defer founder.stop()
-	shouter := joinProc(t, "shouter", "e2e:lab:shouter", founder)
+	dir := filepath.Join(t.TempDir(), "shouter")
+	out, err := execBinary("a2a", "attach", "--card", hs.URL, "--data-dir", dir, "--bootstrap", founder.peerAddr()).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "iacp-node invite") || !strings.Contains(string(out), "--join TOKEN") {
+		t.Fatalf("attach without a certificate must refuse, naming invite and --join: %v\n%s", err, out)
+	}
 	log := &lockedBuffer{}
-	cmd := execBinary("a2a", "attach", "--card", hs.URL, "--data-dir", shouter.dir, "--listen", shouter.addr(),
-		"--bootstrap", founder.peerAddr(), "--api", fmt.Sprintf("127.0.0.1:%d", shouter.apiPort), "--log-level", "warn")
+	cmd := execBinary("a2a", "attach", "--card", hs.URL, "--data-dir", dir, "--join", founder.invite("e2e:lab:shouter"),
+		"--listen", fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", freePort(t)), "--api", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -30,7 +30,7 @@ import (
 // gossipsub by hand to send what a well-behaved node never would. It has no resource limits
 // of its own: the node under attack must hold its own.
 type attacker struct {
-	t   *testing.T
+	t   testing.TB
 	h   host.Host
 	key crypto.PrivKey
 	b   *protocol.Builder
@@ -38,7 +38,7 @@ type attacker struct {
 
 const iacpProtocol = "/iacp/1.0.0"
 
-func newAttacker(t *testing.T, agentID string) *attacker {
+func newAttacker(t testing.TB, agentID string) *attacker {
 	t.Helper()
 	key, _, err := crypto.GenerateEd25519Key(nil)
 	if err != nil {
@@ -133,7 +133,7 @@ func (a *attacker) event(to string, n int) *protocol.Message {
 
 // badSignature returns m's encoding with one byte of its pad changed after signing: a
 // well-formed document whose signature does not verify.
-func badSignature(t *testing.T, m *protocol.Message) []byte {
+func badSignature(t testing.TB, m *protocol.Message) []byte {
 	t.Helper()
 	raw, err := protocol.EncodeJSON(m)
 	if err != nil {
@@ -163,7 +163,7 @@ func drain(s network.Stream) {
 }
 
 // memory reads the resident set size and its peak (VmRSS, VmHWM) of a process, in bytes.
-func memory(t *testing.T, pid int) (rss, peak int64) {
+func memory(t testing.TB, pid int) (rss, peak int64) {
 	t.Helper()
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
@@ -186,7 +186,7 @@ func memory(t *testing.T, pid int) (rss, peak int64) {
 }
 
 // resetPeak makes VmHWM start again from the current RSS (writing 5 to clear_refs).
-func resetPeak(t *testing.T, pid int) {
+func resetPeak(t testing.TB, pid int) {
 	t.Helper()
 	if err := os.WriteFile(fmt.Sprintf("/proc/%d/clear_refs", pid), []byte("5"), 0o200); err != nil {
 		t.Skipf("cannot reset the peak RSS of process %d (%v): this test needs Linux", pid, err)
@@ -194,7 +194,7 @@ func resetPeak(t *testing.T, pid int) {
 }
 
 // dirSize sums the sizes of the regular files under dir.
-func dirSize(t *testing.T, dir string) int64 {
+func dirSize(t testing.TB, dir string) int64 {
 	t.Helper()
 	var n int64
 	err := filepath.Walk(dir, func(_ string, fi os.FileInfo, err error) error {

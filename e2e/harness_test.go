@@ -30,7 +30,9 @@ func TestMain(m *testing.M) {
 	if b := os.Getenv("E2E_BINARY"); b != "" {
 		binary = b // another build, e.g. an earlier commit's, to measure a change against it
 	} else {
-		build := exec.Command("go", "build", "-o", binary, "../cmd/iacp-node")
+		// Built as `make static` builds it (deploy/Dockerfile's binary): TestDeploy checks it.
+		build := exec.Command("go", "build", "-trimpath", "-o", binary, "../cmd/iacp-node")
+		build.Env = append(os.Environ(), "CGO_ENABLED=0")
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			panic("building iacp-node: " + err.Error())
@@ -49,7 +51,7 @@ func TestMain(m *testing.M) {
 
 // proc is one iacp-node process with its data directory and ports, which survive restarts.
 type proc struct {
-	t       *testing.T
+	t       testing.TB
 	name    string
 	dir     string
 	p2pPort int
@@ -80,7 +82,7 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -94,7 +96,7 @@ func freePort(t *testing.T) int {
 // founds a mesh, as an operator's first node does: the node holds the mesh authority's key
 // and certifies itself at its first start; others join it with joinProc. initArgs go to
 // init: "--open" makes a lab node for a test about open mode.
-func newProc(t *testing.T, name, agentID string, initArgs ...string) *proc {
+func newProc(t testing.TB, name, agentID string, initArgs ...string) *proc {
 	t.Helper()
 	return initProc(t, name, append([]string{"--agent-id", agentID}, initArgs...))
 }
@@ -103,12 +105,12 @@ func newProc(t *testing.T, name, agentID string, initArgs ...string) *proc {
 // founder's node (which must be running) issues an invitation for agentID through its API
 // (iacp-node invite), and init --join redeems it. The config then names the mesh's authority
 // and the founder's address as its bootstrap peer.
-func joinProc(t *testing.T, name, agentID string, founder *proc) *proc {
+func joinProc(t testing.TB, name, agentID string, founder *proc) *proc {
 	t.Helper()
 	return initProc(t, name, []string{"--join", founder.invite(agentID)})
 }
 
-func initProc(t *testing.T, name string, initArgs []string) *proc {
+func initProc(t testing.TB, name string, initArgs []string) *proc {
 	t.Helper()
 	p := &proc{t: t, name: name, dir: filepath.Join(t.TempDir(), name), p2pPort: freePort(t), apiPort: freePort(t),
 		beat: "1s", client: &http.Client{Timeout: 30 * time.Second}}
@@ -155,7 +157,7 @@ func (p *proc) addr() string { return fmt.Sprintf("/ip4/127.0.0.1/tcp/%d", p.p2p
 func (p *proc) start() {
 	p.t.Helper()
 	args := []string{"run", "--data-dir", p.dir, "--listen", p.addr(), "--api", fmt.Sprintf("127.0.0.1:%d", p.apiPort),
-		"--nat=false", "--heartbeat-interval", p.beat, "--log-level", "warn"}
+		"--nat=false", "--heartbeat-interval", p.beat, "--log-level", logLevel()}
 	if p.boot != "" {
 		args = append(args, "--bootstrap", p.boot)
 	}
@@ -182,15 +184,23 @@ func (p *proc) start() {
 	}
 }
 
-// peerAddr is the node's full multiaddr, for others to bootstrap from.
+// peerAddr is the node's full multiaddr, for others to bootstrap from. The line may reach
+// the log after the API answers (the process's output is copied by a goroutine of exec), so
+// it is waited for a little.
 func (p *proc) peerAddr() string {
-	for _, line := range strings.Split(p.log.String(), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "listen" {
-			return f[1]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, line := range strings.Split(p.log.String(), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "listen" {
+				return f[1]
+			}
 		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s printed no listen address", p.name)
+			return ""
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	p.t.Fatalf("%s printed no listen address", p.name)
-	return ""
 }
 
 // kill sends SIGKILL and reaps the process.
@@ -239,7 +249,8 @@ func (p *proc) send(to string, ttl int, n int) (string, error) {
 		"envelope": map[string]any{"recipient": map[string]any{"agent_id": to}, "ttl_seconds": ttl},
 		"message":  map[string]any{"type": "event", "intent": "notify", "payload": map[string]any{"event_type": "work", "n": n}},
 	}
-	code, body, err := p.do("POST", "/.well-known/iacp/v1/message", doc)
+	// The outbox's tests queue for agents that are down, or not known yet: queue_unknown.
+	code, body, err := p.do("POST", "/.well-known/iacp/v1/message?queue_unknown=true", doc)
 	if err != nil {
 		return "", err
 	}
@@ -330,4 +341,12 @@ func takeUntil(p *proc, d time.Duration, taken map[string]int, done func() bool)
 			time.Sleep(50 * time.Millisecond)
 		}
 	}
+}
+
+// logLevel is the nodes' --log-level: warn, or E2E_LOG_LEVEL.
+func logLevel() string {
+	if l := os.Getenv("E2E_LOG_LEVEL"); l != "" {
+		return l
+	}
+	return "warn"
 }

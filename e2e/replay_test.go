@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -68,13 +69,13 @@ type events struct {
 
 func listen(t *testing.T, p *proc) *events {
 	t.Helper()
-	c := api.NewClient(fmt.Sprintf("127.0.0.1:%d", p.apiPort), p.token)
+	c := apiclient.New(fmt.Sprintf("127.0.0.1:%d", p.apiPort), p.token)
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &events{ch: make(chan *protocol.Message, 64), cancel: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(e.done)
 		defer c.Close()
-		_ = c.Events(ctx, api.EventFilter{Kinds: []string{"event"}}, func(it api.EventItem) error {
+		_ = api.Events(ctx, c, api.EventFilter{Kinds: []string{"event"}}, func(it api.EventItem) error {
 			if it.Message != nil {
 				select {
 				case e.ch <- it.Message:
@@ -182,7 +183,7 @@ func TestHostile_BroadcastReplayedAfterRestartReachesNoAgent(t *testing.T) {
 	}
 }
 
-func mustEncode(t *testing.T, m *protocol.Message) []byte {
+func mustEncode(t testing.TB, m *protocol.Message) []byte {
 	t.Helper()
 	b, err := protocol.EncodeJSON(m)
 	if err != nil {

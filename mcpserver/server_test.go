@@ -13,6 +13,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -25,10 +26,10 @@ func TestMain(m *testing.M) {
 // mesh starts two mocknet nodes with discovery and gossip, node 1 joining through node 0, each
 // with its local API; node 1's agent offers the tool "summarise" and answers handoff requests.
 // It returns node 0's API client and server.
-func mesh(t *testing.T) (*api.Client, *api.Server) {
+func mesh(t *testing.T) (*apiclient.Client, *api.Server) {
 	t.Helper()
 	net := testsupport.Mocknet(t, 2, testsupport.FirstPort(7300), testsupport.LinkOnly())
-	var clients []*api.Client
+	var clients []*apiclient.Client
 	var servers []*api.Server
 	var boot string
 	for i := range 2 {
@@ -54,7 +55,7 @@ func mesh(t *testing.T) (*api.Client, *api.Server) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c := api.NewClient(srv.Addr(), srv.Token())
+		c := apiclient.New(srv.Addr(), srv.Token())
 		t.Cleanup(func() { c.Close(); srv.Close(); nd.Close() })
 		clients, servers = append(clients, c), append(servers, srv)
 	}
@@ -111,7 +112,7 @@ func text(res *mcp.CallToolResult) string {
 // (tools and resources), and gets the node's code when a call is refused.
 func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 	c, _ := mesh(t)
-	cs := session(t, New(c, "test"))
+	cs := session(t, New(Static(c), "test"))
 	ctx := context.Background()
 
 	tools, err := cs.ListTools(ctx, nil)
@@ -125,7 +126,7 @@ func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 			t.Errorf("tool %s has no input schema", tl.Name)
 		}
 	}
-	if got := strings.Join(names, ","); got != "agents,ask,broadcast,discover,inbox,request,resolve,send" {
+	if got := strings.Join(names, ","); got != "agents,ask,broadcast,cancel,discover,inbox,outbox,request,resolve,send" {
 		t.Fatalf("tools %s", got)
 	}
 
@@ -157,7 +158,7 @@ func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 			return false
 		}
 		raw, _ := json.Marshal(res.StructuredContent)
-		var doc api.AskDoc
+		var doc apiclient.AskDoc
 		_ = json.Unmarshal(raw, &doc)
 		return len(doc.Answers) == 1 && doc.Answers[0].AgentID == agent && strings.Contains(string(doc.Answers[0].Payload), "short")
 	})
@@ -195,8 +196,12 @@ func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 		t.Fatalf("request to nobody: %v %s", err, text(res))
 	}
 	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "resolve", Arguments: map[string]any{"agent_id": "no colons"}})
-	if err != nil || !res.IsError || !strings.Contains(text(res), "agent_id") {
+	if err != nil || !res.IsError || !strings.HasPrefix(text(res), "PAYLOAD_INVALID: ") || strings.Count(text(res), "PAYLOAD_INVALID") != 1 {
 		t.Fatalf("resolve of a bad id: %v %s", err, text(res))
+	}
+	res, err = cs.CallTool(ctx, &mcp.CallToolParams{Name: "request", Arguments: map[string]any{"to": agent, "wait_seconds": 900}})
+	if err != nil || !res.IsError || !strings.HasPrefix(text(res), "PAYLOAD_INVALID: wait_seconds is 900") {
+		t.Fatalf("a wait too long: %v %s", err, text(res))
 	}
 	if res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: "request", Arguments: map[string]any{"to": 7}}); err == nil && !res.IsError {
 		t.Fatal("an input that breaks the schema was taken")
@@ -206,7 +211,7 @@ func TestMCP_SessionDiscoversRequestsAndReadsTheInbox(t *testing.T) {
 // Over streamable HTTP the server asks for the node's API token.
 func TestMCP_HTTPNeedsTheToken(t *testing.T) {
 	c, srv := mesh(t)
-	hs := httptest.NewServer(HTTPHandler(New(c, "test"), srv.Token()))
+	hs := httptest.NewServer(HTTPHandler(New(Static(c), "test"), srv.Token()))
 	defer hs.Close()
 	ctx := context.Background()
 	if _, err := mcp.NewClient(&mcp.Implementation{Name: "test", Version: "1"}, nil).

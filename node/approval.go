@@ -301,7 +301,7 @@ func (n *Node) dispatch(ctx context.Context, a store.Approval) error {
 		_, _ = n.store.Release(a.MessageID)
 		return err
 	}
-	err = n.engine.Send(ctx, m, a.Raw)
+	_, err = n.engine.Send(ctx, m, a.Raw)
 	var pe *protocol.Error
 	switch {
 	case err == nil, protocol.CodeOf(err) == protocol.CodeDuplicate:

@@ -3,6 +3,8 @@ package node
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/host"
@@ -31,17 +33,30 @@ func askOnce(ctx context.Context, h host.Host, p peer.ID, proto libp2pproto.ID, 
 	defer s.Close()
 	deadline, _ := ctx.Deadline()
 	_ = s.SetDeadline(deadline)
+	// The deadline ends a read on a transport that keeps deadlines; the context ends it on
+	// any, and when the caller gives up before the deadline.
+	stop := context.AfterFunc(ctx, func() { s.Reset() })
+	defer stop()
 	if err := protocol.WriteFrame(s, raw); err != nil {
 		s.Reset()
-		return err
+		return ended(ctx, err)
 	}
 	_ = s.CloseWrite()
 	body, err := protocol.ReadFrame(s, maxAnswer)
 	if err != nil {
 		s.Reset()
-		return err
+		return ended(ctx, err)
 	}
 	return json.Unmarshal(body, ans)
+}
+
+// ended returns err, naming also why ctx ended if it did: a stream reset because the peer let
+// the deadline pass reads as a timeout.
+func ended(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", cerr, err)
+	}
+	return err
 }
 
 // tracked wraps the handler of a request/answer protocol (certificate, join, authority) so

@@ -14,6 +14,7 @@ import (
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/internal/fsutil"
+	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 )
 
@@ -81,6 +82,9 @@ func (n *Node) setupTrust() error {
 	if err != nil {
 		return err
 	}
+	certs.onConflict = func(agentID string, bound, claimant peer.ID) {
+		n.trust.conflict(agentID, bound, claimant, claimCertificate)
+	}
 	n.certs = certs
 	if err := n.openAuthority(); err != nil {
 		return err
@@ -97,9 +101,13 @@ func (n *Node) setupTrust() error {
 	c.DiscoveryOptions = append(c.DiscoveryOptions,
 		discovery.WithCertCheck(certs.checkRaw),
 		discovery.WithCertificate(func() string { return certs.own.Load().Raw }))
-	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, c pubsub.AuthorClaim) bool {
-		return certs.verifyCarried(ctx, c.AgentID, c.Author, c.Via, c.Certificate) == nil
-	}), pubsub.WithCertificate(func() string { return certs.own.Load().Raw }))
+	c.GossipOptions = append(c.GossipOptions, pubsub.WithAuthorCheck(func(ctx context.Context, c pubsub.AuthorClaim) error {
+		err := certs.verifyCarried(ctx, c.AgentID, c.Author, c.Via, c.Certificate)
+		if protocol.CodeOf(err) == protocol.CodeIdentityInvalid {
+			return fmt.Errorf("%w: %v", pubsub.ErrNotCertified, err)
+		}
+		return err
+	}), pubsub.WithAuthorShun(certs.shunned), pubsub.WithCertificate(func() string { return certs.own.Load().Raw }))
 	n.host.SetStreamHandler(CertProtocolID, n.tracked(certs.serve))
 	n.serveAuthorityProtocols()
 	return nil

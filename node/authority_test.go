@@ -192,10 +192,10 @@ func TestTrustAuthority_JoinByInvitation(t *testing.T) {
 	m, a := certifiedMesh(t, 2)
 	alice := m.nodes[0]
 	newcomer := "test:mesh:newcomer"
-	if _, _, err := m.nodes[1].Invite("", 0); err == nil {
+	if _, _, err := m.nodes[1].Invite(authority.InviteTerms{}); err == nil {
 		t.Fatal("a node that is not the authority issued an invitation")
 	}
-	token, _, err := alice.Invite(newcomer, time.Hour)
+	token, _, err := alice.Invite(authority.InviteTerms{AgentID: newcomer, TTL: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,7 +272,7 @@ func TestTrustAuthority_ARelayerIsNoVerdictOnTheAuthor(t *testing.T) {
 		raw, _ := json.Marshal(certAnswer{Cert: forged})
 		_ = protocol.WriteFrame(s, raw)
 	})
-	if err := alice.certs.fetch(testCtx(t), bob.ID(), mallory.ID()); err == nil {
+	if err := alice.certs.fetch(testCtx(t), bob.ID(), mallory.ID(), false); err == nil {
 		t.Fatal("a certificate for mallory's peer passed for bob's")
 	}
 	if err := alice.certs.check(agentName(1), bob.ID()); !errors.Is(err, errNoCert) {

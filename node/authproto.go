@@ -94,7 +94,7 @@ func (n *Node) serveAuthority(s network.Stream) {
 	}
 	a, err := n.authorityAnswer(remote, req)
 	if err != nil {
-		n.log.Warn("authority request refused", "peer", remote, "op", req.Op, "err", err.Error())
+		n.quiet.Warn(string(remote), "authority request refused", "peer", remote, "op", req.Op, "err", err.Error())
 		a = authorityAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))}
 	}
 	answer(a)
@@ -138,7 +138,7 @@ func (n *Node) renewFor(c *authority.Certificate) (*authority.Certificate, error
 		return nil, protocol.Errorf(protocol.CodePermissionDenied, "certificate %s of %s is renewed from %s, in its last half", c.ID, c.AgentID, early.UTC().Format(time.RFC3339))
 	}
 	next, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: c.AgentID, Peer: c.Peer,
-		Capabilities: c.Capabilities, Permissions: c.Permissions, TTL: life})
+		Capabilities: c.Capabilities, Permissions: c.Permissions, TTL: life, HeldSince: c.HeldSince})
 	if err != nil {
 		return nil, err
 	}
@@ -177,13 +177,19 @@ func (n *Node) recordIssued(c *authority.Certificate) error {
 	if n.registry == nil {
 		return nil
 	}
-	if err := n.registry.Record(c); err != nil {
-		if _, refused := errors.AsType[*protocol.Error](err); refused {
-			return err // a refusal of the asker (ErrHolderFull), with its code
-		}
-		return protocol.Errorf(protocol.CodeInternalError, "%v", err)
+	return recordError(n.registry.Record(c))
+}
+
+// recordError is the answer to a registry's error: its refusals of the asker (ErrHolderFull,
+// ErrHeldElsewhere) keep their code, anything else is the authority's own failure.
+func recordError(err error) error {
+	if err == nil {
+		return nil
 	}
-	return nil
+	if _, refused := errors.AsType[*protocol.Error](err); refused {
+		return err
+	}
+	return protocol.Errorf(protocol.CodeInternalError, "%v", err)
 }
 
 // Token obtains an A2ACP token from the mesh authority for this node's agent to call

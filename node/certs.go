@@ -1,8 +1,6 @@
 package node
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,42 +12,12 @@ import (
 
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/host"
-	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
-	libp2pproto "github.com/libp2p/go-libp2p/core/protocol"
-	msmux "github.com/multiformats/go-multistream"
 
 	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/internal/fsutil"
 	"github.com/iacp-node/iacp-node/protocol"
 )
-
-// CertProtocolID is the protocol on which a node hands out agent certificates: its own, and
-// any other it verified. A node that relayed a heartbeat verified its author's certificate
-// before it did, so the receiver can ask the relayer for it even when it has no connection to
-// the author. The answer also carries the newest revocation list when the asker's is older.
-const CertProtocolID = "/iacp/cert/1.0.0"
-
-// The certificate protocol's bounds.
-const (
-	certTimeout    = 5 * time.Second  // one exchange, dial included
-	maxCertRequest = 512              // a request is a peer id and a number
-	certFetchers   = 8                // fetches at once, node-wide
-	certRetryAfter = 30 * time.Second // a peer whose certificate failed is not asked again sooner
-	maxCertAnswer  = authority.MaxCertBytes + authority.MaxCRLBytes + 256
-)
-
-type certRequest struct {
-	// Peer is whose certificate is asked for; "" means the answering node's own.
-	Peer string `json:"peer,omitempty"`
-	// CRLSeq is the asker's revocation-list seq: a newer list comes with the answer.
-	CRLSeq uint64 `json:"crl_seq"`
-}
-
-type certAnswer struct {
-	Cert string `json:"cert,omitempty"`
-	CRL  string `json:"crl,omitempty"`
-}
 
 // errNoCert says the book holds no certificate for a peer yet.
 var errNoCert = errors.New("no verified certificate yet")
@@ -69,14 +37,33 @@ type certBook struct {
 
 	own atomic.Pointer[authority.Certificate]
 
+	byPeer *lru.Cache[peer.ID, *authority.Certificate]
+	failed *lru.Cache[peer.ID, failure]
+	// stalled keeps when each peer last let a certificate request run into its deadline
+	// (stallMemory).
+	stalled *lru.Cache[peer.ID, time.Time]
+	// mu guards the fetches under way: inflight, one per peer whose certificate is fetched,
+	// and pending, how many go through each peer asked (certFetchesPerPeer). slots bounds
+	// them node-wide (certFetchers).
 	mu       sync.Mutex
-	byPeer   *lru.Cache[peer.ID, *authority.Certificate]
-	failed   *lru.Cache[peer.ID, failure]
-	inflight map[peer.ID]chan struct{}
+	inflight map[peer.ID]*pendingFetch
+	pending  map[peer.ID]int
 	slots    chan struct{}
 	// allow charges one certificate request to the asking peer (the node's message rate), so
 	// that nobody makes the node answer, or send its revocation list, without bound.
 	allow func(p peer.ID) error
+
+	// holders holds, per agent id, its holder's certificate: of the valid certificates for
+	// the id that the book verified, the one that Precedes the others. holdMu orders its
+	// compare-and-replace.
+	holdMu  sync.Mutex
+	holders *lru.Cache[string, *authority.Certificate]
+	// onConflict is told of two certified peers for one agent id: the id stays with bound,
+	// its first holder, and claimant is refused. reported keeps when each claimant was last
+	// told of, so that a conflict is reported once per certRetryAfter however often the
+	// claimant's messages and records are checked.
+	onConflict func(agentID string, bound, claimant peer.ID)
+	reported   *lru.Cache[string, time.Time]
 
 	// onRevoked is told of each verified certificate a new revocation list revokes (the
 	// node drops its agent from the liveness table).
@@ -97,8 +84,21 @@ func newCertBook(v *authority.Verifier, h host.Host, size int, crlFile string, a
 	if err != nil {
 		return nil, err
 	}
+	holders, err := lru.New[string, *authority.Certificate](size)
+	if err != nil {
+		return nil, err
+	}
+	reported, err := lru.New[string, time.Time](maxConflicts)
+	if err != nil {
+		return nil, err
+	}
+	stalled, err := lru.New[peer.ID, time.Time](size)
+	if err != nil {
+		return nil, err
+	}
 	b := &certBook{v: v, self: h.ID(), h: h, log: log, now: now, crlFile: crlFile, allow: allow, byPeer: byPeer, failed: failed,
-		inflight: make(map[peer.ID]chan struct{}), slots: make(chan struct{}, certFetchers)}
+		holders: holders, reported: reported, onConflict: func(string, peer.ID, peer.ID) {}, stalled: stalled,
+		inflight: make(map[peer.ID]*pendingFetch), pending: make(map[peer.ID]int), slots: make(chan struct{}, certFetchers)}
 	if crlFile != "" {
 		raw, err := os.ReadFile(crlFile)
 		switch {
@@ -122,6 +122,7 @@ func (b *certBook) setOwn(raw, agentID string) (*authority.Certificate, error) {
 	}
 	b.own.Store(c)
 	b.byPeer.Add(b.self, c)
+	b.holds(c)
 	return c, nil
 }
 
@@ -138,8 +139,63 @@ func (b *certBook) checkRaw(raw, agentID string, p peer.ID) error {
 	if err != nil {
 		return err
 	}
-	b.byPeer.Add(p, c)
+	return b.admit(c)
+}
+
+// admit keeps c, a certificate that just verified, unless another peer holds its agent id
+// first: then c is refused, remembered as failed for certRetryAfter (whoever passed it on),
+// and the conflict reported.
+func (b *certBook) admit(c *authority.Certificate) error {
+	if err := b.holds(c); err != nil {
+		b.byPeer.Remove(c.Peer)
+		b.failed.Add(c.Peer, failure{at: b.now(), err: err})
+		return err
+	}
+	b.byPeer.Add(c.Peer, c)
+	b.failed.Remove(c.Peer)
 	return nil
+}
+
+// holds returns nil when c's peer holds c's agent id: no other peer's valid certificate for
+// the id precedes c (authority.Certificate.Precedes). c becomes the id's holder then, and a
+// holder it displaces is reported as a conflict. Otherwise the error names the holder: an
+// agent id has one holder, so that a second certificate for it, however it was made, takes
+// nothing from the first.
+func (b *certBook) holds(c *authority.Certificate) error {
+	b.holdMu.Lock()
+	h, ok := b.holders.Peek(c.AgentID)
+	if ok && h.Peer != c.Peer && b.stands(h) && !c.Precedes(h) {
+		b.holdMu.Unlock()
+		b.conflict(c.AgentID, h.Peer, c.Peer)
+		return protocol.Errorf(protocol.CodeIdentityInvalid, "agent %s is held by peer %s (certified since %s); peer %s shows a second certificate for it (%s): refused and reported as a conflict; the mesh's operator revokes the wrong one with iacp-node revoke CERTIFICATE_ID",
+			c.AgentID, h.Peer, h.HeldSince.UTC().Format(time.RFC3339), c.Peer, c.ID)
+	}
+	if !ok || h.ID != c.ID {
+		b.holders.Add(c.AgentID, c)
+	}
+	b.holdMu.Unlock()
+	if ok && h.Peer != c.Peer && b.stands(h) {
+		b.conflict(c.AgentID, c.Peer, h.Peer)
+	}
+	return nil
+}
+
+// conflict reports claimant's certificate for agentID, which bound holds, once per
+// certRetryAfter.
+func (b *certBook) conflict(agentID string, bound, claimant peer.ID) {
+	key := agentID + " " + string(claimant)
+	now := b.now()
+	if at, ok := b.reported.Get(key); ok && now.Sub(at) < certRetryAfter {
+		return
+	}
+	b.reported.Add(key, now)
+	b.log.Warn("two peers are certified for one agent id; the first holder keeps it", "agent", agentID, "holder", bound, "refused", claimant)
+	b.onConflict(agentID, bound, claimant)
+}
+
+// stands reports whether c is neither revoked nor expired.
+func (b *certBook) stands(c *authority.Certificate) bool {
+	return !b.v.Revoked(c.ID) && c.Expires.After(b.now())
 }
 
 // check reports whether a certificate the book holds binds agentID to p: nil, an error
@@ -155,176 +211,12 @@ func (b *certBook) check(agentID string, p peer.ID) error {
 		case c.AgentID != agentID:
 			return protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s is certified for agent %s, not %s", p, c.AgentID, agentID)
 		}
-		return nil
+		return b.admit(c) // a certificate that precedes c may have come since
 	}
 	if f, ok := b.failed.Get(p); ok && b.now().Sub(f.at) < certRetryAfter {
 		return f.err
 	}
 	return errNoCert
-}
-
-// verify returns nil when p holds a valid certificate for agentID, fetching it from via (p
-// itself when via is "") if the book has none. It waits at most certTimeout. Gossip validators
-// call it too (pubsub.WithAuthorCheck): a message whose author's certificate is not held yet
-// waits for it, so that it is neither lost nor left unrelayed.
-func (b *certBook) verify(ctx context.Context, agentID string, p, via peer.ID) error {
-	err := b.check(agentID, p)
-	if !errors.Is(err, errNoCert) {
-		return err
-	}
-	if via == "" {
-		via = p
-	}
-	ctx, cancel := context.WithTimeout(ctx, certTimeout)
-	defer cancel()
-	if err := b.fetch(ctx, p, via); err != nil {
-		return err
-	}
-	if err := b.check(agentID, p); !errors.Is(err, errNoCert) {
-		return err
-	}
-	// The fetch this call waited for, another caller's, reached no verdict.
-	return protocol.Errorf(protocol.CodeAgentNotFound, "no certificate of peer %s yet: it could not be fetched; try again", p)
-}
-
-// verifyCarried is verify for a message that carries raw, its author's certificate ("" for
-// none): a certificate the book does not hold is checked from raw, without an exchange, and
-// fetched from via only when raw is missing or does not bind agentID to p.
-func (b *certBook) verifyCarried(ctx context.Context, agentID string, p, via peer.ID, raw string) error {
-	if err := b.check(agentID, p); !errors.Is(err, errNoCert) {
-		return err
-	}
-	if raw != "" && b.checkRaw(raw, agentID, p) == nil {
-		return b.check(agentID, p)
-	}
-	return b.verify(ctx, agentID, p, via)
-}
-
-// fetch asks via for p's certificate, verifies it and keeps it. One fetch per peer runs at a
-// time; a second caller waits for the first.
-func (b *certBook) fetch(ctx context.Context, p, via peer.ID) error {
-	b.mu.Lock()
-	if ch, ok := b.inflight[p]; ok {
-		b.mu.Unlock()
-		select {
-		case <-ch:
-			return nil // the caller checks the book again
-		case <-ctx.Done():
-			return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
-		}
-	}
-	ch := make(chan struct{})
-	b.inflight[p] = ch
-	b.mu.Unlock()
-	defer func() {
-		b.mu.Lock()
-		delete(b.inflight, p)
-		b.mu.Unlock()
-		close(ch)
-	}()
-	select {
-	case b.slots <- struct{}{}:
-		defer func() { <-b.slots }()
-	case <-ctx.Done():
-		return protocol.Errorf(protocol.CodeTimeout, "certificate of peer %s: %v", p, ctx.Err()) // no verdict
-	}
-	ans, err := b.ask(ctx, p, via)
-	if err != nil && !isAnswer(err) {
-		// Not reaching via (no route, a reset stream, a timeout under load) says nothing
-		// about p's certificate: the error is one a sender tries again after, and nothing is
-		// remembered. A durable message to an agent that is down waits for it in the outbox.
-		code := protocol.CodeAgentNotFound
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, os.ErrDeadlineExceeded) {
-			code = protocol.CodeTimeout
-		}
-		return protocol.Errorf(code, "cannot fetch the certificate of peer %s: %v", p, err)
-	}
-	if err == nil && ans.CRL != "" {
-		if err := b.applyRevocations(ans.CRL); err != nil {
-			b.log.Warn("revocation list refused", "from", via, "err", err.Error())
-		}
-	}
-	if err == nil {
-		var c *authority.Certificate
-		if c, err = b.v.Certificate(ans.Cert, p, ""); err == nil {
-			b.byPeer.Add(p, c)
-			b.failed.Remove(p)
-			return nil
-		}
-	}
-	err = protocol.Errorf(protocol.CodeIdentityInvalid, "peer %s has no valid certificate from mesh authority %s: %v", p, b.v.MeshID(), err)
-	// Only p's own answer is a verdict on p, remembered for certRetryAfter: a relayer
-	// answering with a bad certificate (or none) must not get p refused.
-	if via == p {
-		b.failed.Add(p, failure{at: b.now(), err: err})
-	}
-	return err
-}
-
-// isAnswer reports whether err, from ask, is via's answer (it does not speak the certificate
-// protocol, or its answer is too large or not JSON) rather than a failure to reach it. A peer
-// whose protocols identify listed may be asked with lazy negotiation: its refusal of the
-// protocol can then come back as a reset stream, which counts as not reached.
-func isAnswer(err error) bool {
-	var syntax *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	return errors.Is(err, msmux.ErrNotSupported[libp2pproto.ID]{}) || errors.Is(err, protocol.ErrFrameTooLarge) ||
-		errors.Is(err, protocol.ErrEmptyFrame) || errors.As(err, &syntax) || errors.As(err, &typ)
-}
-
-// ask runs one exchange of the certificate protocol with via.
-func (b *certBook) ask(ctx context.Context, p, via peer.ID) (certAnswer, error) {
-	var ans certAnswer
-	req := certRequest{CRLSeq: b.v.RevocationSeq()}
-	if p != via {
-		req.Peer = p.String()
-	}
-	if err := askOnce(ctx, b.h, via, CertProtocolID, certTimeout, req, maxCertAnswer, &ans); err != nil {
-		return ans, fmt.Errorf("certificate exchange with %s: %w", via, err)
-	}
-	return ans, nil
-}
-
-// serve answers one certificate request.
-func (b *certBook) serve(s network.Stream) {
-	defer s.Close()
-	if b.allow(s.Conn().RemotePeer()) != nil {
-		s.Reset()
-		return
-	}
-	_ = s.SetDeadline(time.Now().Add(certTimeout))
-	body, err := protocol.ReadFrame(s, maxCertRequest)
-	if err != nil {
-		s.Reset()
-		return
-	}
-	var req certRequest
-	if json.Unmarshal(body, &req) != nil {
-		s.Reset()
-		return
-	}
-	var ans certAnswer
-	want := b.self
-	if req.Peer != "" {
-		if want, err = peer.Decode(req.Peer); err != nil {
-			s.Reset()
-			return
-		}
-	}
-	if c, ok := b.byPeer.Peek(want); ok {
-		ans.Cert = c.Raw
-	} else if own := b.own.Load(); want == b.self && own != nil {
-		// check drops the node's own certificate from byPeer once it expired; it is still
-		// the one to show, so that the asker names why it refuses it (expired).
-		ans.Cert = own.Raw
-	}
-	if req.CRLSeq < b.v.RevocationSeq() {
-		ans.CRL = b.v.CurrentRevocations()
-	}
-	raw, _ := json.Marshal(ans)
-	if protocol.WriteFrame(s, raw) != nil {
-		s.Reset()
-	}
 }
 
 // applyRevocations applies a revocation list if it is newer than the one held, and keeps it.

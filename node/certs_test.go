@@ -78,7 +78,7 @@ func TestCertificates_AnUnreachablePeerIsNoVerdict(t *testing.T) {
 	alice.certs.byPeer.Remove(bob.ID())
 	other := make(chan struct{})
 	alice.certs.mu.Lock()
-	alice.certs.inflight[bob.ID()] = other
+	alice.certs.inflight[bob.ID()] = &pendingFetch{done: other}
 	alice.certs.mu.Unlock()
 	close(other) // it found nothing
 	err = alice.certs.verify(testCtx(t), agentName(2), bob.ID(), "")

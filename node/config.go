@@ -41,8 +41,20 @@ type Config struct {
 	ListenAddrs []string `yaml:"listen"`
 	// Bootstrap peers, multiaddrs with /p2p/<peer id>.
 	Bootstrap []string `yaml:"bootstrap"`
-	// NAT switches on AutoNAT, the circuit relay v2 client and hole punching. Default true.
+	// NAT switches on NAT traversal (docs/node.md, "NAT traversal"): AutoNAT v1 and v2,
+	// relay reservations while not known public, DCUtR hole punching, and no private
+	// addresses advertised once the node has a public or relay one. Default true.
 	NAT bool `yaml:"nat"`
+	// Reachability is "auto" (AutoNAT finds out; the DHT serves only once the node is found
+	// public), "public" (a bootstrap node or relay: it serves at once) or "private" (behind a
+	// NAT: relays and a client DHT from the start). Needs nat. Default auto.
+	Reachability string `yaml:"reachability"`
+	// Relay serves circuit relay v2 to nodes behind NATs once this node is public; each
+	// relayed connection carries at most RelayLimitBytes each way for RelayLimitDuration.
+	// Defaults false, 128 KiB and 2 min (go-libp2p's).
+	Relay              bool          `yaml:"relay"`
+	RelayLimitBytes    int64         `yaml:"relay_limit_bytes"`
+	RelayLimitDuration time.Duration `yaml:"relay_limit_duration"`
 
 	// ConnLow and ConnHigh are the connection manager's watermarks: above High it trims to
 	// Low, sparing connections younger than ConnGrace. Defaults 64, 192, 1 m.
@@ -79,11 +91,15 @@ type Config struct {
 	// A peer over either rate has the frame answered once (RATE_LIMITED with retry_after) and
 	// its stream closed, and nothing of it is read until its bucket refills. Default 64 MiB.
 	RateBytesPerSecond int `yaml:"rate_bytes_per_second"`
-	// QueueStreamBytes, QueuePeerBytes and QueueTotalBytes bound the frames read and not yet
-	// served: per stream, per peer and in all (a frame larger than a bound is queued only
-	// alone, so large frames are served one at a time). The same bytes are reserved on the
-	// stream's libp2p resource-manager scope. Defaults 4 MiB, 16 MiB (one maximum-size message)
-	// and 256 MiB.
+	// QueueStreamBytes, QueuePeerBytes and QueueTotalBytes bound the bytes of the messages the
+	// node is reading and handling, from before a frame's body is read until the message is
+	// stored (or handed to a Go handler) or dropped: per stream, per peer (each frame is
+	// charged to the peer that sent it) and in all, the node-wide budget. A frame waits,
+	// unread, until it fits; one larger than a bound is taken only alone, so large frames are
+	// handled one at a time. The same bytes are reserved on the stream's libp2p
+	// resource-manager scope. The local API charges the bodies it reads to the same budget, as
+	// one peer (docs/node.md, "Memory"). Defaults 4 MiB, 16 MiB (one maximum-size message) and
+	// 64 MiB (four of them).
 	QueueStreamBytes int64 `yaml:"queue_stream_bytes"`
 	QueuePeerBytes   int64 `yaml:"queue_peer_bytes"`
 	QueueTotalBytes  int64 `yaml:"queue_total_bytes"`
@@ -185,8 +201,8 @@ type Config struct {
 
 	// Discovery runs the Kademlia DHT (agent records, capability lookup). Default true.
 	Discovery bool `yaml:"discovery"`
-	// DHTClient runs the DHT in client mode (it queries but stores nothing for others), for
-	// nodes that are not reachable. Default false: server mode.
+	// DHTClient runs the DHT in client mode (it queries but stores nothing for others).
+	// Default false: the mode follows reachability (server unless found or declared private).
 	DHTClient bool `yaml:"dht_client"`
 	// MDNS also finds peers on the local network. Default false.
 	MDNS bool `yaml:"mdns"`
@@ -232,6 +248,13 @@ type Config struct {
 	// LogLevel is go-log's level for the node's subsystems. Default "info". New does not read
 	// it: go-log's levels belong to the process, not to one node; `iacp-node run` sets it.
 	LogLevel string `yaml:"log_level"`
+	// MemoryLimit is the soft memory limit of the process (runtime/debug.SetMemoryLimit), in
+	// bytes: the garbage collector works harder as the Go runtime's memory nears it, so that
+	// garbage left by large messages does not double the node's footprint. 0 sets none. The
+	// environment variable GOMEMLIMIT, when set, wins. Like LogLevel it belongs to the
+	// process: New does not read it; `iacp-node run` sets it (docs/node.md, "Memory").
+	// Default 384 MiB (DefaultMemoryLimit).
+	MemoryLimit int64 `yaml:"memory_limit"`
 
 	// Key, when set, is the identity instead of the key file in DataDir.
 	Key crypto.PrivKey `yaml:"-"`
@@ -273,6 +296,17 @@ const DefaultDataDir = ".data/node"
 // recently used one; that agent is pinned again at its next accepted message.
 const DefaultMaxPins = 100_000
 
+// DefaultMemoryLimit is the process's soft memory limit by default: 384 MiB, the ceiling a
+// node is measured to stay under while peers send it maximum-size messages at once (the
+// node-wide budget of frames in flight, queue_total_bytes, the one large frame decoded at a
+// time, and the inbox's large messages on disk keep what it holds alive well under it;
+// docs/node.md, "Memory").
+const DefaultMemoryLimit = 384 << 20
+
+// MinMemoryLimit is the smallest memory_limit Validate takes: 128 MiB, about three times what
+// an idle node holds; below it the collector would run without pause.
+const MinMemoryLimit = 128 << 20
+
 // DefaultConfig returns the defaults: the one table of them. New starts from it, and so do the
 // config file `iacp-node init` writes and the simulator's node profile. Fields it leaves zero
 // have no default (AgentID, Bootstrap, Authority, ...) or one that New works out (Trust,
@@ -284,6 +318,10 @@ func DefaultConfig() Config {
 		// Every interface, TCP and QUIC, ports the kernel picks.
 		ListenAddrs: []string{"/ip4/0.0.0.0/tcp/0", "/ip4/0.0.0.0/udp/0/quic-v1"},
 		NAT:         true,
+		// AutoNAT decides; a relay's connections carry 128 KiB each way for 2 min at most.
+		Reachability:       ReachAuto,
+		RelayLimitBytes:    128 << 10,
+		RelayLimitDuration: 2 * time.Minute,
 		// Trim to 64 connections above 192; a connection younger than a minute is spared.
 		ConnLow:   64,
 		ConnHigh:  192,
@@ -305,11 +343,11 @@ func DefaultConfig() Config {
 		RatePerSecond:      200,
 		RateBurst:          400,
 		RateBytesPerSecond: 64 << 20,
-		// Frames read and not yet served: 4 MiB per stream, 16 MiB (one maximum-size message)
-		// per peer, 256 MiB in all.
+		// Messages being read and handled: 4 MiB per stream, 16 MiB (one maximum-size message)
+		// per peer, 64 MiB (four of them) in all, the node-wide budget (docs/node.md, "Memory").
 		QueueStreamBytes: 4 << 20,
 		QueuePeerBytes:   16 << 20,
-		QueueTotalBytes:  256 << 20,
+		QueueTotalBytes:  64 << 20,
 		// 10,000 agents tracked; 100,000 pins, each forgotten after 30 days unused.
 		MaxAgents: 10_000,
 		MaxPins:   DefaultMaxPins,
@@ -351,6 +389,8 @@ func DefaultConfig() Config {
 		BootstrapRetryMax: discovery.DefaultBackoffMax,
 		DHTHealthInterval: discovery.DefaultHealthInterval,
 		LogLevel:          "info",
+		// The process's soft memory limit (docs/node.md, "Memory").
+		MemoryLimit: DefaultMemoryLimit,
 		// The node's own signature verifier, with a key cache of DefaultKeyCacheSize senders.
 		Verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize)},
 	}
@@ -402,11 +442,15 @@ func (c *Config) Validate() error {
 		{c.DHTBucketSize >= 2 && c.DHTBucketSize <= 100, "dht_bucket_size: 2 to 100"},
 		{c.BootstrapRetryMin > 0 && c.BootstrapRetryMax >= c.BootstrapRetryMin, "bootstrap_retry_min/bootstrap_retry_max: 0 < min <= max"},
 		{c.DHTHealthInterval >= time.Second, "dht_health_interval: at least 1 s"},
+		{c.MemoryLimit == 0 || c.MemoryLimit >= MinMemoryLimit, "memory_limit: 0 (none) or at least 128 MiB"},
 	}
 	for _, ch := range checks {
 		if !ch.ok {
 			return fmt.Errorf("invalid config: %s", ch.what)
 		}
+	}
+	if err := c.validateNAT(); err != nil {
+		return err
 	}
 	if _, err := dialect.Parse(c.Dialect); err != nil {
 		return fmt.Errorf("invalid config: dialect: %w", err)

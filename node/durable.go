@@ -84,6 +84,7 @@ func (n *Node) newEngine() error {
 	}
 	n.engine = e
 	n.inbox.onAck = n.taken
+	n.inbox.read = e.InboxRaw
 	return nil
 }
 
@@ -207,15 +208,17 @@ func (n *Node) heardLiveness(tr pubsub.Transition) {
 }
 
 // heardBeat tells the engine of a beat (delivery.Engine.AgentHeard), when it comes from the
-// peer the node would deliver the agent's messages to: a recipient whose last attempt failed
-// is then retried at once, even when its liveness row did not change (it restarted before
-// anyone suspected it). A beat of any other peer changes nothing.
+// peer the node would deliver the agent's messages to, or the node knows no peer of the agent
+// (it left, and is resolved again): a recipient whose last attempt failed is then retried at
+// once, even when its liveness row did not change (it restarted before anyone suspected it).
+// The beat binds nothing: the retry resolves the agent as any attempt does. A beat of another
+// peer than the one the directory names changes nothing.
 func (n *Node) heardBeat(it *pubsub.Item) {
 	if it.Message == nil {
 		return
 	}
 	agent := it.Message.Envelope.Sender.AgentID
-	if p, ok := n.directory.Peek(agent); ok && p == it.Author {
+	if p, ok := n.directory.Peek(agent); !ok || p == it.Author {
 		n.engine.AgentHeard(agent)
 	}
 }

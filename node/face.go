@@ -189,11 +189,13 @@ func (n *Node) DiscoveryStatus() (st DiscoveryStatus, ok bool) {
 	return n.disc.Status(), true
 }
 
-// PeerInfo is one connected peer: its id, the addresses of its connections, and the
-// measured round-trip latency (0 when not measured yet).
+// PeerInfo is one connected peer: its id, the addresses of its connections, the path they
+// take (PathDirect, PathRelayed or PathHolePunched), and the measured round-trip latency (0
+// when not measured yet).
 type PeerInfo struct {
 	ID      peer.ID
 	Addrs   []ma.Multiaddr
+	Path    string
 	Latency time.Duration
 }
 
@@ -204,9 +206,11 @@ func (n *Node) Peers() []PeerInfo {
 	out := make([]PeerInfo, 0, len(ids))
 	for _, p := range ids {
 		pi := PeerInfo{ID: p, Latency: n.host.Peerstore().LatencyEWMA(p)}
-		for _, c := range nw.ConnsToPeer(p) {
+		conns := nw.ConnsToPeer(p)
+		for _, c := range conns {
 			pi.Addrs = append(pi.Addrs, c.RemoteMultiaddr())
 		}
+		pi.Path = n.paths.path(p, conns)
 		out = append(out, pi)
 	}
 	return out

@@ -358,7 +358,7 @@ func TestAudit_DamagedChainStartsANewSegmentAndTheNodeRuns(t *testing.T) {
 	n := open()
 	for i := 0; i < 2; i++ { // two entries: an edited line shows at the next one
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		_ = n.Send(ctx, event(t, n.Builder(), "test:mesh:nobody")) // queued: nobody serves that agent
+		_ = n.Send(ctx, event(t, n.Builder(), "test:mesh:nobody"), QueueUnknown()) // queued: nobody serves that agent
 		cancel()
 	}
 	if err := n.Close(); err != nil {

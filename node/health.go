@@ -75,6 +75,7 @@ func (n *Node) maintain() {
 			return
 		case now := <-tick.C:
 			n.reconnect(now)
+			n.repunch(now)
 			if now.Sub(lastPing) >= n.cfg.KeepAlive {
 				lastPing = now
 				n.keepAlive()

@@ -6,6 +6,7 @@ import (
 	"github.com/libp2p/go-libp2p"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/p2p/host/resource-manager"
 	"github.com/libp2p/go-libp2p/p2p/muxer/yamux"
 	"github.com/libp2p/go-libp2p/p2p/net/connmgr"
@@ -13,6 +14,8 @@ import (
 	libp2ptls "github.com/libp2p/go-libp2p/p2p/security/tls"
 	quic "github.com/libp2p/go-libp2p/p2p/transport/quic"
 	"github.com/libp2p/go-libp2p/p2p/transport/tcp"
+
+	"github.com/iacp-node/iacp-node/discovery"
 )
 
 // Resource limits of /iacp/1.0.0 on top of go-libp2p's scaled defaults: enough streams for a
@@ -23,14 +26,15 @@ var (
 )
 
 // newHost builds the libp2p host: TCP and QUIC, Noise and TLS, yamux, a resource manager with
-// explicit limits, a connection manager, and NAT traversal when configured.
+// explicit limits, a connection manager, and NAT traversal when configured (natOptions; its
+// hole punches are counted in paths).
 //
 // go-libp2p's own Prometheus metrics are off (libp2p.DisableMetrics, and the resource
 // manager's stats reporter): they register with Prometheus's global registry, which the
 // node's /metrics does not serve (each API server has its own), and the resource manager's
 // reporter formats a timestamp and allocates an event for every stream and memory
 // reservation, about 1.6 KB of garbage per request/response.
-func newHost(c *Config, key crypto.PrivKey) (host.Host, error) {
+func newHost(c *Config, key crypto.PrivKey, paths *pathBook) (host.Host, error) {
 	limits := rcmgr.DefaultLimits
 	libp2p.SetDefaultServiceLimits(&limits)
 	limits.AddProtocolLimit(ProtocolID, iacpProtocolLimit, rcmgr.BaseLimitIncrease{})
@@ -58,8 +62,16 @@ func newHost(c *Config, key crypto.PrivKey) (host.Host, error) {
 		libp2p.UserAgent("iacp-node"),
 		libp2p.DisableMetrics(),
 	}
+	src := &relaySource{}
 	if c.NAT {
-		opts = append(opts, libp2p.EnableNATService(), libp2p.EnableRelay(), libp2p.EnableHolePunching())
+		var boot []peer.AddrInfo
+		for _, s := range c.Bootstrap {
+			if ai, err := ParseBootstrap(s); err == nil { // newNode refuses a bad one
+				boot = append(boot, ai)
+			}
+		}
+		self, _ := peer.IDFromPrivateKey(key)
+		opts = append(opts, natOptions(c, discovery.MergePeers(boot, self), src, paths)...)
 	} else {
 		opts = append(opts, libp2p.DisableRelay())
 	}
@@ -68,6 +80,10 @@ func newHost(c *Config, key crypto.PrivKey) (host.Host, error) {
 		cm.Close()
 		rm.Close()
 		return nil, fmt.Errorf("libp2p host (listen %v): %w", c.ListenAddrs, err)
+	}
+	src.h.Store(&h)
+	if c.NAT && c.Reachability == ReachAuto {
+		announceUnknown(h)
 	}
 	return h, nil
 }

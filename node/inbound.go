@@ -110,7 +110,7 @@ func (in *inStream) serveAll(frames []frame) bool {
 		if err := in.gate(m, f); err != nil {
 			release()
 			in.checkOpened(&batch)
-			n.log.Info("peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
+			n.quiet.Info(string(in.remote), "peer over its rate; answered once, the stream ends", "remote", in.remote.ShortString(), "err", err.Error())
 			n.recordRefusal(f.raw, in.remote, m, err)
 			in.replyError(m, err)
 			in.closeAfter = true
@@ -241,7 +241,7 @@ func (in *inStream) admit(m *protocol.Message, raw []byte, sig error) (ib inboun
 			}
 			n.log.Debug("duplicate refused", "id", m.Envelope.MessageID)
 		} else {
-			n.log.Info("message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "code", protocol.CodeOf(err), "err", err.Error())
+			n.quiet.Info(string(in.remote), "message refused", "id", m.Envelope.MessageID, "from", m.Envelope.Sender.AgentID, "peer", in.remote, "code", protocol.CodeOf(err), "err", err.Error())
 		}
 		n.recordRefusal(raw, in.remote, m, err)
 		in.replyError(m, err)

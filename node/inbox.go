@@ -3,6 +3,7 @@ package node
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,18 +12,37 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/store"
 )
 
 // Delivery is one inbound message waiting in the inbox for the agent to take it.
 type Delivery struct {
 	// Seq orders deliveries by arrival; it only grows.
-	Seq      uint64            `json:"seq"`
-	Received time.Time         `json:"received"`
-	Peer     peer.ID           `json:"peer"`
-	Msg      *protocol.Message `json:"message"`
+	Seq      uint64    `json:"seq"`
+	Received time.Time `json:"received"`
+	Peer     peer.ID   `json:"peer"`
+	// Msg is the message; for one the node keeps on disk (Stored), its envelope, type and
+	// intent only: Message reads the whole.
+	Msg *protocol.Message `json:"message"`
 
 	size  int  // what it counts against the inbox's bounds
 	taken bool // acknowledged; the inbox drops it from pending later (Inbox.compactLocked)
+	// load reads the whole message of a Stored delivery; nil when Msg is whole.
+	load func() (*protocol.Message, error)
+}
+
+// Stored reports whether the node keeps this message on disk rather than in memory: a large
+// message, with durable delivery on (docs/node.md, "Memory"). Its Msg holds the envelope, the
+// type and the intent; Message reads the rest.
+func (d Delivery) Stored() bool { return d.load != nil }
+
+// Message returns the whole message: Msg, or for a Stored delivery the message read from the
+// store (an error when the agent took it meanwhile, or the store cannot read it).
+func (d Delivery) Message() (*protocol.Message, error) {
+	if d.load == nil {
+		return d.Msg, nil
+	}
+	return d.load()
 }
 
 // Inbox holds inbound messages that no Go handler takes (the agent uses the local API, or
@@ -53,7 +73,15 @@ type Inbox struct {
 	changed  chan struct{}
 	// onAck, when set, is told that the agent took a message (the durable store forgets it).
 	onAck func(messageID string) error
+	// read, when set, reads a message the durable store holds: a message of at least
+	// storedBytes then waits here as its envelope only (Delivery.Stored).
+	read func(messageID string) ([]byte, error)
 }
+
+// storedBytes is the size from which the inbox keeps a message's envelope only, when the
+// store holds the message: the store keeps such a message in a file of its own
+// (store.BodyFileBytes), and a full inbox of them would otherwise be 256 MiB of memory.
+const storedBytes = store.BodyFileBytes
 
 // DefaultInboxBytes bounds the in-memory inbox: 256 MiB of messages not yet taken.
 const DefaultInboxBytes = 256 << 20
@@ -121,7 +149,11 @@ func (ib *Inbox) add(m *protocol.Message, p peer.ID, now time.Time, size int) {
 		return
 	}
 	ib.next++
-	ib.pending = append(ib.pending, Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m, size: size})
+	d := Delivery{Seq: ib.next, Received: now, Peer: p, Msg: m, size: size}
+	if ib.read != nil && size >= storedBytes {
+		d.Msg, d.load = envelopeOf(m), ib.loader(m.Envelope.MessageID)
+	}
+	ib.pending = append(ib.pending, d)
 	ib.byID[m.Envelope.MessageID] = ib.next
 	close(ib.changed)
 	ib.changed = make(chan struct{})
@@ -241,5 +273,32 @@ func (ib *Inbox) compactLocked() {
 		kept := slices.DeleteFunc(ib.pending, func(d Delivery) bool { return d.taken })
 		ib.pending = slices.Clip(kept)
 		ib.taken = 0
+	}
+}
+
+// envelopeOf is what the inbox keeps of a message it leaves on disk: the envelope without its
+// unknown members, the type and the intent, none of which holds on to the frame the message
+// was decoded from.
+func envelopeOf(m *protocol.Message) *protocol.Message {
+	e := &protocol.Message{Envelope: m.Envelope, Message: protocol.Body{Type: m.Message.Type, Intent: m.Message.Intent}}
+	e.Envelope.Extra, e.Envelope.Sender.Extra, e.Envelope.Recipient.Extra = nil, nil, nil
+	return e
+}
+
+// ErrTaken is Delivery.Message's answer for a message the agent took meanwhile.
+var ErrTaken = errors.New("the agent took this message already")
+
+// loader returns what reads the message id from the store, whole.
+func (ib *Inbox) loader(id string) func() (*protocol.Message, error) {
+	read := ib.read
+	return func() (*protocol.Message, error) {
+		raw, err := read(id)
+		if errors.Is(err, store.ErrNotFound) {
+			return nil, fmt.Errorf("message %s: %w", id, ErrTaken)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("message %s: %w", id, err)
+		}
+		return protocol.DecodeJSONShared(raw) // raw is the store's, and nobody changes it
 	}
 }

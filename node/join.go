@@ -77,21 +77,27 @@ func (n *Node) serveAuthorityProtocols() {
 	n.host.SetStreamHandler(AuthorityProtocolID, n.tracked(n.serveAuthority))
 }
 
-// Invite creates a one-time invitation to this mesh, bound to agentID when it is not "", that
-// expires after ttl (0: authority.DefaultInviteTTL), whose certificate grants the permissions
-// grants (what ACP v2 security.permissions and A2ACP token capabilities are checked against).
-// It returns the token that `iacp-node init --join` takes. Only the mesh authority's node can
-// invite.
-func (n *Node) Invite(agentID string, ttl time.Duration, grants ...string) (token string, expires time.Time, err error) {
+// Invite creates a one-time invitation to this mesh on terms t (authority.InviteTerms: the
+// agent id it is bound to, "" for any id no other peer holds; its life, 0 for
+// authority.DefaultInviteTTL; the permissions its certificate grants; whether the joiner
+// replaces the id's current holder). It returns the token that `iacp-node init --join`
+// takes. An invitation for an id another peer holds is refused unless t.Replace. Only the mesh
+// authority's node can invite.
+func (n *Node) Invite(t authority.InviteTerms) (token string, expires time.Time, err error) {
 	if n.invites == nil {
 		return "", time.Time{}, protocol.Errorf(protocol.CodePermissionDenied, "this node is not the mesh authority (it holds no %s in a data directory): invite from the node that founded the mesh", AuthorityKeyFile)
 	}
+	agentID := t.AgentID
 	if agentID != "" {
 		if err := protocol.ValidateAgentID(agentID); err != nil {
 			return "", time.Time{}, err
 		}
+		if held := n.registry.Holders(agentID, ""); len(held) > 0 && !t.Replace {
+			return "", time.Time{}, protocol.Errorf(protocol.CodePermissionDenied, "agent %s is held by peer %s (certificate %s): invite for another agent id, or with replace (iacp-node invite --agent %s --replace) to move it to the joiner, revoking the holder's certificates",
+				agentID, held[0].Peer, held[0].ID, agentID)
+		}
 	}
-	secret, expires, err := n.invites.Create(agentID, ttl, grants...)
+	secret, expires, err := n.invites.Create(t)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -123,7 +129,7 @@ func (n *Node) serveJoin(s network.Stream) {
 		}
 	}
 	fail := func(err error) {
-		n.log.Warn("join refused", "peer", remote, "err", err.Error())
+		n.quiet.Warn(string(remote), "join refused", "peer", remote, "err", err.Error())
 		answer(joinAnswer{Error: err.Error(), Code: string(protocol.CodeOf(err))})
 	}
 	if err := n.rate.allow(remote, n.now()); err != nil {
@@ -149,6 +155,11 @@ func (n *Node) serveJoin(s network.Stream) {
 		fail(err)
 		return
 	}
+	if held := n.registry.Holders(req.AgentID, remote); len(held) > 0 && !n.invites.Replaces(req.InviteID) {
+		// Refused before the invitation is used, so that the joiner can choose another id.
+		fail(protocol.Errorf(protocol.CodePermissionDenied, "%w: agent %s is held by another peer; join with another agent id (iacp-node init --join TOKEN --agent-id ID)", authority.ErrHeldElsewhere, req.AgentID))
+		return
+	}
 	red, err := n.invites.RedeemProof(req.InviteID, proof, remote, req.AgentID)
 	if err != nil {
 		fail(err)
@@ -160,10 +171,7 @@ func (n *Node) serveJoin(s network.Stream) {
 		answer(joinAnswer{Cert: red.Cert})
 		return
 	}
-	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: red.Grants})
-	if err == nil {
-		err = n.recordIssued(cert)
-	}
+	cert, err := n.issueJoined(req, remote, red)
 	if err != nil {
 		fail(err)
 		return
@@ -171,6 +179,34 @@ func (n *Node) serveJoin(s network.Stream) {
 	n.invites.Issued(req.InviteID, cert.Raw)
 	n.log.Info("join: certificate issued", "agent", req.AgentID, "peer", remote, "certificate", cert.ID, "expires", cert.Expires, "again", red.Again)
 	answer(joinAnswer{Cert: cert.Raw})
+}
+
+// issueJoined issues and records the certificate a redeemed invitation grants. One that
+// replaces the agent id's holder revokes the holder's certificates and broadcasts the list.
+func (n *Node) issueJoined(req joinRequest, remote peer.ID, red authority.Redemption) (*authority.Certificate, error) {
+	cert, err := n.cfg.MeshAuthority.Issue(authority.CertRequest{AgentID: req.AgentID, Peer: remote, Capabilities: req.Capabilities, Permissions: red.Grants})
+	if err != nil {
+		return nil, err
+	}
+	if !red.Replace {
+		return cert, n.recordIssued(cert)
+	}
+	crl, revoked, err := n.registry.RecordReplacing(n.cfg.MeshAuthority, cert)
+	if err != nil {
+		return nil, recordError(err)
+	}
+	if crl != "" {
+		for _, c := range revoked {
+			n.log.Warn("certificate revoked: its agent id moved to another peer", "agent", c.AgentID, "peer", c.Peer, "certificate", c.ID, "new_peer", remote)
+		}
+		if err := n.certs.applyRevocations(crl); err != nil {
+			return nil, protocol.Errorf(protocol.CodeInternalError, "the revocation list just signed does not verify: %v", err)
+		}
+		if err := n.broadcastRevocations(n.ctx, crl); err != nil {
+			n.log.Warn("the revocation list of a replacement was not broadcast (peers catch up within a minute)", "err", err.Error())
+		}
+	}
+	return cert, nil
 }
 
 // Join redeems the invitation inv for agentID with the mesh authority's node, from host h

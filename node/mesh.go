@@ -32,8 +32,11 @@ func (n *Node) startMesh() error {
 		if c.Seed != 0 {
 			opts = append(opts, discovery.WithRand(rand.New(rand.NewPCG(c.Seed, 1))))
 		}
-		if c.DHTClient {
+		switch {
+		case c.DHTClient || (c.NAT && c.Reachability == ReachPrivate):
 			opts = append(opts, discovery.WithClientMode())
+		case c.NAT && c.Reachability == ReachAuto:
+			opts = append(opts, discovery.WithAutoMode(!presumedPrivate(n.host, n.bootstrap)))
 		}
 		opts = append(opts, c.DiscoveryOptions...)
 		if c.Gossip {

@@ -12,6 +12,7 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/libp2p/go-libp2p/core/host"
+	"github.com/libp2p/go-libp2p/core/network"
 	"github.com/libp2p/go-libp2p/core/peer"
 	ma "github.com/multiformats/go-multiaddr"
 
@@ -20,6 +21,7 @@ import (
 	"github.com/iacp-node/iacp-node/delivery"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/discovery"
+	"github.com/iacp-node/iacp-node/internal/quietlog"
 	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -65,11 +67,13 @@ type Node struct {
 	budget   *queueBudget
 	large    chan struct{} // the slot of the large frame being served (holdLarge)
 	audits   *refusalAudit
+	quiet    *quietlog.Logger // what peers make the node refuse: a log line per peer per interval
 	journal  *gossipJournal
 	policy   policy
 	started  time.Time
 	slots    chan struct{} // handler concurrency
 	workers  *workers.Pool // the goroutines Go handlers run on (at most idleWorkers parked)
+	paths    *pathBook     // hole-punched connections and punch counts (paths.go)
 
 	handlersMu sync.RWMutex
 	handlers   map[protocol.Intent]Handler
@@ -139,9 +143,9 @@ func New(opts ...Option) (_ *Node, err error) {
 		return nil, err
 	}
 	b = b.WithDefaultTTL(cfg.DefaultTTL)
-	h := cfg.Host
+	h, paths := cfg.Host, newPathBook()
 	if h == nil {
-		if h, err = newHost(&cfg, key); err != nil {
+		if h, err = newHost(&cfg, key, paths); err != nil {
 			return nil, err
 		}
 	}
@@ -157,6 +161,7 @@ func New(opts ...Option) (_ *Node, err error) {
 	if err != nil {
 		return nil, err
 	}
+	n.paths = paths
 	if err := n.start(); err != nil {
 		return nil, err
 	}
@@ -375,8 +380,9 @@ func (n *Node) bind(agentID string, p peer.ID) {
 	n.learn(agentID, p)
 }
 
-// resolve finds the peer serving agentID: the agent itself, the directory, trust pins, then
-// the resolvers.
+// resolve finds the peer serving agentID: the directory or trust pins when the node is
+// connected to the peer they name, else the resolvers (which also give its current
+// addresses), else the peer they name.
 func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	if protocol.IsWildcard(agentID) {
 		return "", protocol.Errorf(protocol.CodePayloadInvalid, "recipient %q is a wildcard: direct messages need one agent; use a broadcast", agentID)
@@ -385,12 +391,15 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	n.dirMu.RLock()
 	resolvers := n.resolvers
 	n.dirMu.RUnlock()
-	if ok {
+	if !ok {
+		p, ok = n.trust.peerOf(agentID)
+	}
+	if ok && (n.host.Network().Connectedness(p) == network.Connected || len(resolvers) == 0) {
 		return p, nil
 	}
-	if p, ok := n.trust.peerOf(agentID); ok {
-		return p, nil
-	}
+	// Known but not connected: the resolvers say where the agent is now (a node that moved,
+	// or reserved another relay, republished its record), and the addresses join those the
+	// peerstore has; if none answers, the dial tries what is known.
 	var errs []error
 	for _, r := range resolvers {
 		ai, err := r.ResolveAgent(ctx, agentID)
@@ -400,6 +409,12 @@ func (n *Node) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 			return ai.ID, nil
 		}
 		errs = append(errs, err)
+	}
+	if ok {
+		return p, nil
+	}
+	if unknownAfter(errs) {
+		errs = append(errs, errUnknown)
 	}
 	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
 }

@@ -42,68 +42,89 @@ func (w *waiter) complete(m *protocol.Message) {
 // Send delivers m to its recipient and returns once the recipient's node has acknowledged it
 // (a receipt, or for a request its reply), or with the recipient's refusal as an
 // *protocol.Error. m may leave out what the node fills in (see protocol.Builder.Seal); an
-// unsigned m is sealed and signed here.
+// unsigned m is sealed and signed here. A message to the node's own agent is delivered
+// locally (local.go), signed, audited and receipted like any other.
+//
+// A recipient that nothing knows (no directory entry, trust pin or DHT record: a mistyped id,
+// most often) is refused at once with AGENT_NOT_FOUND, unless QueueUnknown is given.
 //
 // With durable delivery on, m is stored before anything else; when the recipient cannot be
 // reached yet, Send returns nil once m is safely queued, and the node retries until a receipt
 // or the TTL (then the agent gets a TIMEOUT error correlated to m). A full queue is refused
-// with RATE_LIMITED.
+// with RATE_LIMITED. Submit says which of these happened.
 //
 // An m whose security member requires approval is held in the store instead, unsent, and Send
 // returns nil once it is (docs/coordination.md "Approval"): Approve sends it, Reject drops it
 // and the agent gets a PERMISSION_DENIED error correlated to it.
-func (n *Node) Send(ctx context.Context, m *protocol.Message) error {
+func (n *Node) Send(ctx context.Context, m *protocol.Message, opts ...SendOption) error {
+	_, err := n.Submit(ctx, m, opts...)
+	return err
+}
+
+// Submit is Send, and says what became of m: delivered, queued in the outbox, or held for
+// approval.
+func (n *Node) Submit(ctx context.Context, m *protocol.Message, opts ...SendOption) (Outcome, error) {
 	if err := n.seal(m); err != nil {
-		return err
+		return "", err
 	}
 	n.answered.answer(m, n.Now()) // an answer, kept for the request sent again (answered.go)
+	if err := n.checkKnown(ctx, m, opts); err != nil {
+		return "", err
+	}
 	if held, err := requiresApproval(m); err != nil || held {
 		if err != nil {
-			return err
+			return "", err
 		}
-		return n.hold(m)
+		return OutcomeHeld, n.hold(m)
 	}
 	if n.engine != nil {
 		raw, err := protocol.EncodeJSON(m)
 		if err != nil {
-			return err
+			return "", err
 		}
-		return n.engine.Send(ctx, m, raw)
+		queued, err := n.engine.Send(ctx, m, raw)
+		if queued {
+			return OutcomeQueued, err
+		}
+		return OutcomeDelivered, err
 	}
 	w, release, err := n.waiterFor(m)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer release()
 	raw, err := protocol.EncodeJSON(m)
 	if err != nil {
-		return err
+		return "", err
 	}
 	n.record(audit.EventSent, m)
 	if err := n.transmit(ctx, m, raw, w); err != nil {
-		return err
+		return "", err
 	}
 	select {
 	case <-w.done:
 		if w.reply.Message.Type == protocol.TypeError && w.reply.Envelope.CorrelationID == m.Envelope.MessageID {
-			return replyError(w.reply)
+			return "", replyError(w.reply)
 		}
 	default:
 	}
 	n.record(audit.EventDelivered, m)
-	return nil
+	return OutcomeDelivered, nil
 }
 
 // Request sends a request and waits for the correlated response until ctx ends or the
 // request's TTL passes, whichever is first; then it returns a TIMEOUT error. An `error`
 // reply is returned as the message and as an *protocol.Error with its code. With durable
-// delivery the request is queued like any Send and retried while Request waits.
+// delivery the request is queued like any Send and retried while Request waits; the
+// request's life is its caller's: an unsigned m gets a TTL no longer than ctx's deadline,
+// and a request still queued when Request returns without its answer is taken out of the
+// outbox, so that it never reaches the agent after its caller gave up.
 //
 // A request that requires approval is held (see Send) while Request waits: approved, it is
 // sent and Request returns its answer; rejected, Request returns a PERMISSION_DENIED error;
 // nobody deciding within its TTL is TIMEOUT.
-func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
-	return n.request(ctx, m, n.engine != nil)
+func (n *Node) Request(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
+	return n.request(ctx, m, n.engine != nil, opts)
 }
 
 // RequestOnce is Request with one attempt and nothing kept: the request is transmitted once
@@ -111,18 +132,22 @@ func (n *Node) Request(ctx context.Context, m *protocol.Message) (*protocol.Mess
 // for a caller that retries or fails over by itself (package coord): with Request, an agent
 // the caller gave up on would still be asked again by the outbox, behind its back. Once the
 // recipient's node acknowledged the request it is durable there, as with Request.
-func (n *Node) RequestOnce(ctx context.Context, m *protocol.Message) (*protocol.Message, error) {
-	return n.request(ctx, m, false)
+func (n *Node) RequestOnce(ctx context.Context, m *protocol.Message, opts ...SendOption) (*protocol.Message, error) {
+	return n.request(ctx, m, false, opts)
 }
 
-func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool) (*protocol.Message, error) {
+func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool, opts []SendOption) (*protocol.Message, error) {
 	if m.Message.Type == "" {
 		m.Message.Type = protocol.TypeRequest
 	}
 	if m.Message.Type != protocol.TypeRequest {
 		return nil, protocol.Errorf(protocol.CodePayloadInvalid, "Request sends requests, not %s; use Send", m.Message.Type)
 	}
+	n.capTTL(ctx, m)
 	if err := n.seal(m); err != nil {
+		return nil, err
+	}
+	if err := n.checkKnown(ctx, m, opts); err != nil {
 		return nil, err
 	}
 	held, err := requiresApproval(m)
@@ -144,7 +169,8 @@ func (n *Node) request(ctx context.Context, m *protocol.Message, durable bool) (
 	case held:
 		err = n.hold(m)
 	case durable:
-		err = n.engine.Send(ctx, m, raw)
+		_, err = n.engine.Send(ctx, m, raw)
+		defer n.dropUnanswered(m, w)
 	default:
 		n.record(audit.EventSent, m)
 		err = n.transmit(ctx, m, raw, w)
@@ -266,22 +292,47 @@ func (n *Node) unregister(id string) {
 	delete(n.waiters, id)
 }
 
+// recipient resolves agentID to the peer a message for it goes to. Nothing meant for an agent
+// goes to a peer the authority did not certify for it: a peer whose certificate fails (revoked,
+// expired, another peer holds the id) is forgotten and the agent looked up once more, since it
+// may have moved; found nowhere else, the answer is AGENT_NOT_FOUND, which a durable send
+// queues. A peer that could not be reached for its certificate is still where the agent is.
+func (n *Node) recipient(ctx context.Context, agentID string) (peer.ID, error) {
+	var refused error
+	for range 2 {
+		p, err := n.resolve(ctx, agentID)
+		if err != nil {
+			if refused != nil {
+				return "", protocol.Errorf(protocol.CodeAgentNotFound, "agent %s: its last known peer is no longer certified for it (%v), and no other peer is known for it: %v", agentID, refused, err)
+			}
+			return "", err
+		}
+		if n.certs == nil || p == n.host.ID() {
+			return p, nil
+		}
+		err = n.certs.verifyRecipient(ctx, agentID, p)
+		switch {
+		case err == nil:
+			return p, nil
+		case protocol.CodeOf(err) != protocol.CodeIdentityInvalid:
+			return "", err
+		}
+		n.directory.Remove(agentID)
+		refused = err
+	}
+	return "", refused
+}
+
 // transmit resolves m's recipient, writes raw on a session to its peer and waits for the
-// receipt. A session that dies before the receipt is replaced once.
+// receipt. A session that dies before the receipt is replaced once. A message to the node's
+// own agent goes no further than the node (deliverLocal).
 func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w *waiter) error {
-	p, err := n.resolve(ctx, m.Envelope.Recipient.AgentID)
+	if m.Envelope.Recipient.AgentID == n.cfg.AgentID {
+		return n.deliverLocal(m, raw, w)
+	}
+	p, err := n.recipient(ctx, m.Envelope.Recipient.AgentID)
 	if err != nil {
 		return err
-	}
-	if n.certs != nil && p != n.host.ID() {
-		// Nothing meant for an agent goes to a peer the authority did not certify for it. A
-		// peer that could not be reached for its certificate is still where the agent is.
-		if err := n.certs.verify(ctx, m.Envelope.Recipient.AgentID, p, ""); err != nil {
-			if protocol.CodeOf(err) == protocol.CodeIdentityInvalid {
-				n.directory.Remove(m.Envelope.Recipient.AgentID)
-			}
-			return err
-		}
 	}
 	n.watch(m.Envelope.Recipient.AgentID, p)
 	n.waitersMu.Lock()
@@ -309,6 +360,7 @@ func (n *Node) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 			return nil
 		}
 		if ctx.Err() != nil {
+			n.dropStalled(s)
 			return timeoutError(m, err)
 		}
 		lastErr = err

@@ -2,12 +2,15 @@ package node
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -244,4 +247,49 @@ func TestTrust_AllowlistRefusesOthers(t *testing.T) {
 	}
 	code, _ := dialRaw(t, m.nodes[2], m.nodes[1]).refusal(event(t, m.nodes[2].Builder(), agentName(1)))
 	expectCode(t, code, protocol.CodeIdentityInvalid)
+}
+
+// lockedBuffer is a log sink that handlers on many goroutines write to.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A peer whose messages are refused one after another makes the node write one line about it
+// per interval, not one per refusal: the log is bounded as the audit log is.
+func TestInbound_RefusalsAreLoggedOncePerPeerPerInterval(t *testing.T) {
+	var logged lockedBuffer
+	mesh := newMesh(t, 2, nil, func(i int, _ *mesh) []Option {
+		if i == 1 {
+			return []Option{WithLogger(slog.New(slog.NewTextHandler(&logged, nil)))}
+		}
+		return nil
+	})
+	c := dialRaw(t, mesh.nodes[0], mesh.nodes[1])
+	const refused = 40
+	for range refused {
+		m := event(t, mesh.nodes[0].Builder(), agentName(1))
+		m.Envelope.Version = "9.0" // VERSION_UNSUPPORTED, before any other rule
+		if err := protocol.Sign(m, mesh.keys[0]); err != nil {
+			t.Fatal(err)
+		}
+		if code, _ := c.refusal(m); code != protocol.CodeVersionUnsupported {
+			t.Fatalf("refused with %q; want VERSION_UNSUPPORTED", code)
+		}
+	}
+	if n := strings.Count(logged.String(), "message refused"); n != 1 {
+		t.Fatalf("%d refusals were logged in %d lines; want one line per peer per interval:\n%s", refused, n, logged.String())
+	}
 }

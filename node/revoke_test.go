@@ -42,10 +42,10 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 			return ok && a.State == StateAlive
 		})
 	}
-	if _, err := m.nodes[1].Revoke(testCtx(t), agentName(2)); protocol.CodeOf(err) != protocol.CodePermissionDenied {
+	if _, err := m.nodes[1].Revoke(testCtx(t), agentName(2), RevokeOptions{}); protocol.CodeOf(err) != protocol.CodePermissionDenied {
 		t.Fatalf("a node that is not the authority revoked: %v", err)
 	}
-	revoked, err := auth.Revoke(testCtx(t), agentName(2))
+	revoked, err := auth.Revoke(testCtx(t), agentName(2), RevokeOptions{})
 	if err != nil || len(revoked) != 1 || revoked[0].Peer != bob.ID() {
 		t.Fatalf("revoke: %+v %v", revoked, err)
 	}
@@ -89,7 +89,7 @@ func TestTrustAuthority_RevokedIsRefusedEverywhereWithinAGossipRound(t *testing.
 func TestTrustAuthority_AMissedRevocationListIsFetchedFromAPeer(t *testing.T) {
 	fastSync := func(c *Config) error { c.revocationSync = 50 * time.Millisecond; return nil }
 	m, _ := certifiedMeshWith(t, 3, []Option{fastSync})
-	revoked, err := m.nodes[0].Revoke(testCtx(t), agentName(1))
+	revoked, err := m.nodes[0].Revoke(testCtx(t), agentName(1), RevokeOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

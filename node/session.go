@@ -32,18 +32,18 @@ type session struct {
 // session returns the live session to p, opening one if needed.
 func (n *Node) session(ctx context.Context, p peer.ID) (*session, error) {
 	n.sessionsMu.Lock()
-	if s, ok := n.sessions[p]; ok {
-		n.sessionsMu.Unlock()
+	s, ok := n.sessions[p]
+	n.sessionsMu.Unlock()
+	if ok && !n.retireRelayed(s) {
 		return s, nil
 	}
-	n.sessionsMu.Unlock()
 	dctx, cancel := context.WithTimeout(ctx, n.cfg.FrameTimeout)
 	defer cancel()
 	st, err := n.host.NewStream(network.WithAllowLimitedConn(dctx, "iacp"), p, ProtocolID)
 	if err != nil {
 		return nil, err
 	}
-	s := &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{}), deadline: lazyDeadline{set: st.SetWriteDeadline}}
+	s = &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{}), deadline: lazyDeadline{set: st.SetWriteDeadline}}
 	n.sessionsMu.Lock()
 	if other, ok := n.sessions[p]; ok {
 		n.sessionsMu.Unlock()
@@ -68,6 +68,9 @@ func (s *session) write(raw []byte) error {
 	case <-s.done:
 		return s.err
 	default:
+	}
+	if err := fitsRelay(s.s, len(raw)); err != nil {
+		return err
 	}
 	s.deadline.extend(time.Now(), s.n.cfg.FrameTimeout)
 	if err := protocol.WriteFrame(s.s, raw); err != nil {
@@ -142,7 +145,7 @@ func (s *session) serveOne(f frame, late *[]inbound) bool {
 	sig := n.cfg.Verifier.Verify(m)
 	release() // the slot covers decoding and verifying only
 	if err := n.checkSigned(m, len(f.raw), s.peer, s.pid, sig); err != nil {
-		n.log.Info("reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
+		n.quiet.Info(string(s.peer), "reply refused", "from", s.peer.ShortString(), "code", protocol.CodeOf(err), "err", err.Error())
 		n.recordRefusal(f.raw, s.peer, m, err)
 		return true
 	}

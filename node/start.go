@@ -17,6 +17,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/discovery"
 	"github.com/iacp-node/iacp-node/identity"
+	"github.com/iacp-node/iacp-node/internal/quietlog"
 	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/internal/workers"
 	"github.com/iacp-node/iacp-node/protocol"
@@ -73,6 +74,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	ctx, cancel := context.WithCancel(context.Background())
 	n := &Node{
 		cfg: cfg, host: h, key: key, builder: b, log: log, now: cfg.Clock,
+		quiet:     quietlog.NewLogger(log, quietlog.New(0, 0, 0), cfg.Clock),
 		limits:    protocol.Limits{MaxMessageBytes: cfg.MaxMessageBytes},
 		replay:    protocol.NewReplayWindow(0),
 		trust:     trust,

@@ -73,14 +73,17 @@ type TrustConflict struct {
 	AgentID  string  `json:"agent_id"`
 	Bound    peer.ID `json:"bound_peer"`
 	Claimant peer.ID `json:"claimant_peer"`
-	// Source is what carried the claim: "message" or "heartbeat".
+	// Source is what carried the claim: "message" or "heartbeat" (open mode, allowlist), or
+	// "certificate": in authority mode, a second peer certified for an agent id that the
+	// first, Bound, holds (authority.Certificate.Precedes decides which is first).
 	Source string `json:"source"`
 }
 
 // Where a claim on an agent id came from, for TrustConflict.Source.
 const (
-	claimMessage   = "message"
-	claimHeartbeat = "heartbeat"
+	claimMessage     = "message"
+	claimHeartbeat   = "heartbeat"
+	claimCertificate = "certificate"
 )
 
 func newTrustStore(dataDir, allowlistFile string, maxPins int, now func() time.Time) (*trustStore, error) {
@@ -149,6 +152,13 @@ func (t *trustStore) pin(agentID string, p peer.ID) {
 func (t *trustStore) pinnedTo(agentID string, p peer.ID) bool {
 	q, ok := t.peerOf(agentID)
 	return ok && q == p
+}
+
+// conflict records a claim on agentID by claimant that contradicts its binding to bound.
+func (t *trustStore) conflict(agentID string, bound, claimant peer.ID, source string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.conflictLocked(agentID, bound, claimant, source)
 }
 
 func (t *trustStore) conflictLocked(agentID string, bound, claimant peer.ID, source string) {

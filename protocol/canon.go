@@ -87,11 +87,15 @@ func appendCanonString(dst []byte, s string) []byte {
 // appendCanonBytes is appendCanonString for bytes that pass through unchanged (jcs does not
 // repair invalid UTF-8 inside a raw value; DecodeJSON refuses such documents anyway).
 func appendCanonBytes(dst, b []byte) []byte {
-	dst = append(dst, '"')
+	return append(appendCanonBody(append(dst, '"'), b), '"')
+}
+
+// appendCanonBody is appendCanonBytes without the quotes.
+func appendCanonBody(dst, b []byte) []byte {
 	for _, c := range b {
 		dst = appendCanonByte(dst, c)
 	}
-	return append(dst, '"')
+	return dst
 }
 
 func appendCanonByte(dst []byte, c byte) []byte {
@@ -138,8 +142,12 @@ func CanonicalJSON(raw []byte) ([]byte, error) {
 }
 
 // appendCanonRaw appends one JSON value in RFC 8785 form.
-func appendCanonRaw(dst, raw []byte) ([]byte, error) {
-	s := scanner{data: raw}
+func appendCanonRaw(dst, raw []byte) ([]byte, error) { return appendCanonRawTo(dst, raw, nil) }
+
+// appendCanonRawTo is appendCanonRaw streaming into sink (when not nil) what is final
+// (digest.go): the dst it returns holds only what was not spilled.
+func appendCanonRawTo(dst, raw []byte, sink *digestSink) ([]byte, error) {
+	s := scanner{data: raw, sink: sink}
 	dst, err := s.canon(dst)
 	if err != nil {
 		return dst, err
@@ -149,6 +157,8 @@ func appendCanonRaw(dst, raw []byte) ([]byte, error) {
 
 func (s *scanner) canon(dst []byte) ([]byte, error) {
 	switch c := s.peek(); {
+	case c == '{' && s.streaming() && s.depth < sortedDepth:
+		return s.canonObjectSorted(dst)
 	case c == '{':
 		return s.canonObject(dst)
 	case c == '[':
@@ -167,6 +177,7 @@ func (s *scanner) canon(dst []byte) ([]byte, error) {
 			if dst, err = s.canon(dst); err != nil {
 				return dst, err
 			}
+			dst = s.maySpill(dst)
 			switch s.peek() {
 			case ',':
 				s.i++
@@ -179,21 +190,7 @@ func (s *scanner) canon(dst []byte) ([]byte, error) {
 			}
 		}
 	case c == '"':
-		body, escaped, err := s.rawString()
-		if err != nil {
-			return dst, err
-		}
-		if !escaped {
-			// No escapes and no control characters: already canonical.
-			dst = append(dst, '"')
-			dst = append(dst, body...)
-			return append(dst, '"'), nil
-		}
-		u, err := unescape(make([]byte, 0, len(body)), body, true)
-		if err != nil {
-			return dst, s.errorf("%v", err)
-		}
-		return appendCanonBytes(dst, u), nil
+		return s.canonString(dst)
 	case c == '-' || c >= '0' && c <= '9':
 		lit, err := s.number()
 		if err != nil {
@@ -213,6 +210,32 @@ func (s *scanner) canon(dst []byte) ([]byte, error) {
 	}
 }
 
+// canonString writes the string at the cursor in RFC 8785 form; a long one goes to the
+// digest sink, when there is one, in pieces (digest.go).
+func (s *scanner) canonString(dst []byte) ([]byte, error) {
+	body, escaped, err := s.rawString()
+	if err != nil {
+		return dst, err
+	}
+	if s.streaming() && len(body) >= spillAt {
+		if dst, err = s.sink.str(dst, body, escaped); err != nil {
+			return dst, s.errorf("%v", err)
+		}
+		return dst, nil
+	}
+	if !escaped {
+		// No escapes and no control characters: already canonical.
+		dst = append(dst, '"')
+		dst = append(dst, body...)
+		return append(dst, '"'), nil
+	}
+	u, err := unescape(make([]byte, 0, len(body)), body, true)
+	if err != nil {
+		return dst, s.errorf("%v", err)
+	}
+	return appendCanonBytes(dst, u), nil
+}
+
 // canonSpan is one member of a raw object as canonObject wrote it: its name, unescaped, and
 // where `"name":value` starts and ends in the output.
 type canonSpan struct {
@@ -228,7 +251,8 @@ func (s *scanner) canonObject(dst []byte) ([]byte, error) {
 	if s.depth++; s.depth > maxJSONDepth {
 		return dst, s.errorf("nested too deeply")
 	}
-	defer func() { s.depth-- }()
+	s.unsettled++ // its members may still move: nothing is spilled until it closes
+	defer func() { s.depth--; s.unsettled-- }()
 	base := len(dst)
 	dst = append(dst, '{')
 	if s.peek() == '}' {

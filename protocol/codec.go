@@ -70,7 +70,7 @@ func DecodeJSONShared(data []byte) (*Message, error) {
 // draft, then unknown ones sorted by name. Raw members (payload, unknown fields) are
 // validated and compacted.
 func EncodeJSON(m *Message) ([]byte, error) {
-	return m.appendDoc(make([]byte, 0, m.sizeHint()), false, false)
+	return m.appendDoc(make([]byte, 0, m.sizeHint()), wireForm)
 }
 
 // DecodeYAML decodes one YAML document by converting it to JSON first, so that both formats

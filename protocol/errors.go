@@ -133,7 +133,8 @@ var (
 	ErrDuplicate = &Error{Code: CodeDuplicate}
 )
 
-// CodeOf returns the IACP code of err: the code of the first *Error in its chain, or
+// CodeOf returns the IACP code of err: the code of the first *Error in its chain, or of the
+// first error that names one (Coded: a client's error answer, apiclient.APIError), or
 // INTERNAL_ERROR for any other error. It returns "" for a nil error.
 func CodeOf(err error) Code {
 	if err == nil {
@@ -143,5 +144,20 @@ func CodeOf(err error) Code {
 	if errors.As(err, &e) {
 		return e.Code
 	}
+	var c Coded
+	if errors.As(err, &c) {
+		return Code(c.IACPCode())
+	}
 	return CodeInternalError
 }
+
+// Coded is an error that carries an IACP code without being an *Error: a package that
+// cannot import this one (the API's Go client) names the code of its errors so, and errors.Is
+// matches it against the sentinels when its Is compares IACPCode.
+type Coded interface {
+	error
+	IACPCode() string
+}
+
+// IACPCode returns e's code: *Error is Coded too.
+func (e *Error) IACPCode() string { return string(e.Code) }

@@ -25,10 +25,20 @@ func AppendFrame(dst, doc []byte) []byte {
 }
 
 // WriteFrame writes one frame in a single Write call, from a pooled buffer (w must not
-// retain it, as io.Writer says).
+// retain it, as io.Writer says); a document larger than the pool keeps goes out as two
+// writes, the length prefix and then doc itself, rather than as a copy of it.
 func WriteFrame(w io.Writer, doc []byte) error {
 	if uint64(len(doc)) > 1<<32-1 {
 		return ErrFrameTooLarge
+	}
+	if len(doc) > maxPooledBuffer {
+		var h [FrameHeaderSize]byte
+		binary.BigEndian.PutUint32(h[:], uint32(len(doc)))
+		if _, err := w.Write(h[:]); err != nil {
+			return err
+		}
+		_, err := w.Write(doc)
+		return err
 	}
 	bp := getBuf()
 	f := AppendFrame(*bp, doc)

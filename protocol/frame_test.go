@@ -113,3 +113,24 @@ func TestFraming_ReaderErrorsPassThrough(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// A large document is framed without a copy of it: the length prefix, then the document, in
+// two writes that read back as one frame.
+func TestWriteFrame_LargeDocumentIsNotCopied(t *testing.T) {
+	doc := bytes.Repeat([]byte("a"), 8<<20)
+	var buf bytes.Buffer
+	buf.Grow(len(doc) + 16)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	if err := protocol.WriteFrame(&buf, doc); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+		t.Fatalf("framing an %d MiB document allocated %d KiB", len(doc)>>20, grew>>10)
+	}
+	got, err := protocol.ReadFrame(&buf, len(doc))
+	if err != nil || !bytes.Equal(got, doc) {
+		t.Fatalf("read back %d bytes (%v), want the %d written", len(got), err, len(doc))
+	}
+}

@@ -24,6 +24,11 @@ type scanner struct {
 	spaced bool
 	// shared makes keep return views of data instead of copies (DecodeJSONShared).
 	shared bool
+	// sink, when set, takes the canonical form as it is written (Digest, digest.go);
+	// unsettled counts the objects being written whose members may still be reordered, while
+	// which nothing is spilled.
+	sink      *digestSink
+	unsettled int
 }
 
 // keep returns raw bytes of a value for a decoded message to hold: a copy, or with shared a
@@ -307,6 +312,17 @@ func (s *scanner) int64Value() (int64, error) {
 // outside its strings is appended as it is, after one scan. It is how a document's raw
 // members are written, exported for the node's other writers of JSON (the audit log).
 func AppendCompactJSON(dst, raw []byte) ([]byte, error) { return appendCompact(dst, raw) }
+
+// IsCompactJSON reports whether raw is one valid JSON value without insignificant white space:
+// what AppendCompactJSON would append as it is. A writer can then send raw on as it is,
+// rather than copy it.
+func IsCompactJSON(raw []byte) bool {
+	s := scanner{data: raw}
+	if _, err := s.skip(); err != nil || s.end() != nil {
+		return false
+	}
+	return !s.spaced
+}
 
 // AppendJSONString appends s as a JSON string in its RFC 8785 form: UTF-8 as it is; the
 // quotation mark, the backslash and control characters escaped; invalid UTF-8 replaced by

@@ -13,11 +13,39 @@ import (
 func (s *scanner) skipString() error {
 	body, escaped, err := s.rawString()
 	if err == nil && escaped {
-		if _, uerr := unescape(nil, body, true); uerr != nil {
+		if uerr := checkSurrogates(body); uerr != nil {
 			return s.errorf("%v", uerr)
 		}
 	}
 	return err
+}
+
+// errLoneSurrogate is unescape's refusal under jcsRules.
+var errLoneSurrogate = errors.New("lone UTF-16 surrogate in a string escape")
+
+// checkSurrogates is unescape(nil, body, true)'s verdict without its copy: every surrogate
+// escape of a validated string body is the high half of a pair whose low half follows.
+func checkSurrogates(body []byte) error {
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		if body[i+1] != 'u' {
+			i++
+			continue
+		}
+		r := rune(hex4(body[i+2 : i+6]))
+		i += 5
+		if !utf16.IsSurrogate(r) {
+			continue
+		}
+		if i+7 > len(body) || body[i+1] != '\\' || body[i+2] != 'u' ||
+			utf16.DecodeRune(r, rune(hex4(body[i+3:i+7]))) == utf8.RuneError {
+			return errLoneSurrogate
+		}
+		i += 6
+	}
+	return nil
 }
 
 // rawString consumes a string literal and returns its body (between the quotes, escapes
@@ -80,7 +108,7 @@ func (s *scanner) str() (string, error) {
 		return string(body), nil
 	}
 	if escaped {
-		if _, err := unescape(nil, body, true); err != nil {
+		if err := checkSurrogates(body); err != nil {
 			return "", s.errorf("%v", err)
 		}
 	}
@@ -145,7 +173,7 @@ func unescape(dst, body []byte, jcsRules bool) ([]byte, error) {
 					}
 				}
 				if jcsRules {
-					return dst, errors.New("lone UTF-16 surrogate in a string escape")
+					return dst, errLoneSurrogate
 				}
 				r = utf8.RuneError
 			}

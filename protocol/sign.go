@@ -1,7 +1,6 @@
 package protocol
 
 import (
-	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
 
@@ -15,23 +14,26 @@ import (
 // is written in canonical form directly; only raw members (payload and unknown fields) are
 // parsed and re-serialised.
 func Canonical(m *Message) ([]byte, error) {
-	c, err := m.appendDoc(make([]byte, 0, m.sizeHint()), true, true)
+	c, err := m.appendDoc(make([]byte, 0, m.sizeHint()), canonForm)
 	if err != nil {
 		return nil, Errorf(CodePayloadInvalid, "canonicalise (RFC 8785): %w", err)
 	}
 	return c, nil
 }
 
-// Digest returns SHA-256 of the canonical form: the 32 bytes that Ed25519 signs. The
-// canonical form is written into a pooled buffer, since only its hash is kept.
+// Digest returns SHA-256 of the canonical form: the 32 bytes that Ed25519 signs. Only the
+// hash is kept, so the canonical form streams into it as it is written, through a pooled
+// buffer of a few tens of KiB whatever the document's size (digest.go).
 func Digest(m *Message) ([32]byte, error) {
+	k := getSink()
+	defer putSink(k)
 	bp := getBuf()
-	c, err := m.appendDoc(*bp, true, true)
+	c, err := m.appendDoc(*bp, form{canon: true, unsigned: true, sink: k})
 	if err != nil {
 		putBuf(bp, c)
 		return [32]byte{}, Errorf(CodePayloadInvalid, "canonicalise (RFC 8785): %w", err)
 	}
-	d := sha256.Sum256(c)
+	d := k.sum(c)
 	putBuf(bp, c)
 	return d, nil
 }

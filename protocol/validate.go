@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"errors"
 	"math"
 	"strings"
 	"time"
@@ -150,11 +151,12 @@ func validateBody(m *Message, lim Limits) error {
 	return validatePayload(m)
 }
 
-// validatePayload checks the payloads the node itself must understand.
+// validatePayload checks the payloads the node itself must understand. It decodes only the
+// members it checks: the others are checked for their JSON type without a copy (eventCheck).
 func validatePayload(m *Message) error {
 	switch m.Message.Type {
 	case TypeError:
-		var p ErrorPayload
+		var p errorCheck
 		if err := DecodePayload(m, &p); err != nil {
 			return err
 		}
@@ -178,7 +180,7 @@ func validatePayload(m *Message) error {
 			return Errorf(CodePayloadInvalid, "heartbeat active_tasks is negative")
 		}
 	case TypeResponse:
-		var p ResponseStatus
+		var p responseCheck
 		if err := DecodePayload(m, &p); err != nil {
 			return err
 		}
@@ -188,7 +190,7 @@ func validatePayload(m *Message) error {
 			return Errorf(CodePayloadInvalid, "response status %q is not accepted, rejected, pending or counter", clip(p.Status))
 		}
 	case TypeEvent:
-		var p EventPayload
+		var p eventCheck
 		if err := DecodePayload(m, &p); err != nil {
 			return err
 		}
@@ -203,6 +205,48 @@ func validatePayload(m *Message) error {
 	}
 	return nil
 }
+
+// errorCheck, responseCheck and eventCheck are ErrorPayload, ResponseStatus and
+// EventPayload as validatePayload reads them: the members it checks are decoded, the others
+// only checked for the JSON type their payload type gives them, so that validating a message
+// whose detail is 16 MiB of text copies none of it.
+type errorCheck struct {
+	Code       Code      `json:"code"`
+	Message    textShape `json:"message"`
+	Detail     anyShape  `json:"detail"`
+	Retryable  bool      `json:"retryable"`
+	RetryAfter float64   `json:"retry_after"`
+}
+
+type responseCheck struct {
+	Status string    `json:"status"`
+	Detail textShape `json:"detail"`
+}
+
+type eventCheck struct {
+	EventType string    `json:"event_type"`
+	Detail    textShape `json:"detail"`
+	Severity  string    `json:"severity"`
+	Data      anyShape  `json:"data"`
+}
+
+// textShape accepts, without keeping it, a value that encoding/json decodes into a string:
+// a string or null.
+type textShape struct{}
+
+// UnmarshalJSON checks that b is a string or null.
+func (*textShape) UnmarshalJSON(b []byte) error {
+	if len(b) > 0 && b[0] == '"' || string(b) == "null" {
+		return nil
+	}
+	return errors.New("want a string")
+}
+
+// anyShape accepts any JSON value without keeping it (encoding/json has checked it is JSON).
+type anyShape struct{}
+
+// UnmarshalJSON accepts b.
+func (*anyShape) UnmarshalJSON([]byte) error { return nil }
 
 // nesting returns the depth of the deepest object or array in a JSON value (an object is
 // depth 1) and whether the value is an object. It scans bytes, allocating nothing, and steps

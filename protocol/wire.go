@@ -23,15 +23,28 @@ import (
 // filling a version that was null) replaces the placeholder. A known object (envelope,
 // sender, ...) that the document had as null stays null.
 type objBuilder struct {
-	canon    bool
-	extra    Extra
-	dst      []byte
-	n        int         // members written directly
-	ms       []outMember // members collected, when there are unknown ones
-	known    []string    // names of the known members collected, which Extra must not repeat
-	err      error
-	unsigned bool
+	form
+	extra Extra
+	dst   []byte
+	n     int         // members written directly
+	ms    []outMember // members collected, when there are unknown ones
+	known []string    // names of the known members collected, which Extra must not repeat
+	err   error
 }
+
+// form is how a document is written: wire JSON or RFC 8785 canonical form (canon), with or
+// without sender.identity_sig (unsigned), and for Digest the hash that the canonical form
+// streams into as it is written (sink; nil otherwise).
+type form struct {
+	canon, unsigned bool
+	sink            *digestSink
+}
+
+// The forms of a document: on the wire, and what a signature covers.
+var (
+	wireForm  = form{}
+	canonForm = form{canon: true, unsigned: true}
+)
 
 type memberKind uint8
 
@@ -53,11 +66,11 @@ type outMember struct {
 
 // objectWriter is implemented by the known object types.
 type objectWriter interface {
-	appendTo(dst []byte, canon, unsigned bool) ([]byte, error)
+	appendTo(dst []byte, f form) ([]byte, error)
 }
 
-func newObjBuilder(dst []byte, canon, unsigned bool, extra Extra) objBuilder {
-	b := objBuilder{canon: canon, extra: extra, dst: append(dst, '{'), unsigned: unsigned}
+func newObjBuilder(dst []byte, f form, extra Extra) objBuilder {
+	b := objBuilder{form: f, extra: extra, dst: append(dst, '{')}
 	if len(extra) > 0 {
 		b.ms = make([]outMember, 0, 8+len(extra))
 	}
@@ -124,7 +137,7 @@ func (b *objBuilder) obj(name string, w objectWriter) {
 		b.known = append(b.known, name)
 	default:
 		b.name(name)
-		b.dst, b.err = w.appendTo(b.dst, b.canon, b.unsigned)
+		b.dst, b.err = w.appendTo(b.dst, b.form)
 		b.err = atPath(name, b.err)
 	}
 }
@@ -150,7 +163,7 @@ func (b *objBuilder) appendRaw(dst, v []byte) ([]byte, error) {
 		return dst, errors.New("unknown member has no JSON value")
 	}
 	if b.canon {
-		return appendCanonRaw(dst, v)
+		return appendCanonRawTo(dst, v, b.sink)
 	}
 	return appendCompact(dst, v)
 }
@@ -190,7 +203,7 @@ func (b *objBuilder) finish(skip string) ([]byte, error) {
 		case kindInt:
 			b.dst = b.appendInt(b.dst, m.num)
 		case kindObj:
-			b.dst, err = m.obj.appendTo(b.dst, b.canon, b.unsigned)
+			b.dst, err = m.obj.appendTo(b.dst, b.form)
 		case kindRaw:
 			b.dst, err = b.appendRaw(b.dst, m.raw)
 		}
@@ -201,9 +214,9 @@ func (b *objBuilder) finish(skip string) ([]byte, error) {
 	return append(b.dst, '}'), nil
 }
 
-// appendDoc writes the document; with unsigned, sender.identity_sig is left out.
-func (m *Message) appendDoc(dst []byte, canon, unsigned bool) ([]byte, error) {
-	return m.appendTo(dst, canon, unsigned)
+// appendDoc writes the document in form f.
+func (m *Message) appendDoc(dst []byte, f form) ([]byte, error) {
+	return m.appendTo(dst, f)
 }
 
 // sizeHint is about the encoded size of m, so that encoding it allocates once: its strings,
@@ -225,16 +238,16 @@ func (m *Message) sizeHint() int {
 // The appendTo methods add the known members in the draft's order for the wire, and sorted by
 // name for canonical form.
 
-func (m *Message) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
-	b := newObjBuilder(dst, canon, unsigned, m.Extra)
+func (m *Message) appendTo(dst []byte, f form) ([]byte, error) {
+	b := newObjBuilder(dst, f, m.Extra)
 	b.obj("envelope", &m.Envelope)
 	b.obj("message", &m.Message)
 	return b.finish("")
 }
 
-func (e *Envelope) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
-	b := newObjBuilder(dst, canon, unsigned, e.Extra)
-	if canon {
+func (e *Envelope) appendTo(dst []byte, f form) ([]byte, error) {
+	b := newObjBuilder(dst, f, e.Extra)
+	if f.canon {
 		b.str("correlation_id", e.CorrelationID)
 		b.str("message_id", e.MessageID)
 		b.obj("recipient", &e.Recipient)
@@ -254,11 +267,11 @@ func (e *Envelope) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
 	return b.finish("")
 }
 
-func (s *Sender) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
-	b := newObjBuilder(dst, canon, unsigned, s.Extra)
+func (s *Sender) appendTo(dst []byte, f form) ([]byte, error) {
+	b := newObjBuilder(dst, f, s.Extra)
 	b.str("agent_id", s.AgentID)
 	skip := ""
-	if unsigned {
+	if f.unsigned {
 		// A null identity_sig is kept in Extra; it is still the signature member.
 		skip = "identity_sig"
 	} else {
@@ -268,16 +281,16 @@ func (s *Sender) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
 	return b.finish(skip)
 }
 
-func (r *Recipient) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
-	b := newObjBuilder(dst, canon, unsigned, r.Extra)
+func (r *Recipient) appendTo(dst []byte, f form) ([]byte, error) {
+	b := newObjBuilder(dst, f, r.Extra)
 	b.str("agent_id", r.AgentID)
 	b.str("channel", r.Channel)
 	return b.finish("")
 }
 
-func (x *Body) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
-	b := newObjBuilder(dst, canon, unsigned, x.Extra)
-	if canon {
+func (x *Body) appendTo(dst []byte, f form) ([]byte, error) {
+	b := newObjBuilder(dst, f, x.Extra)
+	if f.canon {
 		b.str("intent", string(x.Intent))
 		b.raw("payload", x.Payload)
 		b.str("type", string(x.Type))
@@ -290,19 +303,19 @@ func (x *Body) appendTo(dst []byte, canon, unsigned bool) ([]byte, error) {
 }
 
 // MarshalJSON encodes the document.
-func (m Message) MarshalJSON() ([]byte, error) { return m.appendTo(nil, false, false) }
+func (m Message) MarshalJSON() ([]byte, error) { return m.appendTo(nil, wireForm) }
 
 // MarshalJSON encodes the envelope.
-func (e Envelope) MarshalJSON() ([]byte, error) { return e.appendTo(nil, false, false) }
+func (e Envelope) MarshalJSON() ([]byte, error) { return e.appendTo(nil, wireForm) }
 
 // MarshalJSON encodes the sender.
-func (s Sender) MarshalJSON() ([]byte, error) { return s.appendTo(nil, false, false) }
+func (s Sender) MarshalJSON() ([]byte, error) { return s.appendTo(nil, wireForm) }
 
 // MarshalJSON encodes the recipient.
-func (r Recipient) MarshalJSON() ([]byte, error) { return r.appendTo(nil, false, false) }
+func (r Recipient) MarshalJSON() ([]byte, error) { return r.appendTo(nil, wireForm) }
 
 // MarshalJSON encodes the message body.
-func (b Body) MarshalJSON() ([]byte, error) { return b.appendTo(nil, false, false) }
+func (b Body) MarshalJSON() ([]byte, error) { return b.appendTo(nil, wireForm) }
 
 // UnmarshalJSON decodes the document, keeping unknown members in Extra.
 func (m *Message) UnmarshalJSON(data []byte) error { return decodeWhole(data, m.decode) }

@@ -2,6 +2,7 @@ package pubsub
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -70,8 +71,11 @@ const (
 	// durable delivery. One hour is the builders' default TTL (protocol.DefaultTTL).
 	MaxGossipTTL = time.Hour
 	// AuthorCheckWait bounds how long a gossip validator waits for the author check
-	// (WithAuthorCheck): one certificate exchange with the relayer, dial included.
-	AuthorCheckWait = 5 * time.Second
+	// (WithAuthorCheck): one certificate exchange with the relayer, which verified the
+	// certificate before it relayed and answers within a round trip. A relayer that does not
+	// answer holds a validation this long, and no longer: gossipsub runs each topic's
+	// validations within a bound of their own, which a longer wait would let stallers fill.
+	AuthorCheckWait = 2 * time.Second
 	// DefaultMaxWatched bounds the watch set, the agents a node probes directly (docs/scale.md):
 	// the agents it works with. 256 probes per interval cost a node about 256 x 0.1 ms of CPU
 	// every 30 s.
@@ -109,7 +113,8 @@ const (
 type Option func(*config) error
 
 type config struct {
-	authorCheck  func(context.Context, AuthorClaim) bool
+	authorCheck  func(context.Context, AuthorClaim) error
+	authorShun   func(author, via peer.ID) bool
 	certificate  func() string
 	prefix       string
 	capabilities []string
@@ -400,17 +405,36 @@ type AuthorClaim struct {
 	Certificate string
 }
 
+// ErrNotCertified marks an author check's refusal that is a verdict on the author itself: it
+// holds no valid certificate for the agent id it speaks for (none, a bad, expired or revoked
+// one, or another peer holds the id). A message the author sent directly is then rejected,
+// which costs it gossipsub score; a relayed one is ignored, since its relayer may not know.
+var ErrNotCertified = errors.New("the author holds no valid certificate for its agent id")
+
 // WithAuthorCheck makes every gossip message pass check before it is taken or relayed: a
-// message whose sender agent id check does not bind to its author is ignored, neither
-// delivered nor forwarded, and its relayer is not penalised. check may wait on the network
-// until ctx ends (at most AuthorCheckWait): the node checks the certificate a heartbeat
-// carries, or fetches one it does not hold yet from the relayer, which verified it before
-// relaying (authority mode). A message must not be dropped for want of a certificate, or it
-// would also not be relayed, and every node behind this one would lose it. With a check,
-// validators run on goroutines of their own, off gossipsub's pipeline. Default none: any
-// author may speak for any agent id, within the liveness table's first-come rule.
-func WithAuthorCheck(check func(context.Context, AuthorClaim) bool) Option {
+// message whose sender agent id check does not bind to its author is neither delivered nor
+// forwarded. It is ignored, and its relayer not penalised, unless check's error wraps
+// ErrNotCertified and the author sent it itself: then it is rejected. check may wait on the
+// network until ctx ends (at most AuthorCheckWait): the node checks the certificate a
+// heartbeat carries, or fetches one it does not hold yet from the relayer, which verified it
+// before relaying (authority mode). A message must not be dropped for want of a certificate
+// an honest relayer hands over, or it would also not be relayed, and every node behind this
+// one would lose it. With a check, validators run on goroutines of their own, off gossipsub's
+// pipeline. Default none: any author may speak for any agent id, within the liveness table's
+// first-come rule.
+func WithAuthorCheck(check func(context.Context, AuthorClaim) error) Option {
 	return func(c *config) error { c.authorCheck = check; return nil }
+}
+
+// WithAuthorShun lets the node turn away, before their signature is verified, the messages
+// of an author that the author check (WithAuthorCheck) would refuse or keep waiting at once:
+// shun reports such an author (one whose certificate failed recently, or whose certificate
+// must come from a peer that let a request run into its deadline). It is asked only about
+// messages that carry no certificate, so that a heartbeat that carries one is always checked.
+// A flood by stalling authors then costs decoding, not an Ed25519 verification a message.
+// Default none.
+func WithAuthorShun(shun func(author, via peer.ID) bool) Option {
+	return func(c *config) error { c.authorShun = shun; return nil }
 }
 
 // WithCertificate makes this node's heartbeats carry its agent certificate, as cert returns

@@ -111,6 +111,9 @@ func (g *Gossip) check(ctx context.Context, info topicInfo, m *ps.Message) (*val
 	if err := g.checkTopic(info, v); err != nil {
 		return nil, err
 	}
+	if shun := g.cfg.authorShun; shun != nil && v.cert == "" && shun(author, m.ReceivedFrom) {
+		return nil, ignore("author %s: its certificate would not come now (it failed, or its peer stalled, recently)", author)
+	}
 	if err := g.authentic(ctx, info, v, author, m.ReceivedFrom); err != nil {
 		return nil, err
 	}
@@ -139,8 +142,17 @@ func (g *Gossip) authentic(ctx context.Context, info topicInfo, v *validated, au
 		return reject("signature: %w", err)
 	}
 	id := doc.Envelope.Sender.AgentID
-	if check := g.cfg.authorCheck; check != nil && !check(ctx, AuthorClaim{AgentID: id, Author: author, Via: via, Certificate: v.cert}) {
-		return ignore("no verified certificate binds agent %s to %s (yet)", id, author)
+	if check := g.cfg.authorCheck; check != nil {
+		ctx, cancel := context.WithTimeout(ctx, AuthorCheckWait)
+		err := check(ctx, AuthorClaim{AgentID: id, Author: author, Via: via, Certificate: v.cert})
+		cancel()
+		switch {
+		case err == nil:
+		case errors.Is(err, ErrNotCertified) && via == author:
+			return reject("agent %s: %w", id, err)
+		default:
+			return ignore("no verified certificate binds agent %s to %s (yet): %w", id, author, err)
+		}
 	}
 	if info.kind != kindHeartbeat {
 		return nil

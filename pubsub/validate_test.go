@@ -1,8 +1,10 @@
 package pubsub
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -316,4 +318,88 @@ func TestSharedVerifierVerifiesEachDocumentOnce(t *testing.T) {
 	m := newMesh(t, 4, func(int) []Option { return []Option{WithVerifier(v)} })
 	m.waitFormed(t, 20*time.Second)
 	testsupport.WaitFor(t, 10*time.Second, "verifications answered by the shared cache", func() bool { return cache.Hits() > 0 })
+}
+
+// The author check decides between reject and ignore: an author that sends a message itself
+// and holds no certificate (ErrNotCertified) is rejected, which costs it gossipsub score; the
+// same message relayed is ignored, since the relayer may not know; a check that reached no
+// verdict ignores. A check never holds a validation past AuthorCheckWait, whatever its
+// context.
+func TestValidator_AuthorCheckVerdicts(t *testing.T) {
+	uncertified := newSigner(t, "test:u:agent", nil)
+	staller := newSigner(t, "test:s:agent", nil)
+	waited := make(chan time.Duration, 1)
+	g := oneNode(t, WithAuthorCheck(func(ctx context.Context, c AuthorClaim) error {
+		switch c.Author {
+		case uncertified.id:
+			return fmt.Errorf("%w: peer %s answered without one", ErrNotCertified, c.Author)
+		case staller.id:
+			dl, ok := ctx.Deadline()
+			if !ok {
+				waited <- -1
+			} else {
+				waited <- time.Until(dl)
+			}
+			<-ctx.Done()
+			return ctx.Err()
+		}
+		return nil
+	}))
+	bc := topicInfo{name: g.broadcastTopic(), kind: kindBroadcast}
+	relay := newSigner(t, "test:r:agent", nil).id
+	ev := protocol.EventPayload{EventType: "x"}
+	send := func(s signer, via peer.ID) error {
+		m, _ := s.b.Event(protocol.Broadcast, protocol.IntentNotify, ev)
+		_, err := g.check(context.Background(), bc, psMsg(t, m, bc.name, s.id, via))
+		return err
+	}
+	if err := send(uncertified, uncertified.id); verdict(err) != "reject" || !errors.Is(err, ErrNotCertified) {
+		t.Fatalf("an uncertified author sending itself: %s (%v); want reject", verdict(err), err)
+	}
+	if err := send(uncertified, relay); verdict(err) != "ignore" {
+		t.Fatalf("the same relayed: %s (%v); want ignore", verdict(err), err)
+	}
+	if err := send(staller, staller.id); verdict(err) != "ignore" {
+		t.Fatalf("a check with no verdict: %s (%v); want ignore", verdict(err), err)
+	}
+	if d := <-waited; d <= 0 || d > AuthorCheckWait {
+		t.Fatalf("the check was given %v; want at most AuthorCheckWait (%v)", d, AuthorCheckWait)
+	}
+}
+
+// An author the node shuns (WithAuthorShun) is turned away before its signature is verified:
+// its message, here with a forged signature, is ignored rather than rejected for the
+// signature. A heartbeat that carries a certificate is never shunned, and others' messages
+// are checked as ever.
+func TestValidator_ShunnedAuthorsCostNoSignatureCheck(t *testing.T) {
+	shunned := newSigner(t, "test:s:agent", nil)
+	other := newSigner(t, "test:o:agent", nil)
+	asked := 0
+	g := oneNode(t, WithAuthorShun(func(author, via peer.ID) bool {
+		asked++
+		return author == shunned.id
+	}))
+	bc := topicInfo{name: g.broadcastTopic(), kind: kindBroadcast}
+	hbt := topicInfo{name: g.heartbeatTopic(), kind: kindHeartbeat}
+	forged := func(s signer) *ps.Message {
+		m, _ := s.b.Event(protocol.Broadcast, protocol.IntentNotify, protocol.EventPayload{EventType: "x"})
+		m.Message.Payload = json.RawMessage(`{"event_type":"forged"}`)
+		return psMsg(t, m, bc.name, s.id, s.id)
+	}
+	if _, err := g.check(context.Background(), bc, forged(shunned)); verdict(err) != "ignore" || !strings.Contains(err.Error(), "would not come now") {
+		t.Fatalf("a shunned author's forged message: %s (%v); want ignored before the signature", verdict(err), err)
+	}
+	if _, err := g.check(context.Background(), bc, forged(other)); verdict(err) != "reject" || !strings.Contains(err.Error(), "signature") {
+		t.Fatalf("another author's forged message: %s (%v); want rejected for its signature", verdict(err), err)
+	}
+	hb, _ := shunned.b.Heartbeat(protocol.HeartbeatPayload{Status: "alive"})
+	raw, _ := json.Marshal(heartbeatWire{HeartbeatPayload: protocol.HeartbeatPayload{Status: "alive"}, Certificate: "a certificate"})
+	hb.Message.Payload = raw
+	before := asked
+	if _, err := g.check(context.Background(), hbt, psMsg(t, hb, hbt.name, shunned.id, shunned.id)); err != nil && strings.Contains(err.Error(), "would not come now") {
+		t.Fatalf("a heartbeat that carries a certificate was shunned: %v", err)
+	}
+	if asked != before {
+		t.Fatal("the shun was asked about a message that carries a certificate")
+	}
 }

@@ -36,6 +36,7 @@ func init() {
 		"churn":     {parseChurn, runChurn, []string{"kills", "restarts", "request_success", "request_p99_ms", "broadcast_delivery_ratio", "broadcast_p99_ms"}},
 		"offline":   {parseOffline, runOffline, []string{"offline_sent", "offline_delivered", "lost"}},
 		"intruder":  {parseIntruder, runIntruder, []string{"intruder_sent", "refused_ratio", "named_ratio", "acted_on", "control_acted_ratio"}},
+		"stall":     {parseStall, runStall, []string{"attacker_broadcasts", "honest_delivery_ratio", "revocation_applied_ms", "certificate_requests_to_attackers"}},
 		"sleep":     {parseSleep, runSleep, nil},
 	}
 }

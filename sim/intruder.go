@@ -193,7 +193,7 @@ func (c *cluster) revoke(ctx context.Context, in *intruder, up []int, timeout ti
 	t0 := time.Now()
 	rctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	if _, err := authNode.Revoke(rctx, in.cert.ID); err != nil {
+	if _, err := authNode.Revoke(rctx, in.cert.ID, node.RevokeOptions{}); err != nil {
 		return fmt.Errorf("intruder: revoking its certificate: %w", err)
 	}
 	seq := authNode.RevocationSeq()

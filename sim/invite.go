@@ -28,7 +28,7 @@ func (c *cluster) invite(who, agentID string) (*authority.Invite, error) {
 	if authNode == nil {
 		return nil, fmt.Errorf("%s joins by invitation from node 0, the mesh authority's node, which is not running: start node 0 first (or use trust: open)", who)
 	}
-	token, _, err := authNode.Invite(agentID, time.Hour)
+	token, _, err := authNode.Invite(authority.InviteTerms{AgentID: agentID, TTL: time.Hour})
 	if err != nil {
 		return nil, fmt.Errorf("%s: invitation: %w", who, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
+	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -30,10 +31,10 @@ func TestOffline_SaysWhereALostMessageIs(t *testing.T) {
 	nowhere := event("sim:nobody:agent", protocol.IntentNotify)
 	sctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if err := sender.Send(sctx, unhandled.m); err != nil {
+	if err := sender.Send(sctx, unhandled.m, node.QueueUnknown()); err != nil {
 		t.Fatal(err)
 	}
-	if err := sender.Send(sctx, nowhere.m); err != nil {
+	if err := sender.Send(sctx, nowhere.m, node.QueueUnknown()); err != nil {
 		t.Fatalf("a message to an agent nobody serves is queued: %v", err)
 	}
 	testsupport.WaitFor(t, 10*time.Second, "the unhandled event delivered", func() bool {

@@ -53,6 +53,7 @@ func Check(dir string, opts ...Option) (CheckReport, error) {
 	}
 	defer release()
 	rc := newRecordCheck()
+	rc.bodyDir = filepath.Join(dir, BodiesDir)
 	for _, b := range allBuckets {
 		rc.counts[string(b)] = 0
 	}
@@ -187,16 +188,21 @@ type recordCheck struct {
 	counts   map[string]int
 	problems []Problem
 	bytes    counters
+	// bodyDir, when set, is the directory of message files, each of which an inbox record
+	// names must be there at its size.
+	bodyDir string
 }
 
-// counters are the byte counters a Store keeps under its mutex.
+// counters are the byte counters a Store keeps under its mutex, and the message files its
+// inbox records name (bodies.go), for Open to remove those no record names.
 type counters struct {
 	outTotal, inTotal int64
 	outRcpt, inSender map[string]int64
+	bodies            map[string]bool
 }
 
 func newRecordCheck() *recordCheck {
-	return &recordCheck{counts: make(map[string]int), bytes: counters{outRcpt: map[string]int64{}, inSender: map[string]int64{}}}
+	return &recordCheck{counts: make(map[string]int), bytes: counters{outRcpt: map[string]int64{}, inSender: map[string]int64{}, bodies: map[string]bool{}}}
 }
 
 func (c *recordCheck) visit(bucket string, key, value []byte) {
@@ -236,8 +242,15 @@ func (c *recordCheck) check(bucket string, k, v []byte) error {
 		if m.Peer == "" { // written before the sender was kept
 			m.Peer = rawSenderPeer(raw)
 		}
-		c.bytes.inTotal += int64(len(raw))
-		c.bytes.inSender[m.Peer] += int64(len(raw))
+		size := int64(len(raw))
+		if m.Body != "" {
+			if err := c.checkBody(m.Body, m.Size); err != nil {
+				return err
+			}
+			size = m.Size
+		}
+		c.bytes.inTotal += size
+		c.bytes.inSender[m.Peer] += size
 	case string(bktOutDue), string(bktOutExp):
 		if len(k) != 16 || len(v) == 0 {
 			return errors.New("an index entry of the wrong shape")
@@ -260,6 +273,26 @@ func (c *recordCheck) check(bucket string, k, v []byte) error {
 		if len(k) <= 8 {
 			return errors.New("an index entry of the wrong shape")
 		}
+	}
+	return nil
+}
+
+// checkBody checks the message file an inbox record names: a name the store gives, and, when
+// the directory is known, a file of the record's size there.
+func (c *recordCheck) checkBody(name string, size int64) error {
+	if !validBodyName(name) || size < BodyFileBytes || size > maxJournalBody {
+		return fmt.Errorf("the record names the message file %q of %d bytes, which the store never writes", name, size)
+	}
+	c.bytes.bodies[name] = true
+	if c.bodyDir == "" {
+		return nil
+	}
+	fi, err := os.Stat(filepath.Join(c.bodyDir, name))
+	if err != nil {
+		return fmt.Errorf("its message file is missing: %w", err)
+	}
+	if fi.Size() != size {
+		return fmt.Errorf("its message file %s is %d bytes, not %d", name, fi.Size(), size)
 	}
 	return nil
 }

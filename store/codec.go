@@ -102,16 +102,25 @@ type inboxMeta struct {
 	Expires  int64  `json:"exp"`
 	// Peer is the authenticated sending peer; absent in records written before it existed.
 	Peer string `json:"peer,omitempty"`
+	// Body names the file in bodies/ that holds the message, of Size bytes, when the record
+	// does not (bodies.go).
+	Body string `json:"body,omitempty"`
+	Size int64  `json:"size,omitempty"`
 }
 
 func encodeInbox(e *InboxEntry) ([]byte, error) { return appendInbox(nil, e) }
 
 // appendInbox appends e's inbox record to dst.
 func appendInbox(dst []byte, e *InboxEntry) ([]byte, error) {
-	return appendRecordBody(dst, inboxMeta{
+	m := inboxMeta{
 		ID: e.MessageID, From: e.From, To: e.To, Seq: e.Seq,
 		Received: e.ReceivedAt.UnixNano(), Expires: e.ExpiresAt.UnixNano(), Peer: e.Peer,
-	}, e.Raw)
+	}
+	if e.body != "" {
+		m.Body, m.Size = e.body, e.Size
+		return appendRecordBody(dst, m, nil)
+	}
+	return appendRecordBody(dst, m, e.Raw)
 }
 
 func decodeInbox(v []byte) (*InboxEntry, error) {
@@ -120,11 +129,16 @@ func decodeInbox(v []byte) (*InboxEntry, error) {
 	if err != nil {
 		return nil, err
 	}
+	if m.Body != "" {
+		raw = nil // the message is in its file (bodies.go)
+	} else {
+		m.Size = int64(len(raw))
+	}
 	if m.Peer == "" {
 		m.Peer = rawSenderPeer(raw)
 	}
 	return &InboxEntry{
-		MessageID: m.ID, From: m.From, To: m.To, Peer: m.Peer, Seq: m.Seq, Raw: raw,
+		MessageID: m.ID, From: m.From, To: m.To, Peer: m.Peer, Seq: m.Seq, Raw: raw, Size: m.Size, body: m.Body,
 		ReceivedAt: time.Unix(0, m.Received), ExpiresAt: time.Unix(0, m.Expires),
 	}, nil
 }

@@ -22,8 +22,13 @@ type InboxEntry struct {
 	// Peer is the sending peer (envelope.sender.peer_id), whose inbox share the message
 	// counts against and who owns its seen id.
 	Peer string
-	// Raw is the signed document exactly as received.
-	Raw []byte
+	// Raw is the signed document exactly as received, Size bytes long. Pending leaves it nil
+	// for a message of BodyFileBytes or more, which the store keeps in a file of its own:
+	// InboxRaw reads it.
+	Raw  []byte
+	Size int64
+	// body names the message's file in bodies/ when the store record does not hold it.
+	body string
 	// Seq is the arrival order.
 	Seq uint64
 	// ReceivedAt is when Accept stored it; ExpiresAt is protocol.Message.Expires.
@@ -77,7 +82,7 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 	for i, m := range ms {
 		e := &InboxEntry{
 			MessageID: m.Envelope.MessageID, From: m.Envelope.Sender.AgentID, To: m.Envelope.Recipient.AgentID,
-			Peer: m.Envelope.Sender.PeerID, Raw: raws[i], ReceivedAt: now, ExpiresAt: m.Expires(),
+			Peer: m.Envelope.Sender.PeerID, Raw: raws[i], Size: int64(len(raws[i])), ReceivedAt: now, ExpiresAt: m.Expires(),
 		}
 		if errs[i] = checkMessage(e.MessageID, e.To, e.ExpiresAt, now, len(raws[i])); errs[i] != nil {
 			continue
@@ -91,6 +96,13 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 		}
 		entries[i], reserved[i] = e, int64(len(raws[i]))
 	}
+	for i, ferr := range s.bodies.create(entries) { // large messages, to files of their own
+		if ferr != nil {
+			errs[i] = ferr
+			s.releaseInbox(entries[i].Peer, reserved[i])
+			entries[i], reserved[i] = nil, 0
+		}
+	}
 	w, lead, err := s.admit(entries, results, now)
 	if err == nil && w != nil {
 		err = s.writeJournal(w, lead)
@@ -99,6 +111,7 @@ func (s *Store) AcceptAll(ms []*protocol.Message, raws [][]byte) (results []Acce
 	for i := range entries {
 		if reserved[i] > 0 && (err != nil || results[i].Duplicate) {
 			s.releaseInbox(entries[i].Peer, reserved[i])
+			s.bodies.remove(entries[i].body)
 		}
 	}
 	if err != nil {
@@ -185,10 +198,10 @@ func (s *Store) AckLazily(ctx context.Context, id string) error {
 // ack removes the inbox entry of id through write (batch or batchLazy).
 func (s *Store) ack(id string, write func(func(*bolt.Tx) error) error) error {
 	var size int64
-	var peer string
+	var peer, body string
 	var found bool
 	err := write(func(tx *bolt.Tx) error {
-		found, size, peer = false, 0, ""
+		found, size, peer, body = false, 0, "", ""
 		ids := tx.Bucket(bktInboxID)
 		seq := ids.Get([]byte(id))
 		if seq == nil {
@@ -197,11 +210,18 @@ func (s *Store) ack(id string, write func(func(*bolt.Tx) error) error) error {
 		inbox := tx.Bucket(bktInbox)
 		key := bytes.Clone(seq)
 		if v := inbox.Get(key); v != nil {
-			e, err := decodeInbox(v)
+			var m inboxMeta // the message is not copied: only its size and sender are needed
+			raw, err := recordParts(v, &m)
 			if err != nil {
 				return fmt.Errorf("inbox record of %s: %w", id, err)
 			}
-			size, peer = int64(len(e.Raw)), e.Peer
+			if m.Peer == "" {
+				m.Peer = rawSenderPeer(raw)
+			}
+			size, peer, body = int64(len(raw)), m.Peer, m.Body
+			if body != "" {
+				size = m.Size
+			}
 		}
 		found = true
 		return errors.Join(inbox.Delete(key), ids.Delete([]byte(id)))
@@ -211,6 +231,48 @@ func (s *Store) ack(id string, write func(func(*bolt.Tx) error) error) error {
 	}
 	if err == nil {
 		s.releaseInbox(peer, size)
+		s.bodies.remove(body) // after the commit: a crash before leaves a file Open removes
 	}
 	return s.wrap("ack", err)
+}
+
+// InboxRaw returns the document of the inbox message id, which the agent has not taken, as
+// received: from the journal while the message is only there, else from bbolt or its file
+// (BodyFileBytes). It is ErrNotFound when no such message waits. The caller must not change
+// what it gets.
+func (s *Store) InboxRaw(id string) ([]byte, error) {
+	s.j.mu.Lock()
+	if je := s.j.pending[id]; je != nil && !je.acked {
+		raw, body, size := je.e.Raw, je.e.body, je.e.Size
+		s.j.mu.Unlock()
+		if body != "" {
+			return s.bodies.read(body, size)
+		}
+		return raw, nil
+	}
+	s.j.mu.Unlock()
+	var raw []byte
+	var m inboxMeta
+	err := s.db.View(func(tx *bolt.Tx) error {
+		seq := tx.Bucket(bktInboxID).Get([]byte(id))
+		if seq == nil {
+			return ErrNotFound
+		}
+		v := tx.Bucket(bktInbox).Get(seq)
+		if v == nil {
+			return ErrNotFound
+		}
+		r, err := recordParts(v, &m)
+		if err == nil && m.Body == "" {
+			raw = bytes.Clone(r)
+		}
+		return err
+	})
+	if err == nil && m.Body != "" {
+		raw, err = s.bodies.read(m.Body, m.Size)
+	}
+	if err != nil {
+		return nil, s.wrap("read inbox message", err)
+	}
+	return raw, nil
 }

@@ -204,19 +204,78 @@ func parseJournal(r io.ReaderAt, size int64) (entries []*InboxEntry, last uint64
 // appendRecord appends e's journal record numbered lsn to buf, encoding it in place; on
 // error buf is returned as it was.
 func appendRecord(buf []byte, e *InboxEntry, lsn uint64) ([]byte, error) {
+	return appendRecordHead(buf, e, lsn, true)
+}
+
+// appendRecordHead is appendRecord for a record whose message (e.Raw) the caller writes
+// right after what it appends, unless withRaw: the header still counts and checksums it, so
+// that a large message goes from the frame it was read into to the file without a copy.
+func appendRecordHead(buf []byte, e *InboxEntry, lsn uint64, withRaw bool) ([]byte, error) {
 	start := len(buf)
-	buf, err := appendInbox(append(buf, make([]byte, journalHeader)...), e)
+	raw := e.Raw
+	head := *e
+	if !withRaw {
+		head.Raw = nil
+	}
+	buf, err := appendInbox(append(buf, make([]byte, journalHeader)...), &head)
 	if err != nil {
 		return buf[:start], err
 	}
 	h, body := buf[start:start+journalHeader], buf[start+journalHeader:]
-	if len(body) > maxJournalBody {
-		return buf[:start], fmt.Errorf("message %s: its record (%d bytes) is larger than the journal takes (%d)", e.MessageID, len(body), maxJournalBody)
+	size := len(body)
+	if !withRaw {
+		size += len(raw)
 	}
-	binary.LittleEndian.PutUint32(h[0:4], uint32(len(body)))
+	if size > maxJournalBody {
+		return buf[:start], fmt.Errorf("message %s: its record (%d bytes) is larger than the journal takes (%d)", e.MessageID, size, maxJournalBody)
+	}
+	binary.LittleEndian.PutUint32(h[0:4], uint32(size))
 	binary.LittleEndian.PutUint64(h[8:16], lsn)
-	binary.LittleEndian.PutUint32(h[4:8], crc32.Update(crc32.Checksum(h[8:16], castagnoli), castagnoli, body))
+	crc := crc32.Update(crc32.Checksum(h[8:16], castagnoli), castagnoli, body)
+	if !withRaw {
+		crc = crc32.Update(crc, castagnoli, raw)
+	}
+	binary.LittleEndian.PutUint32(h[4:8], crc)
 	return buf, nil
+}
+
+// journalInline is the largest message a journal write copies into its buffer of records;
+// a larger one is written from its own bytes, after its record's head.
+const journalInline = 64 << 10
+
+// records encodes the records of batch, numbered from lsn+1, into buf and returns what the
+// write is made of, in order: pieces of buf and the bytes of the large messages between them.
+func records(buf []byte, batch []*jwrite, lsn uint64) (pieces [][]byte, _ []byte, last uint64, err error) {
+	from := 0 // where buf's piece not yet in pieces starts
+	for _, w := range batch {
+		for _, je := range w.entries {
+			lsn++
+			large := len(je.e.Raw) > journalInline
+			if buf, err = appendRecordHead(buf, je.e, lsn, !large); err != nil {
+				return nil, buf, lsn, err
+			}
+			if large {
+				pieces = append(pieces, buf[from:], je.e.Raw)
+				from = len(buf)
+			}
+		}
+	}
+	return append(pieces, buf[from:]), buf, lsn, nil
+}
+
+// writePieces writes pieces one after the other from off and returns how many bytes it wrote.
+func writePieces(f *os.File, pieces [][]byte, off int64) (int64, error) {
+	n := int64(0)
+	for _, p := range pieces {
+		if len(p) == 0 {
+			continue
+		}
+		if _, err := f.WriteAt(p, off+n); err != nil {
+			return n, err
+		}
+		n += int64(len(p))
+	}
+	return n, nil
 }
 
 // write waits for w's turn in the journal's group commit (admit queued it; lead says whether
@@ -249,17 +308,14 @@ func (s *Store) leadJournal() {
 	off, lsn := j.off, j.lsn
 	buf := j.scratch[:0] // the leader's until it hands the lead on
 	j.mu.Unlock()
-	for _, w := range batch {
-		for _, je := range w.entries {
-			if err == nil {
-				lsn++
-				buf, err = appendRecord(buf, je.e, lsn)
-			}
-		}
+	var pieces [][]byte
+	if err == nil {
+		pieces, buf, lsn, err = records(buf, batch, lsn)
 	}
 	var ioErr error // a failed write or sync leaves the file unknown: it fails every later write
-	if err == nil && len(buf) > 0 {
-		if _, ioErr = j.f.WriteAt(buf, off); ioErr == nil && !j.noSync {
+	var wrote int64
+	if err == nil {
+		if wrote, ioErr = writePieces(j.f, pieces, off); ioErr == nil && wrote > 0 && !j.noSync {
 			ioErr = fdatasync(j.f)
 		}
 		if ioErr != nil {
@@ -284,7 +340,7 @@ func (s *Store) leadJournal() {
 		j.err = ioErr
 	}
 	if err == nil {
-		j.off, j.lsn = off+int64(len(buf)), lsn
+		j.off, j.lsn = off+wrote, lsn
 	}
 	if cap(buf) <= journalScratch {
 		j.scratch = buf[:0]
@@ -298,7 +354,7 @@ func (s *Store) leadJournal() {
 	for _, w := range batch {
 		w.done <- outcome{err: err}
 	}
-	if err == nil && len(buf) > 0 {
+	if err == nil && wrote > 0 {
 		s.wakeApplier()
 	}
 }
@@ -327,16 +383,16 @@ func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters) (*jou
 		return nil, err
 	}
 	now := cfg.now()
-	var stored []*InboxEntry
+	var stored []int
 	err = db.Update(func(tx *bolt.Tx) error {
 		stored = stored[:0]
-		for _, e := range entries {
+		for i, e := range entries {
 			wrote, err := applyTx(tx, e, false, now)
 			if err != nil {
 				return err
 			}
 			if wrote {
-				stored = append(stored, e)
+				stored = append(stored, i)
 			}
 		}
 		j.seq = tx.Bucket(bktInbox).Sequence()
@@ -346,9 +402,13 @@ func replayJournal(dir string, db *bolt.DB, cfg *config, counts *counters) (*jou
 		j.f.Close()
 		return nil, fmt.Errorf("store: replaying the journal into %s: %w", db.Path(), err)
 	}
-	for _, e := range stored {
-		counts.inTotal += int64(len(e.Raw))
-		counts.inSender[e.Peer] += int64(len(e.Raw))
+	for _, i := range stored {
+		e := entries[i]
+		counts.inTotal += e.Size
+		counts.inSender[e.Peer] += e.Size
+		if e.body != "" {
+			counts.bodies[e.body] = true // the others' files, if any, Open removes
+		}
 	}
 	if len(entries) > 0 {
 		cfg.log.Info("store: journal replayed", "records", len(entries), "stored", len(stored))

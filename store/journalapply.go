@@ -140,9 +140,11 @@ func applyTx(tx *bolt.Tx, e *InboxEntry, acked bool, now time.Time) (bool, error
 	return true, errors.Join(inbox.Put(be64(e.Seq), v), tx.Bucket(bktInboxID).Put(id, be64(e.Seq)))
 }
 
-// applyReady commits every synced journaled message to bbolt, in one commit of the group.
-// One apply runs at a time (the applier, a reader of the inbox, an acknowledgement or the
-// journal's leader starting over).
+// applyReady commits every synced journaled message to bbolt, in commits of the group of at
+// most applyBytes of messages each (or one message), so that what a commit copies (bbolt
+// writes each value into pages of its own) stays small whatever arrived at once. One apply
+// runs at a time (the applier, a reader of the inbox, an acknowledgement or the journal's
+// leader starting over).
 func (s *Store) applyReady() error {
 	s.applyMu.Lock()
 	defer s.applyMu.Unlock()
@@ -151,21 +153,46 @@ func (s *Store) applyReady() error {
 
 // applyLocked is applyReady for a caller that holds applyMu.
 func (s *Store) applyLocked() error {
+	for {
+		if more, err := s.applyOnce(); err != nil || !more {
+			return err
+		}
+	}
+}
+
+// takeReady takes from the journal's ready messages the first applyBytes of them (at least
+// one) for one commit; j.mu is held.
+func (j *journal) takeReady() []*jentry {
+	n, bytes := 0, int64(0)
+	for n < len(j.ready) && (n == 0 || bytes+int64(len(j.ready[n].e.Raw)) <= applyBytes) {
+		bytes += int64(len(j.ready[n].e.Raw))
+		n++
+	}
+	batch := j.ready[:n:n]
+	if j.ready = j.ready[n:]; len(j.ready) == 0 {
+		j.ready = nil
+	}
+	j.readyBytes -= bytes
+	return batch
+}
+
+// applyOnce commits one batch of the ready messages (takeReady) and reports whether more are
+// ready.
+func (s *Store) applyOnce() (more bool, err error) {
 	j := s.j
 	j.mu.Lock()
-	batch := j.ready
-	j.ready, j.readyBytes = nil, 0
+	batch := j.takeReady()
 	acked := make([]bool, len(batch))
 	for i, je := range batch {
 		je.taken, acked[i] = true, je.acked
 	}
 	j.mu.Unlock()
 	if len(batch) == 0 {
-		return nil
+		return false, nil
 	}
 	now := s.cfg.now()
 	wrote := make([]bool, len(batch))
-	err := s.batch(func(tx *bolt.Tx) error {
+	err = s.batch(func(tx *bolt.Tx) error {
 		for i, je := range batch {
 			var err error
 			if wrote[i], err = applyTx(tx, je.e, acked[i], now); err != nil {
@@ -182,7 +209,7 @@ func (s *Store) applyLocked() error {
 		}
 		j.ready = append(batch, j.ready...)
 		j.mu.Unlock()
-		return s.wrap("apply journal", err)
+		return false, s.wrap("apply journal", err)
 	}
 	for _, je := range batch {
 		delete(j.pending, je.e.MessageID)
@@ -191,15 +218,17 @@ func (s *Store) applyLocked() error {
 	if len(j.pending) == 0 && !j.writing && len(j.queue) == 0 {
 		j.off = 0 // everything is in bbolt: the next record starts over
 	}
+	more = len(j.ready) > 0
 	j.mu.Unlock()
 	// What bbolt did not store leaves the inbox's counters now: a message acknowledged while
 	// journaled, and one that expired before its apply (no acknowledgement will find it).
 	for i, je := range batch {
 		if !wrote[i] {
-			s.releaseInbox(je.e.Peer, int64(len(je.e.Raw)))
+			s.releaseInbox(je.e.Peer, je.e.Size)
+			s.bodies.remove(je.e.body) // acknowledged or expired before its apply
 		}
 	}
-	return nil
+	return more, nil
 }
 
 // wakeApplier tells the applier that messages are waiting.

@@ -70,7 +70,7 @@ func Recover(dir string, opts ...Option) (RecoverReport, error) {
 		return rep, err
 	}
 	defer release()
-	sv := salvageFile(data)
+	sv := salvageFile(data, filepath.Join(dir, BodiesDir))
 	rep.Unreadable, rep.FromRawPages, rep.Stale = sv.problems, sv.fromRaw, sv.stale
 	for _, ids := range []map[string]bool{sv.outIdx, sv.inboxIDs} {
 		for id := range ids {
@@ -130,10 +130,13 @@ type salvage struct {
 	problems  []Problem
 	fromRaw   int
 	stale     int
+	bodies    *bodies // the message files of large inbox messages (bodies.go)
 }
 
-func salvageFile(data []byte) *salvage {
-	sv := &salvage{outbox: map[string]*OutboxEntry{}, inbox: map[string]*InboxEntry{}, seen: map[string]expiry{},
+// salvageFile reads what it can of the store file data; bodyDir is the directory of its
+// message files.
+func salvageFile(data []byte, bodyDir string) *salvage {
+	sv := &salvage{bodies: &bodies{dir: bodyDir}, outbox: map[string]*OutboxEntry{}, inbox: map[string]*InboxEntry{}, seen: map[string]expiry{},
 		gossip: map[string]expiry{}, rawSeen: map[string]expiry{}, rawGsp: map[string]expiry{}, outIdx: map[string]bool{}, inboxIDs: map[string]bool{}, approvals: map[string][]byte{}, whole: map[string]bool{}, bad: map[string]bool{}}
 	metas, pageSize := readMetas(data, os.Getpagesize())
 	metaOK := metas[0].err == nil && metas[1].err == nil
@@ -155,7 +158,7 @@ func salvageFile(data []byte) *salvage {
 	scanLeaves(data, pageSize, func(_ uint64, k, v []byte) {
 		switch {
 		case len(k) == 8:
-			if e := rawInbox(k, v); e != nil && !walked(e.MessageID) && !raw[e.MessageID] {
+			if e := sv.rawInbox(k, v); e != nil && !walked(e.MessageID) && !raw[e.MessageID] {
 				if sv.inboxStale(e.MessageID, metaOK) {
 					sv.stale++
 					return
@@ -210,7 +213,7 @@ func (sv *salvage) visit(bucket string, k, v []byte) {
 			bad(errors.New("the record does not decode, or its document is not the message it names"))
 		}
 	case string(bktInbox):
-		if e := rawInbox(k, v); e != nil {
+		if e := sv.rawInbox(k, v); e != nil {
 			sv.inbox[e.MessageID] = e
 		} else {
 			bad(errors.New("the record does not decode, or its document is not the message it names"))
@@ -290,10 +293,21 @@ func rawOutbox(k, v []byte) *OutboxEntry {
 	return e
 }
 
-// rawInbox is rawOutbox for an inbox record keyed by its seq.
-func rawInbox(k, v []byte) *InboxEntry {
+// rawInbox is rawOutbox for an inbox record keyed by its seq. A record whose message is in a
+// file of its own is sound when the file holds that message; the file stays where it is, and
+// the entry keeps naming it.
+func (sv *salvage) rawInbox(k, v []byte) *InboxEntry {
 	e, err := decodeInbox(v)
-	if err != nil || e.Seq != beUint(k) || uuid.Validate(e.MessageID) != nil || !docIs(e.Raw, e.MessageID) {
+	if err != nil || e.Seq != beUint(k) || uuid.Validate(e.MessageID) != nil {
+		return nil
+	}
+	raw := e.Raw
+	if e.body != "" {
+		if raw, err = sv.bodies.read(e.body, e.Size); err != nil {
+			return nil
+		}
+	}
+	if !docIs(raw, e.MessageID) {
 		return nil
 	}
 	return e
@@ -334,7 +348,7 @@ func (sv *salvage) write(path string, noSync bool) error {
 		puts = append(puts, put{len(e.Raw), func(tx *bolt.Tx) error { return putOutbox(tx, e) }})
 	}
 	for _, e := range in {
-		puts = append(puts, put{len(e.Raw), func(tx *bolt.Tx) error {
+		puts = append(puts, put{len(e.Raw), func(tx *bolt.Tx) error { // a message in its file stays there
 			v, err := encodeInbox(e)
 			if err != nil {
 				return err

@@ -56,6 +56,8 @@ type Store struct {
 
 	group group // the group commit every write goes through (commit.go)
 
+	bodies *bodies // the files of large inbox messages (bodies.go)
+
 	// The inbox journal (journal.go) and its applier: applyMu lets one apply run at a time;
 	// applyWake wakes the applier, applyStop stops it, applyDone is closed when it returned.
 	j         *journal
@@ -107,11 +109,20 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	}); err != nil {
 		return nil, fmt.Errorf("store: create buckets in %s: %w", path, err)
 	}
+	bs, err := openBodies(dir, cfg.noSync)
+	if err != nil {
+		return nil, err
+	}
 	j, err := replayJournal(dir, db, &cfg, &counts)
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{db: db, cfg: cfg, log: cfg.log,
+	if n, err := bs.sweep(counts.bodies); err != nil {
+		cfg.log.Warn("store: message files no record names are left", "err", err.Error())
+	} else if n > 0 {
+		cfg.log.Info("store: removed message files no record names (a crash left them)", "files", n)
+	}
+	s := &Store{db: db, cfg: cfg, log: cfg.log, bodies: bs,
 		outTotal: counts.outTotal, outRcpt: counts.outRcpt, inTotal: counts.inTotal, inSender: counts.inSender,
 		j: j, applyWake: make(chan struct{}, 1), applyStop: make(chan struct{}), applyDone: make(chan struct{})}
 	go s.applyLoop()
@@ -119,11 +130,16 @@ func Open(dir string, opts ...Option) (_ *Store, err error) {
 	return s, nil
 }
 
+// initialMmapSize is the address space bbolt maps for the store file from the start (see
+// openBolt); a file larger than it is mapped in full, as bbolt does.
+const initialMmapSize = 1 << 30
+
 // openBolt opens the bbolt file at path after checking it (checkedOpen) and runs bbolt's own
 // consistency check on it; any panic on the way becomes a *CorruptError. It returns the byte
 // counters the check added up.
 func openBolt(path string, cfg *config) (db *bolt.DB, _ counters, err error) {
 	rc := newRecordCheck()
+	rc.bodyDir = filepath.Join(filepath.Dir(path), BodiesDir)
 	var problems []Problem
 	err = guard(func() error {
 		var err error
@@ -132,7 +148,11 @@ func openBolt(path string, cfg *config) (db *bolt.DB, _ counters, err error) {
 			NoSync:         cfg.noSync,
 			NoFreelistSync: true, // the freelist is rebuilt on open; commits write less
 			FreelistType:   bolt.FreelistMapType,
-			OpenFile:       checkedOpen(cfg.lockTimeout, rc, &problems),
+			// Map 1 GiB of address space at once (only the pages read count as memory): each
+			// time bbolt grows its map during a commit it copies every value the commit
+			// touched, a large message's included, out of the old one.
+			InitialMmapSize: initialMmapSize,
+			OpenFile:        checkedOpen(cfg.lockTimeout, rc, &problems),
 		})
 		return err
 	})

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -163,7 +165,7 @@ func (e *Engine) exec(ctx context.Context, r *run, id string) {
 		}
 		e.mu.Lock()
 		st, _ := r.st.step(id)
-		wait := backoff(st.Tries)
+		wait := stepRetry.Delay(st.Tries+1, rand.Int64N)
 		e.mu.Unlock()
 		t := time.NewTimer(wait)
 		select {
@@ -308,7 +310,7 @@ func (e *Engine) settle(r *run, id string, resp *protocol.Message, err error) bo
 	return true
 }
 
-// backoff is the wait before the next attempt: 200 ms doubled per try, at most 5 s.
-func backoff(tries int) time.Duration {
-	return min(200*time.Millisecond<<min(tries, 5), 5*time.Second)
-}
+// stepRetry is the wait before a step's next attempt, on the node's one retry schedule
+// (internal/retry): 200 ms doubled per try, at most 5 s, jittered so that the steps of many
+// workflows that failed together do not retry together.
+var stepRetry = retry.Backoff{Min: 200 * time.Millisecond, Max: 5 * time.Second}

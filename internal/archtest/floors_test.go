@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -23,8 +24,8 @@ const module = "github.com/iacp-node/iacp-node"
 // store and the audit log); the node; the coordination patterns and workflows over the node;
 // what stands on them (the local API, the simulator, MCP, A2A); the command line.
 var floors = map[string]int{
-	"internal/fsutil": 0, "internal/retry": 0, "internal/workers": 0, "internal/testsupport": 0, "sim/internal/mocknet": 0,
-	"protocol": 1, "identity": 1,
+	"internal/fsutil": 0, "internal/retry": 0, "internal/workers": 0, "internal/quietlog": 0, "internal/testsupport": 0, "sim/internal/mocknet": 0,
+	"protocol": 1, "identity": 1, "apiclient": 1,
 	"authority": 2, "dialect": 2,
 	"audit": 3, "store": 3, "discovery": 3, "pubsub": 3,
 	"delivery": 4,
@@ -33,7 +34,7 @@ var floors = map[string]int{
 	"api": 7, "sim": 7,
 	"mcpserver": 8, "a2abridge": 8,
 	"internal/cli":  9,
-	"cmd/iacp-node": 10, "e2e": 10, "internal/archtest": 10,
+	"cmd/iacp-node": 10, "e2e": 10, "e2e/netlab": 10, "internal/archtest": 10,
 }
 
 // coreFloor is the highest floor of the core; onNodeAlone are the packages that reach the
@@ -179,4 +180,32 @@ func saysWhy(doc *ast.CommentGroup) bool {
 		}
 	}
 	return false
+}
+
+// withoutMesh are the packages that build without go-libp2p: the API's Go client, and the MCP
+// server on it, which carry no mesh code (docs/architecture.md).
+var withoutMesh = []string{"apiclient", "mcpserver"}
+
+// The API's Go client and the MCP server import no go-libp2p, directly or not, and apiclient
+// imports nothing of the module but the floor-0 helpers.
+func TestFloors_ClientsBuildWithoutLibp2p(t *testing.T) {
+	dir := root(t)
+	for _, pkg := range withoutMesh {
+		cmd := exec.Command("go", "list", "-deps", "./"+pkg)
+		cmd.Dir = dir
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("go list -deps ./%s: %v", pkg, err)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			if strings.Contains(dep, "libp2p") {
+				t.Errorf("%s depends on %s: it must build without go-libp2p (through apiclient, not api or protocol)", pkg, dep)
+			}
+		}
+	}
+	for _, imp := range packages(t, dir)["apiclient"] {
+		if floors[imp] != 0 {
+			t.Errorf("apiclient imports %s: it stands on the floor-0 helpers alone", imp)
+		}
+	}
 }

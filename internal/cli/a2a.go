@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -9,23 +10,28 @@ import (
 	"net/http"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
+	"github.com/a2aproject/a2a-go/v2/a2a"
 	logging "github.com/ipfs/go-log/v2"
 	"github.com/libp2p/go-libp2p/core/crypto"
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/a2abridge"
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
+	"github.com/iacp-node/iacp-node/authority"
 	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/node"
 )
 
 func init() { register(newA2ACmd) }
 
-// defaultA2AAddr is where `a2a serve` listens by default: loopback, beside the API's 9700.
-const defaultA2AAddr = "127.0.0.1:9701"
+// defaultA2AAddr is where `a2a serve` listens by default: loopback, away from the 9700, 9701,
+// ... that the local APIs of a machine's nodes take one after another.
+const defaultA2AAddr = "127.0.0.1:9780"
 
 func newA2ACmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -60,7 +66,7 @@ JSON-RPC calls must send the node's API token as a bearer token (the cards say s
 are signed with the node's identity key (<data-dir>/identity.key) unless --unsigned.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				if _, err := c.Status(cmd.Context()); err != nil {
 					return err // say now that no node answers, not at the first call
 				}
@@ -129,7 +135,7 @@ func serveA2A(ctx context.Context, cmd *cobra.Command, b *a2abridge.Server, addr
 	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return err
+		return fmt.Errorf("--listen %s: %w; choose another address with --listen 127.0.0.1:PORT", addr, err)
 	}
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "a2a       http://%s/.well-known/agent-card.json (calls: bearer the node's API token)\n", ln.Addr())
@@ -149,8 +155,9 @@ func serveA2A(ctx context.Context, cmd *cobra.Command, b *a2abridge.Server, addr
 
 func newA2AAttachCmd() *cobra.Command {
 	var f runFlags
-	var cardURL string
+	var cardURL, joinToken string
 	var wait time.Duration
+	var open bool
 	cmd := &cobra.Command{
 		Use:   "attach --card URL",
 		Short: "Run a node whose agent is an external A2A agent, named by its card",
@@ -161,8 +168,15 @@ agent's. Every IACP request to it becomes an A2A message/send to the card's endp
 up to --wait; the task's result is the IACP answer (docs/a2a.md).
 
 The node takes its settings as 'run' does (config file, IACP_ variables, flags), with its own
---data-dir; its agent id is --agent-id or the config's, else a2a:HOST:NAME from the card. Its
-local API listens on a free loopback port unless --api says otherwise.`,
+--data-dir; its agent id is --agent-id or the config's, else the invitation's, else
+a2a:HOST:NAME from the card. Its local API listens on a free loopback port unless --api says
+otherwise.
+
+A mesh founded by 'iacp-node init' admits only certified agents: the attached node joins it
+with --join TOKEN, an invitation its founder prints ('iacp-node invite --agent ID'), on its
+first start (its data directory is initialised as 'init --join' does). A data directory with
+no trust setting (never initialised) and no --join is refused, rather than started in open
+mode where a certified mesh would ignore it; --open attaches to an open (lab) mesh.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := applyEnv(cmd.Flags()); err != nil {
@@ -179,12 +193,21 @@ local API listens on a free loopback port unless --api says otherwise.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return attachA2A(ctx, cmd, cfg, &f, cardURL, wait)
+			card, err := a2abridge.FetchCard(ctx, cardURL, nil)
+			if err != nil {
+				return err
+			}
+			if cfg, err = attachTrust(cmd, cfg, &f, card, joinToken, open); err != nil {
+				return err
+			}
+			return attachA2A(ctx, cmd, cfg, &f, card, wait)
 		},
 	}
 	fl := cmd.Flags()
 	dataDirFlag(cmd, &f.dataDir)
 	fl.StringVar(&cardURL, "card", "", "the A2A agent card's URL, or the base URL it is under")
+	fl.StringVar(&joinToken, "join", "", "join the mesh with this invitation (iacp-node invite) on the first start")
+	fl.BoolVar(&open, "open", false, "attach to an open (lab) mesh: trust on first use, no certificate")
 	fl.DurationVar(&wait, "wait", a2abridge.DefaultWait, "how long one A2A call may take (at most 5m; a request's TTL bounds it too)")
 	fl.StringVar(&f.config, "config", "", "config file (default <data-dir>/config.yaml; env IACP_CONFIG)")
 	fl.StringVar(&f.agentID, "agent-id", "", "agent id, namespace:host:name (default a2a:HOST:NAME from the card; env IACP_AGENT_ID)")
@@ -196,23 +219,69 @@ local API listens on a free loopback port unless --api says otherwise.`,
 	return cmd
 }
 
-// attachA2A fetches the card, runs the attached node and its local API until ctx ends.
-func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags, cardURL string, wait time.Duration) error {
+// attachTrust settles the attached node's trust before it starts: with --join, the data
+// directory is initialised as `init --join` does (unless it joined that mesh already); with
+// --open, the node runs open; a data directory with no trust setting is refused otherwise,
+// naming invite and --join.
+func attachTrust(cmd *cobra.Command, cfg node.Config, f *runFlags, card *a2a.AgentCard, joinToken string, open bool) (node.Config, error) {
+	path := configPath(f.dataDir, f.config)
+	_, exists, err := loadConfig(path)
+	if err != nil {
+		return cfg, err
+	}
+	switch {
+	case joinToken != "" && open:
+		return cfg, fmt.Errorf("--join and --open: choose one: join a certified mesh with an invitation, or attach to an open lab mesh")
+	case joinToken != "" && exists && cfg.Trust == node.TrustAuthority:
+		return cfg, nil // joined on an earlier start: the certificate is in the data directory
+	case joinToken != "" && exists:
+		return cfg, fmt.Errorf("--join: %s exists and runs open; join with `iacp-node init --force --join TOKEN --data-dir %s`, then attach without --join", path, f.dataDir)
+	case joinToken != "":
+		inf := initFlags{dataDir: f.dataDir, agentID: cfg.AgentID, joinToken: joinToken}
+		if inf.agentID == "" {
+			if inv, err := authority.DecodeInvite(strings.TrimSpace(joinToken)); err == nil && inv.AgentID == "" {
+				inf.agentID = a2abridge.DefaultAgentID(card)
+			}
+		}
+		var out bytes.Buffer // init's own hints (start it with run, invite others) are not attach's
+		init := &cobra.Command{}
+		init.SetContext(cmd.Context())
+		init.SetOut(&out)
+		if err := runInit(init, &inf); err != nil {
+			return cfg, err
+		}
+		for _, line := range strings.Split(out.String(), "\n") {
+			if strings.HasPrefix(line, "trust ") {
+				fmt.Fprintln(cmd.OutOrStdout(), line)
+			}
+		}
+		return runConfig(cmd, f)
+	case open:
+		cfg.Trust = node.TrustOpen
+		return cfg, nil
+	case cfg.Trust == "":
+		return cfg, fmt.Errorf("%s has no trust setting: a mesh founded by `iacp-node init` admits only agents it certified, and would not see this one. "+
+			"Ask the founder for an invitation (`iacp-node invite --agent ID` on its node) and attach with --join TOKEN; "+
+			"for an open lab mesh, attach with --open", f.dataDir)
+	}
+	return cfg, nil
+}
+
+// attachA2A runs the attached node of card and its local API until ctx ends.
+func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags, card *a2a.AgentCard, wait time.Duration) error {
 	if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	card, err := a2abridge.FetchCard(ctx, cardURL, nil)
-	if err != nil {
-		return err
-	}
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	att, err := a2abridge.Attach(ctx, card, a2abridge.AttachOptions{Wait: wait}, node.WithConfig(cfg))
 	if err != nil {
-		return err
+		return listenHint(err)
 	}
 	n := att.Node()
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s (the A2A agent %q at %s)\npeer id   %s\ncapabilities %s\n",
-		Version, n.AgentID(), card.Name, card.URL, n.ID(), capabilityList(n.Manifest()))
+		Version, n.AgentID(), card.Name, card.SupportedInterfaces[0].URL, n.ID(), capabilityList(n.Manifest()))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}

@@ -7,13 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newAgentsCmd) }
 
 func newAgentsCmd() *cobra.Command {
-	return showCmd("agents", "List the agents heard through heartbeats, with their liveness, how stale each row may be, and circuit breaker", (*api.Client).Agents, func(tw *tabwriter.Writer, doc api.AgentsDoc) {
+	return showCmd("agents", "List the agents heard through heartbeats, with their liveness, how stale each row may be, and circuit breaker", (*apiclient.Client).Agents, func(tw *tabwriter.Writer, doc apiclient.AgentsDoc) {
 		if doc.Note != "" {
 			fmt.Fprintln(tw, doc.Note)
 			if len(doc.Breakers) > 0 {

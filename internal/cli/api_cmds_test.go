@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/internal/cli"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
@@ -82,7 +84,7 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	go func() {
-		c, err := api.Dial(d1)
+		c, err := apiclient.Dial(d1)
 		if err != nil {
 			return
 		}
@@ -92,10 +94,10 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 			return
 		}
 		req := doc.Messages[0].Message
-		resp := &protocol.Message{}
+		resp := &apiclient.Message{}
 		resp.Envelope.Recipient.AgentID = req.Envelope.Sender.AgentID
 		resp.Envelope.CorrelationID = req.Envelope.MessageID
-		resp.Message = protocol.Body{Type: protocol.TypeResponse, Intent: req.Message.Intent, Payload: []byte(`{"status":"accepted","answer":42}`)}
+		resp.Message = apiclient.Body{Type: apiclient.TypeResponse, Intent: req.Message.Intent, Payload: []byte(`{"status":"accepted","answer":42}`)}
 		_, _ = c.Send(ctx, resp)
 		_ = c.Ack(ctx, req.Envelope.MessageID)
 	}()
@@ -193,7 +195,11 @@ func TestAPICommands_AgainstRunningNodes(t *testing.T) {
 func TestAPICommands_NoNodeRunning(t *testing.T) {
 	defer noLeaks(t)()
 	dir := t.TempDir()
-	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail", "mcp", "conversation"} {
+	// mcp starts without a node (each call says none runs): stdin's end stops it cleanly.
+	if code, _, errOut := runIn(t, "", "mcp", "--data-dir", dir); code != 0 {
+		t.Fatalf("mcp without a node: exit %d, stderr %q", code, errOut)
+	}
+	for _, cmd := range []string{"status", "send", "inbox", "peers", "tail", "conversation"} {
 		args := []string{cmd, "--data-dir", dir}
 		switch cmd {
 		case "send":
@@ -205,5 +211,35 @@ func TestAPICommands_NoNodeRunning(t *testing.T) {
 		if code == 0 || !strings.Contains(errOut, "no node is running with data dir "+dir) || !strings.Contains(errOut, "iacp-node run") {
 			t.Fatalf("%s: exit %d, stderr %q", cmd, code, errOut)
 		}
+	}
+}
+
+// send to a mistyped agent id fails at once, saying nothing knows it; --queue-unknown queues
+// it (queued), and outbox cancel takes it back. A taken --http port names the flag.
+func TestAPICommands_TypoQueueAndCancel(t *testing.T) {
+	t.Cleanup(noLeaks(t))
+	dirs, _ := twoNodes(t)
+	code, _, errOut := runIn(t, "", "send", "--data-dir", dirs[0], "--to", "test:cli:typo", "--intent", "notify")
+	if code == 0 || !strings.Contains(errOut, "AGENT_NOT_FOUND: no agent test:cli:typo is known") {
+		t.Fatalf("send to a typo: exit %d, %s", code, errOut)
+	}
+	code, out, errOut := runIn(t, "", "send", "--data-dir", dirs[0], "--to", "test:cli:later", "--intent", "notify", "--queue-unknown", "-o", "json")
+	var res api.SendResult
+	if code != 0 || json.Unmarshal([]byte(out), &res) != nil || res.Status != "queued" {
+		t.Fatalf("send --queue-unknown: exit %d, %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runIn(t, "", "outbox", "cancel", "--data-dir", dirs[0], res.MessageID); code != 0 || !strings.Contains(out, res.MessageID) {
+		t.Fatalf("outbox cancel: exit %d, %s %s", code, out, errOut)
+	}
+	if code, _, errOut := runIn(t, "", "outbox", "cancel", "--data-dir", dirs[0], res.MessageID); code == 0 || !strings.Contains(errOut, "not in the outbox") {
+		t.Fatalf("outbox cancel again: exit %d, %s", code, errOut)
+	}
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	if code, _, errOut := runIn(t, "", "mcp", "--data-dir", dirs[0], "--http", taken.Addr().String()); code == 0 || !strings.Contains(errOut, "choose another address with --http") {
+		t.Fatalf("mcp --http on a taken port: exit %d, %s", code, errOut)
 	}
 }

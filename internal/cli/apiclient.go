@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/dialect"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -23,7 +24,7 @@ type clientFlags struct {
 	token   string
 	output  string
 	// opts configure the client beyond the flags (inbox raises its answer limit).
-	opts []api.ClientOption
+	opts []apiclient.Option
 }
 
 func addClientFlags(cmd *cobra.Command, f *clientFlags) {
@@ -34,19 +35,19 @@ func addClientFlags(cmd *cobra.Command, f *clientFlags) {
 }
 
 // client returns a client of the node named by the flags.
-func (f *clientFlags) client() (*api.Client, error) {
+func (f *clientFlags) client() (*apiclient.Client, error) {
 	switch f.output {
 	case "json", "yaml", "table":
 	default:
 		return nil, fmt.Errorf("-o %q: use json, yaml or table", f.output)
 	}
 	if f.addr == "" {
-		c, err := api.Dial(f.dataDir, f.opts...)
+		c, err := apiclient.Dial(f.dataDir, f.opts...)
 		if err != nil {
 			return nil, err
 		}
 		if f.token != "" {
-			return api.NewClient(c.Base(), f.token, f.opts...), nil
+			return apiclient.New(c.Base(), f.token, f.opts...), nil
 		}
 		return c, nil
 	}
@@ -58,11 +59,11 @@ func (f *clientFlags) client() (*api.Client, error) {
 		}
 		tok = t
 	}
-	return api.NewClient(f.addr, tok, f.opts...), nil
+	return apiclient.New(f.addr, tok, f.opts...), nil
 }
 
 // withClient opens a client of the node's API, runs fn with it and closes it.
-func (f *clientFlags) withClient(fn func(c *api.Client) error) error {
+func (f *clientFlags) withClient(fn func(c *apiclient.Client) error) error {
 	c, err := f.client()
 	if err != nil {
 		return err
@@ -105,6 +106,7 @@ type messageFlags struct {
 	ttl                                         time.Duration
 	raw                                         []byte // the --file document, once read
 	approval                                    bool   // security.require_approval
+	queueUnknown                                bool   // ?queue_unknown=true
 }
 
 func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
@@ -115,6 +117,7 @@ func addMessageFlags(cmd *cobra.Command, f *messageFlags) {
 	cmd.Flags().DurationVar(&f.ttl, "ttl", 0, "time to live (default: the node's, 1h)")
 	cmd.Flags().BoolVar(&f.approval, "require-approval", false, "hold the message on this node until its operator approves it ('iacp-node approve ID'; docs/coordination.md)")
 	cmd.Flags().StringVarP(&f.file, "file", "f", "", "send a whole JSON or YAML document from a file (- for stdin) instead of --to/--intent/--payload")
+	cmd.Flags().BoolVar(&f.queueUnknown, "queue-unknown", false, "queue the message even when no agent of that id is known yet (one that will join later); without it an unknown id fails at once")
 	cmd.Flags().StringVar(&f.dialect, "dialect", "", "the --file document's draft: iacp, iacp-1.0, elizaos or acp-v2 (default: recognised by its members; docs/dialects.md)")
 }
 
@@ -212,14 +215,14 @@ func orDash(s string) string {
 
 // showCmd builds a command that fetches one document from the running node's API and prints
 // it as JSON, YAML or, through table, a table.
-func showCmd[T any](use, short string, fetch func(*api.Client, context.Context) (T, error), table func(*tabwriter.Writer, T)) *cobra.Command {
+func showCmd[T any](use, short string, fetch func(*apiclient.Client, context.Context) (T, error), table func(*tabwriter.Writer, T)) *cobra.Command {
 	var cf clientFlags
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				doc, err := fetch(c, cmd.Context())
 				if err != nil {
 					return err
@@ -230,4 +233,24 @@ func showCmd[T any](use, short string, fetch func(*api.Client, context.Context) 
 	}
 	addClientFlags(cmd, &cf)
 	return cmd
+}
+
+// convert is v as the type T whose JSON it has: a document of the node's own types as the
+// API client's (apiclient), or back.
+func convert[T any](v any) (T, error) {
+	var out T
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return out, err
+	}
+	return out, json.Unmarshal(raw, &out)
+}
+
+// wire is the IACP message m as the API client sends it.
+func wire(m *protocol.Message) (*apiclient.Message, error) {
+	raw, err := protocol.EncodeJSON(m)
+	if err != nil {
+		return nil, err
+	}
+	return apiclient.ParseMessage(raw)
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/user"
@@ -10,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() {
@@ -19,7 +21,7 @@ func init() {
 }
 
 func newApprovalsCmd() *cobra.Command {
-	cmd := showCmd("approvals", "List the messages held until the node's operator approves or rejects them", (*api.Client).Approvals, func(tw *tabwriter.Writer, doc api.ApprovalsDoc) {
+	cmd := showCmd("approvals", "List the messages held until the node's operator approves or rejects them", func(c *apiclient.Client, ctx context.Context) (api.ApprovalsDoc, error) { return api.Approvals(ctx, c) }, func(tw *tabwriter.Writer, doc api.ApprovalsDoc) {
 		if doc.Note != "" {
 			fmt.Fprintln(tw, doc.Note)
 			return
@@ -79,13 +81,13 @@ func decisionCmd(use, short, long string, reject bool) *cobra.Command {
 		Use: use, Short: short, Long: long,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				var res api.DecisionResult
 				var err error
 				if reject {
-					res, err = c.Reject(cmd.Context(), args[0], by, reason)
+					res, err = api.Reject(cmd.Context(), c, args[0], by, reason)
 				} else {
-					res, err = c.Approve(cmd.Context(), args[0], by)
+					res, err = api.Approve(cmd.Context(), c, args[0], by)
 				}
 				if err != nil {
 					return err

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -50,7 +51,7 @@ handles query itself. Exit code 0 even when some agents did not answer; 1 on an 
 				}
 				req.Payload = json.RawMessage(m.Message.Payload)
 			}
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				res, err := c.Ask(cmd.Context(), req)
 				if err != nil {
 					return err

@@ -43,6 +43,21 @@ func TestAuthorityCommands_GrantTokenCertsRevoke(t *testing.T) {
 	if code, _, errOut := runIn(t, "", "revoke", "acme:h:bob", "--data-dir", joiner); code == 0 || !strings.Contains(errOut, "not the mesh authority") {
 		t.Fatalf("revoke on a node that is not the authority: exit %d, %s", code, errOut)
 	}
+	// One agent id, one holder: an invitation for bob's id is refused while bob holds it, and
+	// one that names no id says so.
+	if code, _, errOut := runIn(t, "", "invite", "--data-dir", founder, "--agent", "acme:h:bob"); code == 0 || !strings.Contains(errOut, "--replace") {
+		t.Fatalf("invite for a held id: exit %d, %s; want a refusal offering --replace", code, errOut)
+	}
+	if code, out, errOut := runIn(t, "", "invite", "--data-dir", founder); code != 0 || !strings.Contains(out, "names no agent id") {
+		t.Fatalf("invite without --agent: exit %d, %s %s; want it to say it names no agent id", code, out, errOut)
+	}
+	if code, out, errOut := runIn(t, "", "invite", "--data-dir", founder, "--agent", "acme:h:bob", "--replace"); code != 0 || !strings.Contains(out, "replaces acme:h:bob") {
+		t.Fatalf("invite --replace: exit %d, %s %s", code, out, errOut)
+	}
+	code, out, errOut = runIn(t, "", "revoke", "acme:h:bob", "--dry-run", "--data-dir", founder)
+	if code != 0 || !strings.Contains(out, "would revoke 1 certificates") || !strings.Contains(out, "acme:h:bob") {
+		t.Fatalf("revoke --dry-run: exit %d, %s %s", code, out, errOut)
+	}
 	code, out, errOut = runIn(t, "", "revoke", "acme:h:bob", "--data-dir", founder)
 	if code != 0 || !strings.Contains(out, "revoked 1 certificates") {
 		t.Fatalf("revoke: exit %d, %s %s", code, out, errOut)

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iacp-node/iacp-node/api"
-
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -31,8 +30,8 @@ func newBroadcastCmd() *cobra.Command {
 					return fmt.Errorf("--data must be JSON: %w", err)
 				}
 			}
-			return cf.withClient(func(c *api.Client) error {
-				res, err := c.Broadcast(cmd.Context(), ev)
+			return cf.withClient(func(c *apiclient.Client) error {
+				res, err := c.Broadcast(cmd.Context(), apiclient.EventPayload(ev))
 				if err != nil {
 					return err
 				}

@@ -45,7 +45,14 @@ Manifest"). name and version default to agent_name and agent_version.`,
 
 	"listen":    "libp2p listen multiaddrs; port 0 lets the kernel pick. Give a bootstrap node a fixed port.",
 	"bootstrap": "Peers to join the mesh through: multiaddrs ending in /p2p/<peer id>.",
-	"nat":       "AutoNAT, circuit relay v2 client and hole punching.",
+	"nat": `NAT traversal: AutoNAT v1 and v2, relay reservations while not known public, DCUtR hole
+punching; no private address advertised once the node has a public or relay one.`,
+	"reachability": `auto (AutoNAT finds out), public (a bootstrap node or relay with a public address) or
+private (behind a NAT: relays and a client DHT from the start).`,
+	"relay": `Serve circuit relay v2 to nodes behind NATs (once public); each relayed connection carries
+at most relay_limit_bytes each way for relay_limit_duration (docs/deploy.md).`,
+	"relay_limit_bytes":    "",
+	"relay_limit_duration": "",
 
 	"conn_low": `Connection manager: above conn_high connections it trims to conn_low, sparing those
 younger than conn_grace.`,
@@ -134,6 +141,9 @@ the backoff between bootstrap rounds until one reaches a peer, and how often the
 	"dht_health_interval": "",
 
 	"log_level": "debug, info, warn or error.",
+	"memory_limit": `The process's soft memory limit in bytes (Go's runtime/debug.SetMemoryLimit): the garbage
+collector works harder as the node nears it. 0 sets none; the environment variable GOMEMLIMIT,
+when set, wins (docs/node.md, "Memory").`,
 }
 
 // writeConfig writes c as the config file at path, mode 0600.

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -30,10 +31,10 @@ interrupted. With -o json each entry is one JSON line. Needs the audit log (audi
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				var after uint64
 				for {
-					doc, err := c.Conversation(ctx, args[0], after, 0)
+					doc, err := api.Conversation(ctx, c, args[0], after, 0)
 					if err != nil {
 						if follow && ctx.Err() != nil {
 							return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/coord"
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -80,12 +81,12 @@ func coordRequest(cmd *cobra.Command, cf *clientFlags, mf *messageFlags, co *coo
 	if err != nil {
 		return err
 	}
-	return cf.withClient(func(c *api.Client) error {
+	return cf.withClient(func(c *apiclient.Client) error {
 		var res api.ResultDoc
 		if len(fallback) > 0 {
-			res, err = c.CoordFallback(cmd.Context(), q, wait)
+			res, err = api.CoordFallback(cmd.Context(), c, q, wait)
 		} else {
-			res, err = c.CoordAny(cmd.Context(), q, wait)
+			res, err = api.CoordAny(cmd.Context(), c, q, wait)
 		}
 		if err != nil {
 			return err
@@ -127,8 +128,8 @@ exits 1 with the aggregate printed. See docs/coordination.md.`,
 			if deadline > 0 {
 				q.Deadline = deadline.String()
 			}
-			return cf.withClient(func(c *api.Client) error {
-				g, err := c.CoordScatter(cmd.Context(), q, deadline+time.Minute)
+			return cf.withClient(func(c *apiclient.Client) error {
+				g, err := api.CoordScatter(cmd.Context(), c, q, deadline+time.Minute)
 				if err != nil {
 					return err
 				}
@@ -218,8 +219,8 @@ docs/coordination.md.`,
 			if co.attempts > 1 {
 				q.Retry = &api.RetryDoc{Attempts: co.attempts}
 			}
-			return cf.withClient(func(c *api.Client) error {
-				p, err := c.CoordPipeline(cmd.Context(), q, wait)
+			return cf.withClient(func(c *apiclient.Client) error {
+				p, err := api.CoordPipeline(cmd.Context(), c, q, wait)
 				if err != nil {
 					return err
 				}

@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iacp-node/iacp-node/api"
-
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -22,8 +21,12 @@ func newDiscoverCmd() *cobra.Command {
 		Short: "Find agents by capability through the DHT",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.Discover(cmd.Context(), q)
+			return cf.withClient(func(c *apiclient.Client) error {
+				aq, err := convert[apiclient.CapabilityQuery](q)
+				if err != nil {
+					return err
+				}
+				doc, err := c.Discover(cmd.Context(), aq)
 				if err != nil {
 					return err
 				}

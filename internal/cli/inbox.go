@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newInboxCmd) }
@@ -30,7 +30,7 @@ so that a shell script can be an agent: read lines, act, answer with 'iacp-node 
 			if err := fitLargestMessage(ctx, &cf); err != nil {
 				return err
 			}
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				var after uint64
 				for {
 					var w time.Duration
@@ -72,19 +72,19 @@ so that a shell script can be an agent: read lines, act, answer with 'iacp-node 
 // fitLargestMessage raises the client's answer limit when the node's max_message_bytes is
 // above the default, so that a page holding one message of that size can be read.
 func fitLargestMessage(ctx context.Context, cf *clientFlags) error {
-	return cf.withClient(func(c *api.Client) error {
+	return cf.withClient(func(c *apiclient.Client) error {
 		st, err := c.Status(ctx)
 		if err != nil {
 			return err
 		}
-		if need := int64(st.MaxMessageBytes) + 1<<20; need > api.DefaultAnswerLimit {
-			cf.opts = append(cf.opts, api.WithAnswerLimit(need))
+		if need := int64(st.MaxMessageBytes) + 1<<20; need > apiclient.DefaultAnswerLimit {
+			cf.opts = append(cf.opts, apiclient.WithAnswerLimit(need))
 		}
 		return nil
 	})
 }
 
-func printInboxItem(cmd *cobra.Command, cf *clientFlags, it api.InboxItem) error {
+func printInboxItem(cmd *cobra.Command, cf *clientFlags, it apiclient.InboxItem) error {
 	out := cmd.OutOrStdout()
 	m := it.Message
 	if cf.output == "table" {

@@ -209,3 +209,19 @@ func TestCapabilities_BareNameIsAToolAndIsShown(t *testing.T) {
 		t.Fatalf("an unknown kind: code %d, %s", code, e)
 	}
 }
+
+// run on a data directory that chose no trust mode (no init) refuses, naming the three ways
+// to choose, instead of running open; after init it runs.
+func TestRun_RefusesADataDirectoryThatChoseNoTrust(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "fresh")
+	_, errOut, code := runCLI(t, "run", "--data-dir", dir, "--listen", "/ip4/127.0.0.1/tcp/0", "--nat=false",
+		"--api", "127.0.0.1:0", "--log-level", "error")
+	for _, want := range []string{"belongs to no mesh", "init --data-dir " + dir, "--join TOKEN", "--open"} {
+		if code == 0 || !strings.Contains(errOut, want) {
+			t.Fatalf("run on a fresh directory: exit %d, stderr %q; want a refusal naming %q", code, errOut, want)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "authority.key")); err == nil {
+		t.Fatal("the refused run founded a mesh anyway")
+	}
+}

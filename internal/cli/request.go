@@ -7,8 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iacp-node/iacp-node/api"
-
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/protocol"
 )
 
@@ -25,7 +24,8 @@ func newRequestCmd() *cobra.Command {
 		Short: "Send a request through the running node and print the response",
 		Long: `request sends a request like 'send' and waits up to --wait for the correlated response,
 which it prints (-o yaml or json prints the whole signed document). No response in time is a
-TIMEOUT error and exit code 1. A --file document of another draft (IaCP 1.0, ElizaOS, ACP v2)
+TIMEOUT error and exit code 1, and the request is never delivered after that: it lives no
+longer than --wait. A --file document of another draft (IaCP 1.0, ElizaOS, ACP v2)
 is answered in that draft, printed as the node returns it.
 
 --capability KIND:NAME asks "an agent with this capability": the node picks one from discovery,
@@ -43,7 +43,7 @@ The table lists the candidates tried before the one that answered (docs/coordina
 				return err
 			}
 			if doc != nil {
-				return cf.withClient(func(c *api.Client) error {
+				return cf.withClient(func(c *apiclient.Client) error {
 					answer, err := c.RequestDocument(cmd.Context(), doc, mf.dialect, wait)
 					if err != nil {
 						return err
@@ -56,8 +56,16 @@ The table lists the candidates tried before the one that answered (docs/coordina
 			if err != nil {
 				return err
 			}
-			return cf.withClient(func(c *api.Client) error {
-				resp, err := c.Request(cmd.Context(), m, wait)
+			return cf.withClient(func(c *apiclient.Client) error {
+				am, err := wire(m)
+				if err != nil {
+					return err
+				}
+				ar, err := c.RequestWith(cmd.Context(), am, wait, apiclient.SendOptions{QueueUnknown: mf.queueUnknown})
+				if err != nil {
+					return err
+				}
+				resp, err := protocol.DecodeJSON(ar.Raw)
 				if err != nil {
 					return err
 				}

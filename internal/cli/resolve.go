@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newResolveCmd) }
@@ -19,7 +19,7 @@ func newResolveCmd() *cobra.Command {
 		Short: "Look up an agent's record (peer, addresses, manifest) in the DHT",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				rec, err := c.Resolve(cmd.Context(), args[0])
 				if err != nil {
 					return err

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"text/tabwriter"
@@ -9,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/node"
 )
 
@@ -16,6 +18,7 @@ func init() { register(newRevokeCmd); register(newTokenCmd) }
 
 func newRevokeCmd() *cobra.Command {
 	var cf clientFlags
+	var dryRun, allPeers bool
 	cmd := &cobra.Command{
 		Use:   "revoke AGENT_ID | CERTIFICATE_ID",
 		Short: "Revoke an agent's certificates (on the node that holds the mesh authority)",
@@ -25,27 +28,40 @@ revocation list and broadcasts it: every node applies it within one gossip round
 revocations.jwt, and from then on refuses the agent's messages, heartbeats and DHT records with
 IDENTITY_INVALID. A node that missed the broadcast catches up from a peer within a minute.
 
-A revoked agent joins again only with a new invitation.`,
+A revoked agent joins again only with a new invitation.
+
+--dry-run lists the certificates the revocation would revoke, and revokes nothing. An agent id
+has one holder; if two peers hold certificates for it anyway (a conflict, which every node
+reports in iacp-node trust list), revoking the id is refused, naming each certificate: revoke
+the wrong holder by certificate id, or both with --all-peers.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.Revoke(cmd.Context(), args[0])
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.Revoke(cmd.Context(), c, api.RevokeRequest{Target: args[0], DryRun: dryRun, AllPeers: allPeers})
 				if err != nil {
 					return err
 				}
 				return cf.print(cmd.OutOrStdout(), doc, func(tw *tabwriter.Writer) {
-					fmt.Fprintf(tw, "revoked %d certificates; the revocation list is broadcast\n\n", len(doc.Certificates))
+					if dryRun {
+						fmt.Fprintf(tw, "would revoke %d certificates (nothing revoked: --dry-run)\n\n", len(doc.Certificates))
+					} else {
+						fmt.Fprintf(tw, "revoked %d certificates; the revocation list is broadcast\n\n", len(doc.Certificates))
+					}
 					certTable(tw, doc.Certificates)
 				})
 			})
 		},
 	}
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "list the certificates it would revoke, and revoke nothing")
+	cmd.Flags().BoolVar(&allPeers, "all-peers", false, "revoke an agent id's certificates even when several peers hold them")
 	addClientFlags(cmd, &cf)
 	return cmd
 }
 
 func newTrustCertsCmd() *cobra.Command {
-	return showCmd("certs", "List the certificates the mesh authority issued (on its node)", (*api.Client).Certificates, func(tw *tabwriter.Writer, doc api.CertificatesDoc) {
+	return showCmd("certs", "List the certificates the mesh authority issued (on its node)", func(c *apiclient.Client, ctx context.Context) (api.CertificatesDoc, error) {
+		return api.Certificates(ctx, c)
+	}, func(tw *tabwriter.Writer, doc api.CertificatesDoc) {
 		certTable(tw, doc.Certificates)
 	})
 }
@@ -83,8 +99,8 @@ draft's five rules: signature, expiry, audience, capabilities, issuer.`,
 			if ttl < 0 || ttl%time.Second != 0 {
 				return fmt.Errorf("--ttl %s: want a whole number of seconds, such as 1h", ttl)
 			}
-			return cf.withClient(func(c *api.Client) error {
-				doc, err := c.AuthToken(cmd.Context(), api.TokenRequest{TargetAgentID: args[0], RequestedCapabilities: caps, TTL: int64(ttl / time.Second)})
+			return cf.withClient(func(c *apiclient.Client) error {
+				doc, err := api.AuthToken(cmd.Context(), c, api.TokenRequest{TargetAgentID: args[0], RequestedCapabilities: caps, TTL: int64(ttl / time.Second)})
 				if err != nil {
 					return err
 				}

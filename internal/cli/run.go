@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/signal"
 	"path/filepath"
 	"syscall"
@@ -22,9 +23,10 @@ func init() { register(newRunCmd) }
 type runFlags struct {
 	dataDir, config, agentID, apiAddr, logLevel string
 	webhook, webhookToken, dialect              string
+	reachability                                string
 	caps, listen, bootstrap                     []string
 	heartbeat                                   time.Duration
-	mdns, nat, dhtClient                        bool
+	mdns, nat, dhtClient, relay                 bool
 	apiAllowRemote                              bool
 }
 
@@ -33,8 +35,9 @@ func newRunCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Run the node: join the mesh, serve the agent, stop cleanly on SIGINT/SIGTERM",
-		Long: `run starts the node with the data directory's config.yaml (or the embedded defaults when
-there is none), prints its peer id and full listen multiaddrs, and serves the local agent API.
+		Long: `run starts the node with the data directory's config.yaml, which iacp-node init writes
+(founding a mesh, joining one, or a lab node: run refuses a data directory that chose none),
+prints its peer id and full listen multiaddrs, and serves the local agent API.
 Settings come from, in rising precedence: the defaults, the config file, IACP_ environment
 variables (IACP_AGENT_ID, IACP_LISTEN=a,b, ...), and flags. SIGINT or SIGTERM stops it
 cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
@@ -45,6 +48,11 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 			}
 			cfg, err := runConfig(cmd, &f)
 			if err != nil {
+				return err
+			}
+			path := configPath(f.dataDir, f.config)
+			_, exists, _ := loadConfig(path)
+			if err := chosenTrust(cfg, exists, path); err != nil {
 				return err
 			}
 			if err := logging.SetLogLevel("iacp", cfg.LogLevel); err != nil {
@@ -69,6 +77,8 @@ cleanly: in-flight exchanges finish, peers hear it draining, then offline.`,
 	fl.DurationVar(&f.heartbeat, "heartbeat-interval", 0, "heartbeat interval, 1s to 300s (env IACP_HEARTBEAT_INTERVAL)")
 	fl.BoolVar(&f.mdns, "mdns", defaults.MDNS, "also find peers on the local network (env IACP_MDNS)")
 	fl.BoolVar(&f.nat, "nat", defaults.NAT, "AutoNAT, relay client and hole punching (env IACP_NAT)")
+	fl.StringVar(&f.reachability, "reachability", defaults.Reachability, "auto (AutoNAT finds out), public (a bootstrap node or relay) or private (behind a NAT) (env IACP_REACHABILITY)")
+	fl.BoolVar(&f.relay, "relay", defaults.Relay, "serve circuit relay v2 to nodes behind NATs, once public (env IACP_RELAY)")
 	fl.BoolVar(&f.dhtClient, "dht-client", defaults.DHTClient, "run the DHT in client mode (env IACP_DHT_CLIENT)")
 	fl.StringVar(&f.webhook, "webhook", "", "POST inbound messages to this agent URL (its /.well-known/iacp/v1/message; env IACP_WEBHOOK)")
 	fl.StringVar(&f.webhookToken, "webhook-token", "", "bearer token the webhook sends to the agent (env IACP_WEBHOOK_TOKEN)")
@@ -114,6 +124,12 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 	if changed("nat") {
 		cfg.NAT = f.nat
 	}
+	if changed("reachability") {
+		cfg.Reachability = f.reachability
+	}
+	if changed("relay") {
+		cfg.Relay = f.relay
+	}
 	if changed("dht-client") {
 		cfg.DHTClient = f.dhtClient
 	}
@@ -131,15 +147,39 @@ func runConfig(cmd *cobra.Command, f *runFlags) (node.Config, error) {
 	return cfg, nil
 }
 
+// chosenTrust refuses to run a node whose data directory chose no trust mode: one never made
+// with init (no config file), or a config that names neither a trust mode nor a mesh
+// authority. Such a node would run open, where any peer may claim an agent id nobody claimed
+// before; the secure default is init's, which founds a mesh, and run says how to choose.
+func chosenTrust(cfg node.Config, exists bool, path string) error {
+	if cfg.Trust != "" || cfg.Authority != "" {
+		return nil
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, node.AuthorityKeyFile)); err == nil {
+		return nil // a founder's data directory: authority mode
+	}
+	what := "names no trust mode"
+	if !exists {
+		what = "does not exist"
+	}
+	return fmt.Errorf("%s %s, so this node belongs to no mesh yet; choose one first:\n"+
+		"  iacp-node init --data-dir %s                 found a mesh (this node holds its authority)\n"+
+		"  iacp-node init --data-dir %s --join TOKEN    join a mesh with an invitation from iacp-node invite\n"+
+		"  iacp-node init --data-dir %s --open          a lab node that trusts on first use (docs/trust.md)\n"+
+		"then iacp-node run --data-dir %s (make run does both on embedded defaults)", path, what, cfg.DataDir, cfg.DataDir, cfg.DataDir, cfg.DataDir)
+}
+
 // runNode starts the node and its local API, prints where it listens, and waits for ctx.
 func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFlags) error {
+	memory := applyMemoryLimit(cfg.MemoryLimit)
 	n, err := node.New(node.WithConfig(cfg))
 	if err != nil {
-		return err
+		return listenHint(err)
 	}
 	out := cmd.OutOrStdout()
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
 	fmt.Fprintf(out, "trust     %s\n", trustSummary(n))
+	fmt.Fprintln(out, memory)
 	for _, a := range n.Addrs() {
 		fmt.Fprintf(out, "listen    %s\n", a)
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -18,10 +19,13 @@ func newSendCmd() *cobra.Command {
 	var mf messageFlags
 	cmd := &cobra.Command{
 		Use:   "send --to AGENT --intent I [--payload JSON|@file] [--channel C] [--ttl D] | send -f DOC",
-		Short: "Send a message through the running node and wait for the recipient's receipt",
+		Short: "Send a message through the running node: delivered, or queued for a known agent that is offline",
 		Long: `send gives a message to the node running with --data-dir, through its local API. The
 node fills in and signs what you leave out (message_id, timestamp, sender, signature) and returns
-once the recipient's node has the message. Without --file the message is a request; a document
+once the recipient's node has the message (status accepted), or once it is queued for a known
+agent that cannot be reached now (status queued: the node retries until its TTL; 'iacp-node
+outbox cancel ID' takes it back). An agent id nothing knows (a typo, most often) fails at once
+with AGENT_NOT_FOUND, unless --queue-unknown queues it for an agent that will join later. Without --file the message is a request; a document
 from --file may be of any type, and of another draft (IaCP 1.0, ElizaOS, ACP v2: named by
 --dialect or recognised), which the node carries as IACP. A reply to a request arrives later in the inbox ('iacp-node
 inbox'); use 'iacp-node request' to wait for it.`,
@@ -37,13 +41,17 @@ inbox'); use 'iacp-node request' to wait for it.`,
 					return err
 				}
 			}
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				var res api.SendResult
 				var err error
 				if doc != nil {
 					res, err = c.SendDocument(cmd.Context(), doc, mf.dialect)
 				} else {
-					res, err = c.Send(cmd.Context(), m)
+					am, werr := wire(m)
+					if werr != nil {
+						return werr
+					}
+					res, err = c.SendWith(cmd.Context(), am, apiclient.SendOptions{QueueUnknown: mf.queueUnknown})
 				}
 				if err != nil {
 					return err

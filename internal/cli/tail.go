@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newTailCmd) }
@@ -20,9 +21,9 @@ func newTailCmd() *cobra.Command {
 		Short: "Follow the node's event stream: broadcasts, heartbeats, liveness, inbound messages",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cf.withClient(func(c *api.Client) error {
+			return cf.withClient(func(c *apiclient.Client) error {
 				out := cmd.OutOrStdout()
-				err := c.Events(cmd.Context(), f, func(it api.EventItem) error {
+				err := api.Events(cmd.Context(), c, f, func(it api.EventItem) error {
 					if cf.output != "table" {
 						raw, err := json.Marshal(it)
 						if err != nil {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"text/tabwriter"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 )
 
 func init() { register(newTrustCmd) }
@@ -35,7 +37,7 @@ trust certs lists those it issued (revoke them with iacp-node revoke).`,
 }
 
 func newTrustListCmd() *cobra.Command {
-	cmd := showCmd("list", "List the pins, and the claims that contradicted them", (*api.Client).Trust, func(tw *tabwriter.Writer, doc api.TrustDoc) {
+	cmd := showCmd("list", "List the pins, and the claims that contradicted them", func(c *apiclient.Client, ctx context.Context) (api.TrustDoc, error) { return api.Trust(ctx, c) }, func(tw *tabwriter.Writer, doc api.TrustDoc) {
 		fmt.Fprintf(tw, "mode: %s\n\n", doc.Mode)
 		fmt.Fprintln(tw, "AGENT\tPEER\tPINNED\tLAST USED")
 		for _, p := range doc.Pins {
@@ -73,8 +75,8 @@ func newTrustForgetCmd() *cobra.Command {
 			if (agentID == "") == (peerID == "") {
 				return fmt.Errorf("name an agent id or --peer, not both")
 			}
-			return cf.withClient(func(c *api.Client) error {
-				res, err := c.ForgetTrust(cmd.Context(), agentID, peerID)
+			return cf.withClient(func(c *apiclient.Client) error {
+				res, err := api.ForgetTrust(cmd.Context(), c, agentID, peerID)
 				if err != nil {
 					return err
 				}

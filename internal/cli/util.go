@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -37,3 +39,12 @@ func readInput(stdin io.Reader, name string) ([]byte, error) {
 }
 
 func protocolVersions() string { return strings.Join(protocol.SupportedVersions, ", ") }
+
+// listenHint adds to an error of the node's start that a listen address is taken which flag
+// chooses another (the local API's own error names --api already).
+func listenHint(err error) error {
+	if err == nil || !(errors.Is(err, syscall.EADDRINUSE) || strings.Contains(err.Error(), "address already in use")) {
+		return err
+	}
+	return fmt.Errorf("%w; another process holds a listen address of the node: choose others with --listen /ip4/127.0.0.1/tcp/PORT (env IACP_LISTEN, config listen)", err)
+}

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/iacp-node/iacp-node/api"
+	"github.com/iacp-node/iacp-node/apiclient"
 	"github.com/iacp-node/iacp-node/workflow"
 )
 
@@ -57,8 +58,8 @@ on in the node: iacp-node workflow status ID).`,
 			if err != nil {
 				return err
 			}
-			return cf.withClient(func(c *api.Client) error {
-				st, err := c.StartWorkflow(cmd.Context(), decl, wait)
+			return cf.withClient(func(c *apiclient.Client) error {
+				st, err := api.StartWorkflow(cmd.Context(), c, decl, wait)
 				if err != nil {
 					return err
 				}
@@ -78,8 +79,8 @@ func newWorkflowStatusCmd() *cobra.Command {
 		Short: "Show a workflow's steps: state, agent, attempts and timing",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				st, err := c.Workflow(cmd.Context(), args[0])
+			return cf.withClient(func(c *apiclient.Client) error {
+				st, err := api.Workflow(cmd.Context(), c, args[0])
 				if err != nil {
 					return err
 				}
@@ -98,8 +99,8 @@ func newWorkflowCancelCmd() *cobra.Command {
 		Short: "Stop a running workflow; its steps not yet answered are cancelled",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				st, err := c.CancelWorkflow(cmd.Context(), args[0])
+			return cf.withClient(func(c *apiclient.Client) error {
+				st, err := api.CancelWorkflow(cmd.Context(), c, args[0])
 				if err != nil {
 					return err
 				}
@@ -118,8 +119,8 @@ func newWorkflowListCmd() *cobra.Command {
 		Short: "List the workflows this node coordinates or coordinated, the latest first",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return cf.withClient(func(c *api.Client) error {
-				l, err := c.Workflows(cmd.Context())
+			return cf.withClient(func(c *apiclient.Client) error {
+				l, err := api.Workflows(cmd.Context(), c)
 				if err != nil {
 					return err
 				}

@@ -1,6 +1,7 @@
 // Package retry holds the one retry schedule of the node: exponential backoff with jitter.
 // The node's redials of needed peers and its durable deliveries, discovery's bootstrap rounds
-// and record publishes, and the API's webhook posts all wait by it, each with its own bounds.
+// and record publishes, the API's webhook posts and workflow steps all wait by it, each with
+// its own bounds.
 // It imports nothing of this module, so that any package can use it.
 package retry
 

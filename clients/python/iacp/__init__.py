@@ -17,8 +17,8 @@
     agent.run()
 
 :class:`Client` and :class:`AsyncClient` cover the API of docs/api.md (send, request,
-broadcast, discover, resolve, agents, status, the inbox, acks, the event stream,
-conversations); :class:`Agent` and :class:`AsyncAgent` are handler loops over the inbox;
+cancel, broadcast, discover, resolve, agents, status, the inbox, acks, the outbox, the event
+stream, conversations); :class:`Agent` and :class:`AsyncAgent` are handler loops over the inbox;
 :mod:`iacp.models` holds the documents as dataclasses; every error answer raises
 :class:`IACPError` with the node's IACP code. docs/clients/python.md walks through it.
 """
@@ -43,6 +43,7 @@ from .models import (  # noqa: E402
     AskResult,
     AgentRecord,
     Body,
+    CancelResult,
     Conversation,
     ConversationEntry,
     DiscoverResult,
@@ -60,10 +61,13 @@ from .models import (  # noqa: E402
     Message,
     Model,
     NodeStatus,
+    Outbox,
+    OutboxEntry,
     Peer,
     RateLimit,
     Recipient,
     Sender,
+    SEND_STATUSES,
     SendResult,
     Transition,
     parse_time,
@@ -101,6 +105,10 @@ __all__ = [
     "EventPayload",
     "Heartbeat",
     "SendResult",
+    "SEND_STATUSES",
+    "CancelResult",
+    "Outbox",
+    "OutboxEntry",
     "InboxItem",
     "InboxPage",
     "Manifest",

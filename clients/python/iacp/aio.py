@@ -11,6 +11,7 @@ from .models import (
     AgentInfo,
     AskResult,
     AgentRecord,
+    CancelResult,
     Conversation,
     DiscoverResult,
     Event,
@@ -19,6 +20,7 @@ from .models import (
     InboxPage,
     Message,
     NodeStatus,
+    Outbox,
     Peer,
     SendResult,
 )
@@ -82,9 +84,17 @@ class AsyncClient:
         """See :meth:`iacp.Client.send`."""
         return await self._run(self.sync.send, to, intent, payload, **kw)
 
-    async def send_message(self, message: Union[Message, Dict[str, Any]]) -> SendResult:
+    async def send_message(self, message: Union[Message, Dict[str, Any]], *, queue_unknown: bool = False) -> SendResult:
         """See :meth:`iacp.Client.send_message`."""
-        return await self._run(self.sync.send_message, message)
+        return await self._run(self.sync.send_message, message, queue_unknown=queue_unknown)
+
+    async def cancel(self, message: Union[str, SendResult, Message]) -> CancelResult:
+        """See :meth:`iacp.Client.cancel`."""
+        return await self._run(self.sync.cancel, message)
+
+    async def outbox(self) -> Outbox:
+        """See :meth:`iacp.Client.outbox`."""
+        return await self._run(self.sync.outbox)
 
     async def request(self, to: str, intent: str, payload: Optional[Dict[str, Any]] = None, *,
                       wait: Seconds = 30.0, **kw: Any) -> Message:

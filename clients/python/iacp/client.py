@@ -17,6 +17,7 @@ from .models import (
     AgentInfo,
     AskResult,
     AgentRecord,
+    CancelResult,
     Conversation,
     DiscoverResult,
     Event,
@@ -25,6 +26,7 @@ from .models import (
     InboxPage,
     Message,
     NodeStatus,
+    Outbox,
     Peer,
     SendResult,
 )
@@ -42,6 +44,26 @@ _INBOX_PAGE_SLACK = 64 << 10
 
 MESSAGE_PATH = "/.well-known/iacp/v1/message"
 _JSON = "application/json"
+
+#: The endpoints of docs/openapi.yaml this client calls, as (method, path): a test holds them
+#: to the spec, so that the client cannot drift from it.
+ENDPOINTS = frozenset({
+    ("POST", MESSAGE_PATH),
+    ("POST", "/v1/broadcast"),
+    ("POST", "/v1/ask"),
+    ("GET", "/v1/inbox"),
+    ("POST", "/v1/inbox/{message_id}/ack"),
+    ("GET", "/v1/outbox"),
+    ("DELETE", "/v1/outbox/{message_id}"),
+    ("GET", "/v1/discover"),
+    ("GET", "/v1/resolve/{agent_id}"),
+    ("GET", "/v1/agents"),
+    ("GET", "/v1/peers"),
+    ("GET", "/v1/status"),
+    ("GET", "/healthz"),
+    ("GET", "/v1/conversations/{id}"),
+    ("GET", "/v1/events"),
+})
 
 Seconds = Union[float, int, datetime.timedelta]
 
@@ -276,21 +298,41 @@ class Client:
         channel: Optional[str] = None,
         ttl_seconds: Optional[int] = None,
         correlation_id: Optional[str] = None,
+        queue_unknown: bool = False,
     ) -> SendResult:
-        """Sends a message to agent ``to`` and returns once the recipient's node has it.
+        """Sends a message to agent ``to`` and returns once the recipient's node has it
+        (status ``accepted``), or once it is queued for a known agent that cannot be
+        reached now (status ``queued``: the node retries until its TTL; :meth:`cancel`
+        takes it back).
 
-        ``type`` is request (default), response, event or error; the node fills the id,
-        time, sender, signature, the channel from the intent, and a request's correlation
-        id. The answer to a request sent this way arrives later in the inbox; to wait for
-        it use :meth:`request`.
+        An agent id nothing knows (a typo, most often) raises :class:`iacp.IACPError`
+        ``AGENT_NOT_FOUND`` at once, unless ``queue_unknown`` queues the message for an
+        agent that will join later. ``type`` is request (default), response, event or
+        error; the node fills the id, time, sender, signature, the channel from the intent,
+        and a request's correlation id. The answer to a request sent this way arrives later
+        in the inbox; to wait for it use :meth:`request`.
         """
         return self.send_message(Message.new(to, intent, payload, type=type, channel=channel,
-                                             ttl_seconds=ttl_seconds, correlation_id=correlation_id))
+                                             ttl_seconds=ttl_seconds, correlation_id=correlation_id),
+                                 queue_unknown=queue_unknown)
 
-    def send_message(self, message: Union[Message, Dict[str, Any]]) -> SendResult:
+    def send_message(self, message: Union[Message, Dict[str, Any]], *, queue_unknown: bool = False) -> SendResult:
         """Sends an IACP document (a :class:`Message` or its dict) as it is; the node fills
-        and signs what it leaves out."""
-        return SendResult.from_dict(self._call("POST", MESSAGE_PATH, message))
+        and signs what it leaves out (see :meth:`send`)."""
+        path = MESSAGE_PATH + ("?queue_unknown=true" if queue_unknown else "")
+        return SendResult.from_dict(self._call("POST", path, message))
+
+    def cancel(self, message: Union[str, SendResult, Message]) -> CancelResult:
+        """Takes a queued message out of the node's outbox: it is never delivered. A
+        message the outbox does not hold (delivered, refused, expired, or cancelled
+        already) raises :class:`iacp.IACPError` (HTTP 404)."""
+        mid = message if isinstance(message, str) else (
+            message.message_id if isinstance(message, SendResult) else message.envelope.message_id)
+        return CancelResult.from_dict(self._call("DELETE", "/v1/outbox/" + urllib.parse.quote(mid, safe="")))
+
+    def outbox(self) -> Outbox:
+        """The messages the node still tries to deliver, with their attempts."""
+        return Outbox.from_dict(self._call("GET", "/v1/outbox"))
 
     def request(
         self,
@@ -307,8 +349,10 @@ class Client:
         response, which it returns.
 
         An ``error`` reply raises :class:`iacp.IACPError` with the replier's code; no reply
-        within ``wait`` raises :class:`iacp.Timeout`. ``cancel``, a ``threading.Event``,
-        abandons the wait when set (:class:`iacp.Cancelled`).
+        within ``wait`` raises :class:`iacp.Timeout`, and the request is never delivered
+        after that (it lives no longer than ``wait``). An agent id nothing knows raises
+        ``AGENT_NOT_FOUND`` at once. ``cancel``, a ``threading.Event``, abandons the wait
+        when set (:class:`iacp.Cancelled`).
         """
         m = Message.new(to, intent, payload, type="request", channel=channel, ttl_seconds=ttl_seconds)
         return self.request_message(m, wait=wait, cancel=cancel)

@@ -31,6 +31,10 @@ __all__ = [
     "EventPayload",
     "Heartbeat",
     "SendResult",
+    "SEND_STATUSES",
+    "CancelResult",
+    "OutboxEntry",
+    "Outbox",
     "InboxItem",
     "InboxPage",
     "RateLimit",
@@ -329,11 +333,52 @@ class Heartbeat(Model):
 
 @dataclass
 class SendResult(Model):
-    """The answer to a send or a broadcast: the message's id; status ``accepted`` means the
-    recipient's node has it (for a broadcast: it was published)."""
+    """The answer to a send or a broadcast: the message's id and its status, one of
+    :data:`SEND_STATUSES`: ``accepted`` (the recipient's node has it; a broadcast was
+    published), ``queued`` (the recipient is known but unreachable now: the message waits
+    in the outbox, :meth:`iacp.Client.cancel` takes it back) or ``pending`` (held until the
+    node's operator approves it)."""
 
     message_id: str = ""
     status: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+#: The statuses of a :class:`SendResult` (docs/openapi.yaml's SendResult.status).
+SEND_STATUSES = ("accepted", "queued", "pending")
+
+
+@dataclass
+class CancelResult(Model):
+    """The answer to a cancel: the message taken out of the outbox."""
+
+    cancelled: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class OutboxEntry(Model):
+    """One message the node still tries to deliver."""
+
+    message_id: str = ""
+    recipient: str = ""
+    seq: int = 0
+    enqueued_at: str = ""
+    expires_at: str = ""
+    attempts: int = 0
+    next_attempt_at: str = ""
+    last_error: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Outbox(Model):
+    """The durable outbox (``GET /v1/outbox``); ``note`` says why it is empty when durable
+    delivery is off."""
+
+    durable: bool = False
+    entries: List[OutboxEntry] = field(default_factory=list)
+    note: Optional[str] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
 

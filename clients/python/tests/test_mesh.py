@@ -294,10 +294,30 @@ class MeshTest(unittest.TestCase):
             self.a.resolve("not-an-agent-id")
         self.assertEqual((cm.exception.code, cm.exception.status), ("PAYLOAD_INVALID", 400))
 
-        with self.assertRaises(iacp.Timeout) as cm:
-            self.a.request("test:py:nobody", "handoff", {"task": "x"}, wait=1)
-        self.assertEqual((cm.exception.code, cm.exception.status, cm.exception.retryable), ("TIMEOUT", 504, True))
-        self.assertIsInstance(cm.exception, iacp.IACPError)
+        # A mistyped agent id fails at once, not queued (once alice's node settled in the
+        # mesh: a message sent before is queued, and cancelled here).
+        def refused():
+            try:
+                self.a.cancel(self.a.send("test:py:nobody", "handoff", {"task": "x"}))
+            except iacp.IACPError as e:
+                return e
+            return None
+
+        e = eventually(refused, what="a send to an agent nobody knows refused")
+        self.assertEqual((e.code, e.status), ("AGENT_NOT_FOUND", 404))
+        with self.assertRaises(iacp.IACPError) as cm:
+            self.a.request("test:py:nobody", "handoff", {"task": "x"}, wait=10)
+        self.assertEqual((cm.exception.code, cm.exception.status), ("AGENT_NOT_FOUND", 404))
+
+    def test_queued_message_is_listed_and_cancelled(self) -> None:
+        r = self.a.send("test:py:later", "handoff", {"task": "x"}, queue_unknown=True)
+        self.assertEqual(r.status, "queued")
+        self.assertIn(r.message_id, [e.message_id for e in self.a.outbox().entries])
+        self.assertEqual(self.a.cancel(r).cancelled, r.message_id)
+        self.assertNotIn(r.message_id, [e.message_id for e in self.a.outbox().entries])
+        with self.assertRaises(iacp.IACPError) as cm:
+            self.a.cancel(r.message_id)
+        self.assertEqual(cm.exception.status, 404)
 
     def test_wrong_token_is_unauthorized(self) -> None:
         node_a = self.mesh.nodes[0]

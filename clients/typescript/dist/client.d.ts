@@ -1,6 +1,13 @@
-import type { AckResult, AgentRecord, AgentsResult, AskRequest, AskResult, CapabilityQuery, ConversationPage, DiscoverResult, EventItem, EventKind, EventPayload, Health, InboxItem, InboxPage, Message, MessageInput, NodeStatus, OutboxResult, OutgoingMessage, PeersResult, SendResult } from "./types.js";
+import type { AckResult, AgentRecord, AgentsResult, AskRequest, AskResult, CancelResult, CapabilityQuery, ConversationPage, DiscoverResult, EventItem, EventKind, EventPayload, Health, InboxItem, InboxPage, Message, MessageInput, NodeStatus, OutboxResult, OutgoingMessage, PeersResult, SendResult, SendStatus } from "./types.js";
 /** The path of the IACP HTTP binding. */
 export declare const MESSAGE_PATH = "/.well-known/iacp/v1/message";
+/** The statuses a send answers with (docs/openapi.yaml's SendResult.status). */
+export declare const SEND_STATUSES: readonly SendStatus[];
+/**
+ * The endpoints of docs/openapi.yaml this client calls, as "METHOD path": a test holds them to
+ * the spec, so that the client cannot drift from it.
+ */
+export declare const ENDPOINTS: readonly string[];
 /** The data dir the CLI uses when none is named: `$IACP_DATA_DIR`, else `.data/node`. */
 export declare function defaultDataDir(): string;
 /** Default timeout of one call, in milliseconds. */
@@ -42,8 +49,16 @@ export interface CallOptions {
      */
     timeout?: number;
 }
+/** Options of {@link Client.send}. */
+export interface SendOptions extends CallOptions {
+    /**
+     * Queue the message even when no agent of its recipient id is known yet (one that will
+     * join later). Without it, an id nothing knows rejects at once with AGENT_NOT_FOUND.
+     */
+    queueUnknown?: boolean;
+}
 /** Options of {@link Client.request}. */
-export interface RequestOptions extends CallOptions {
+export interface RequestOptions extends SendOptions {
     /** How long the node waits for the response, in milliseconds (default 30 s, at most 5 min). */
     wait?: number;
 }
@@ -123,15 +138,24 @@ export declare class Client {
     /** The data dir the client reads `api.addr` and `api.token` from. */
     get dataDir(): string;
     /**
-     * Sends one message and resolves once the recipient's node has it (HTTP 202). The node
-     * fills and signs what the message leaves out. A request sent this way is answered later,
-     * in the inbox; use {@link Client.request} to wait for the answer.
+     * Sends one message (HTTP 202) and resolves once the recipient's node has it (status
+     * `accepted`), or once it is queued for a known agent that cannot be reached now (status
+     * `queued`: the node retries until its TTL; {@link Client.cancel} takes it back). An agent id
+     * nothing knows (a typo, most often) rejects at once with AGENT_NOT_FOUND, unless
+     * `queueUnknown`. The node fills and signs what the message leaves out. A request sent this
+     * way is answered later, in the inbox; use {@link Client.request} to wait for the answer.
      */
-    send(message: MessageInput | OutgoingMessage, options?: CallOptions): Promise<SendResult>;
+    send(message: MessageInput | OutgoingMessage, options?: SendOptions): Promise<SendResult>;
+    /**
+     * Takes a queued message (one {@link Client.send} answered `queued`) out of the node's
+     * outbox: it is never delivered. A message the outbox does not hold rejects (HTTP 404).
+     */
+    cancel(message: string | SendResult, options?: CallOptions): Promise<CancelResult>;
     /**
      * Sends a request and waits up to `wait` (default 30 s) for its response, which it returns.
      * An `error` answer rejects with an {@link IACPError} of its code; no answer in time with a
-     * {@link TimeoutError} (HTTP 504).
+     * {@link TimeoutError} (HTTP 504), and the request is never delivered after that: it lives
+     * no longer than `wait`. An agent id nothing knows rejects at once with AGENT_NOT_FOUND.
      */
     request(message: MessageInput | OutgoingMessage, options?: RequestOptions): Promise<Message>;
     /** Publishes an event to every agent (gossip). Fails with 503 when gossip is off. */

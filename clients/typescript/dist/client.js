@@ -4,6 +4,29 @@ import { AnswerTooLargeError, IACPError, NodeUnreachableError, TimeoutError, Una
 import { parseSSE } from "./sse.js";
 /** The path of the IACP HTTP binding. */
 export const MESSAGE_PATH = "/.well-known/iacp/v1/message";
+/** The statuses a send answers with (docs/openapi.yaml's SendResult.status). */
+export const SEND_STATUSES = ["accepted", "queued", "pending"];
+/**
+ * The endpoints of docs/openapi.yaml this client calls, as "METHOD path": a test holds them to
+ * the spec, so that the client cannot drift from it.
+ */
+export const ENDPOINTS = [
+    `POST ${MESSAGE_PATH}`,
+    "POST /v1/broadcast",
+    "POST /v1/ask",
+    "POST /v1/discover",
+    "GET /v1/resolve/{agent_id}",
+    "GET /v1/agents",
+    "GET /v1/status",
+    "GET /v1/peers",
+    "GET /v1/outbox",
+    "DELETE /v1/outbox/{message_id}",
+    "GET /healthz",
+    "GET /v1/inbox",
+    "POST /v1/inbox/{message_id}/ack",
+    "GET /v1/conversations/{id}",
+    "GET /v1/events",
+];
 /** The data dir the CLI uses when none is named: `$IACP_DATA_DIR`, else `.data/node`. */
 export function defaultDataDir() {
     return process.env.IACP_DATA_DIR || ".data/node";
@@ -49,17 +72,30 @@ export class Client {
     }
     // ---- the IACP binding ----
     /**
-     * Sends one message and resolves once the recipient's node has it (HTTP 202). The node
-     * fills and signs what the message leaves out. A request sent this way is answered later,
-     * in the inbox; use {@link Client.request} to wait for the answer.
+     * Sends one message (HTTP 202) and resolves once the recipient's node has it (status
+     * `accepted`), or once it is queued for a known agent that cannot be reached now (status
+     * `queued`: the node retries until its TTL; {@link Client.cancel} takes it back). An agent id
+     * nothing knows (a typo, most often) rejects at once with AGENT_NOT_FOUND, unless
+     * `queueUnknown`. The node fills and signs what the message leaves out. A request sent this
+     * way is answered later, in the inbox; use {@link Client.request} to wait for the answer.
      */
     async send(message, options = {}) {
-        return this.#call({ method: "POST", path: MESSAGE_PATH, body: toOutgoing(message) }, options);
+        const query = options.queueUnknown ? new URLSearchParams({ queue_unknown: "true" }) : undefined;
+        return this.#call({ method: "POST", path: MESSAGE_PATH, query, body: toOutgoing(message) }, options);
+    }
+    /**
+     * Takes a queued message (one {@link Client.send} answered `queued`) out of the node's
+     * outbox: it is never delivered. A message the outbox does not hold rejects (HTTP 404).
+     */
+    async cancel(message, options = {}) {
+        const id = typeof message === "string" ? message : message.message_id;
+        return this.#call({ method: "DELETE", path: `/v1/outbox/${encodeURIComponent(id)}` }, options);
     }
     /**
      * Sends a request and waits up to `wait` (default 30 s) for its response, which it returns.
      * An `error` answer rejects with an {@link IACPError} of its code; no answer in time with a
-     * {@link TimeoutError} (HTTP 504).
+     * {@link TimeoutError} (HTTP 504), and the request is never delivered after that: it lives
+     * no longer than `wait`. An agent id nothing knows rejects at once with AGENT_NOT_FOUND.
      */
     async request(message, options = {}) {
         const wait = positive(options.wait, "wait") ?? 30_000;
@@ -68,6 +104,8 @@ export class Client {
             throw new TypeError(`request sends a request, not a ${doc.message.type}: use send`);
         }
         const query = new URLSearchParams({ wait: `${Math.ceil(wait)}ms` });
+        if (options.queueUnknown)
+            query.set("queue_unknown", "true");
         return this.#call({ method: "POST", path: MESSAGE_PATH, query, body: doc, waitMs: wait }, options);
     }
     /** Publishes an event to every agent (gossip). Fails with 503 when gossip is off. */

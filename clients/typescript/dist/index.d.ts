@@ -6,8 +6,8 @@
  *
  * @packageDocumentation
  */
-export { Client, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_TIMEOUT, MESSAGE_PATH, defaultDataDir, toOutgoing, } from "./client.js";
-export type { CallOptions, ClientOptions, ConversationOptions, EventsOptions, InboxOptions, MessagesOptions, RequestOptions, } from "./client.js";
+export { Client, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_TIMEOUT, ENDPOINTS, MESSAGE_PATH, SEND_STATUSES, defaultDataDir, toOutgoing, } from "./client.js";
+export type { CallOptions, ClientOptions, ConversationOptions, EventsOptions, InboxOptions, MessagesOptions, RequestOptions, SendOptions, } from "./client.js";
 export { Agent, errorAnswer, responseTo } from "./agent.js";
 export type { AgentOptions, Handler, HandlerContext, RunOptions, RunSummary, UnhandledPolicy } from "./agent.js";
 export { AnswerTooLargeError, IACPError, NodeUnreachableError, TimeoutError, UnauthorizedError } from "./errors.js";

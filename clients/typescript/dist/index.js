@@ -6,6 +6,6 @@
  *
  * @packageDocumentation
  */
-export { Client, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_TIMEOUT, MESSAGE_PATH, defaultDataDir, toOutgoing, } from "./client.js";
+export { Client, DEFAULT_MAX_ANSWER_BYTES, DEFAULT_TIMEOUT, ENDPOINTS, MESSAGE_PATH, SEND_STATUSES, defaultDataDir, toOutgoing, } from "./client.js";
 export { Agent, errorAnswer, responseTo } from "./agent.js";
 export { AnswerTooLargeError, IACPError, NodeUnreachableError, TimeoutError, UnauthorizedError } from "./errors.js";

@@ -16,6 +16,7 @@ import type {
   AgentsResult,
   AskRequest,
   AskResult,
+  CancelResult,
   CapabilityQuery,
   ConversationPage,
   DiscoverResult,
@@ -32,10 +33,36 @@ import type {
   OutgoingMessage,
   PeersResult,
   SendResult,
+  SendStatus,
 } from "./types.js";
 
 /** The path of the IACP HTTP binding. */
 export const MESSAGE_PATH = "/.well-known/iacp/v1/message";
+
+/** The statuses a send answers with (docs/openapi.yaml's SendResult.status). */
+export const SEND_STATUSES: readonly SendStatus[] = ["accepted", "queued", "pending"];
+
+/**
+ * The endpoints of docs/openapi.yaml this client calls, as "METHOD path": a test holds them to
+ * the spec, so that the client cannot drift from it.
+ */
+export const ENDPOINTS: readonly string[] = [
+  `POST ${MESSAGE_PATH}`,
+  "POST /v1/broadcast",
+  "POST /v1/ask",
+  "POST /v1/discover",
+  "GET /v1/resolve/{agent_id}",
+  "GET /v1/agents",
+  "GET /v1/status",
+  "GET /v1/peers",
+  "GET /v1/outbox",
+  "DELETE /v1/outbox/{message_id}",
+  "GET /healthz",
+  "GET /v1/inbox",
+  "POST /v1/inbox/{message_id}/ack",
+  "GET /v1/conversations/{id}",
+  "GET /v1/events",
+];
 
 /** The data dir the CLI uses when none is named: `$IACP_DATA_DIR`, else `.data/node`. */
 export function defaultDataDir(): string {
@@ -89,8 +116,17 @@ export interface CallOptions {
   timeout?: number;
 }
 
+/** Options of {@link Client.send}. */
+export interface SendOptions extends CallOptions {
+  /**
+   * Queue the message even when no agent of its recipient id is known yet (one that will
+   * join later). Without it, an id nothing knows rejects at once with AGENT_NOT_FOUND.
+   */
+  queueUnknown?: boolean;
+}
+
 /** Options of {@link Client.request}. */
-export interface RequestOptions extends CallOptions {
+export interface RequestOptions extends SendOptions {
   /** How long the node waits for the response, in milliseconds (default 30 s, at most 5 min). */
   wait?: number;
 }
@@ -164,7 +200,7 @@ interface Endpoint {
 }
 
 interface Call {
-  method: "GET" | "POST";
+  method: "GET" | "POST" | "DELETE";
   path: string;
   query?: URLSearchParams;
   body?: unknown;
@@ -208,18 +244,32 @@ export class Client {
   // ---- the IACP binding ----
 
   /**
-   * Sends one message and resolves once the recipient's node has it (HTTP 202). The node
-   * fills and signs what the message leaves out. A request sent this way is answered later,
-   * in the inbox; use {@link Client.request} to wait for the answer.
+   * Sends one message (HTTP 202) and resolves once the recipient's node has it (status
+   * `accepted`), or once it is queued for a known agent that cannot be reached now (status
+   * `queued`: the node retries until its TTL; {@link Client.cancel} takes it back). An agent id
+   * nothing knows (a typo, most often) rejects at once with AGENT_NOT_FOUND, unless
+   * `queueUnknown`. The node fills and signs what the message leaves out. A request sent this
+   * way is answered later, in the inbox; use {@link Client.request} to wait for the answer.
    */
-  async send(message: MessageInput | OutgoingMessage, options: CallOptions = {}): Promise<SendResult> {
-    return this.#call<SendResult>({ method: "POST", path: MESSAGE_PATH, body: toOutgoing(message) }, options);
+  async send(message: MessageInput | OutgoingMessage, options: SendOptions = {}): Promise<SendResult> {
+    const query = options.queueUnknown ? new URLSearchParams({ queue_unknown: "true" }) : undefined;
+    return this.#call<SendResult>({ method: "POST", path: MESSAGE_PATH, query, body: toOutgoing(message) }, options);
+  }
+
+  /**
+   * Takes a queued message (one {@link Client.send} answered `queued`) out of the node's
+   * outbox: it is never delivered. A message the outbox does not hold rejects (HTTP 404).
+   */
+  async cancel(message: string | SendResult, options: CallOptions = {}): Promise<CancelResult> {
+    const id = typeof message === "string" ? message : message.message_id;
+    return this.#call<CancelResult>({ method: "DELETE", path: `/v1/outbox/${encodeURIComponent(id)}` }, options);
   }
 
   /**
    * Sends a request and waits up to `wait` (default 30 s) for its response, which it returns.
    * An `error` answer rejects with an {@link IACPError} of its code; no answer in time with a
-   * {@link TimeoutError} (HTTP 504).
+   * {@link TimeoutError} (HTTP 504), and the request is never delivered after that: it lives
+   * no longer than `wait`. An agent id nothing knows rejects at once with AGENT_NOT_FOUND.
    */
   async request(message: MessageInput | OutgoingMessage, options: RequestOptions = {}): Promise<Message> {
     const wait = positive(options.wait, "wait") ?? 30_000;
@@ -228,6 +278,7 @@ export class Client {
       throw new TypeError(`request sends a request, not a ${doc.message.type}: use send`);
     }
     const query = new URLSearchParams({ wait: `${Math.ceil(wait)}ms` });
+    if (options.queueUnknown) query.set("queue_unknown", "true");
     return this.#call<Message>({ method: "POST", path: MESSAGE_PATH, query, body: doc, waitMs: wait }, options);
   }
 

@@ -10,7 +10,9 @@ export {
   Client,
   DEFAULT_MAX_ANSWER_BYTES,
   DEFAULT_TIMEOUT,
+  ENDPOINTS,
   MESSAGE_PATH,
+  SEND_STATUSES,
   defaultDataDir,
   toOutgoing,
 } from "./client.js";
@@ -22,6 +24,7 @@ export type {
   InboxOptions,
   MessagesOptions,
   RequestOptions,
+  SendOptions,
 } from "./client.js";
 export { Agent, errorAnswer, responseTo } from "./agent.js";
 export type { AgentOptions, Handler, HandlerContext, RunOptions, RunSummary, UnhandledPolicy } from "./agent.js";

@@ -209,8 +209,21 @@ export interface Manifest {
 /** The answer of a message POST without wait (202) and of a broadcast. */
 export interface SendResult {
   message_id: string;
-  /** `accepted`: the recipient's node has the message (for a broadcast: it was published). */
-  status: string;
+  /**
+   * `accepted`: the recipient's node has the message (for a broadcast: it was published);
+   * `queued`: the recipient is known but unreachable now, and the message waits in the
+   * outbox ({@link Client.cancel} takes it back); `pending`: held until the node's operator
+   * approves it.
+   */
+  status: SendStatus;
+}
+
+/** The statuses of a {@link SendResult}. */
+export type SendStatus = "accepted" | "queued" | "pending";
+
+/** DELETE /v1/outbox/{message_id}: the message taken out of the outbox. */
+export interface CancelResult {
+  cancelled: string;
 }
 
 /** A broadcast query: the body of POST /v1/ask (docs/coordination.md). */
@@ -353,17 +366,20 @@ export interface PeersResult {
 /** GET /v1/outbox: the messages waiting in the durable outbox. */
 export interface OutboxResult {
   durable: boolean;
-  entries: {
-    message_id: string;
-    recipient: string;
-    seq: number;
-    enqueued_at: string;
-    expires_at: string;
-    attempts: number;
-    next_attempt_at: string;
-    last_error?: string;
-  }[];
+  entries: OutboxEntry[];
   note?: string;
+}
+
+/** One message the node still tries to deliver. */
+export interface OutboxEntry {
+  message_id: string;
+  recipient: string;
+  seq: number;
+  enqueued_at: string;
+  expires_at: string;
+  attempts: number;
+  next_attempt_at: string;
+  last_error?: string;
 }
 
 /** One inbound message waiting for the agent. */

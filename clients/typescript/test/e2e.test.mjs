@@ -137,6 +137,27 @@ describe("the client against two real nodes", { timeout: 120_000 }, () => {
     assert.equal(left.message.message.intent, "x-audit");
   });
 
+  it("send: an agent nobody knows fails at once; queueUnknown queues, and cancel takes it back", async () => {
+    // Until alice's node settled in the mesh its DHT's "not found" is no answer: a message sent
+    // before is queued (and cancelled here).
+    const refused = await eventually("a send to an agent nobody knows refused", 10_000, async () => {
+      try {
+        await alice.cancel(await alice.send({ to: "test:local:nobody", intent: "handoff", payload: {} }));
+        return undefined;
+      } catch (err) {
+        return err;
+      }
+    });
+    assert.ok(refused instanceof IACPError);
+    assert.equal(refused.code, "AGENT_NOT_FOUND");
+    assert.equal(refused.status, 404);
+    const queued = await alice.send({ to: "test:local:later", intent: "handoff", payload: {} }, { queueUnknown: true });
+    assert.equal(queued.status, "queued");
+    assert.ok((await alice.outbox()).entries.some((e) => e.message_id === queued.message_id));
+    assert.equal((await alice.cancel(queued)).cancelled, queued.message_id);
+    await assert.rejects(alice.cancel(queued.message_id), (err) => err instanceof IACPError && err.status === 404);
+  });
+
   it("send, the answer in the inbox and on the event stream, ack, the conversation", async () => {
     const watching = new AbortController();
     const seen = [];
