@@ -353,53 +353,6 @@ func (mn *mocknet) UnlinkNets(n1, n2 network.Network) error {
 	return mn.UnlinkPeers(n1.LocalPeer(), n2.LocalPeer())
 }
 
-// linkOnDemand returns a link from pn to p made for this dial, when the linker allows one.
-func (mn *mocknet) linkOnDemand(pn *peernet, p peer.ID) (*link, bool) {
-	mn.Lock()
-	linker, target := mn.linker, mn.nets[p]
-	mn.Unlock()
-	if linker == nil || target == nil {
-		return nil, false
-	}
-	opts, ok := linker(pn.peer, p)
-	if !ok {
-		return nil, false
-	}
-	l := newLink(mn, opts)
-	l.nets = append(l.nets, pn, target)
-	mn.addLink(l)
-	return l, true
-}
-
-// SetLinker sets what a dial between unlinked peers asks (see Mocknet).
-func (mn *mocknet) SetLinker(l Linker) {
-	mn.Lock()
-	mn.linker = l
-	mn.Unlock()
-}
-
-// UnlinkPeer removes every link of p.
-func (mn *mocknet) UnlinkPeer(p peer.ID) {
-	mn.Lock()
-	var ls []*link
-	for _, m := range mn.links[p] {
-		for l := range m {
-			ls = append(ls, l)
-		}
-	}
-	mn.Unlock()
-	for _, l := range ls {
-		mn.removeLink(l)
-	}
-}
-
-// UnlinkAll removes every link.
-func (mn *mocknet) UnlinkAll() {
-	mn.Lock()
-	mn.links = map[peer.ID]map[peer.ID]map[*link]struct{}{}
-	mn.Unlock()
-}
-
 // get from the links map. and lazily construct.
 func (mn *mocknet) linksMapGet(p1, p2 peer.ID) map[*link]struct{} {
 
@@ -521,10 +474,3 @@ type hostSlice []host.Host
 func (es hostSlice) Len() int           { return len(es) }
 func (es hostSlice) Swap(i, j int)      { es[i], es[j] = es[j], es[i] }
 func (es hostSlice) Less(i, j int) bool { return string(es[i].ID()) < string(es[j].ID()) }
-
-// SetSchedule sets when the streams' writes become readable (see Mocknet).
-func (mn *mocknet) SetSchedule(s Schedule) {
-	mn.Lock()
-	mn.schedule = s
-	mn.Unlock()
-}
