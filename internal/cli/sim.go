@@ -197,6 +197,13 @@ func runSimOn(cmd *cobra.Command, sf *simFlags, sc *sim.Scenario, opts []sim.Opt
 	if earlier != nil {
 		rep.Reproduction = sim.Compare(earlier, rep, sf.compare)
 	}
+	return writeRun(cmd, sf, rep, runErr, profErr)
+}
+
+// writeRun prints a run's table, writes its JSON and HTML reports, and returns what the
+// command exits with: the run's error, the profiles', or exit status 3 for a failed
+// expectation.
+func writeRun(cmd *cobra.Command, sf *simFlags, rep *sim.Report, runErr, profErr error) error {
 	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
 		return err
 	}
