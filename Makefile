@@ -11,7 +11,7 @@ BENCHTIME   ?= 1s
 DATA_DIR    ?= .data/node
 RUN_FLAGS   ?=
 
-.PHONY: all build static run sim test lint fmt-check vet staticcheck unit netlab-deps netlab ts-test python-test interop-test python-bench fuzz bench bench-compare bench-memory idle idle-floor clean
+.PHONY: all build static run sim test lint fmt-check vet staticcheck chromium unit netlab-deps netlab ts-test python-test interop-test python-bench fuzz bench bench-compare bench-memory idle idle-floor clean
 
 all: build
 
@@ -34,11 +34,11 @@ SIM_FLAGS ?=
 sim: build
 	./$(BIN) sim $(SIM_FLAGS)
 
-## test: formatting, vet, staticcheck, every Go test under the race detector, then the
-## TypeScript client's tests when Node.js 20+ is installed, the Python client's when python3
-## is, and the interop tests when npm can install their packages (each skipped with a
-## message otherwise).
-test: fmt-check vet staticcheck unit ts-test python-test interop-test
+## test: formatting, vet, staticcheck, every Go test under the race detector (with Chromium
+## for the simulator's HTML report, installed first when it can be), then the TypeScript
+## client's tests when Node.js 20+ is installed, the Python client's when python3 is, and the
+## interop tests when npm can install their packages (each skipped with a message otherwise).
+test: fmt-check vet staticcheck chromium unit ts-test python-test interop-test
 
 fmt-check:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
@@ -57,6 +57,19 @@ staticcheck: $(STATICCHECK)
 
 unit: netlab-deps
 	$(GO) test -race -timeout 15m ./...
+
+## chromium: Debian's chromium, in which a test renders the simulator's HTML report
+## (sim/report_browser_test.go); installed with apt-get when absent and this is root, else
+## that test skips and says why.
+chromium:
+	@if command -v chromium >/dev/null 2>&1; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+		echo "chromium: installing Debian's chromium for the simulator's HTML report test"; \
+		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+			|| echo "chromium: could not be installed; the HTML report test will skip"; \
+	else \
+		echo "chromium: not installed, and installing it needs root and apt-get; the HTML report test will skip"; \
+	fi
 
 ## netlab-deps: what the network lab (e2e/netlab) needs besides root and iproute2: nftables,
 ## installed with apt-get when it is missing and the machine allows it (root, apt). Without it

@@ -109,7 +109,8 @@ func summarise(n *node.Node) {
 // node's API token and its key; it returns the server and an HTTP client that sends the token.
 func bridge(t testing.TB, m [2]meshNode) (*httptest.Server, *http.Client) {
 	t.Helper()
-	b, err := NewServer(m[0].c, Options{Token: m[0].srv.Token(), Key: m[0].key, Wait: 4 * time.Second})
+	// Wait outlasts the node's lookup of an unknown recipient (5 s), which a loaded machine may need.
+	b, err := NewServer(m[0].c, Options{Token: m[0].srv.Token(), Key: m[0].key, Wait: 15 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/audit"
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/store"
 )
@@ -66,6 +67,8 @@ type Config struct {
 	// RetryMin and RetryMax bound the retry delay, which doubles per failed attempt since the
 	// recipient was last seen, with jitter over its upper half; 1 s and 1 min when 0.
 	RetryMin, RetryMax time.Duration
+	// Jitter draws the retry delays' jitter; nil: math/rand/v2's global source.
+	Jitter *retry.Jitter
 	// AttemptTimeout bounds each delivery attempt; 10 s when 0.
 	AttemptTimeout time.Duration
 	// OutboxDelay is how long Send's outbox write waits for the outcome of the first

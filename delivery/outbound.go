@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
@@ -425,7 +424,7 @@ func retryable(err error) bool {
 // RetryMax, with jitter over its upper half so that senders that lost the same recipient do
 // not come back in lockstep; and at least the retry_after a RATE_LIMITED refusal asked for.
 func (e *Engine) delay(a int, err error) time.Duration {
-	d := retry.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}.Delay(a, rand.Int64N)
+	d := retry.Backoff{Min: e.cfg.RetryMin, Max: e.cfg.RetryMax}.Delay(a, e.cfg.Jitter.Int64N)
 	var pe *protocol.Error
 	if errors.As(err, &pe) && pe.RetryAfter > d {
 		d = pe.RetryAfter

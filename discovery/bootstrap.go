@@ -172,15 +172,23 @@ func (d *Discovery) bootstrapLoop() {
 			}
 			failed = 0
 			d.markJoined()
-			if justJoined {
+			if justJoined || !d.settled() {
 				// Publish after the refresh, so that the record goes to the peers closest
 				// to its keys rather than to the few the node knew on joining.
 				d.refreshRoutingTable()
 			}
-			d.setSettled(true)
+			// A bootstrap peer can answer an instant before the DHT has it in the routing
+			// table (identify has not told it the peer speaks the DHT): until the table
+			// holds someone, a lookup's "not found" says nothing, and the loop looks again
+			// soon.
+			settled := d.dht.RoutingTable().Size() > 0
+			d.setSettled(settled)
 			d.maybeStale(d.dht.RoutingTable().Size())
 			d.kickRepublish()
 			wait = d.cfg.healthInterval
+			if !settled {
+				wait = min(foundingPoll, wait)
+			}
 		}
 		d.mu.Lock()
 		d.boot.failed = failed
@@ -209,6 +217,16 @@ func (d *Discovery) settled() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return d.boot.settled
+}
+
+// alone reports whether the node is a mesh of its own: no bootstrap peer configured, nobody
+// in its routing table and no peer connected (the first node of a mesh, before anyone joins
+// it; a peer that has just connected may not be in the routing table yet).
+func (d *Discovery) alone() bool {
+	d.mu.Lock()
+	configured := len(d.boot.peers)
+	d.mu.Unlock()
+	return configured == 0 && d.dht.RoutingTable().Size() == 0 && len(d.h.Network().Peers()) == 0
 }
 
 func (d *Discovery) setSettled(v bool) {

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/iacp-node/iacp-node/internal/retry"
 	iacp "github.com/iacp-node/iacp-node/protocol"
 	dht "github.com/libp2p/go-libp2p-kad-dht"
 	"github.com/libp2p/go-libp2p-kad-dht/records"
@@ -50,6 +51,8 @@ type Discovery struct {
 	wg     sync.WaitGroup
 	kick   chan struct{} // asks the republish loop to publish now
 	pubSem chan struct{} // holds one token per publish or Leave in progress: they never overlap
+
+	shuffle *retry.Jitter // orders the peers Neighbours hands out; drawn from rand
 
 	mu        sync.Mutex
 	closed    bool
@@ -112,6 +115,7 @@ func New(h host.Host, key crypto.PrivKey, opts ...Option) (_ *Discovery, err err
 	if d.rand == nil {
 		d.rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
 	}
+	d.shuffle = retry.NewJitter(d.rand.Uint64()|1, 5)
 	for _, ai := range MergePeers(cfg.bootstrap, h.ID()) {
 		d.boot.peers = append(d.boot.peers, BootstrapPeerStatus{Peer: ai})
 	}

@@ -342,6 +342,39 @@ func TestFoundingNodePublishesAsSoonAsSomeoneJoins(t *testing.T) {
 	})
 }
 
+// The first node of a mesh keeps its record in its own DHT table while it is alone, so that
+// the first lookup of the node that joins it finds it: "not found" from a settled node means
+// the agent is not in the mesh, and the founding agent always is.
+func TestFoundingNodesRecordIsThereForTheFirstLookupOfTheNodeThatJoinsIt(t *testing.T) {
+	mn := testsupport.Mocknet(t, 2, testsupport.FirstPort(hostPort), testsupport.LinkOnly())
+	founder, joiner := mn.Hosts[0], mn.Hosts[1]
+	f, err := New(founder, mn.Keys[0], WithLogger(quiet), WithQuorum(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	if err := f.Announce(manifestFor(0)); err != nil {
+		t.Fatal(err)
+	}
+	testsupport.WaitFor(t, 10*time.Second, "the founder's record to be kept locally", func() bool {
+		_, err := f.Resolve(context.Background(), agentID(0))
+		return err == nil
+	})
+	j, err := New(joiner, mn.Keys[1], WithLogger(quiet), WithQuorum(0),
+		WithBootstrapPeers([]peer.AddrInfo{{ID: founder.ID(), Addrs: founder.Addrs()}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = j.Close() })
+	testsupport.WaitFor(t, 10*time.Second, "the joiner to settle", j.settled)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	rec, err := j.Resolve(ctx, agentID(0))
+	if err != nil || rec.PeerID != founder.ID() {
+		t.Fatalf("the joiner's first lookup of the founding agent: %v, %v; want its record", rec.PeerID, err)
+	}
+}
+
 // The bootstrap list keeps one entry per peer, in the order of first mention, with every
 // address the list gave it once, and never the node itself.
 func TestBootstrapPeers_OneEntryPerPeer(t *testing.T) {

@@ -43,13 +43,7 @@ func (d *Discovery) definitive(err error) bool {
 	if errors.Is(err, routing.ErrNotFound) && d.settled() {
 		return true
 	}
-	if err == nil || d.joined() {
-		return false
-	}
-	d.mu.Lock()
-	configured := len(d.boot.peers)
-	d.mu.Unlock()
-	return configured == 0 && d.dht.RoutingTable().Size() == 0
+	return err != nil && !d.joined() && d.alone()
 }
 
 // live turns a Left record into AGENT_NOT_FOUND.

@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"errors"
-	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -20,7 +19,7 @@ import (
 func (d *Discovery) Neighbours(limit int) []peer.AddrInfo {
 	ids := d.dht.RoutingTable().ListPeers()
 	// Shuffled, so that repeated asks do not return the same bucket's peers.
-	rand.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	d.shuffle.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
 	if limit > 0 && len(ids) > limit {
 		ids = ids[:limit]
 	}

@@ -288,7 +288,7 @@ func (d *Discovery) republishLoop(r *rand.Rand, addrs event.Subscription) {
 				continue
 			}
 		case <-d.kick:
-			if !d.needsPublish() || !d.joined() {
+			if !d.needsPublish() || !(d.joined() || d.alone()) {
 				continue // the join kicks again
 			}
 			kicked = true
@@ -297,11 +297,17 @@ func (d *Discovery) republishLoop(r *rand.Rand, addrs event.Subscription) {
 		err := d.publishLocal(ctx, kicked)
 		cancel()
 		wait := every
-		if err != nil && d.ctx.Err() == nil {
+		switch {
+		case err != nil && d.alone():
+			// The first node of a mesh stores its record in its own DHT table, where the
+			// first peers to join find it; the walk to other peers fails until they come,
+			// and the join kicks the publish again.
+			d.log.Debug("agent record kept locally until a peer joins", "err", err)
+		case err != nil && d.ctx.Err() == nil:
 			failed++
 			wait = d.cfg.backoff.Delay(failed, r.Int64N)
 			d.log.Warn("publishing the agent record failed; will retry", "err", err, "retry_in", wait.String())
-		} else {
+		default:
 			failed = 0
 		}
 		if !t.Stop() {

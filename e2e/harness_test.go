@@ -184,15 +184,23 @@ func (p *proc) start() {
 	}
 }
 
-// peerAddr is the node's full multiaddr, for others to bootstrap from.
+// peerAddr is the node's full multiaddr, for others to bootstrap from. The line may reach
+// the log after the API answers (the process's output is copied by a goroutine of exec), so
+// it is waited for a little.
 func (p *proc) peerAddr() string {
-	for _, line := range strings.Split(p.log.String(), "\n") {
-		if f := strings.Fields(line); len(f) == 2 && f[0] == "listen" {
-			return f[1]
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		for _, line := range strings.Split(p.log.String(), "\n") {
+			if f := strings.Fields(line); len(f) == 2 && f[0] == "listen" {
+				return f[1]
+			}
 		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s printed no listen address", p.name)
+			return ""
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
-	p.t.Fatalf("%s printed no listen address", p.name)
-	return ""
 }
 
 // kill sends SIGKILL and reaps the process.

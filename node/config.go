@@ -231,8 +231,9 @@ type Config struct {
 	// DHTHealthInterval is how often a bootstrapped node checks its routing table and
 	// redials bootstrap peers it lost; at least 1 s. Default 1 min.
 	DHTHealthInterval time.Duration `yaml:"dht_health_interval"`
-	// Seed, when not 0, seeds the node's random choices (the bootstrap backoff's jitter), so
-	// that a run can be repeated (the simulator). Default 0: seeded by the runtime.
+	// Seed, when not 0, seeds the node's random choices (the jitter of its backoffs and of
+	// its first stretched beat, the order in which discovery hands out peers), so that a run
+	// can be repeated (the simulator). Default 0: seeded by the runtime.
 	Seed uint64 `yaml:"-"`
 
 	// DiscoveryOptions and GossipOptions go to discovery.New and pubsub.New after the

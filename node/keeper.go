@@ -11,6 +11,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/delivery"
+	"github.com/iacp-node/iacp-node/internal/retry"
 	"github.com/iacp-node/iacp-node/protocol"
 	"github.com/iacp-node/iacp-node/pubsub"
 	"github.com/iacp-node/iacp-node/store"
@@ -98,7 +99,7 @@ func newKept(ctx context.Context, st *store.Store, c *Config, d *durable) (*kept
 			return d.side.handOver(m, p, size)
 		},
 		PeerOf: d.side.peerOf, Now: c.Clock,
-		RetryMin: c.RetryMin, RetryMax: c.RetryMax, AttemptTimeout: c.FrameTimeout,
+		RetryMin: c.RetryMin, RetryMax: c.RetryMax, AttemptTimeout: c.FrameTimeout, Jitter: retry.NewJitter(c.Seed, 3),
 		Log: d.side.log,
 	})
 	if err != nil {

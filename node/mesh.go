@@ -138,6 +138,7 @@ func (m *meshPart) startGossip(s meshStart, extra []pubsub.Option) error {
 		pubsub.WithLogger(m.log.With("subsystem", "gossip")),
 		pubsub.WithMaxAgents(c.MaxAgents),
 		pubsub.WithVerifier(c.Verifier),
+		pubsub.WithSeed(c.Seed),
 	}
 	opts = append(append(opts, s.restore...), extra...)
 	g, err := pubsub.New(s.host, s.builder, append(opts, c.GossipOptions...)...)

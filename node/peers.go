@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -42,6 +41,7 @@ type peers struct {
 	mu        sync.RWMutex
 	resolvers []Resolver
 	needed    map[peer.ID]*backoff
+	jitter    *retry.Jitter // the redials' jitter, from Config.Seed
 }
 
 // backoff is the reconnect schedule of one needed peer (peers.mu).
@@ -55,7 +55,7 @@ func newPeers(cfg Config, h host.Host, log *slog.Logger) (*peers, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &peers{host: h, log: log, reconnectMin: cfg.ReconnectMin, reconnectMax: cfg.ReconnectMax, attempt: cfg.FrameTimeout,
+	return &peers{host: h, log: log, reconnectMin: cfg.ReconnectMin, reconnectMax: cfg.ReconnectMax, attempt: cfg.FrameTimeout, jitter: retry.NewJitter(cfg.Seed, 4),
 		directory: directory, paths: newPathBook(), needed: make(map[peer.ID]*backoff)}, nil
 }
 
@@ -192,7 +192,7 @@ func (ps *peers) redial(ctx context.Context, p peer.ID, now time.Time) {
 		b.attempts++
 		// reconnectMin doubled per failed dial, capped at reconnectMax, with jitter so that
 		// nodes that lost the same peer do not redial it in lockstep.
-		wait := retry.Backoff{Min: ps.reconnectMin, Max: ps.reconnectMax}.Delay(b.attempts, rand.Int64N)
+		wait := retry.Backoff{Min: ps.reconnectMin, Max: ps.reconnectMax}.Delay(b.attempts, ps.jitter.Int64N)
 		b.next = now.Add(wait)
 		ps.log.Warn("peer unreachable; will retry", "peer", p.ShortString(), "attempt", b.attempts, "retry_in", wait.Round(time.Millisecond), "err", err.Error())
 		return

@@ -45,11 +45,14 @@ func (n *wire) session(ctx context.Context, p peer.ID) (*session, error) {
 	}
 	s = &session{n: n, peer: p, pid: p.String(), s: st, done: make(chan struct{}), deadline: lazyDeadline{set: st.SetWriteDeadline}}
 	n.sessionsMu.Lock()
-	defer n.sessionsMu.Unlock()
 	if other, ok := n.sessions[p]; ok {
+		n.sessionsMu.Unlock()
+		// Closed outside the lock: a close waits for the protocol's handshake, a round trip,
+		// and every send of the node would wait behind it.
 		st.Close()
 		return other, nil
 	}
+	defer n.sessionsMu.Unlock()
 	if !n.life.spawn(s.read) {
 		st.Reset()
 		return nil, errors.New("node is closing")

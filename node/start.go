@@ -186,7 +186,7 @@ func (n *Node) startTrust() error {
 		Host: n.host, Mode: c.Trust, AgentID: c.AgentID, Capabilities: capabilities(c.Manifest), DataDir: c.DataDir,
 		Authority: c.Authority, Certificate: c.Certificate, MeshAuthority: c.MeshAuthority, AuthorityNode: c.AuthorityNode,
 		Bootstrap: n.peers.bootstrapIDs(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
-		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync,
+		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync, Seed: c.Seed,
 		Allow: func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.life.tracked, Addrs: n.Addrs,
 		Publish: n.mesh.publish, Forget: n.mesh.forget, Clock: c.Clock, Log: n.log,
 	})

@@ -78,6 +78,11 @@ type Verifier struct {
 	Keys *KeyCache
 	// Verified caches signatures that verified (NewVerifyCache).
 	Verified *VerifyCache
+	// Charge, when set, is called at the start of every Verify, whether or not a cache will
+	// answer it: the simulator, whose nodes share one process and its caches, charges each
+	// node's check to that node's modelled CPU (docs/sim.md). It must be safe for concurrent
+	// use. Default: nil, nothing called.
+	Charge func()
 }
 
 // SenderKey returns the public key named by sender.peer_id, without a cache: see
@@ -149,6 +154,9 @@ func Verify(m *Message) error {
 // canonicalised). Verify does not check that the peer id is allowed to speak for
 // sender.agent_id: that is the node's trust policy.
 func (v *Verifier) Verify(m *Message) error {
+	if v != nil && v.Charge != nil {
+		v.Charge()
+	}
 	sender, cached, err := v.senderKey(m)
 	if err != nil {
 		return err

@@ -46,6 +46,7 @@ type config struct {
 	restore      []protocol.ReplayEntry     // WithReplayRestore
 	delivered    func(protocol.ReplayEntry) // WithDeliveredHook
 	verifier     *protocol.Verifier         // nil until New: see WithVerifier
+	seed         uint64                     // WithSeed; 0: the global source
 }
 
 func (c *config) validate() error {

@@ -111,6 +111,10 @@ func WithPeerSource(src PeerSource) Option {
 	return func(c *config) error { c.source = src; return nil }
 }
 
+// WithSeed seeds the gossip layer's random draws (the first stretched beat's gap), so that a
+// run can be repeated (the simulator). Default 0: math/rand/v2's global source.
+func WithSeed(seed uint64) Option { return func(c *config) error { c.seed = seed; return nil } }
+
 // WithLeaveFlush sets how long Leave waits for the offline beat to leave (default 250 ms,
 // at most 10 s).
 func WithLeaveFlush(d time.Duration) Option {

@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/iacp-node/iacp-node/node"
@@ -91,4 +92,14 @@ func agentHandlers(sn *simNode, rec *recorder) []node.Option {
 		rec.deliver(r.Msg.Envelope.MessageID) // the offline and intruder steps' events
 		return nil
 	})}
+}
+
+// has reports whether the slot has the capability name.
+func (sn *simNode) has(name string) bool {
+	for _, c := range sn.caps {
+		if strings.EqualFold(c.Name, name) {
+			return true
+		}
+	}
+	return false
 }

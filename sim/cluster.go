@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,13 +70,20 @@ type cluster struct {
 	// cache makes that one verification per document (docs/sim.md, "Cost of one process");
 	// forgeries never hit it. Its key cache decodes each sender's key once for all nodes.
 	verifier *protocol.Verifier
+	// cpu is the CPU cost model of a virtual run (nil in real time or with the model off).
+	cpu *cpuModel
+	// ownCaches gives each node a verification cache of its own, as on separate machines
+	// (BenchmarkCostModel measures what a node's checks cost so).
+	ownCaches bool
 
 	mu   sync.RWMutex
 	side []int // partition side of each slot; all 0 when whole
 
 	joinStart time.Time // when the last join, restart or heal began (runner goroutine)
-	// sent counts the bytes every node's streams wrote (mocknet only; see simHost).
-	sent atomic.Uint64
+	// sent counts what every node's streams wrote (mocknet only; see simHost).
+	sent traffic
+	// verified counts the signatures the nodes checked (each node its own, cached or not).
+	verified atomic.Uint64
 }
 
 // agentIDOf is the agent id of slot i.
@@ -95,6 +101,7 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 	c.rec.healthy = c.healthy
 	if sc.Network.Transport == TransportMocknet {
 		c.net = newMockNet(sc.Network, c.rng.Uint64())
+		c.net.reachable = c.reachable
 	}
 	for i := 0; i < sc.Nodes; i++ {
 		// Keys come from the seeded source too, so that peer ids (and with them DHT
@@ -111,6 +118,15 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 		sn.manifest = manifestOf(sn)
 		c.slots = append(c.slots, sn)
 		c.ids[sn.agentID] = i
+	}
+	if sc.Virtual {
+		pids := make([]peer.ID, len(c.slots))
+		for i, sn := range c.slots {
+			pids[i] = sn.pid
+		}
+		if c.cpu = newCPUModel(sc.Cost.model(), pids); c.cpu != nil && c.net != nil {
+			c.net.mn.SetSchedule(c.cpu.schedule)
+		}
 	}
 	if sc.Trust == node.TrustAuthority {
 		// From a source of its own, so that the slots' keys and the script's draws are
@@ -212,7 +228,7 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithDataDir(sn.dir),
 		node.WithLogger(c.log.With("node", sn.idx)),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
-		node.WithVerifier(c.verifier),
+		node.WithVerifier(c.verifierFor(sn.pid)),
 	}
 	opts = append(opts, agentHandlers(sn, c.rec)...)
 	switch {
@@ -261,9 +277,6 @@ func (c *cluster) startNode(ctx context.Context, i int) (err error) {
 				c.net.forget(i)
 			}
 		}()
-		if err := c.linkToAll(i); err != nil {
-			return err
-		}
 		if inv != nil {
 			if err := c.join(ctx, sn, sh, *inv); err != nil {
 				return err
@@ -319,20 +332,13 @@ func (c *cluster) running(i int, nd *node.Node) error {
 	return nil
 }
 
-// linkToAll links slot i to every slot on its side that has a host on the mocknet (running
-// or starting: nodes start in parallel, and each links to those present when it arrives).
-func (c *cluster) linkToAll(i int) error {
+// reachable says whether slots i and j may link when one dials the other (both have a host:
+// the mocknet checks): on the same side of any partition. An index beyond the slots (an
+// intruder) links only where it was linked explicitly.
+func (c *cluster) reachable(i, j int) bool {
 	c.mu.RLock()
-	side := append([]int(nil), c.side...)
-	c.mu.RUnlock()
-	for _, j := range c.net.present() {
-		if j != i && j < len(side) && side[j] == side[i] { // j beyond the slots: an intruder
-			if err := c.net.link(i, j, c.slots[i].pid, c.slots[j].pid); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
+	defer c.mu.RUnlock()
+	return i < len(c.side) && j < len(c.side) && c.side[i] == c.side[j]
 }
 
 // stopNode stops slot i. A crash makes the node vanish without a word: on mocknet its links
@@ -428,14 +434,4 @@ func (c *cluster) Close() error {
 	}
 	errs = append(errs, os.RemoveAll(c.dir))
 	return errors.Join(errs...)
-}
-
-// capabilityNames returns the names of a slot's capabilities.
-func (sn *simNode) has(name string) bool {
-	for _, c := range sn.caps {
-		if strings.EqualFold(c.Name, name) {
-			return true
-		}
-	}
-	return false
 }

@@ -21,27 +21,33 @@ import (
 	"github.com/iacp-node/iacp-node/sim/internal/mocknet"
 )
 
-// mockNet is the in-memory network: one mocknet link per pair of nodes that may talk, with
-// the scenario's bandwidth and latency; with jitter, each link's latency is drawn once, when
-// the link is made, uniformly within Latency±Jitter. Links are created per unordered pair
-// (not LinkAll's two per ordered pair and one per node to itself), which halves their memory
-// in large meshes. The link table, the hosts and the random source are guarded by mu.
+// mockNet is the in-memory network. Two nodes are linked when one first dials the other, if
+// they may reach each other then (both have a host, and the cluster's reachable says so: the
+// same side of any partition), not every pair up front: a mesh of 1000 nodes would hold half
+// a million links, and a node dials a few hundred others at most. A pair's link has the
+// scenario's bandwidth and latency; with jitter, the pair's latency is drawn from the seed and
+// the pair, uniformly within Latency±Jitter, the same whenever the pair links again (delays
+// differ between pairs, not from packet to packet). link allows a pair explicitly (an
+// intruder, a test). The hosts, the explicit pairs and the flags are guarded by mu.
 type mockNet struct {
 	mn   mocknet.Mocknet
 	spec NetworkSpec
+	seed uint64
 
-	mu    sync.Mutex
-	links map[[2]int]mocknet.Link // key: (low index, high index)
-	hosts map[int]host.Host
-
-	rng *rand.Rand
+	mu        sync.Mutex
+	hosts     map[int]host.Host
+	slots     map[peer.ID]int     // the index of each peer that had a host
+	explicit  map[[2]int]bool     // pairs link allowed, whatever reachable says
+	reachable func(i, j int) bool // pairs that may link on a dial; nil: the explicit ones only
+	closing   bool                // isolateAll: no more links
 }
 
 func newMockNet(spec NetworkSpec, seed uint64) *mockNet {
 	mn := mocknet.New()
 	mn.SetLinkDefaults(mocknet.LinkOptions{Latency: spec.Latency.D(), Bandwidth: spec.Bandwidth})
-	return &mockNet{mn: mn, spec: spec, links: map[[2]int]mocknet.Link{}, hosts: map[int]host.Host{},
-		rng: rand.New(rand.NewPCG(seed, 0x6a177e5))}
+	m := &mockNet{mn: mn, spec: spec, seed: seed, hosts: map[int]host.Host{}, slots: map[peer.ID]int{}, explicit: map[[2]int]bool{}}
+	mn.SetLinker(m.linker)
+	return m
 }
 
 // mockAddr is node i's (fake) address on the mocknet.
@@ -56,7 +62,7 @@ func (m *mockNet) addPeer(i int, sk crypto.PrivKey) (host.Host, error) {
 		return nil, fmt.Errorf("mocknet peer %d: %w", i, err)
 	}
 	m.mu.Lock()
-	m.hosts[i] = h
+	m.hosts[i], m.slots[h.ID()] = h, i
 	m.mu.Unlock()
 	return h, nil
 }
@@ -68,86 +74,87 @@ func pairKey(i, j int) [2]int {
 	return [2]int{i, j}
 }
 
-// link lets i and j connect; it does nothing if they already may.
-func (m *mockNet) link(i, j int, pi, pj peer.ID) error {
+// linker is the mocknet's: a dial from a to b links them when both have a host, the network
+// is not closing, and the pair is allowed (explicitly, or by reachable).
+func (m *mockNet) linker(a, b peer.ID) (mocknet.LinkOptions, bool) {
 	m.mu.Lock()
-	defer m.mu.Unlock()
+	i, iok := m.slots[a]
+	j, jok := m.slots[b]
+	_, iup := m.hosts[i]
+	_, jup := m.hosts[j]
+	ok := iok && jok && iup && jup && !m.closing
+	explicit, reachable := m.explicit[pairKey(i, j)], m.reachable
+	m.mu.Unlock()
+	if !ok || !explicit && (reachable == nil || !reachable(i, j)) {
+		return mocknet.LinkOptions{}, false
+	}
+	return mocknet.LinkOptions{Latency: m.latency(i, j), Bandwidth: m.spec.Bandwidth}, true
+}
+
+// latency is the one-way latency of the pair i, j: Latency, or with jitter a value drawn from
+// the seed and the pair, uniformly within Latency±Jitter.
+func (m *mockNet) latency(i, j int) time.Duration {
+	jit := m.spec.Jitter.D()
+	if jit <= 0 {
+		return m.spec.Latency.D()
+	}
 	k := pairKey(i, j)
-	if _, ok := m.links[k]; ok {
-		return nil
-	}
-	l, err := m.mn.LinkPeers(pi, pj)
-	if err != nil {
-		return fmt.Errorf("link %d-%d: %w", i, j, err)
-	}
-	if jit := m.spec.Jitter.D(); jit > 0 {
-		d := m.spec.Latency.D() - jit + time.Duration(m.rng.Int64N(int64(2*jit)+1))
-		l.SetOptions(mocknet.LinkOptions{Latency: d, Bandwidth: m.spec.Bandwidth})
-	}
-	m.links[k] = l
+	r := rand.New(rand.NewPCG(m.seed, uint64(k[0])<<32|uint64(k[1])))
+	return m.spec.Latency.D() - jit + time.Duration(r.Int64N(int64(2*jit)+1))
+}
+
+// link allows i and j to link whatever reachable says (they link when one dials the other).
+func (m *mockNet) link(i, j int, _, _ peer.ID) error {
+	m.mu.Lock()
+	m.explicit[pairKey(i, j)] = true
+	m.mu.Unlock()
 	return nil
 }
 
 // cut removes the link between i and j and closes their connections: from now on neither
-// can reach the other, as after a cable is pulled.
+// can reach the other (as long as reachable says so), as after a cable is pulled.
 func (m *mockNet) cut(i, j int, pj peer.ID) {
 	m.mu.Lock()
-	l, ok := m.links[pairKey(i, j)]
-	delete(m.links, pairKey(i, j))
+	delete(m.explicit, pairKey(i, j))
 	h := m.hosts[i]
 	m.mu.Unlock()
-	if ok {
-		_ = m.mn.Unlink(l)
-	}
 	if h != nil {
+		_ = m.mn.UnlinkPeers(h.ID(), pj)
 		_ = h.Network().ClosePeer(pj)
 	}
 }
 
 // isolate cuts every link of node i and closes its connections: a crash, as the rest of the
-// mesh sees it.
+// mesh sees it. The caller then forgets i (no more links: it has no host).
 func (m *mockNet) isolate(i int) {
 	m.mu.Lock()
-	var cut []mocknet.Link
-	for k, l := range m.links {
-		if k[0] == i || k[1] == i {
-			cut = append(cut, l)
-			delete(m.links, k)
-		}
-	}
 	h := m.hosts[i]
 	m.mu.Unlock()
-	for _, l := range cut {
-		_ = m.mn.Unlink(l)
+	if h == nil {
+		return
 	}
-	if h != nil {
-		for _, p := range h.Network().Peers() {
-			_ = h.Network().ClosePeer(p)
-		}
+	m.mn.UnlinkPeer(h.ID())
+	for _, p := range h.Network().Peers() {
+		_ = h.Network().ClosePeer(p)
 	}
 }
 
-// isolateAll cuts every link and closes every connection: the whole mesh crashes at once.
-// Closing the nodes one by one afterwards sends nothing and finds nothing to cut, where
-// isolating each in turn would walk the link table once per node while the rest of the mesh
-// kept reacting to each departure. The connections of width hosts close at a time.
+// isolateAll cuts every link and closes every connection: the whole mesh crashes at once, and
+// no link is made from then on. Closing the nodes one by one afterwards sends nothing and finds
+// nothing to cut, where isolating each in turn would walk the link table once per node while
+// the rest of the mesh kept reacting to each departure. The connections of width hosts close
+// at a time.
 func (m *mockNet) isolateAll(width int) {
 	m.mu.Lock()
-	cut := make([]mocknet.Link, 0, len(m.links))
-	for k, l := range m.links {
-		cut = append(cut, l)
-		delete(m.links, k)
-	}
+	m.closing = true
 	hosts := make([]host.Host, 0, len(m.hosts))
 	for _, h := range m.hosts {
 		hosts = append(hosts, h)
 	}
 	m.mu.Unlock()
-	for _, l := range cut {
-		_ = m.mn.Unlink(l)
-	}
+	m.mn.UnlinkAll()
 	// Dials that passed mocknet's link check before the cut complete after it: close again
-	// until none is left (no new dial can start without a link).
+	// until none is left (no new dial can link).
 	for range 10 {
 		var wg sync.WaitGroup
 		var closed atomic.Int64
@@ -170,17 +177,6 @@ func (m *mockNet) isolateAll(width int) {
 	}
 }
 
-// present returns the slots that have a host.
-func (m *mockNet) present() []int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	out := make([]int, 0, len(m.hosts))
-	for i := range m.hosts {
-		out = append(out, i)
-	}
-	return out
-}
-
 // forget drops node i's host after it closed.
 func (m *mockNet) forget(i int) {
 	m.mu.Lock()
@@ -197,10 +193,10 @@ func (m *mockNet) Close() error { return m.mn.Close() }
 type simHost struct {
 	host.Host
 	cm *connmgr.BasicConnMgr
-	// sent counts the bytes this host's streams write (nil: not counted), shared by the hosts
-	// of a run: what the nodes send each other, every protocol the node speaks (identify,
-	// which the host runs itself, aside).
-	sent *atomic.Uint64
+	// sent counts what this host's streams write (nil: not counted), shared by the hosts of a
+	// run: what the nodes send each other, every protocol the node speaks (identify, which
+	// the host runs itself, aside).
+	sent *traffic
 
 	closeOnce sync.Once
 	closeErr  error
@@ -208,7 +204,7 @@ type simHost struct {
 
 // newSimHost wraps h and gives it a connection manager with the given watermarks and grace
 // period; h must not have a connection yet. Close closes both.
-func newSimHost(h host.Host, low, high int, grace time.Duration, sent *atomic.Uint64) (*simHost, error) {
+func newSimHost(h host.Host, low, high int, grace time.Duration, sent *traffic) (*simHost, error) {
 	cm, err := connmgr.NewConnManager(low, high, connmgr.WithGracePeriod(grace))
 	if err != nil {
 		return nil, fmt.Errorf("connection manager: %w", err)
@@ -260,14 +256,49 @@ func (h *simHost) counted(s network.Stream) network.Stream {
 	return countedStream{Stream: s, sent: h.sent}
 }
 
+// traffic counts what the nodes' streams wrote: bytes and writes (messages, as the CPU cost
+// model charges them).
+type traffic struct {
+	bytes, writes atomic.Uint64
+}
+
 // countedStream adds what it writes to sent.
 type countedStream struct {
 	network.Stream
-	sent *atomic.Uint64
+	sent *traffic
 }
 
 func (s countedStream) Write(p []byte) (int, error) {
 	n, err := s.Stream.Write(p)
-	s.sent.Add(uint64(n))
+	s.sent.bytes.Add(uint64(n))
+	s.sent.writes.Add(1)
 	return n, err
+}
+
+// setSides partitions the cluster: side[i] for every slot. Links across sides are cut; on
+// heal (all sides 0) every missing link between running nodes is restored.
+func (c *cluster) setSides(side []int) error {
+	if c.net == nil {
+		return errors.New("partition and heal need transport mocknet: loopback sockets cannot be cut from inside the process")
+	}
+	c.mu.Lock()
+	copy(c.side, side)
+	var run []*simNode
+	for _, s := range c.slots {
+		if s.nd != nil {
+			run = append(run, s)
+		}
+	}
+	c.mu.Unlock()
+	// Pairs across the cut lose their links and connections; pairs on one side (all of them,
+	// on heal) link again when one dials the other.
+	for a := 0; a < len(run); a++ {
+		for b := a + 1; b < len(run); b++ {
+			if i, j := run[a].idx, run[b].idx; side[i] != side[j] {
+				c.net.cut(i, j, run[b].pid)
+				c.net.cut(j, i, run[a].pid)
+			}
+		}
+	}
+	return nil
 }

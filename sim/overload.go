@@ -66,8 +66,12 @@ func startLagMonitor(observe func(late time.Duration)) *lagMonitor {
 	return m
 }
 
-// take returns the 99th percentile and the largest lateness since the last take.
+// take returns the 99th percentile and the largest lateness since the last take (0 on a nil
+// monitor: a run in virtual time has none).
 func (m *lagMonitor) take() (p99, worst time.Duration) {
+	if m == nil { // virtual time
+		return 0, 0
+	}
 	m.mu.Lock()
 	s := m.samples
 	m.samples = nil

@@ -25,9 +25,32 @@ func (r *Report) WriteText(w io.Writer) error {
 	if !r.Passed {
 		verdict = "FAILED"
 	}
-	fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s: %s\n\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, verdict)
+	virtual := r.Clock == ClockVirtual
+	if virtual {
+		fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s of virtual time in %.1f s: %s\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, r.WallMS/1000, verdict)
+		fmt.Fprintln(w, clockNote(r))
+	} else {
+		fmt.Fprintf(w, "scenario %s: %d nodes, %s, trust %s, seed %d, %.1f s: %s\n", r.Scenario, r.Nodes, r.Transport, r.Trust, r.Seed, r.DurationMS/1000, verdict)
+	}
+	fmt.Fprintln(w)
+	if err := r.writeTable(w); err != nil {
+		return err
+	}
+	for _, s := range r.Steps {
+		writeStepNotes(w, &s)
+	}
+	fmt.Fprintf(w, "peak heap in use per node: %.2f MiB; gossip items the observers dropped: %d\n", r.PeakHeapPerNodeMiB, r.DroppedItems)
+	if r.Reproduction != nil {
+		return r.Reproduction.WriteText(w)
+	}
+	return nil
+}
+
+// writeTable writes one line a step: its result, its times, its headline metrics, its heap
+// per node and CPU.
+func (r *Report) writeTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "#\tstep\tresult\ttime\tmeasured\theap/node\tcpu")
+	fmt.Fprintln(tw, "#\tstep\tresult\ttime\twall\tmeasured\theap/node\tcpu")
 	for _, s := range r.Steps {
 		ok := "ok"
 		if !s.Passed {
@@ -39,53 +62,65 @@ func (r *Report) WriteText(w io.Writer) error {
 				parts = append(parts, fmt.Sprintf("%s=%g", strings.TrimSuffix(k, "_ms")+unit(k), v))
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1fs\t%s\t%.2f MiB\t%.0f ms\n", s.Index, s.Name, ok, s.DurationMS/1000,
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%.1fs\t%.1fs\t%s\t%.2f MiB\t%.0f ms\n", s.Index, s.Name, ok, s.DurationMS/1000, s.WallMS/1000,
 			strings.Join(parts, " "), s.Metrics["heap_per_node_mib"], s.Metrics["cpu_ms"])
 	}
-	if err := tw.Flush(); err != nil {
-		return err
+	return tw.Flush()
+}
+
+// writeStepNotes writes what a step's line leaves out: overload, excused and failed checks,
+// errors by code, refusals by rule, and why it could not run.
+func writeStepNotes(w io.Writer, s *StepResult) {
+	if s.Metrics["overloaded"] == 1 {
+		fmt.Fprintf(w, "step %d %s: %s\n", s.Index, s.Name, overloadNote(s))
 	}
-	for _, s := range r.Steps {
-		if s.Metrics["overloaded"] == 1 {
-			fmt.Fprintf(w, "step %d %s: %s\n", s.Index, s.Name, overloadNote(&s))
+	for _, c := range s.Checks {
+		if c.Excused != "" {
+			fmt.Fprintf(w, "step %d %s: %s = %g excused (expected %s): %s\n", s.Index, s.Name, c.Metric, c.Got, c.Want, c.Excused)
 		}
-		for _, c := range s.Checks {
-			if c.Excused != "" {
-				fmt.Fprintf(w, "step %d %s: %s = %g excused (expected %s): %s\n", s.Index, s.Name, c.Metric, c.Got, c.Want, c.Excused)
-			}
-			if c.OK {
-				continue
-			}
-			if c.Missing {
-				fmt.Fprintf(w, "step %d %s: expected %s %s, but the step does not measure it\n", s.Index, s.Name, c.Metric, c.Want)
-			} else {
-				fmt.Fprintf(w, "step %d %s: expected %s %s, got %g\n", s.Index, s.Name, c.Metric, c.Want, c.Got)
-			}
+		if c.OK {
+			continue
 		}
-		if len(s.Errors) > 0 {
-			codes := make([]string, 0, len(s.Errors))
-			for k, v := range s.Errors {
-				codes = append(codes, fmt.Sprintf("%s=%d", k, v))
-			}
-			sort.Strings(codes)
-			fmt.Fprintf(w, "step %d %s: errors by code: %s\n", s.Index, s.Name, strings.Join(codes, " "))
-		}
-		var rules []string
-		for k, v := range s.Metrics {
-			if rule, ok := strings.CutPrefix(k, "rule_"); ok {
-				rules = append(rules, fmt.Sprintf("%s %.0f%%", rule, 100*v))
-			}
-		}
-		if len(rules) > 0 {
-			sort.Strings(rules)
-			fmt.Fprintf(w, "step %d %s: refusals by the rule they name: %s\n", s.Index, s.Name, strings.Join(rules, ", "))
-		}
-		if s.Error != "" {
-			fmt.Fprintf(w, "step %d %s: could not run: %s\n", s.Index, s.Name, s.Error)
+		if c.Missing {
+			fmt.Fprintf(w, "step %d %s: expected %s %s, but the step does not measure it\n", s.Index, s.Name, c.Metric, c.Want)
+		} else {
+			fmt.Fprintf(w, "step %d %s: expected %s %s, got %g\n", s.Index, s.Name, c.Metric, c.Want, c.Got)
 		}
 	}
-	fmt.Fprintf(w, "peak heap in use per node: %.2f MiB; gossip items the observers dropped: %d\n", r.PeakHeapPerNodeMiB, r.DroppedItems)
-	return nil
+	if len(s.Errors) > 0 {
+		codes := make([]string, 0, len(s.Errors))
+		for k, v := range s.Errors {
+			codes = append(codes, fmt.Sprintf("%s=%d", k, v))
+		}
+		sort.Strings(codes)
+		fmt.Fprintf(w, "step %d %s: errors by code: %s\n", s.Index, s.Name, strings.Join(codes, " "))
+	}
+	var rules []string
+	for k, v := range s.Metrics {
+		if rule, ok := strings.CutPrefix(k, "rule_"); ok {
+			rules = append(rules, fmt.Sprintf("%s %.0f%%", rule, 100*v))
+		}
+	}
+	if len(rules) > 0 {
+		sort.Strings(rules)
+		fmt.Fprintf(w, "step %d %s: refusals by the rule they name: %s\n", s.Index, s.Name, strings.Join(rules, ", "))
+	}
+	if s.Error != "" {
+		fmt.Fprintf(w, "step %d %s: could not run: %s\n", s.Index, s.Name, s.Error)
+	}
+}
+
+// clockNote says what a virtual run's times mean.
+func clockNote(r *Report) string {
+	note := fmt.Sprintf("virtual time: a latency is the links' (%s", r.Network.Latency)
+	if r.Network.Jitter > 0 {
+		note += fmt.Sprintf(" ± %s", r.Network.Jitter)
+	}
+	note += " one way) plus the timers'"
+	if r.CostModel != nil {
+		return note + ", plus what the " + r.CostModel.String() + " charged the nodes"
+	}
+	return note + "; CPU costs no virtual time (cost model off)"
 }
 
 func unit(k string) string {

@@ -15,103 +15,6 @@ import (
 	"time"
 )
 
-// Option changes how Run runs a scenario. Run refuses the run, before starting anything, on
-// the first option that returns an error.
-type Option func(*runConfig) error
-
-type runConfig struct {
-	progress io.Writer
-	log      *slog.Logger
-	nodes    int
-	seed     uint64
-
-	heapProfile io.Writer
-	cpuStep     string    // the step whose CPU profile goes to cpuProfile
-	cpuProfile  io.Writer //
-
-	repeats int // Sweep only: runs at each size (WithRepeats)
-
-	stallTrace io.Writer     // WithStallTrace
-	stallAt    time.Duration //
-	stallStep  string        //
-}
-
-// WithProgress writes one line per step to w as the run goes. Default: nowhere.
-func WithProgress(w io.Writer) Option {
-	return func(c *runConfig) error {
-		if w == nil {
-			return errors.New("sim.WithProgress: nil writer (leave the option out to discard the progress)")
-		}
-		c.progress = w
-		return nil
-	}
-}
-
-// WithHeapProfile writes a heap profile (pprof format) to w after the last step, while the
-// nodes still run: what the mesh holds, not what is left after it is closed. Default: none.
-func WithHeapProfile(w io.Writer) Option {
-	return func(c *runConfig) error {
-		if w == nil {
-			return errors.New("sim.WithHeapProfile: nil writer")
-		}
-		c.heapProfile = w
-		return nil
-	}
-}
-
-// WithStepCPUProfile writes a CPU profile (pprof format) of the first step named step to w,
-// and of nothing else: the steady state of a scenario, say, without its join. Run fails at
-// once when the scenario has no such step. The process must not be profiling already.
-// Default: none.
-func WithStepCPUProfile(step string, w io.Writer) Option {
-	return func(c *runConfig) error {
-		if step == "" || w == nil {
-			return errors.New("sim.WithStepCPUProfile: give a step name and a writer")
-		}
-		c.cpuStep, c.cpuProfile = step, w
-		return nil
-	}
-}
-
-// WithLogger receives the nodes' logs, each tagged with its node index. Default: discarded.
-func WithLogger(l *slog.Logger) Option {
-	return func(c *runConfig) error {
-		if l == nil {
-			return errors.New("sim.WithLogger: nil logger (leave the option out to discard the logs)")
-		}
-		c.log = l
-		return nil
-	}
-}
-
-// WithNodes overrides the scenario's node count; 0 keeps it (the default). The count is
-// checked with the rest of the scenario (2 to MaxNodes).
-func WithNodes(n int) Option {
-	return func(c *runConfig) error {
-		if n < 0 {
-			return fmt.Errorf("sim.WithNodes: %d nodes (0 keeps the scenario's count)", n)
-		}
-		c.nodes = n
-		return nil
-	}
-}
-
-// WithSeed overrides the scenario's seed; 0 keeps it (the default).
-func WithSeed(s uint64) Option { return func(c *runConfig) error { c.seed = s; return nil } }
-
-// WithRepeats makes a Sweep run the scenario r times at each size (1 to MaxSweepRepeats;
-// default 1), in rounds of every size, and report each size's median with the lowest and
-// highest of its runs. Run ignores it.
-func WithRepeats(r int) Option {
-	return func(c *runConfig) error {
-		if r < 1 || r > MaxSweepRepeats {
-			return fmt.Errorf("sim.WithRepeats: %d runs a size; give 1 to %d", r, MaxSweepRepeats)
-		}
-		c.repeats = r
-		return nil
-	}
-}
-
 // run is the state of one Run: the cluster and the report being filled. It belongs to the
 // goroutine that called Run.
 type run struct {
@@ -119,11 +22,14 @@ type run struct {
 	rep      *Report
 	requests samples
 	lookups  samples
-	lag      *lagMonitor
+	lag      *lagMonitor  // nil in virtual time
 	stalls   *stallTracer // WithStallTrace; nil without
+	wall0    time.Time    // when the run began, on the real clock
+	progress io.Writer    // WithProgress's
 
 	cpuStep    string    // the step to profile (WithStepCPUProfile), "" once profiled
 	cpuProfile io.Writer //
+	outside    *outside  // runConfig's
 }
 
 // stepNames lists the steps' names for an error message.
@@ -142,10 +48,12 @@ func (r *run) profileStep(st *Step) (stop func() error) {
 		return func() error { return nil }
 	}
 	r.cpuStep = ""
-	if err := pprof.StartCPUProfile(r.cpuProfile); err != nil {
+	var err error
+	r.outside.do(func() { err = pprof.StartCPUProfile(r.cpuProfile) })
+	if err != nil {
 		return func() error { return fmt.Errorf("CPU profile of step %s: %w", st.Name, err) }
 	}
-	return func() error { pprof.StopCPUProfile(); return nil }
+	return func() error { r.outside.do(pprof.StopCPUProfile); return nil }
 }
 
 // verifyCacheSize bounds the verification cache during a run: 65,536 signatures, about 5 MiB
@@ -162,54 +70,22 @@ func Run(ctx context.Context, scenario *Scenario, opts ...Option) (rep *Report, 
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCluster(&sc, cfg.log)
-	if err != nil {
+	if cfg.bubble != nil {
+		sc.Virtual = true
+	}
+	if !sc.Virtual {
+		return runIn(ctx, &sc, &cfg)
+	}
+	if cfg.bubble == nil {
+		return nil, fmt.Errorf("scenario %s runs in virtual time (virtual: true), which needs a synctest bubble: run it with iacp-node sim, or give sim.WithVirtualTime", sc.Name)
+	}
+	if err := sc.virtualize(cfg.stallTrace != nil); err != nil {
 		return nil, err
 	}
-	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
-		Transport: sc.Network.Transport, Trust: sc.Trust, Started: c.start, Passed: true}}
-	defer func() {
-		if cerr := c.Close(); cerr != nil && err == nil {
-			err = fmt.Errorf("closing the nodes: %w", cerr)
-		}
-	}()
-	stopStalls, err := r.traceStalls(&cfg)
-	if err != nil {
-		return nil, err
+	if cfg.costOff {
+		sc.Cost.Enabled = new(false)
 	}
-	defer func() {
-		if serr := stopStalls(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
-	var observe func(time.Duration)
-	if r.stalls != nil {
-		observe = r.stalls.observe
-	}
-	r.lag = startLagMonitor(observe)
-	defer r.lag.stop()
-	fmt.Fprintf(cfg.progress, "sim %s: %d nodes on %s, trust %s, seed %d\n", sc.Name, sc.Nodes, sc.Network.Transport, sc.Trust, sc.Seed)
-	for i := range sc.Steps {
-		st := &sc.Steps[i]
-		res := r.step(ctx, i, st)
-		r.rep.Steps = append(r.rep.Steps, res)
-		fmt.Fprintln(cfg.progress, progressLine(len(sc.Steps), &res))
-		if !res.Passed {
-			r.rep.Passed = false
-		}
-		if res.Error != "" {
-			err = fmt.Errorf("step %d (%s): %s", i+1, st.Name, res.Error)
-			break
-		}
-	}
-	if cfg.heapProfile != nil { // while the nodes still run
-		runtime.GC()
-		if perr := pprof.Lookup("heap").WriteTo(cfg.heapProfile, 0); perr != nil && err == nil {
-			err = fmt.Errorf("heap profile: %w", perr)
-		}
-	}
-	r.finish()
-	return r.rep, err
+	return runVirtual(ctx, &sc, &cfg)
 }
 
 // prepareRun applies the options, and the scenario's overrides among them (--nodes, --seed),
@@ -240,13 +116,101 @@ func prepareRun(scenario *Scenario, opts []Option) (Scenario, runConfig, error) 
 	return sc, cfg, nil
 }
 
+// runIn runs the scenario on the clock it finds: the real one, or a bubble's (runVirtual).
+func runIn(ctx context.Context, sc *Scenario, cfg *runConfig) (rep *Report, err error) {
+	c, err := newCluster(sc, cfg.log)
+	if err != nil {
+		return nil, err
+	}
+	c.ownCaches = cfg.ownCaches
+	r := &run{c: c, cpuStep: cfg.cpuStep, cpuProfile: cfg.cpuProfile, outside: cfg.outside, wall0: wallNow(), progress: cfg.progress, rep: &Report{Scenario: sc.Name, Description: sc.Description, Nodes: sc.Nodes, Seed: sc.Seed,
+		Transport: sc.Network.Transport, Trust: sc.Trust, Clock: clockOf(sc), Network: sc.Network, MemoryLimit: memoryLimitOf(sc), Started: c.start, Passed: true}}
+	defer func() {
+		if cerr := c.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("closing the nodes: %w", cerr)
+		}
+	}()
+	if !sc.Virtual {
+		stop, err := r.watchRealClock(cfg)
+		if err != nil {
+			return nil, err
+		}
+		defer func() {
+			if serr := stop(); serr != nil && err == nil {
+				err = serr
+			}
+		}()
+	}
+	fmt.Fprintln(cfg.progress, runLine(sc))
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		res := r.step(ctx, i, st)
+		r.rep.Steps = append(r.rep.Steps, res)
+		fmt.Fprintln(cfg.progress, progressLine(len(sc.Steps), &res))
+		if !res.Passed {
+			r.rep.Passed = false
+		}
+		if res.Error != "" {
+			err = fmt.Errorf("step %d (%s): %s", i+1, st.Name, res.Error)
+			if ctx.Err() != nil { // stopped: say so in a way errors.Is sees
+				err = fmt.Errorf("step %d (%s): %w", i+1, st.Name, ctx.Err())
+			}
+			break
+		}
+	}
+	if cfg.heapProfile != nil { // while the nodes still run
+		runtime.GC()
+		if perr := pprof.Lookup("heap").WriteTo(cfg.heapProfile, 0); perr != nil && err == nil {
+			err = fmt.Errorf("heap profile: %w", perr)
+		}
+	}
+	r.finish()
+	return r.rep, err
+}
+
+// watchRealClock starts what measures the simulator's own load on the real clock: the lag
+// monitor, and the stall tracer when WithStallTrace asked for it. Neither means anything in
+// virtual time, where timers fire when due whatever the load. stop stops both.
+func (r *run) watchRealClock(cfg *runConfig) (stop func() error, err error) {
+	stopStalls, err := r.traceStalls(cfg)
+	if err != nil {
+		return nil, err
+	}
+	var observe func(time.Duration)
+	if r.stalls != nil {
+		observe = r.stalls.observe
+	}
+	r.lag = startLagMonitor(observe)
+	return func() error {
+		r.lag.stop()
+		return stopStalls()
+	}, nil
+}
+
+// runLine is the progress line that opens a run.
+func runLine(sc *Scenario) string {
+	line := fmt.Sprintf("sim %s: %d nodes on %s, trust %s, seed %d", sc.Name, sc.Nodes, sc.Network.Transport, sc.Trust, sc.Seed)
+	if !sc.Virtual {
+		return line
+	}
+	line += fmt.Sprintf(", virtual time (latency %s", sc.Network.Latency)
+	if sc.Network.Jitter > 0 {
+		line += fmt.Sprintf("±%s", sc.Network.Jitter)
+	}
+	if m := sc.Cost.model(); m != nil {
+		return line + ", " + m.String() + ")"
+	}
+	return line + ", CPU costs no virtual time)"
+}
+
 // step runs one step and measures it.
 func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	res := StepResult{Index: i + 1, Name: st.Name, Action: st.Action, Metrics: map[string]float64{}, Errors: map[string]int{}}
 	a := actions[st.Action]
 	p, err := a.parse(st, r.c.sc)
 	r.lag.take() // the lag of this step only
-	t0, cpu0, susp0, sent0, beats0 := time.Now(), cpuTime(), r.c.rec.falseSuspicions(), r.c.sent.Load(), r.meshBeats()
+	t0, w0, cpu0, susp0, sent0, beats0 := time.Now(), wallNow(), cpuTime(), r.c.rec.falseSuspicions(), r.c.counts(), r.meshBeats()
+	charged0 := r.c.cpu.charged()
 	res.StartMS = ms(t0.Sub(r.c.start))
 	if err == nil {
 		stop, disarm := r.profileStep(st), r.stalls.during(st)
@@ -255,15 +219,21 @@ func (r *run) step(ctx context.Context, i int, st *Step) StepResult {
 	}
 	wall := time.Since(t0)
 	res.DurationMS = ms(wall)
+	res.WallMS = ms(wallNow().Sub(w0))
 	cpu := cpuTime() - cpu0
 	res.Metrics["cpu_ms"] = ms(cpu)
-	res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
 	res.Metrics["false_suspicions"] = float64(r.c.rec.falseSuspicions() - susp0)
-	lagP99, lagMax := r.lag.take()
-	measureOverload(&res, lagP99, lagMax)
+	if r.lag != nil { // the real clock: the simulator's own load
+		res.Metrics["cpu_cores"] = round3(float64(cpu) / float64(max(wall, time.Millisecond)))
+		lagP99, lagMax := r.lag.take()
+		measureOverload(&res, lagP99, lagMax)
+	}
+	if r.c.cpu != nil {
+		res.Metrics["model_cpu_ms"] = ms(r.c.cpu.charged() - charged0)
+	}
 	r.measureNodes(&res, beats0)
 	r.memory(&res)
-	r.measureCost(&res, wall, cpu, r.c.sent.Load()-sent0)
+	r.measureCost(&res, wall, cpu, sent0)
 	if len(res.Errors) == 0 {
 		res.Errors = nil
 	}
@@ -300,21 +270,33 @@ func (r *run) memory(res *StepResult) {
 }
 
 // measureCost adds what the step cost each running node, per minute of the step:
-// cpu_s_per_node_min (the process's CPU seconds over the nodes) and kib_per_node_min (what
-// the nodes' streams wrote, mocknet only). With the same scenario at several sizes
-// (--sizes), these are the points of the cost curve (docs/scale.md).
-func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent uint64) {
+// cpu_s_per_node_min (the process's CPU seconds over the nodes), verified_per_node_min (the
+// signatures each checked) and, on mocknet, kib_per_node_min and msgs_per_node_min (what the
+// nodes' streams wrote: bytes, writes). With the same scenario at several sizes (--sizes),
+// these are the points of the cost curve (docs/scale.md). sent0 is what had been counted at
+// the start of the step.
+func (r *run) measureCost(res *StepResult, wall, cpu time.Duration, sent0 counts) {
 	n := max(1, res.Metrics["nodes_up"])
 	minutes := max(wall, time.Millisecond).Minutes()
+	now := r.c.counts()
 	res.Metrics["cpu_s_per_node_min"] = round3(cpu.Seconds() / n / minutes)
+	res.Metrics["verified_per_node_min"] = round3(float64(now.verified-sent0.verified) / n / minutes)
+	if charged, ok := res.Metrics["model_cpu_ms"]; ok {
+		res.Metrics["model_cpu_s_per_node_min"] = round3(charged / 1000 / n / minutes)
+	}
 	if r.c.net != nil {
-		res.Metrics["kib_per_node_min"] = round3(float64(sent) / 1024 / n / minutes)
+		res.Metrics["kib_per_node_min"] = round3(float64(now.bytes-sent0.bytes) / 1024 / n / minutes)
+		res.Metrics["msgs_per_node_min"] = round3(float64(now.writes-sent0.writes) / n / minutes)
 	}
 }
 
 // finish fills the report's plots.
 func (r *run) finish() {
 	r.rep.DurationMS = ms(time.Since(r.c.start))
+	r.rep.WallMS = ms(wallNow().Sub(r.wall0))
+	if m := r.c.sc.Cost.model(); m != nil && r.c.sc.Virtual {
+		r.rep.CostModel = m
+	}
 	r.rep.RequestCDF = r.requests.cdf(200)
 	r.rep.LookupCDF = r.lookups.cdf(200)
 	r.rep.Liveness = r.c.rec.transitions()

@@ -9,9 +9,21 @@ import (
 	"time"
 )
 
-// runScenario runs a scenario (a library name or YAML text) and fails the test on an error
-// or a failed expectation, printing the table.
+// runScenario runs a scenario (a library name or YAML text) in virtual time and fails the test
+// on an error or a failed expectation, printing the table. In virtual time what the mesh does
+// does not depend on the machine's load: every expectation holds as written, latency bounds
+// included.
 func runScenario(t *testing.T, text string) *Report {
+	t.Helper()
+	return runScenarioOn(t, text, true)
+}
+
+// testWallLimit bounds a test's virtual run on the real clock (the watchdog panics, with the
+// run's figures, if a stopped run does not end).
+const testWallLimit = 5 * time.Minute
+
+// runScenarioOn runs the scenario in virtual time, or on the real clock.
+func runScenarioOn(t *testing.T, text string, virtual bool) *Report {
 	t.Helper()
 	var sc *Scenario
 	var err error
@@ -23,19 +35,24 @@ func runScenario(t *testing.T, text string) *Report {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Unit tests never assert on wall-clock speed (the machine is shared, -race is slow):
-	// upper bounds on latencies are dropped; the benchmarks and the CLI keep them.
-	for i := range sc.Steps {
-		for k, v := range sc.Steps[i].Expect {
-			if c, _ := parseCondition(v); strings.HasSuffix(k, "_ms") && (c.op == "<" || c.op == "<=") {
-				delete(sc.Steps[i].Expect, k)
+	opts := []Option{WithLogger(testLogger(t))}
+	if virtual {
+		opts = append(opts, WithVirtualTime(inBubble(t)), WithWallLimit(testWallLimit, nil))
+	} else {
+		// A unit test never asserts on wall-clock speed (the machine is shared, -race is
+		// slow): on the real clock, upper bounds on latencies are dropped.
+		for i := range sc.Steps {
+			for k, v := range sc.Steps[i].Expect {
+				if c, _ := parseCondition(v); strings.HasSuffix(k, "_ms") && (c.op == "<" || c.op == "<=") {
+					delete(sc.Steps[i].Expect, k)
+				}
 			}
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := Run(ctx, sc, WithProgress(&progress), WithLogger(testLogger(t)))
+	rep, err := Run(ctx, sc, append(opts, WithProgress(&progress))...)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
@@ -50,21 +67,57 @@ func runScenario(t *testing.T, text string) *Report {
 	return rep
 }
 
-// The default scenario: join, converge, agent and capability lookups, requests, a broadcast,
-// a group message, a crash detected by every node, a restart and an offline agent that gets
-// every message (see scenarios/smoke.yaml for the expectations).
+// The default scenario, in virtual time: join, converge, agent and capability lookups,
+// requests, a broadcast, a group message, a crash detected by every node, a restart and an
+// offline agent that gets every message (see scenarios/smoke.yaml for the expectations). The
+// report says which clock it ran on, gives each step's virtual and wall time and its CPU, and
+// leaves out what measures the real clock's load.
 func TestRun_Smoke(t *testing.T) {
 	rep := runScenario(t, DefaultScenario)
+	if rep.Clock != ClockVirtual || rep.WallMS <= 0 || rep.CostModel == nil {
+		t.Fatalf("clock %q, wall %v ms, cost model %v: want virtual, measured, on", rep.Clock, rep.WallMS, rep.CostModel)
+	}
 	for _, s := range rep.Steps {
-		if s.Metrics["heap_per_node_mib"] <= 0 || s.Metrics["cpu_ms"] < 0 {
-			t.Fatalf("step %s: memory and CPU not measured: %v", s.Name, s.Metrics)
+		if s.Metrics["heap_per_node_mib"] <= 0 || s.Metrics["cpu_ms"] < 0 || s.WallMS <= 0 {
+			t.Fatalf("step %s: memory, CPU and wall time not measured: %v, wall %v ms", s.Name, s.Metrics, s.WallMS)
 		}
-		if _, ok := s.Metrics["overloaded"]; !ok || s.Metrics["lag_max_ms"] < s.Metrics["lag_p99_ms"] {
-			t.Fatalf("step %s: the simulator's own load not measured: %v", s.Name, s.Metrics)
+		for _, realOnly := range []string{"overloaded", "lag_p99_ms", "cpu_cores", "cpu_saturation"} {
+			if _, ok := s.Metrics[realOnly]; ok {
+				t.Fatalf("step %s: %s measures the real clock's load, and means nothing in virtual time", s.Name, realOnly)
+			}
+		}
+		if _, ok := s.Metrics["model_cpu_ms"]; !ok {
+			t.Fatalf("step %s: what the cost model charged is not reported: %v", s.Name, s.Metrics)
 		}
 	}
 	if len(rep.RequestCDF) == 0 || len(rep.LookupCDF) == 0 || len(rep.Propagation) != 4 {
 		t.Fatalf("plots: %d request points, %d lookup points, %d propagation series", len(rep.RequestCDF), len(rep.LookupCDF), len(rep.Propagation))
+	}
+}
+
+// The real clock stays covered: a short mesh on mocknet in real time, whose steps measure the
+// simulator's own load (how late its timers fired) beside the mesh.
+func TestRun_RealClock(t *testing.T) {
+	rep := runScenarioOn(t, `
+nodes: 4
+seed: 3
+network: {latency: 2ms}
+steps:
+  - join: {}
+  - converge: {timeout: 30s}
+    expect: {converged: 1}
+  - load: {rate: 20, duration: 1s}
+    expect: {request_success: 1}
+  - broadcast: {count: 1}
+    expect: {delivery_ratio: 1}
+`, false)
+	if rep.Clock != ClockReal || rep.CostModel != nil {
+		t.Fatalf("clock %q, cost model %v: want the real clock, no model", rep.Clock, rep.CostModel)
+	}
+	for _, s := range rep.Steps {
+		if _, ok := s.Metrics["overloaded"]; !ok || s.Metrics["lag_max_ms"] < s.Metrics["lag_p99_ms"] || s.Metrics["cpu_cores"] <= 0 {
+			t.Fatalf("step %s: the simulator's own load not measured: %v", s.Name, s.Metrics)
+		}
 	}
 }
 
@@ -168,9 +221,10 @@ func TestRun_Trust(t *testing.T) {
 	}
 }
 
-// Real TCP sockets on 127.0.0.1: the same node code over the kernel's loopback.
+// Real TCP sockets on 127.0.0.1: the same node code over the kernel's loopback (on the real
+// clock: a socket's read is a system call, during which virtual time cannot move).
 func TestRun_Loopback(t *testing.T) {
-	runScenario(t, `
+	runScenarioOn(t, `
 nodes: 5
 seed: 12
 network: {transport: loopback}
@@ -186,7 +240,7 @@ steps:
     expect: {delivery_ratio: 1}
   - offline: {messages: 3, down: 500ms}
     expect: {lost: 0}
-`)
+`, false)
 }
 
 // Links with latency, per-link jitter and a bandwidth cap; every load pattern; and the three
@@ -224,8 +278,8 @@ steps:
 		t.Fatal(err)
 	}
 	page := h.String()
-	if strings.Count(page, "<svg") != 3 || strings.Contains(page, "src=") || strings.Contains(page, "<link") {
-		t.Fatalf("HTML must hold three inline SVG plots and load nothing: %d svg", strings.Count(page, "<svg"))
+	if strings.Count(page, "<svg") != 6 || strings.Contains(page, "src=") || strings.Contains(page, "<link") || strings.Contains(page, "<script") {
+		t.Fatalf("HTML must hold six inline SVG plots, load nothing and run no script: %d svg", strings.Count(page, "<svg"))
 	}
 	var txt bytes.Buffer
 	_ = rep.WriteText(&txt)
@@ -253,7 +307,7 @@ steps:
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := Run(context.Background(), sc)
+	rep, err := Run(context.Background(), sc, WithVirtualTime(inBubble(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +315,7 @@ steps:
 		t.Fatalf("a missing metric must fail its step only: %+v", rep.Steps)
 	}
 	sc2, _ := Parse([]byte("nodes: 3\nsteps: [{join: {}}, {restart: {nodes: [1]}}, {sleep: {}}]"))
-	rep, err = Run(context.Background(), sc2)
+	rep, err = Run(context.Background(), sc2, WithVirtualTime(inBubble(t)))
 	if err == nil || len(rep.Steps) != 2 || rep.Steps[1].Error == "" {
 		t.Fatalf("restarting a running node must stop the run: %v %+v", err, rep.Steps)
 	}

@@ -36,6 +36,12 @@ type ScalePoint struct {
 	// written by the nodes' streams, per node and per minute.
 	CPUSecondsPerNodeMin float64 `json:"cpu_s_per_node_min"`
 	KiBPerNodeMin        float64 `json:"kib_per_node_min"`
+	// ModelCPUPerNodeMin is what the CPU cost model charged each node per minute of the
+	// steady window (virtual time with the model on; 0 otherwise): the CPU a node would spend
+	// on a machine of its own.
+	ModelCPUPerNodeMin float64 `json:"model_cpu_s_per_node_min,omitempty"`
+	// WallS is how long the run took on the real clock (all of it, not the steady window).
+	WallS float64 `json:"wall_s"`
 	// RSSPerNodeMiB and HeapPerNodeMiB are the process's resident set and heap in use over the
 	// nodes, after the steady window.
 	RSSPerNodeMiB     float64 `json:"rss_per_node_mib"`
@@ -65,8 +71,10 @@ type ScalePoint struct {
 
 // ScaleReport is a sweep: one point per size, and each size's full report.
 type ScaleReport struct {
-	Scenario string       `json:"scenario"`
-	Points   []ScalePoint `json:"points"`
+	Scenario string `json:"scenario"`
+	// Clock is the clock the runs ran on (Report.Clock).
+	Clock  string       `json:"clock"`
+	Points []ScalePoint `json:"points"`
 	// Repeats is how many times each size ran (WithRepeats), in rounds of every size.
 	Repeats int `json:"repeats"`
 	// CPUGrowth and KiBGrowth are the largest size's cost per node over the smallest's (1.0
@@ -135,6 +143,7 @@ sweep:
 			if rep != nil {
 				sr.Runs = append(sr.Runs, rep)
 				p = pointOf(rep)
+				sr.Clock = rep.Clock
 			}
 			if err != nil {
 				p.Error = err.Error()
@@ -167,7 +176,7 @@ sweep:
 // combine makes one size's point of its runs' points (see ScalePoint.Repeats).
 func combine(ps []ScalePoint) ScalePoint {
 	out := ScalePoint{Nodes: ps[0].Nodes, Passed: true, Repeats: len(ps)}
-	var cpu, kib, rss, heap, gor, conv []float64
+	var cpu, kib, rss, heap, gor, conv, model, wall []float64
 	var errs []string
 	for k, p := range ps {
 		out.Passed = out.Passed && p.Passed
@@ -182,6 +191,7 @@ func combine(ps []ScalePoint) ScalePoint {
 		if p.CPUSecondsPerNodeMin > 0 { // the run reached its steady window
 			cpu, kib, rss = append(cpu, p.CPUSecondsPerNodeMin), append(kib, p.KiBPerNodeMin), append(rss, p.RSSPerNodeMiB)
 			heap, gor = append(heap, p.HeapPerNodeMiB), append(gor, p.GoroutinesPerNode)
+			model, wall = append(model, p.ModelCPUPerNodeMin), append(wall, p.WallS)
 		}
 		if p.ConvergeMS > 0 {
 			conv = append(conv, p.ConvergeMS)
@@ -191,6 +201,7 @@ func combine(ps []ScalePoint) ScalePoint {
 	out.CPUSecondsPerNodeMin, out.KiBPerNodeMin = median(cpu), median(kib)
 	out.RSSPerNodeMiB, out.HeapPerNodeMiB, out.GoroutinesPerNode = median(rss), median(heap), median(gor)
 	out.ConvergeMS = median(conv)
+	out.ModelCPUPerNodeMin, out.WallS = median(model), median(wall)
 	if len(cpu) > 0 {
 		out.CPULow, out.CPUHigh = slices.Min(cpu), slices.Max(cpu)
 		out.KiBLow, out.KiBHigh = slices.Min(kib), slices.Max(kib)
@@ -234,7 +245,7 @@ func steadyIndex(sc *Scenario) int {
 
 // pointOf takes a run's steady window and convergence.
 func pointOf(rep *Report) ScalePoint {
-	p := ScalePoint{Nodes: rep.Nodes, Passed: rep.Passed}
+	p := ScalePoint{Nodes: rep.Nodes, Passed: rep.Passed, WallS: round3(rep.WallMS / 1000)}
 	var steady *StepResult
 	for i := range rep.Steps {
 		st := &rep.Steps[i]
@@ -254,6 +265,7 @@ func pointOf(rep *Report) ScalePoint {
 	p.CPUSecondsPerNodeMin, p.KiBPerNodeMin = m["cpu_s_per_node_min"], m["kib_per_node_min"]
 	p.RSSPerNodeMiB, p.HeapPerNodeMiB, p.GoroutinesPerNode = m["rss_per_node_mib"], m["heap_per_node_mib"], m["goroutines_per_node"]
 	p.Overloaded, p.LagP99MS, p.CPUSaturation = m["overloaded"] == 1, m["lag_p99_ms"], m["cpu_saturation"]
+	p.ModelCPUPerNodeMin = m["model_cpu_s_per_node_min"]
 	return p
 }
 
@@ -329,17 +341,21 @@ func (sr *ScaleReport) WriteHTML(w io.Writer) error {
 	if err := sr.WriteText(&text); err != nil {
 		return err
 	}
-	cpu := curve("cpu-s/node/min", func(p ScalePoint) float64 { return p.CPUSecondsPerNodeMin })
+	cpu := curve("the simulator's CPU", func(p ScalePoint) float64 { return p.CPUSecondsPerNodeMin })
 	if sr.Repeats > 1 {
 		cpu[0].Label = "median of " + strconv.Itoa(sr.Repeats) + " runs"
 		cpu = append(cpu, curve("lowest run", func(p ScalePoint) float64 { return p.CPULow })...)
 		cpu = append(cpu, curve("highest run", func(p ScalePoint) float64 { return p.CPUHigh })...)
 	}
+	if sr.Clock == ClockVirtual {
+		cpu = append(cpu, curve("charged by the cost model", func(p ScalePoint) float64 { return p.ModelCPUPerNodeMin })...)
+	}
 	data := struct {
 		S             *ScaleReport
+		Headline      []Figure
 		CPU, KiB, RSS template.HTML
 		Table         string
-	}{S: sr, Table: text.String(),
+	}{S: sr, Headline: sr.Headline(), Table: text.String(),
 		CPU: plot("CPU per node in the steady state (flat is the goal)", "nodes", "CPU seconds per node per minute", cpu, false),
 		KiB: plot("Bytes sent per node in the steady state", "nodes", "KiB per node per minute",
 			curve("KiB/node/min", func(p ScalePoint) float64 { return p.KiBPerNodeMin }), false),
@@ -352,8 +368,14 @@ func (sr *ScaleReport) WriteHTML(w io.Writer) error {
 
 var scalePage = template.Must(template.New("scale").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>iacp-node sim sweep: {{.S.Scenario}}</title>
-<style>body{font-family:sans-serif;margin:2em;max-width:900px} pre{background:#f6f6f6;padding:1em;overflow:auto}</style></head>
+<style>body{font-family:system-ui,sans-serif;margin:2em;max-width:900px;color:#222} pre{background:#f6f6f6;padding:1em;overflow:auto}
+.figures{display:flex;flex-wrap:wrap;gap:10px;margin:1em 0}
+.figure{border:1px solid #ccc;border-radius:6px;padding:8px 12px;min-width:130px}
+.figure .label{font-size:12px;color:#666}.figure .value{font-size:22px;font-weight:bold}.figure .note{font-size:11px;color:#777}
+.figure.bad{border-color:#b00}.figure.bad .value{color:#b00}</style></head>
 <body><h1>Sweep of {{.S.Scenario}}: cost per node against the number of nodes</h1>
+<div class="figures" id="headline">{{range .Headline}}<div class="figure{{if .Bad}} bad{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}</div><div class="note">{{.Note}}</div></div>
+{{end}}</div>
 <p>CPU per node per minute grew x{{printf "%.2f" .S.CPUGrowth}} and bytes per node x{{printf "%.2f" .S.KiBGrowth}} from the smallest to the largest mesh (1.00 is flat){{if gt .S.Repeats 1}}, medians of {{.S.Repeats}} runs a size; between the runs' extremes CPU grew x{{printf "%.2f" .S.CPUGrowthLow}} to x{{printf "%.2f" .S.CPUGrowthHigh}}{{end}}. Points marked * in the table were measured while the simulator's own process was the bottleneck.</p>
 {{.CPU}}
 {{.KiB}}
@@ -361,3 +383,31 @@ var scalePage = template.Must(template.New("scale").Parse(`<!doctype html>
 <pre>{{.Table}}</pre>
 </body></html>
 `))
+
+// Headline returns the sweep's headline figures: the sizes and their clock, the outcome, how
+// the steady cost per node grew from the smallest mesh to the largest (1.00 is flat; the goal
+// is 1.5 at most), and what the largest mesh cost.
+func (sr *ScaleReport) Headline() []Figure {
+	first, last := sr.Points[0], sr.Points[len(sr.Points)-1]
+	sizes := make([]string, len(sr.Points))
+	wall := 0.0
+	for i, p := range sr.Points {
+		sizes[i] = strconv.Itoa(p.Nodes)
+		wall += p.WallS * float64(max(p.Repeats, 1))
+	}
+	figs := []Figure{
+		{Label: "sizes", Value: strings.Join(sizes, ", "), Note: fmt.Sprintf("%d run(s) a size, %s clock", max(sr.Repeats, 1), sr.Clock)},
+		{Label: "result", Value: map[bool]string{true: "passed", false: "FAILED"}[sr.Passed], Note: "every run of every size", Bad: !sr.Passed},
+		{Label: "CPU per node grew", Value: fmt.Sprintf("×%.2f", sr.CPUGrowth), Note: fmt.Sprintf("steady window, %d to %d nodes", first.Nodes, last.Nodes), Bad: sr.CPUGrowth > 1.5},
+		{Label: "bytes per node grew", Value: fmt.Sprintf("×%.2f", sr.KiBGrowth), Note: "steady window"},
+	}
+	if first.ModelCPUPerNodeMin > 0 {
+		g := ratioOf(last.ModelCPUPerNodeMin, first.ModelCPUPerNodeMin)
+		figs = append(figs, Figure{Label: "charged CPU per node grew", Value: fmt.Sprintf("×%.2f", g), Note: "the cost model's, steady window", Bad: g > 1.5})
+	}
+	figs = append(figs,
+		Figure{Label: fmt.Sprintf("memory per node at %d", last.Nodes), Value: fmt.Sprintf("%.1f MiB", last.RSSPerNodeMiB), Note: fmt.Sprintf("resident; heap %.1f MiB", last.HeapPerNodeMiB)},
+		Figure{Label: fmt.Sprintf("converged at %d", last.Nodes), Value: seconds(last.ConvergeMS), Note: "from the start of the join"},
+		Figure{Label: "wall time", Value: seconds(1000 * wall), Note: "every run"})
+	return figs
+}

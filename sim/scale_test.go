@@ -26,7 +26,7 @@ steps:
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
 	defer cancel()
-	sr, err := Sweep(ctx, sc, []int{3, 6}, WithLogger(testLogger(t)), WithRepeats(2))
+	sr, err := Sweep(ctx, sc, []int{3, 6}, WithLogger(testLogger(t)), WithRepeats(2), WithVirtualTime(inBubble(t)))
 	if err != nil {
 		t.Fatal(err)
 	}

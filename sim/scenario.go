@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -27,6 +28,16 @@ type Scenario struct {
 	// `iacp-node init --join` does (docs/sim.md, "Trust"); open runs every node in trust on
 	// first use.
 	Trust string `yaml:"trust"`
+	// Virtual runs the scenario in virtual time (docs/sim.md, "Virtual time"): the nodes'
+	// clock moves only when every goroutine waits, so what they do does not depend on how
+	// busy the machine is. Mocknet only. Default false; iacp-node sim --virtual sets it.
+	Virtual bool `yaml:"virtual"`
+	// Cost is the CPU cost model of virtual time (ignored in real time).
+	Cost CostSpec `yaml:"cost"`
+	// MemoryLimit is the process's soft memory limit while a virtual run lasts, like
+	// GOMEMLIMIT (which, when set, wins): past it Go's collector runs more often, which in
+	// virtual time costs wall time only. "7GiB", "512MiB"; default none.
+	MemoryLimit Bytes `yaml:"memory_limit"`
 	// Network is the medium between the nodes.
 	Network NetworkSpec `yaml:"network"`
 	// Node tunes every node.
@@ -50,16 +61,28 @@ const (
 // NetworkSpec is the medium between the nodes.
 type NetworkSpec struct {
 	// Transport is "mocknet" (default) or "loopback".
-	Transport string `yaml:"transport"`
+	Transport string `yaml:"transport" json:"transport"`
 	// Latency is the one-way delay of every link (mocknet only). Default 0.
-	Latency Duration `yaml:"latency"`
+	Latency Duration `yaml:"latency" json:"latency"`
 	// Jitter spreads the links' latencies (mocknet only): each link's latency is drawn once,
 	// when it is made, uniformly within Latency±Jitter. Delays thus differ between pairs of
 	// nodes, not from packet to packet. Default 0.
-	Jitter Duration `yaml:"jitter"`
+	Jitter Duration `yaml:"jitter" json:"jitter"`
 	// Bandwidth is each link's capacity in bytes per second (mocknet only); 0 is unlimited.
-	Bandwidth float64 `yaml:"bandwidth"`
+	Bandwidth float64 `yaml:"bandwidth" json:"bandwidth"`
+
+	// delayGiven says the scenario set latency or jitter (even to 0): a virtual run gives a
+	// network that says neither DefaultVirtualLatency and DefaultVirtualJitter.
+	delayGiven bool
 }
+
+// The links of a virtual run whose scenario sets no latency and no jitter: 20 ms ± 10 ms one
+// way, a region's internet rather than one machine's memory. With free CPU and no latency a
+// join of N nodes would happen at one virtual instant (docs/sim.md, "Virtual time").
+const (
+	DefaultVirtualLatency = 20 * time.Millisecond
+	DefaultVirtualJitter  = 10 * time.Millisecond
+)
 
 // NodeSpec tunes every node: the scenario's node section, applied over NodeProfile. A key
 // that names a setting of node.Config has node.Config's name (heartbeat_interval,
@@ -114,24 +137,39 @@ var renamedNodeKeys = map[string]string{"heartbeat": "heartbeat_interval", "quor
 // checkRenamed refuses a node section that uses a key of renamedNodeKeys. Other problems of
 // the document are left to the strict decode, which reports them.
 func checkRenamed(data []byte) error {
+	for _, k := range sectionKeys(data, "node") {
+		if to, ok := renamedNodeKeys[k.Value]; ok {
+			return fmt.Errorf("scenario: line %d: node.%s is now node.%s, node.Config's name for the setting (docs/sim.md)",
+				k.Line, k.Value, to)
+		}
+	}
+	return nil
+}
+
+// hasKey reports whether the document's section names key.
+func hasKey(data []byte, section, key string) bool {
+	return slices.ContainsFunc(sectionKeys(data, section), func(k *yaml.Node) bool { return k.Value == key })
+}
+
+// sectionKeys returns the keys of a top-level mapping of the document (none when it has no
+// such section, or is no mapping).
+func sectionKeys(data []byte, section string) []*yaml.Node {
 	var doc yaml.Node
 	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) == 0 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil
 	}
 	root := doc.Content[0].Content
+	var keys []*yaml.Node
 	for i := 0; i+1 < len(root); i += 2 {
-		if root[i].Value != "node" || root[i+1].Kind != yaml.MappingNode {
+		if root[i].Value != section || root[i+1].Kind != yaml.MappingNode {
 			continue
 		}
 		sec := root[i+1].Content
 		for j := 0; j+1 < len(sec); j += 2 {
-			if to, ok := renamedNodeKeys[sec[j].Value]; ok {
-				return fmt.Errorf("scenario: line %d: node.%s is now node.%s, node.Config's name for the setting (docs/sim.md)",
-					sec[j].Line, sec[j].Value, to)
-			}
+			keys = append(keys, sec[j])
 		}
 	}
-	return nil
+	return keys
 }
 
 // AgentSpec describes the synthetic agents: each draws between PerAgent.Min and PerAgent.Max
@@ -234,6 +272,7 @@ func Parse(data []byte) (*Scenario, error) {
 	if err := dec.Decode(sc); err != nil {
 		return nil, fmt.Errorf("scenario: %w", err)
 	}
+	sc.Network.delayGiven = hasKey(data, "network", "latency") || hasKey(data, "network", "jitter")
 	sc.defaults()
 	if err := sc.Validate(); err != nil {
 		return nil, err
@@ -285,6 +324,10 @@ func (sc *Scenario) Validate() error {
 		return fmt.Errorf("trust: %q is neither %q nor %q", sc.Trust, node.TrustAuthority, node.TrustOpen)
 	case sc.Network.Transport != TransportMocknet && sc.Network.Transport != TransportLoopback:
 		return fmt.Errorf("network.transport: %q is neither %q nor %q", sc.Network.Transport, TransportMocknet, TransportLoopback)
+	case sc.Virtual && sc.Network.Transport != TransportMocknet:
+		return fmt.Errorf("virtual: a run in virtual time needs transport mocknet (a socket's read is a system call, during which virtual time cannot move)")
+	case sc.Cost.Verify < 0 || sc.Cost.Message < 0 || sc.Cost.KiB < 0:
+		return fmt.Errorf("cost: verify, message and kib must not be negative")
 	case sc.Network.Transport == TransportLoopback && (sc.Network.Latency > 0 || sc.Network.Jitter > 0 || sc.Network.Bandwidth > 0):
 		return fmt.Errorf("network: latency, jitter and bandwidth need transport mocknet; loopback sockets run at the kernel's speed")
 	case sc.Network.Jitter > sc.Network.Latency:
@@ -314,8 +357,29 @@ func (sc *Scenario) Validate() error {
 	if err := sc.Agents.HandlerDelay.validate("agents.handler_delay"); err != nil {
 		return err
 	}
+	if err := sc.Agents.validateCapabilities(); err != nil {
+		return err
+	}
+	for i := range sc.Steps {
+		st := &sc.Steps[i]
+		a := actions[st.Action]
+		if _, err := a.parse(st, sc); err != nil {
+			return fmt.Errorf("steps[%d] (%s): %w", i, st.Name, err)
+		}
+		for k, v := range st.Expect {
+			if _, err := parseCondition(v); err != nil {
+				return fmt.Errorf("steps[%d] (%s): expect.%s: %w", i, st.Name, k, err)
+			}
+		}
+	}
+	return nil
+}
+
+// validateCapabilities checks the capabilities the agents draw from: a known kind, a name
+// that can be a group, listed once, with a positive weight.
+func (a *AgentSpec) validateCapabilities() error {
 	seen := map[string]bool{}
-	for i, c := range sc.Agents.Capabilities {
+	for i, c := range a.Capabilities {
 		if c.Kind != "tool" && c.Kind != "model" && c.Kind != "domain" {
 			return fmt.Errorf("agents.capabilities[%d].kind: %q is not tool, model or domain", i, c.Kind)
 		}
@@ -328,18 +392,6 @@ func (sc *Scenario) Validate() error {
 		seen[c.Name] = true
 		if c.Weight <= 0 {
 			return fmt.Errorf("agents.capabilities[%d].weight: %v must be positive", i, c.Weight)
-		}
-	}
-	for i := range sc.Steps {
-		st := &sc.Steps[i]
-		a := actions[st.Action]
-		if _, err := a.parse(st, sc); err != nil {
-			return fmt.Errorf("steps[%d] (%s): %w", i, st.Name, err)
-		}
-		for k, v := range st.Expect {
-			if _, err := parseCondition(v); err != nil {
-				return fmt.Errorf("steps[%d] (%s): expect.%s: %w", i, st.Name, k, err)
-			}
 		}
 	}
 	return nil
@@ -358,3 +410,34 @@ func actionNames() []string {
 	sort.Strings(out)
 	return out
 }
+
+// virtualize readies a scenario for a run in virtual time: mocknet only, no stall trace (a
+// stall is the real clock's), and links with DefaultVirtualLatency and DefaultVirtualJitter
+// when the scenario says neither latency nor jitter.
+func (sc *Scenario) virtualize(stallTrace bool) error {
+	sc.Virtual = true
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	if stallTrace {
+		return fmt.Errorf("a stall trace follows the real clock: a run in virtual time has no stall (its timers fire when due)")
+	}
+	if !sc.Network.delayGiven && sc.Network.Latency == 0 && sc.Network.Jitter == 0 {
+		sc.Network.Latency, sc.Network.Jitter = Duration(DefaultVirtualLatency), Duration(DefaultVirtualJitter)
+	}
+	return nil
+}
+
+// clockOf names the clock a scenario runs on.
+func clockOf(sc *Scenario) string {
+	if sc.Virtual {
+		return ClockVirtual
+	}
+	return ClockReal
+}
+
+// The clocks a run can be on (Report.Clock).
+const (
+	ClockReal    = "real"
+	ClockVirtual = "virtual"
+)

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math"
 	"time"
@@ -291,33 +290,4 @@ func runHeal(ctx context.Context, r *run, p any, res *StepResult) error {
 	res.Metrics["heal_ms"] = ms(time.Since(t0))
 	res.Metrics["not_converged_nodes"] = float64(st.missing)
 	return ctx.Err()
-}
-
-// setSides partitions the cluster: side[i] for every slot. Links across sides are cut; on
-// heal (all sides 0) every missing link between running nodes is restored.
-func (c *cluster) setSides(side []int) error {
-	if c.net == nil {
-		return errors.New("partition and heal need transport mocknet: loopback sockets cannot be cut from inside the process")
-	}
-	c.mu.Lock()
-	copy(c.side, side)
-	var run []*simNode
-	for _, s := range c.slots {
-		if s.nd != nil {
-			run = append(run, s)
-		}
-	}
-	c.mu.Unlock()
-	for a := 0; a < len(run); a++ {
-		for b := a + 1; b < len(run); b++ {
-			i, j := run[a].idx, run[b].idx
-			if side[i] != side[j] {
-				c.net.cut(i, j, run[b].pid)
-				c.net.cut(j, i, run[a].pid)
-			} else if err := c.net.link(i, j, run[a].pid, run[b].pid); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }

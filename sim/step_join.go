@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -16,14 +17,41 @@ type joinParams struct {
 	Count int `yaml:"count"`
 	// Parallel is how many start at once after the bootstrap nodes (default 8).
 	Parallel int `yaml:"parallel"`
+	// Rate paces the join, as a real mesh joins: nodes a second after the bootstrap nodes,
+	// in batches of Batch (default 0: as fast as Parallel allows). With rate 3.33 and batch
+	// 100, a hundred nodes start every 30 s.
+	Rate float64 `yaml:"rate"`
+	// Batch is how many nodes start together at each paced moment (default 1).
+	Batch int `yaml:"batch"`
+	// Every, instead of Rate, paces the join as Batch nodes every Every ({batch: 100, every:
+	// 30s}).
+	Every Duration `yaml:"every"`
 }
 
-var parseJoin = params(joinParams{Parallel: 8}, func(p *joinParams, sc *Scenario) error {
+var parseJoin = params(joinParams{Parallel: 8, Batch: 1}, func(p *joinParams, sc *Scenario) error {
 	if p.Count < 0 || p.Parallel < 1 || p.Parallel > 256 {
 		return fmt.Errorf("join: count must not be negative and parallel must be 1..256")
 	}
+	if p.Rate < 0 || p.Batch < 1 {
+		return fmt.Errorf("join: rate (nodes a second) must not be negative and batch must be at least 1")
+	}
+	if p.Every > 0 {
+		if p.Rate > 0 {
+			return fmt.Errorf("join: give rate (nodes a second) or every (a batch every so often), not both")
+		}
+		p.Rate = float64(p.Batch) / p.Every.D().Seconds()
+	}
 	return nil
 })
+
+// due is when the k-th node after the bootstrap nodes starts in a join begun at t0: at once
+// without a rate, else when its batch is due.
+func (p *joinParams) due(t0 time.Time, k int) time.Time {
+	if p.Rate == 0 {
+		return t0
+	}
+	return t0.Add(time.Duration(float64(k/p.Batch*p.Batch) / p.Rate * float64(time.Second)))
+}
 
 // runJoin starts nodes that never ran, in slot order: the bootstrap nodes one by one, then
 // the rest Parallel at a time.
@@ -45,6 +73,7 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, jp.Parallel)
+	paced := 0
 	for _, i := range todo {
 		if ctx.Err() != nil {
 			break
@@ -55,6 +84,14 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 			}
 			continue
 		}
+		if !sleepUntil(ctx, jp.due(t0, paced)) {
+			break
+		}
+		if jp.Rate > 0 && paced%jp.Batch == 0 && paced > 0 {
+			fmt.Fprintf(r.progress, "      join: %d of %d nodes started after %s (%s of wall time)\n", paced, len(todo)-slices.IndexFunc(todo, func(i int) bool { return i >= c.sc.Node.BootstrapPeers }),
+				time.Since(t0).Round(time.Millisecond), wallNow().Sub(r.wall0).Round(time.Second))
+		}
+		paced++
 		sem <- struct{}{}
 		wg.Add(1)
 		go func() {
@@ -70,6 +107,9 @@ func runJoin(ctx context.Context, r *run, p any, res *StepResult) error {
 	wg.Wait()
 	res.Metrics["join_ms"] = ms(time.Since(t0))
 	res.Metrics["started"] = float64(len(todo))
+	if jp.Rate > 0 {
+		res.Metrics["join_rate_per_s"] = jp.Rate
+	}
 	if c.auth != nil {
 		res.Metrics["joined_by_invitation"] = float64(c.invited.Load() - invited)
 	}
@@ -241,6 +281,22 @@ func runSleep(ctx context.Context, _ *run, p any, _ *StepResult) error {
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// sleepUntil waits until t, or until ctx ends (false).
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	wait := time.Until(t)
+	if wait <= 0 {
+		return ctx.Err() == nil
+	}
+	tm := time.NewTimer(wait)
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-ctx.Done():
+		return false
 	}
 }
 

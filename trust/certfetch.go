@@ -175,9 +175,9 @@ func (b *certBook) fetch(ctx context.Context, p, via peer.ID, ours bool) error {
 // await waits, holding one of its certWaiters (unless ours), for the fetch f of p's
 // certificate that another caller runs; b.mu is held, and released.
 func (b *certBook) await(ctx context.Context, f *pendingFetch, p peer.ID, ours bool) error {
-	if f.waiters >= certWaiters && !ours {
+	if n := f.waiters; n >= certWaiters && !ours {
 		b.mu.Unlock()
-		return protocol.Errorf(protocol.CodeTimeout, "%d messages of peer %s wait for its certificate already; try again", f.waiters, p)
+		return protocol.Errorf(protocol.CodeTimeout, "%d messages of peer %s wait for its certificate already; try again", n, p)
 	}
 	f.waiters++
 	b.mu.Unlock()

@@ -81,6 +81,9 @@ type Config struct {
 	// RevocationSync is how often a node asks peers for a newer revocation list
 	// (DefaultRevocationSync).
 	RevocationSync time.Duration
+	// Seed, when not 0, seeds the revocation sync's choice of peers, so that a simulated run
+	// repeats it; 0 seeds from the clock.
+	Seed uint64
 	// Allow charges one request to a peer's message rate (the node's); nil allows all.
 	Allow func(peer.ID) error
 	// Track wraps the handlers of the protocols served, so that the node's Close waits for
@@ -358,7 +361,11 @@ func (t *Trust) keep() {
 		defer renew.Stop()
 		syncC, renewC = st.C, renew.C
 	}
-	r := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 0))
+	seed := uint64(time.Now().UnixNano())
+	if t.cfg.Seed != 0 {
+		seed = t.cfg.Seed
+	}
+	r := rand.New(rand.NewPCG(seed, 6))
 	lastExpiry := t.now()
 	for {
 		select {

@@ -54,15 +54,21 @@ Start with 'iacp-node init', then 'iacp-node run'. Every command has --help.`,
 func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := NewRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
-	if err := root.Execute(); err != nil {
-		fmt.Fprintln(stderr, "iacp-node:", err)
-		var ee *exitError
-		if errors.As(err, &ee) {
-			return ee.code
-		}
-		return 1
+	return exitCode(root.Execute(), stderr)
+}
+
+// exitCode is the process exit code of a command's error (0 for none), which it prints to
+// stderr: an exitError's code, else 1.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
 	}
-	return 0
+	fmt.Fprintln(stderr, "iacp-node:", err)
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	return 1
 }
 
 func init() {

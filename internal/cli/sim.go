@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -24,11 +25,12 @@ func init() { register(newSimCmd) }
 type simFlags struct {
 	scenario, jsonOut, htmlOut, logLevel string
 	cpuProfile, memProfile, sizes        string
+	compare, memoryLimit                 string
 	profileStep, stallTrace              string
-	stallAt                              time.Duration
+	stallAt, wallLimit                   time.Duration
 	nodes, repeat                        int
 	seed                                 uint64
-	list                                 bool
+	list, virtual, costModel             bool
 }
 
 func newSimCmd() *cobra.Command {
@@ -56,6 +58,14 @@ One run's steady minute moves by a fifth from run to run on a shared machine: --
 every size three times, in rounds, and reports each size's median with its lowest and highest
 run, and the growth between those extremes.
 
+--virtual runs the scenario in virtual time (a scenario can ask for it with virtual: true;
+--virtual=false runs it on the real clock): the nodes' clock moves only when every goroutine
+waits, so what the mesh does no longer depends on how busy the machine is, and a mesh larger
+than the machine's cores runs at its own pace. Mocknet only. Latencies are then the links'
+(20 ms ± 10 ms unless the scenario sets them) and the timers', plus what the CPU cost model
+charges each node for its signatures and messages (--cost-model=false switches it off).
+--wall-limit stops a virtual run after that much real time.
+
 Exit status: 0 when every expectation held, 3 when one failed, 1 when the run could not
 complete.`,
 		Args: cobra.NoArgs,
@@ -81,15 +91,53 @@ complete.`,
 	f.StringVar(&sf.memProfile, "memprofile", "", "write a heap profile to FILE, taken after the last step while the nodes still run")
 	f.StringVar(&sf.stallTrace, "trace-stall", "", "keep the last seconds of Go's execution trace in memory and write them to FILE at the first stall of the whole simulator (read it with go tool trace)")
 	f.DurationVar(&sf.stallAt, "stall-threshold", sim.DefaultStallThreshold, "with --trace-stall, how late the simulator's own timer must fire to count as a stall")
+	f.BoolVar(&sf.virtual, "virtual", false, "run in virtual time (default: as the scenario says; mocknet only)")
+	f.BoolVar(&sf.costModel, "cost-model", true, "in virtual time, charge each node's CPU work (signatures, messages, bytes) in virtual time")
+	f.DurationVar(&sf.wallLimit, "wall-limit", time.Hour, "in virtual time, stop the run after this much real time (0: no limit)")
+	f.StringVar(&sf.memoryLimit, "memory-limit", "", "in virtual time, the process's soft memory limit while the run lasts (like 7GiB; default: the scenario's memory_limit)")
+	f.StringVar(&sf.compare, "compare", "", "compare the run with an earlier one (its --json report): the same outcome and counts, and which numbers differed")
 	return cmd
 }
 
-// runSim loads the scenario, runs it with the profiles asked for, and writes the reports.
+// runSim loads the scenario and runs it on its clock: in real time here, in virtual time in
+// the bubble of a test this process hosts (virtualHost).
 func runSim(cmd *cobra.Command, sf *simFlags) error {
 	sc, opts, err := loadScenario(cmd, sf)
 	if err != nil {
 		return err
 	}
+	if cmd.Flags().Changed("virtual") {
+		sc.Virtual = sf.virtual
+	}
+	if !sc.Virtual {
+		if cmd.Flags().Changed("cost-model") || cmd.Flags().Changed("wall-limit") || sf.memoryLimit != "" {
+			return errors.New("--cost-model, --wall-limit and --memory-limit go with a run in virtual time: add --virtual")
+		}
+		return runSimOn(cmd, sf, sc, opts)
+	}
+	if sf.wallLimit < 0 {
+		return fmt.Errorf("--wall-limit %s: give a positive duration, or 0 for no limit", sf.wallLimit)
+	}
+	if sf.memoryLimit != "" {
+		lim, err := sim.ParseBytes(sf.memoryLimit)
+		if err != nil {
+			return fmt.Errorf("--memory-limit: %w", err)
+		}
+		sc.MemoryLimit = lim
+	}
+	return virtualHost(cmd.ErrOrStderr(), func(b sim.Bubble) error {
+		opts := append(opts, sim.WithVirtualTime(b), sim.WithWallLimit(sf.wallLimit, stuckHandler(cmd.ErrOrStderr())))
+		if !sf.costModel {
+			opts = append(opts, sim.WithoutCostModel())
+		}
+		return runSimOn(cmd, sf, sc, opts)
+	})
+}
+
+// runSimOn runs the scenario (or the sweep) with the profiles asked for, and writes the
+// reports.
+func runSimOn(cmd *cobra.Command, sf *simFlags, sc *sim.Scenario, opts []sim.Option) error {
+	var err error
 	base := cmd.Context()
 	if base == nil {
 		base = context.Background()
@@ -102,6 +150,10 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	}
 	if sf.repeat != 1 {
 		return errors.New("--repeat goes with --sizes: it runs every size of a sweep several times")
+	}
+	earlier, err := readReport(sf.compare)
+	if err != nil {
+		return err
 	}
 	opts, endStallTrace, err := withStallTrace(sf, cmd.Flags().Changed("stall-threshold"), opts)
 	if err != nil {
@@ -142,12 +194,16 @@ func runSim(cmd *cobra.Command, sf *simFlags) error {
 	if rep == nil {
 		return errors.Join(runErr, profErr)
 	}
-	return finishSim(cmd, sf, rep, runErr, profErr)
+	if earlier != nil {
+		rep.Reproduction = sim.Compare(earlier, rep, sf.compare)
+	}
+	return writeRun(cmd, sf, rep, runErr, profErr)
 }
 
-// finishSim writes the reports of a run (the table on stdout, --json, --html), then returns
-// the run's error, else the profilers', else exit code 3 when an expectation failed.
-func finishSim(cmd *cobra.Command, sf *simFlags, rep *sim.Report, runErr, profErr error) error {
+// writeRun prints a run's table, writes its JSON and HTML reports, and returns what the
+// command exits with: the run's error, the profiles', or exit status 3 for a failed
+// expectation.
+func writeRun(cmd *cobra.Command, sf *simFlags, rep *sim.Report, runErr, profErr error) error {
 	if err := rep.WriteText(cmd.OutOrStdout()); err != nil {
 		return err
 	}
@@ -317,6 +373,22 @@ func listScenarios(cmd *cobra.Command) error {
 		fmt.Fprintf(tw, "%s\t%d\t%s\n", in.Name, in.Nodes, in.Description)
 	}
 	return tw.Flush()
+}
+
+// readReport reads the JSON report of an earlier run (--compare), when path is set.
+func readReport(path string) (*sim.Report, error) {
+	if path == "" {
+		return nil, nil
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--compare: %w", err)
+	}
+	var rep sim.Report
+	if err := json.Unmarshal(raw, &rep); err != nil || len(rep.Steps) == 0 {
+		return nil, fmt.Errorf("--compare %s: not the JSON report of a run (iacp-node sim --json FILE writes one): %v", path, err)
+	}
+	return &rep, nil
 }
 
 // writeReport writes a report with write to path, when path is set.

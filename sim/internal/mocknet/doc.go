@@ -13,6 +13,10 @@
 // other end's buffer with the time it arrives, and the reader takes it when that time has come
 // (docs/sim.md, "Transport"); a read waiting for data and a write waiting for room fail at
 // their deadlines, which go-libp2p's mocknet ignores. Everything else is go-libp2p's code,
-// unchanged but for this comment and Connectedness, which takes the network's read lock
-// rather than its exclusive one. The tests of go-libp2p's package stay there.
+// unchanged but for this comment, Connectedness, which takes the network's read lock
+// rather than its exclusive one, SetSchedule, through which the simulator's CPU cost model
+// delays a write's bytes by what sending and receiving them costs (docs/sim.md), and
+// SetLinker, UnlinkPeer and UnlinkAll, with which the simulator links the pairs of nodes that
+// dial each other rather than every pair (a million links at 1000 nodes); a lookup of the
+// links between two peers no longer makes the maps it looks into. The tests of go-libp2p's package stay there.
 package mocknet

@@ -68,8 +68,30 @@ type Mocknet interface {
 	LinkAll() error
 	ConnectAllButSelf() error
 
+	// SetSchedule has every write of every stream become readable when s says (not
+	// go-libp2p's: the simulator's CPU cost model, docs/sim.md). Call it before any stream
+	// is opened. Default: after the link's latency and bandwidth.
+	SetSchedule(s Schedule)
+	// SetLinker has a dial between two peers that no link joins ask l for one (not
+	// go-libp2p's: the simulator links the pairs that dial, not every pair of its mesh).
+	// Call it before any peer dials. Default: such a dial fails.
+	SetLinker(l Linker)
+	// UnlinkPeer removes every link of p, and UnlinkAll every link (not go-libp2p's).
+	UnlinkPeer(p peer.ID)
+	UnlinkAll()
+
 	io.Closer
 }
+
+// Linker says whether dialer may reach target, which no link joins yet, and over a link of
+// which options; it must be safe for concurrent use.
+type Linker func(dialer, target peer.ID) (LinkOptions, bool)
+
+// Schedule returns when size bytes that from wrote to to at now become readable at to; link
+// is what the link alone takes (its latency and the time its bandwidth needs). Its answers for
+// one stream must not decrease (the stream stays in order: a write never overtakes the one
+// before it). It must be safe for concurrent use.
+type Schedule func(from, to peer.ID, size int, now time.Time, link time.Duration) time.Time
 
 // LinkOptions are used to change aspects of the links.
 // Sorry but they dont work yet :(

@@ -38,6 +38,8 @@ type mocknet struct {
 	links map[peer.ID]map[peer.ID]map[*link]struct{}
 
 	linkDefaults LinkOptions
+	schedule     Schedule // SetSchedule; nil: the link's delay alone
+	linker       Linker   // SetLinker; nil: only the links made
 
 	ctxCancel context.CancelFunc
 	ctx       context.Context
@@ -385,9 +387,20 @@ func (mn *mocknet) removeLink(l *link) {
 	mn.Lock()
 	defer mn.Unlock()
 
+	// Not linksMapGet, which would make the maps it looks into: a removed link leaves no
+	// empty map behind (the simulator links and unlinks many pairs).
 	n1, n2 := l.nets[0], l.nets[1]
-	delete(mn.linksMapGet(n1.peer, n2.peer), l)
-	delete(mn.linksMapGet(n2.peer, n1.peer), l)
+	for _, pp := range [][2]peer.ID{{n1.peer, n2.peer}, {n2.peer, n1.peer}} {
+		if m := mn.links[pp[0]]; m != nil {
+			delete(m[pp[1]], l)
+			if len(m[pp[1]]) == 0 {
+				delete(m, pp[1])
+			}
+			if len(m) == 0 {
+				delete(mn.links, pp[0])
+			}
+		}
+	}
 }
 
 func (mn *mocknet) ConnectAllButSelf() error {
@@ -426,7 +439,7 @@ func (mn *mocknet) LinksBetweenPeers(p1, p2 peer.ID) []Link {
 	mn.Lock()
 	defer mn.Unlock()
 
-	ls2 := mn.linksMapGet(p1, p2)
+	ls2 := mn.links[p1][p2] // a lookup makes no map
 	cp := make([]Link, 0, len(ls2))
 	for l := range ls2 {
 		cp = append(cp, l)

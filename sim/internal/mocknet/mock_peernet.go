@@ -1,3 +1,6 @@
+// Long: mock_peernet.go is go-libp2p's p2p/net/mock/mock_peernet.go (v0.51.0) with two
+// changes (a link made on a pair's first dial, and ConnsToPeer under the read lock), kept
+// whole so that it diffs against the upstream file it was copied from.
 package mocknet
 
 import (
@@ -138,7 +141,11 @@ func (pn *peernet) connect(p peer.ID) (*conn, error) {
 	// ok, must create a new connection. we need a link
 	links := pn.mocknet.LinksBetweenPeers(pn.peer, p)
 	if len(links) < 1 {
-		return nil, fmt.Errorf("%s cannot connect to %s", pn.peer, p)
+		l, ok := pn.mocknet.linkOnDemand(pn, p)
+		if !ok {
+			return nil, fmt.Errorf("%s cannot connect to %s", pn.peer, p)
+		}
+		return pn.openConn(p, l)
 	}
 
 	// if many links found, how do we select? for now, randomly...

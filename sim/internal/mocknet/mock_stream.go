@@ -165,11 +165,14 @@ func (h *half) arrive() time.Duration {
 }
 
 // Write queues a copy of p for the other end, arriving after the link's latency and the time
-// its bandwidth takes. It waits while the window is full, until the write deadline.
+// its bandwidth takes (or when the network's Schedule says). It waits while the window is full, until the write deadline.
 func (s *stream) Write(p []byte) (int, error) {
 	l := s.conn.link
 	var at time.Time
-	if delay := l.GetLatency() + l.RateLimit(len(p)); delay > 0 {
+	delay := l.GetLatency() + l.RateLimit(len(p))
+	if sched := s.conn.net.mocknet.schedule; sched != nil {
+		at = sched(s.conn.local, s.conn.remote, len(p), time.Now(), delay)
+	} else if delay > 0 {
 		at = time.Now().Add(delay)
 	}
 	h := s.out
