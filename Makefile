@@ -2,7 +2,7 @@
 GO          ?= go
 BIN         := bin/iacp-node
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS     := -X github.com/iacp-node/iacp-node/internal/cli.Version=$(VERSION)
+LDFLAGS     := -X github.com/iacp-node/iacp-node/cmd/iacp-node/internal/cli.Version=$(VERSION)
 # staticcheck is pinned and installed into ./bin by this Makefile.
 STATICCHECK_VERSION := v0.7.0
 STATICCHECK := bin/staticcheck-$(STATICCHECK_VERSION)

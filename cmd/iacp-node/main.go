@@ -4,7 +4,7 @@ package main
 import (
 	"os"
 
-	"github.com/iacp-node/iacp-node/internal/cli"
+	"github.com/iacp-node/iacp-node/cmd/iacp-node/internal/cli"
 )
 
 func main() { os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr)) }

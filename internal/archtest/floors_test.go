@@ -33,8 +33,8 @@ var floors = map[string]int{
 	"coord": 6, "workflow": 6,
 	"api": 7, "sim": 7,
 	"mcpserver": 8, "a2abridge": 8,
-	"internal/cli":  9,
-	"cmd/iacp-node": 10, "e2e": 10, "e2e/netlab": 10, "internal/archtest": 10,
+	"cmd/iacp-node/internal/cli": 9,
+	"cmd/iacp-node":              10, "e2e": 10, "e2e/netlab": 10, "internal/archtest": 10,
 }
 
 // coreFloor is the highest floor of the core; onNodeAlone are the packages that reach the

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iacp-node/iacp-node/internal/cli"
+	"github.com/iacp-node/iacp-node/cmd/iacp-node/internal/cli"
 )
 
 // `iacp-node sim` runs a scenario end to end (in virtual time): progress on stderr, the table

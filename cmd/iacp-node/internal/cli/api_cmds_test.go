@@ -15,7 +15,7 @@ import (
 
 	"github.com/iacp-node/iacp-node/api"
 	"github.com/iacp-node/iacp-node/apiclient"
-	"github.com/iacp-node/iacp-node/internal/cli"
+	"github.com/iacp-node/iacp-node/cmd/iacp-node/internal/cli"
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 	"github.com/iacp-node/iacp-node/node"
 	"github.com/iacp-node/iacp-node/protocol"

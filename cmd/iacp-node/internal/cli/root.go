@@ -11,7 +11,7 @@ import (
 )
 
 // Version is the node's version, set at build time with
-// -ldflags "-X github.com/iacp-node/iacp-node/internal/cli.Version=...".
+// -ldflags "-X github.com/iacp-node/iacp-node/cmd/iacp-node/internal/cli.Version=...".
 var Version = "0.1.0-dev"
 
 var commands []func() *cobra.Command
