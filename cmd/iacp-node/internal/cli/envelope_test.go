@@ -148,7 +148,7 @@ func TestEnvelope_Sign_NeedsAKeyThatExists(t *testing.T) {
 // translate carries an ElizaOS TASK_REQUEST into IACP and back unchanged, refuses what the
 // target cannot express with the reason, and needs --to.
 func TestEnvelopeTranslate_RoundTripAndRefusal(t *testing.T) {
-	src, err := os.ReadFile("../../dialect/testdata/elizaos/s4.1-task-request.json")
+	src, err := os.ReadFile("../../../../dialect/testdata/elizaos/s4.1-task-request.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestEnvelopeTranslate_RoundTripAndRefusal(t *testing.T) {
 		t.Fatalf("the round trip changed the document:\n%s\n%s", a, b)
 	}
 	// An event has no ElizaOS performative.
-	ev, err := os.ReadFile("../../dialect/testdata/iacp-1.0/s3.3-event-notification.json")
+	ev, err := os.ReadFile("../../../../dialect/testdata/iacp-1.0/s3.3-event-notification.json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +184,7 @@ func TestEnvelopeTranslate_RoundTripAndRefusal(t *testing.T) {
 // An ACP v2 AgentCommand names its sender in from, not sender.agent_id: translated to another
 // draft without --sender, the sender is still the command's own.
 func TestEnvelopeTranslate_ACPv2SenderFromFrom(t *testing.T) {
-	src, err := os.ReadFile("../../dialect/testdata/acp-v2/structure-1-agent-command.json")
+	src, err := os.ReadFile("../../../../dialect/testdata/acp-v2/structure-1-agent-command.json")
 	if err != nil {
 		t.Fatal(err)
 	}
