@@ -250,10 +250,16 @@ func (r *frameReader) release(size int64) {
 // most maxBatch, in order; after each batch it calls idle when no further frame is already
 // waiting. When serve returns false the stream is abandoned: pump closes its read side,
 // stops the reader and returns errServeStopped; closing or resetting s is the caller's.
-// Otherwise it returns when reading ends, with the reason (io.EOF for a clean end).
+// Otherwise it returns when reading ends, with the reason (io.EOF for a clean end); the node's
+// context ending closes the read side, so that reading always ends then.
 func (n *wire) pump(s network.Stream, remote peer.ID, serve func([]frame) bool, idle func()) error {
 	ctx, cancel := context.WithCancel(n.ctx)
 	defer cancel()
+	// Not only the host's Close or a read deadline: a session opened after Close listed them,
+	// on a stream that outlives the host (mocknet's, which also ignores deadlines), is read
+	// until the node's end, and Close waits for its reader.
+	stop := context.AfterFunc(n.ctx, func() { _ = s.CloseRead() })
+	defer stop()
 	r := &frameReader{n: n, s: s, remote: remote, frames: make(chan frame, maxBatch), done: make(chan struct{}), ctx: ctx, cancel: cancel}
 	go r.run()
 	for {
