@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/iacp-node/iacp-node/identity"
 	"github.com/iacp-node/iacp-node/cmd/iacp-node/internal/cli"
+	"github.com/iacp-node/iacp-node/identity"
 )
 
 // run calls the command line with args and stdin, and returns its exit code and output.
