@@ -54,6 +54,11 @@ func (n *wire) handleStream(s network.Stream) {
 	n.sessionsMu.Lock()
 	n.inbound[in] = struct{}{}
 	n.sessionsMu.Unlock()
+	if n.life.isClosing() {
+		// Close began after track and may have closed the read sides of the inbound streams
+		// before this one was listed: its frames not yet read get no receipt, as theirs.
+		_ = s.CloseRead()
+	}
 	defer func() {
 		n.sessionsMu.Lock()
 		delete(n.inbound, in)
