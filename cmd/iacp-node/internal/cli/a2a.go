@@ -282,19 +282,5 @@ func attachA2A(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runF
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s (the A2A agent %q at %s)\npeer id   %s\ncapabilities %s\n",
 		Version, n.AgentID(), card.Name, card.SupportedInterfaces[0].URL, n.ID(), capabilityList(n.Manifest()))
 	fmt.Fprintln(out, memory)
-	for _, a := range n.Addrs() {
-		fmt.Fprintf(out, "listen    %s\n", a)
-	}
-	stopServices, err := startServices(ctx, n, cfg, f, out)
-	if err != nil {
-		att.Close()
-		return err
-	}
-	<-ctx.Done()
-	fmt.Fprintln(out, "stopping: finishing in-flight exchanges")
-	err = stopServices()
-	if cerr := att.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return serveUntilDone(ctx, n, cfg, f, out, att.Close)
 }

@@ -181,21 +181,7 @@ func runNode(ctx context.Context, cmd *cobra.Command, cfg node.Config, f *runFla
 	fmt.Fprintf(out, "iacp-node %s\nagent id  %s\npeer id   %s\ncapabilities %s\n", Version, n.AgentID(), n.ID(), capabilityList(cfg.Manifest))
 	fmt.Fprintf(out, "trust     %s\n", trustSummary(n))
 	fmt.Fprintln(out, memory)
-	for _, a := range n.Addrs() {
-		fmt.Fprintf(out, "listen    %s\n", a)
-	}
-	stopServices, err := startServices(ctx, n, cfg, f, out)
-	if err != nil {
-		n.Close()
-		return err
-	}
-	<-ctx.Done()
-	fmt.Fprintln(out, "stopping: finishing in-flight exchanges")
-	err = stopServices()
-	if cerr := n.Close(); err == nil {
-		err = cerr
-	}
-	return err
+	return serveUntilDone(ctx, n, cfg, f, out, n.Close)
 }
 
 // trustSummary is run's line about who may speak for an agent id on this node.

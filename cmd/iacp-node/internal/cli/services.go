@@ -17,6 +17,27 @@ func init() {
 	})
 }
 
+// serveUntilDone prints the node's listen addresses, starts the local services and runs
+// until ctx ends (Ctrl-C); then it stops the services and closes the node with closeNode,
+// which also runs when the services cannot start.
+func serveUntilDone(ctx context.Context, n *node.Node, cfg node.Config, f *runFlags, out io.Writer, closeNode func() error) error {
+	for _, a := range n.Addrs() {
+		fmt.Fprintf(out, "listen    %s\n", a)
+	}
+	stopServices, err := startServices(ctx, n, cfg, f, out)
+	if err != nil {
+		closeNode()
+		return err
+	}
+	<-ctx.Done()
+	fmt.Fprintln(out, "stopping: finishing in-flight exchanges")
+	err = stopServices()
+	if cerr := closeNode(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
 // startServices starts the local agent API beside the node. It returns a function that stops
 // it.
 func startServices(_ context.Context, n *node.Node, cfg node.Config, f *runFlags, out io.Writer) (func() error, error) {
