@@ -139,18 +139,7 @@ func serveA2A(ctx context.Context, cmd *cobra.Command, b *a2abridge.Server, addr
 	}
 	srv := &http.Server{Handler: b.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "a2a       http://%s/.well-known/agent-card.json (calls: bearer the node's API token)\n", ln.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(shut)
-	<-done
-	return err
+	return serveHTTP(ctx, srv, ln)
 }
 
 func newA2AAttachCmd() *cobra.Command {

@@ -76,16 +76,5 @@ func serveMCP(ctx context.Context, cmd *cobra.Command, s *mcp.Server, addr strin
 	}
 	srv := &http.Server{Handler: mcpserver.HTTPHandler(s, token), ReadHeaderTimeout: 10 * time.Second}
 	fmt.Fprintf(cmd.OutOrStdout(), "mcp       http://%s (bearer: the node's API token)\n", ln.Addr())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ln) }()
-	select {
-	case err := <-done:
-		return err
-	case <-ctx.Done():
-	}
-	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	err = srv.Shutdown(shut)
-	<-done
-	return err
+	return serveHTTP(ctx, srv, ln)
 }

@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
+	"time"
 
 	"github.com/iacp-node/iacp-node/api"
 	"github.com/iacp-node/iacp-node/node"
@@ -55,4 +58,21 @@ func startServices(_ context.Context, n *node.Node, cfg node.Config, f *runFlags
 		fmt.Fprintf(out, "WARNING   the local API listens off loopback: its bearer token and every message travel in clear; put a TLS-terminating proxy in front of it, or keep it on 127.0.0.1\n")
 	}
 	return srv.Close, nil
+}
+
+// serveHTTP serves srv on ln until ctx ends (Ctrl-C), then shuts it down, giving requests in
+// flight 5 s to finish; an error of the server itself ends it sooner.
+func serveHTTP(ctx context.Context, srv *http.Server, ln net.Listener) error {
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ln) }()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	shut, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	err := srv.Shutdown(shut)
+	<-done
+	return err
 }
