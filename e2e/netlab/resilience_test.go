@@ -18,6 +18,12 @@ func TestNAT_RelayKilledMessagesFlowThroughAnother(t *testing.T) {
 	aliceP := alice.id()
 	in := receive(alice)
 	defer in.close()
+	// The test is about the relay's death, not the join: bob first finds alice's record (a
+	// message sent before that waits in the outbox for its next retry).
+	testsupport.WaitFor(t, 60*time.Second, "bob to resolve alice", func() bool {
+		var rec struct{}
+		return bob.json(&rec, "resolve", aliceID) == nil
+	})
 	ids := []string{bob.send(aliceID, 0)}
 	in.waitAll(t, 30*time.Second, ids)
 	var through string
