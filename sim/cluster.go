@@ -124,8 +124,9 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 		for i, sn := range c.slots {
 			pids[i] = sn.pid
 		}
-		if c.cpu = newCPUModel(sc.Cost.model(), pids); c.cpu != nil && c.net != nil {
-			c.net.mn.SetSchedule(c.cpu.schedule)
+		c.cpu = newCPUModel(sc.Cost.model(), pids)
+		if c.net != nil && (c.cpu != nil || sc.Network.Tick > 0) {
+			c.net.mn.SetSchedule(ticked(c.cpu, sc.Network.Tick.D()))
 		}
 	}
 	if sc.Trust == node.TrustAuthority {

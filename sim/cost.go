@@ -9,6 +9,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
+	"github.com/iacp-node/iacp-node/sim/internal/mocknet"
 )
 
 // The CPU cost model (docs/sim.md, "The CPU cost model"). In virtual time the CPU costs
@@ -125,6 +126,32 @@ func (m *cpuModel) schedule(from, to peer.ID, size int, now time.Time, link time
 		m.total.Add(int64(work))
 	}
 	return at
+}
+
+// ticked is the schedule of a virtual run's writes: the cost model's (m; the link's latency
+// alone when nil), put off to the next multiple of tick (0: the exact time). Virtual time
+// moves to the next instant at which something is due once every goroutine waits, and the
+// goroutines due at one instant run on all the machine's cores; a grain makes many writes
+// due at one instant where each had its own nanosecond.
+func ticked(m *cpuModel, tick time.Duration) mocknet.Schedule {
+	return func(from, to peer.ID, size int, now time.Time, link time.Duration) time.Time {
+		at := now.Add(link)
+		if m != nil {
+			at = m.schedule(from, to, size, now, link)
+		}
+		return onTick(at, tick)
+	}
+}
+
+// onTick returns the first multiple of tick at or after t (t when tick is 0).
+func onTick(t time.Time, tick time.Duration) time.Time {
+	if tick <= 0 {
+		return t
+	}
+	if g := t.Truncate(tick); g.Before(t) {
+		return g.Add(tick)
+	}
+	return t
 }
 
 // chargeVerify returns what charges one verification to the core of the node of pid (nil

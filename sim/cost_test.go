@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/libp2p/go-libp2p/core/crypto"
+	"github.com/libp2p/go-libp2p/core/peer"
 
 	"github.com/iacp-node/iacp-node/protocol"
 )
@@ -203,4 +204,33 @@ func threadCPUPerOp(b *testing.B, n int, op func()) time.Duration {
 	_ = syscall.Getrusage(rusageThread, &after)
 	used := time.Duration(after.Utime.Nano()+after.Stime.Nano()) - time.Duration(before.Utime.Nano()+before.Stime.Nano())
 	return used / time.Duration(n)
+}
+
+// On a tick, a write arrives at the first multiple of the tick at or after the time its link
+// (and the cost model) give it: never sooner, at most one tick later, and at once when that
+// time is on the grain already. Tick 0 keeps the exact time.
+func TestTick_ArrivalsFallOnTheGrain(t *testing.T) {
+	start := time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+	cases := []struct {
+		now, link, tick, want time.Duration
+	}{
+		{0, 20*time.Millisecond + 300*time.Microsecond, time.Millisecond, 21 * time.Millisecond},
+		{700 * time.Microsecond, 19 * time.Millisecond, time.Millisecond, 20 * time.Millisecond},
+		{time.Millisecond, 19 * time.Millisecond, time.Millisecond, 20 * time.Millisecond},
+		{time.Millisecond, 0, time.Millisecond, time.Millisecond},
+		{3 * time.Millisecond, 12*time.Millisecond + 1, 5 * time.Millisecond, 20 * time.Millisecond},
+		{time.Nanosecond, 20 * time.Millisecond, 0, 20*time.Millisecond + time.Nanosecond},
+	}
+	for _, c := range cases {
+		at := ticked(nil, c.tick)("a", "b", 100, start.Add(c.now), c.link)
+		if got := at.Sub(start); got != c.want {
+			t.Errorf("now +%s, link %s, tick %s: arrives at +%s, want +%s", c.now, c.link, c.tick, got, c.want)
+		}
+	}
+	// With the cost model, the grain applies to what the model schedules.
+	m := newCPUModel(&CostModel{MessageUS: 11}, []peer.ID{"a", "b"})
+	at := ticked(m, time.Millisecond)("a", "b", 0, start, 20*time.Millisecond)
+	if got := at.Sub(start); got != 21*time.Millisecond {
+		t.Errorf("a message charged 11 µs on each side of a 20 ms link arrives at +%s, want +21ms", got)
+	}
 }

@@ -185,7 +185,7 @@ summary{cursor:pointer;color:#036}
 {{if .R.Description}}<p>{{.R.Description}}</p>{{end}}
 <div class="figures" id="headline">{{range .Headline}}<div class="figure{{if .Bad}} bad{{end}}"><div class="label">{{.Label}}</div><div class="value">{{.Value}}</div><div class="note">{{.Note}}</div></div>
 {{end}}</div>
-{{if eq .R.Clock "virtual"}}<p>Virtual time: a latency is the links' ({{.R.Network.Latency}}{{if .R.Network.Jitter}} ± {{.R.Network.Jitter}}{{end}} one way) plus the timers'{{if .R.CostModel}}, plus what the {{.R.CostModel}} charged the nodes{{else}}; CPU costs no virtual time (cost model off){{end}}. How late the simulator's timers fired, and how busy its cores were, mean nothing here and are left out.</p>{{end}}
+{{if eq .R.Clock "virtual"}}<p>Virtual time: a latency is the links' ({{.R.Network.Latency}}{{if .R.Network.Jitter}} ± {{.R.Network.Jitter}}{{end}} one way{{if .R.Network.Tick}}, arriving on a {{.R.Network.Tick}} tick{{end}}) plus the timers'{{if .R.CostModel}}, plus what the {{.R.CostModel}} charged the nodes{{else}}; CPU costs no virtual time (cost model off){{end}}. How late the simulator's timers fired, and how busy its cores were, mean nothing here and are left out.</p>{{end}}
 <h2>Steps</h2>
 <table id="steps"><tr><th>#</th><th>step</th><th>result</th><th>time</th><th>wall</th><th>CPU</th><th>key figures</th><th>all metrics</th></tr>
 {{range .R.Steps}}<tr><td>{{.Index}}</td><td>{{.Name}}{{if ne .Name .Action}} <span class="k">{{.Action}}</span>{{end}}</td>

@@ -116,7 +116,11 @@ func clockNote(r *Report) string {
 	if r.Network.Jitter > 0 {
 		note += fmt.Sprintf(" ± %s", r.Network.Jitter)
 	}
-	note += " one way) plus the timers'"
+	note += " one way"
+	if r.Network.Tick > 0 {
+		note += fmt.Sprintf(", arriving on a %s tick", r.Network.Tick)
+	}
+	note += ") plus the timers'"
 	if r.CostModel != nil {
 		return note + ", plus what the " + r.CostModel.String() + " charged the nodes"
 	}

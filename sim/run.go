@@ -197,6 +197,9 @@ func runLine(sc *Scenario) string {
 	if sc.Network.Jitter > 0 {
 		line += fmt.Sprintf("±%s", sc.Network.Jitter)
 	}
+	if sc.Network.Tick > 0 {
+		line += fmt.Sprintf(" on a %s tick", sc.Network.Tick)
+	}
 	if m := sc.Cost.model(); m != nil {
 		return line + ", " + m.String() + ")"
 	}

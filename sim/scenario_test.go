@@ -20,6 +20,7 @@ func TestParse_RefusesBadScenarios(t *testing.T) {
 		{"network: {transport: carrier-pigeon}\nsteps: [{join: {}}]", "network.transport"},
 		{"network: {transport: loopback, latency: 5ms}\nsteps: [{join: {}}]", "need transport mocknet"},
 		{"network: {latency: 1ms, jitter: 2ms}\nsteps: [{join: {}}]", "network.jitter"},
+		{"network: {tick: 20ms}\nsteps: [{join: {}}]", "network.tick: 20ms is outside 0..10ms"},
 		{"network: {transport: loopback}\nsteps: [{partition: {}}]", "partition needs network.transport mocknet"},
 		{"node: {heartbeat_interval: 500ms}\nsteps: [{join: {}}]", "node: invalid config: heartbeat_interval: 1 s to 300 s"},
 		{"node: {heartbeat: 1s}\nsteps: [{join: {}}]", "line 1: node.heartbeat is now node.heartbeat_interval"},

@@ -134,25 +134,26 @@ func TestVirtual_NeedsMocknet(t *testing.T) {
 
 // Links in virtual time have 20 ms ± 10 ms unless the scenario sets their latency or jitter
 // (0 included): with free CPU and no latency a join would happen at one instant. A request's
-// round trip is then at least two link latencies.
+// round trip is then at least two link latencies. Writes arrive on a 1 ms tick unless the
+// scenario sets another (0 included).
 func TestVirtual_LinksHaveALatencyByDefault(t *testing.T) {
 	const steps = "\nnodes: 3\nsteps:\n  - join: {}\n  - converge: {timeout: 30s}\n  - load: {rate: 10, duration: 1s}\n    expect: {request_success: 1}\n"
 	rep, err := virtualRun(t, context.Background(), steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Network.Latency.D() != DefaultVirtualLatency || rep.Network.Jitter.D() != DefaultVirtualJitter {
-		t.Fatalf("network %+v; want %s ± %s", rep.Network, DefaultVirtualLatency, DefaultVirtualJitter)
+	if rep.Network.Latency.D() != DefaultVirtualLatency || rep.Network.Jitter.D() != DefaultVirtualJitter || rep.Network.Tick.D() != DefaultVirtualTick {
+		t.Fatalf("network %+v; want %s ± %s on a %s tick", rep.Network, DefaultVirtualLatency, DefaultVirtualJitter, DefaultVirtualTick)
 	}
 	if p50 := rep.Steps[2].Metrics["request_p50_ms"]; p50 < 20 {
 		t.Fatalf("request p50 %v ms over links of 10 to 30 ms each way", p50)
 	}
-	rep, err = virtualRun(t, context.Background(), "network: {latency: 0s}"+steps)
+	rep, err = virtualRun(t, context.Background(), "network: {latency: 0s, tick: 0s}"+steps)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Network.Latency != 0 || rep.Network.Jitter != 0 {
-		t.Fatalf("a scenario's latency: 0s was replaced: %+v", rep.Network)
+	if rep.Network.Latency != 0 || rep.Network.Jitter != 0 || rep.Network.Tick != 0 {
+		t.Fatalf("a scenario's latency: 0s or tick: 0s was replaced: %+v", rep.Network)
 	}
 }
 
