@@ -28,6 +28,7 @@ type Verifier struct {
 	skew    time.Duration
 
 	tokens *lru.Cache[[sha256.Size]byte, verifiedToken] // tokens that passed, by hash of the raw
+	certs  *CertCache                                   // certificates that verified (shared); nil: none
 
 	mu      sync.RWMutex
 	crlRaw  string              // the revocation list last applied
@@ -40,6 +41,7 @@ type verifierConfig struct {
 	now     func() time.Time
 	skew    time.Duration
 	issuers map[string]crypto.PubKey
+	certs   *CertCache
 }
 
 // VerifierOption configures a Verifier.
@@ -79,7 +81,7 @@ func NewVerifier(mesh crypto.PubKey, opts ...VerifierOption) *Verifier {
 		o(&cfg)
 	}
 	tokens, _ := lru.New[[sha256.Size]byte, verifiedToken](TokenCacheSize) // fails only for a size < 1
-	v := &Verifier{now: cfg.now, skew: cfg.skew, issuers: map[string]ed25519.PublicKey{}, revoked: map[string]struct{}{}, tokens: tokens}
+	v := &Verifier{now: cfg.now, skew: cfg.skew, issuers: map[string]ed25519.PublicKey{}, revoked: map[string]struct{}{}, tokens: tokens, certs: cfg.certs}
 	v.meshKey = edKey(mesh)
 	if v.meshKey != nil {
 		if id, err := peer.IDFromPublicKey(mesh); err == nil {
@@ -158,17 +160,20 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	if len(raw) > MaxCertBytes {
 		return nil, certError(agentID, CheckSize, "%d bytes, more than %d", len(raw), MaxCertBytes)
 	}
-	var c certClaims
-	if err := verifyJWS(raw, &c, exactTyp(typCert), v.meshKeyFor); err != nil {
-		who := agentID
-		if who == "" && err.stage > stageParse {
-			who = c.Subject
+	c, known := v.certs.get(v.meshID, raw)
+	if !known {
+		if err := verifyJWS(raw, &c, exactTyp(typCert), v.meshKeyFor); err != nil {
+			who := agentID
+			if who == "" && err.stage > stageParse {
+				who = c.Subject
+			}
+			check := certCheckOf[err.stage]
+			if err.stage == stageSignature {
+				err.msg = "not signed by the mesh authority " + v.meshID
+			}
+			return nil, certError(who, check, "%s", err.msg)
 		}
-		check := certCheckOf[err.stage]
-		if err.stage == stageSignature {
-			err.msg = "not signed by the mesh authority " + v.meshID
-		}
-		return nil, certError(who, check, "%s", err.msg)
+		v.certs.add(v.meshID, raw, c)
 	}
 	who := agentID
 	if who == "" {

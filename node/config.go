@@ -266,6 +266,10 @@ type Config struct {
 	// (the simulator) gives them one to share, with a verification cache, so that a gossiped
 	// document verifies once per process rather than once per node.
 	Verifier *protocol.Verifier `yaml:"-"`
+	// CertCache, when set, remembers the certificates that verified for every node that
+	// shares it, so that a process that runs many nodes (the simulator) checks each agent's
+	// certificate once rather than once per node (authority.CertCache). Default none.
+	CertCache *authority.CertCache `yaml:"-"`
 	// Logger receives the node's logs, already tagged with the agent and peer ids. Default:
 	// go-log's slog bridge.
 	Logger *slog.Logger `yaml:"-"`

@@ -168,6 +168,12 @@ func WithVerifier(v *protocol.Verifier) Option {
 	return func(c *Config) error { c.Verifier = v; return nil }
 }
 
+// WithCertCache shares c, a cache of verified certificates, with the node (Config.CertCache).
+// Default none.
+func WithCertCache(c *authority.CertCache) Option {
+	return func(cfg *Config) error { cfg.CertCache = c; return nil }
+}
+
 // WithLogger sets the logger. Default: go-log's slog bridge, under the subsystem "iacp".
 func WithLogger(l *slog.Logger) Option { return func(c *Config) error { c.Logger = l; return nil } }
 

@@ -70,6 +70,11 @@ type cluster struct {
 	// cache makes that one verification per document (docs/sim.md, "Cost of one process");
 	// forgeries never hit it. Its key cache decodes each sender's key once for all nodes.
 	verifier *protocol.Verifier
+	// certs is every node's cache of the certificates that verified: each node checks each
+	// agent's certificate on first hearing it, N x N checks of N certificates, and with it
+	// each certificate's signature is checked once per process (not charged by the cost
+	// model, which charges the envelopes' signatures).
+	certs *authority.CertCache
 	// cpu is the CPU cost model of a virtual run (nil in real time or with the model off).
 	cpu *cpuModel
 	// ownCaches gives each node a verification cache of its own, as on separate machines
@@ -96,7 +101,8 @@ func newCluster(sc *Scenario, log *slog.Logger) (_ *cluster, err error) {
 	}
 	c := &cluster{sc: sc, rng: rand.New(rand.NewPCG(sc.Seed, sc.Seed^0x5eed)), log: log, dir: dir,
 		start: time.Now(), ids: map[string]int{}, side: make([]int, sc.Nodes),
-		verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: protocol.NewVerifyCache(verifyCacheSize)}}
+		verifier: &protocol.Verifier{Keys: protocol.NewKeyCache(protocol.DefaultKeyCacheSize), Verified: protocol.NewVerifyCache(verifyCacheSize)},
+		certs:    authority.NewCertCache(2*sc.Nodes + 64)}
 	c.rec = newRecorder(c.start)
 	c.rec.healthy = c.healthy
 	if sc.Network.Transport == TransportMocknet {
@@ -230,6 +236,9 @@ func (c *cluster) options(sn *simNode) []node.Option {
 		node.WithLogger(c.log.With("node", sn.idx)),
 		node.WithBootstrap(c.bootstrapFor(sn.idx)...),
 		node.WithVerifier(c.verifierFor(sn.pid)),
+	}
+	if !c.ownCaches {
+		opts = append(opts, node.WithCertCache(c.certs))
 	}
 	opts = append(opts, agentHandlers(sn, c.rec)...)
 	switch {

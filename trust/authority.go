@@ -45,7 +45,7 @@ func (t *Trust) startAuthority() error {
 	if c.MeshAuthority != nil && c.MeshAuthority.ID() != c.Authority {
 		return fmt.Errorf("authority %s is not the mesh whose key this node holds (%s)", c.Authority, c.MeshAuthority.ID())
 	}
-	v := authority.NewVerifier(pub, t.tokenVerifierOptions()...)
+	v := authority.NewVerifier(pub, append(t.tokenVerifierOptions(), authority.WithCertCache(c.CertCache))...)
 	t.tokens = v
 	crlFile := ""
 	if c.DataDir != "" {

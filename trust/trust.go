@@ -84,6 +84,10 @@ type Config struct {
 	// Seed, when not 0, seeds the revocation sync's choice of peers, so that a simulated run
 	// repeats it; 0 seeds from the clock.
 	Seed uint64
+	// CertCache, when set, is shared with other nodes of the process (the simulator): a
+	// certificate's signature is checked once for all of them (authority.CertCache). Default
+	// none.
+	CertCache *authority.CertCache
 	// Allow charges one request to a peer's message rate (the node's); nil allows all.
 	Allow func(peer.ID) error
 	// Track wraps the handlers of the protocols served, so that the node's Close waits for

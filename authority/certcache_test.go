@@ -1,0 +1,70 @@
+package authority
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Verifiers that share a CertCache check a certificate's signature once: the second finds it
+// verified. Everything else is still each Verifier's own: its revocations, its clock, its
+// mesh. A certificate that failed is never kept.
+func TestCertCache_OneSignatureCheckForEveryVerifierThatSharesIt(t *testing.T) {
+	cache := NewCertCache(8)
+	f := newFixture(t, WithCertCache(cache))
+	c := f.issue(t)
+	second := NewVerifier(f.auth.PublicKey(), WithVerifierClock(f.clock.now), WithCertCache(cache))
+	for i, v := range []*Verifier{f.verifier, second} {
+		if _, err := v.Certificate(c.Raw, f.agent, agentID); err != nil {
+			t.Fatalf("verifier %d: %v", i, err)
+		}
+	}
+	if cache.Hits() != 1 || cache.Len() != 1 {
+		t.Fatalf("after two verifiers: %d hits, %d kept; want 1 and 1", cache.Hits(), cache.Len())
+	}
+
+	refused := func(v *Verifier, raw string, check Check) {
+		t.Helper()
+		_, err := v.Certificate(raw, f.agent, agentID)
+		var ce *CertError
+		if !errors.As(err, &ce) || ce.Check != check {
+			t.Fatalf("want a refusal by %v, got %v", check, err)
+		}
+	}
+	crl, err := f.auth.RevocationList(1, []Revoked{{ID: c.ID, AgentID: c.AgentID, Expires: c.Expires}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := second.ApplyRevocations(crl); err != nil {
+		t.Fatal(err)
+	}
+	refused(second, c.Raw, CheckRevoked)
+	if _, err := f.verifier.Certificate(c.Raw, f.agent, agentID); err != nil {
+		t.Fatalf("a revocation applied by another verifier reached this one: %v", err)
+	}
+	late := NewVerifier(f.auth.PublicKey(), WithVerifierClock(func() time.Time { return c.Expires.Add(time.Hour) }), WithCertCache(cache))
+	refused(late, c.Raw, CheckExpiry)
+	foreign := NewVerifier(seedKey(t, seedOther).GetPublic(), WithCertCache(cache))
+	refused(foreign, c.Raw, CheckSignature)
+
+	parts := strings.Split(c.Raw, ".")
+	changed := parts[0] + "." + b64.EncodeToString([]byte(`{"sub":"acme:host1:builder"}`)) + "." + parts[2]
+	refused(f.verifier, changed, CheckSignature)
+	refused(second, changed, CheckSignature)
+	if cache.Len() != 1 {
+		t.Fatalf("%d certificates kept; a refused one was among them", cache.Len())
+	}
+}
+
+// A nil cache is no cache: every check verifies the signature.
+func TestCertCache_NilIsNone(t *testing.T) {
+	var c *CertCache
+	if NewCertCache(0) != nil || c.Hits() != 0 || c.Len() != 0 {
+		t.Fatal("a cache of size 0 is not nil, or a nil cache counts something")
+	}
+	f := newFixture(t, WithCertCache(nil))
+	if _, err := f.verifier.Certificate(f.issue(t).Raw, f.agent, agentID); err != nil {
+		t.Fatal(err)
+	}
+}
