@@ -187,9 +187,8 @@ func (n *Node) startTrust() error {
 		Authority: c.Authority, Certificate: c.Certificate, MeshAuthority: c.MeshAuthority, AuthorityNode: c.AuthorityNode,
 		Bootstrap: n.peers.bootstrapIDs(), TokenIssuers: c.TokenIssuers, IntentPolicy: c.IntentPolicy, AllowlistFile: c.AllowlistFile,
 		MaxPins: c.MaxPins, PinExpiry: c.PinExpiry, MaxAgents: c.MaxAgents, RevocationSync: c.revocationSync, Seed: c.Seed,
-		CertCache: c.CertCache,
-		Allow:     func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.life.tracked, Addrs: n.Addrs,
-		Publish: n.mesh.publish, Forget: n.mesh.forget, Clock: c.Clock, Log: n.log,
+		Allow: func(p peer.ID) error { return n.wire.rate.allow(p, n.now()) }, Track: n.life.tracked, Addrs: n.Addrs,
+		Publish: n.mesh.publish, Forget: n.mesh.forget, Clock: c.Clock, Log: n.log, CertCache: c.CertCache,
 	})
 	if err != nil {
 		return err
