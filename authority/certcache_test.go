@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 )
 
 // Verifiers that share a CertCache check a certificate's signature once: the second finds it
@@ -15,13 +16,20 @@ func TestCertCache_OneSignatureCheckForEveryVerifierThatSharesIt(t *testing.T) {
 	f := newFixture(t, WithCertCache(cache))
 	c := f.issue(t)
 	second := NewVerifier(f.auth.PublicKey(), WithVerifierClock(f.clock.now), WithCertCache(cache))
-	for i, v := range []*Verifier{f.verifier, second} {
-		if _, err := v.Certificate(c.Raw, f.agent, agentID); err != nil {
-			t.Fatalf("verifier %d: %v", i, err)
-		}
+	first, err := f.verifier.Certificate(c.Raw, f.agent, agentID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := strings.Clone(c.Raw) // as each node decodes its own copy from the wire
+	hit, err := second.Certificate(copied, f.agent, agentID)
+	if err != nil {
+		t.Fatal(err)
 	}
 	if cache.Hits() != 1 || cache.Len() != 1 {
 		t.Fatalf("after two verifiers: %d hits, %d kept; want 1 and 1", cache.Hits(), cache.Len())
+	}
+	if hit.Raw != copied || unsafe.StringData(hit.Raw) != unsafe.StringData(first.Raw) {
+		t.Fatal("the second verifier's certificate does not share the first one's raw text")
 	}
 
 	refused := func(v *Verifier, raw string, check Check) {

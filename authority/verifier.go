@@ -160,7 +160,7 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	if len(raw) > MaxCertBytes {
 		return nil, certError(agentID, CheckSize, "%d bytes, more than %d", len(raw), MaxCertBytes)
 	}
-	c, known := v.certs.get(v.meshID, raw)
+	raw, c, known := v.certs.get(v.meshID, raw)
 	if !known {
 		if err := verifyJWS(raw, &c, exactTyp(typCert), v.meshKeyFor); err != nil {
 			who := agentID
