@@ -312,3 +312,38 @@ func wallNow() time.Time {
 	}
 	return time.Unix(tv.Unix())
 }
+
+// virtualize readies a scenario for a run in virtual time: mocknet only, no stall trace (a
+// stall is the real clock's), links with DefaultVirtualLatency and DefaultVirtualJitter
+// when the scenario says neither latency nor jitter, and DefaultVirtualTick when it says no
+// tick.
+func (sc *Scenario) virtualize(stallTrace bool) error {
+	sc.Virtual = true
+	if err := sc.Validate(); err != nil {
+		return err
+	}
+	if stallTrace {
+		return fmt.Errorf("a stall trace follows the real clock: a run in virtual time has no stall (its timers fire when due)")
+	}
+	if !sc.Network.delayGiven && sc.Network.Latency == 0 && sc.Network.Jitter == 0 {
+		sc.Network.Latency, sc.Network.Jitter = Duration(DefaultVirtualLatency), Duration(DefaultVirtualJitter)
+	}
+	if !sc.Network.tickGiven {
+		sc.Network.Tick = Duration(DefaultVirtualTick)
+	}
+	return nil
+}
+
+// clockOf names the clock a scenario runs on.
+func clockOf(sc *Scenario) string {
+	if sc.Virtual {
+		return ClockVirtual
+	}
+	return ClockReal
+}
+
+// The clocks a run can be on (Report.Clock).
+const (
+	ClockReal    = "real"
+	ClockVirtual = "virtual"
+)
