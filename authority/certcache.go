@@ -11,11 +11,11 @@ import (
 // and the raw certificate, so that the Verifiers sharing it check a certificate's signature
 // once, not once each. A process that hosts many nodes (the simulator) gives them one: each
 // node checks each agent's certificate on first hearing the agent, N x N checks of N
-// certificates. The Certificates made from a hit share the cached raw text, so that the
-// nodes hold one copy of each certificate rather than one each. Only what verified is kept, and a hit still runs every check that depends
-// on the Verifier or the time (issuer, validity, subject, holder, revocation). A node alone
-// in its process keeps the certificates it verified anyway, so a Verifier has none unless
-// its owner passes one in (WithCertCache).
+// certificates. The Certificates made from a hit share the cached raw text, so that the nodes
+// hold one copy of each certificate rather than one each. Only what verified is kept, and a
+// hit still runs every check that depends on the Verifier or the time (issuer, validity,
+// subject, holder, revocation). A node alone in its process keeps the certificates it
+// verified anyway, so a Verifier has none unless its owner passes one in (WithCertCache).
 type CertCache struct {
 	c    *lru.Cache[[sha256.Size]byte, cachedCert]
 	hits atomic.Uint64
