@@ -35,11 +35,7 @@ sender.identity_sig: Ed25519 over SHA-256 of the RFC 8785 canonical document wit
 signature. sender.agent_id comes from --agent-id or the document.`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := readInput(cmd.InOrStdin(), argOr(args, 0))
-			if err != nil {
-				return err
-			}
-			m, err := protocol.Decode(in)
+			in, m, err := readDoc(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -129,11 +125,7 @@ func newEnvelopeFmtCmd() *cobra.Command {
 		Long:  `fmt rewrites a document in the other format. Unknown fields are kept, and the signature stays valid.`,
 		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			in, err := readInput(cmd.InOrStdin(), argOr(args, 0))
-			if err != nil {
-				return err
-			}
-			m, err := protocol.Decode(in)
+			in, m, err := readDoc(cmd, args)
 			if err != nil {
 				return err
 			}
@@ -162,6 +154,18 @@ func writeDoc(cmd *cobra.Command, m *protocol.Message, to string, in []byte) err
 	}
 	_, err = cmd.OutOrStdout().Write(out)
 	return err
+}
+
+// readDoc reads the document named by the command's first argument (standard input when
+// there is none, or "-") and decodes it; it returns the bytes read too, whose format the
+// output keeps unless told otherwise.
+func readDoc(cmd *cobra.Command, args []string) ([]byte, *protocol.Message, error) {
+	in, err := readInput(cmd.InOrStdin(), argOr(args, 0))
+	if err != nil {
+		return nil, nil, err
+	}
+	m, err := protocol.Decode(in)
+	return in, m, err
 }
 
 func argOr(args []string, i int) string {
