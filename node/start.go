@@ -115,7 +115,14 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	ps.bootstrap = discovery.MergePeers(ps.bootstrap, h.ID())
 	for _, ai := range ps.bootstrap {
 		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-		ps.need(ai.ID)
+		if !cfg.Discovery {
+			// Without discovery the bootstrap peers are the node's only way into the mesh:
+			// kept connected. With it, discovery redials them while its routing table is
+			// small, and leaves them alone once the node knows the mesh: a bootstrap peer of a
+			// large mesh would otherwise hold a connection from every node, trim them, and
+			// take every one again a second later.
+			ps.need(ai.ID)
+		}
 	}
 	return n, nil
 }
