@@ -183,7 +183,7 @@ func (d *Discovery) bootstrapLoop() {
 			// soon.
 			settled := d.dht.RoutingTable().Size() > 0
 			d.setSettled(settled)
-			d.maybeStale(d.dht.RoutingTable().Size())
+			d.maybeStale(d.placement())
 			d.kickRepublish()
 			wait = d.cfg.healthInterval
 			if !settled {

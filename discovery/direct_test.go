@@ -224,3 +224,42 @@ func TestReadFrameBounds(t *testing.T) {
 		t.Fatal("a truncated frame was accepted")
 	}
 }
+
+// A record misplaced by the mesh's growth is moved under its agent key only, the key agent
+// lookups walk to: the peer key keeps the record it had until the next full publish, and so
+// does the republish schedule.
+func TestMisplacedRecordMovesUnderItsAgentKeyOnly(t *testing.T) {
+	m := newMesh(t, 3, 1, WithCacheTTL(0))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	for _, d := range m.ds {
+		d.refreshRoutingTable()
+	}
+	for i, d := range m.ds {
+		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
+	}
+	m.publishAll(t, ctx)
+	d := m.ds[1]
+	first := d.Status().Seq
+	d.mu.Lock()
+	published := d.local.published
+	d.local.misplaced = true
+	d.mu.Unlock()
+	if err := d.publishLocal(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	byAgent, err := m.ds[2].getRecord(ctx, AgentKey(agentID(1)))
+	if err != nil || byAgent.Seq <= first {
+		t.Fatalf("under the agent key: seq %d (%v); want one newer than %d", byAgent.Seq, err, first)
+	}
+	byPeer, err := m.ds[2].getRecord(ctx, PeerKey(m.hosts[1].ID()))
+	if err != nil || byPeer.Seq != first {
+		t.Fatalf("under the peer key: seq %d (%v); want the published %d", byPeer.Seq, err, first)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.local.misplaced || d.local.published != published {
+		t.Fatalf("after the move: misplaced %v, published moved from %v to %v", d.local.misplaced, published, d.local.published)
+	}
+}

@@ -73,11 +73,13 @@ type localAgent struct {
 	seq       uint64
 	published time.Time
 	lastErr   error
-	// rtSize is the routing table's size when the record was last published; stale is set
-	// when the table has since grown so much that the peers now closest to the record's keys
-	// are likely others than those that store it (see maybeStale).
-	rtSize int
-	stale  bool
+	// placed is the routing table the record was last placed from; stale (publish it all
+	// again) or misplaced (move the record under its agent key) is set when the mesh has since
+	// grown so much that the peers now closest to the record's keys are likely others than
+	// those that store it (see maybeStale).
+	placed    placement
+	stale     bool
+	misplaced bool
 	// addrs are the addresses the published record carries; a change of the host's makes
 	// the record stale (addrsChanged).
 	addrs []ma.Multiaddr

@@ -229,33 +229,41 @@ func TestAnnounceBeforeJoinPublishesAfterJoin(t *testing.T) {
 }
 
 // A record published while the node knew only a few peers is republished once the routing
-// table has doubled, and only then; one published from a full bucket (the configured k)
-// never is.
-func TestRecordPlacementGoesStaleAsTheTableGrows(t *testing.T) {
+// table has doubled, and only then. One published from a full bucket (the configured k) is
+// republished when the table's depth grows, the common prefix of its k-th closest peer with
+// the node's key: the mesh has about doubled. A table that merely fills is no reason.
+func TestRecordPlacementGoesStaleAsTheMeshGrows(t *testing.T) {
 	m := newMesh(t, 1, 0)
 	d := m.ds[0]
-	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 3})
-	if d.maybeStale(5) || d.needsPublish() {
+	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), placed: placement{size: 3, depth: -1}})
+	if d.maybeStale(placement{size: 5, depth: -1}) || d.needsPublish() {
 		t.Fatal("stale before the table doubled")
 	}
-	if !d.maybeStale(6) || !d.needsPublish() {
+	if !d.maybeStale(placement{size: 6, depth: -1}) || !d.needsPublish() {
 		t.Fatal("not stale once the table doubled")
 	}
-	if d.maybeStale(12) {
+	if d.maybeStale(placement{size: 12, depth: -1}) {
 		t.Fatal("marked stale twice")
 	}
-	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: DefaultBucketSize})
-	if d.maybeStale(10 * DefaultBucketSize) {
-		t.Fatal("a record placed from a full bucket went stale")
+	full := placement{size: DefaultBucketSize, depth: 2}
+	setLocal(d, &localAgent{manifest: manifestFor(0), published: time.Now(), placed: full})
+	if d.maybeStale(placement{size: 10 * DefaultBucketSize, depth: 2}) {
+		t.Fatal("a record placed from a full bucket went stale as the table filled at the same depth")
+	}
+	if !d.maybeStale(placement{size: 2 * DefaultBucketSize, depth: 3}) {
+		t.Fatal("a record placed from a full bucket did not go stale once the mesh doubled (depth 2 to 3)")
+	}
+	if l := d.local; l.stale || !l.misplaced {
+		t.Fatalf("a record placed from a full bucket: stale %v, misplaced %v; want it moved, not all published again", l.stale, l.misplaced)
 	}
 	// A full bucket is the configured k, not kad-dht's default.
 	small := newMesh(t, 1, 0, WithBucketSize(10)).ds[0]
-	setLocal(small, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 12})
-	if small.maybeStale(30) {
-		t.Fatal("a record placed from a full bucket of 10 went stale")
+	setLocal(small, &localAgent{manifest: manifestFor(0), published: time.Now(), placed: placement{size: 12, depth: 1}})
+	if small.maybeStale(placement{size: 30, depth: 1}) {
+		t.Fatal("a record placed from a full bucket of 10 went stale at the same depth")
 	}
-	setLocal(small, &localAgent{manifest: manifestFor(0), published: time.Now(), rtSize: 9})
-	if !small.maybeStale(18) {
+	setLocal(small, &localAgent{manifest: manifestFor(0), published: time.Now(), placed: placement{size: 9, depth: -1}})
+	if !small.maybeStale(placement{size: 18, depth: 0}) {
 		t.Fatal("a record placed from 9 peers, a bucket of 10, did not go stale as the table doubled")
 	}
 }
