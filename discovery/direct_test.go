@@ -16,25 +16,32 @@ import (
 	"github.com/iacp-node/iacp-node/internal/testsupport"
 )
 
-// TestDirectFetchServesPublished: a node answers the direct record protocol with the exact
-// record it last stored (nothing before Publish, the new record after a republish, the Left
-// record after Leave), and the querier accepts it.
-func TestDirectFetchServesPublished(t *testing.T) {
+// trio returns three joined nodes, without a record cache, whose routing tables each hold the
+// other two before anything is published: a record published from a table that then doubles
+// goes stale and is republished (maybeStale), which would race what the tests compare. A node
+// that joined before the last one learns of it at a refresh (or when that one queries it):
+// refresh once all have joined, so that the wait does not hang on the DHT's schedule on a
+// loaded machine.
+func trio(t *testing.T) *mesh {
+	t.Helper()
 	m := newMesh(t, 3, 1, WithCacheTTL(0))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
 	m.waitJoined(t)
-	// Every routing table holds the other two before anything is published: a record
-	// published from a table that then doubles goes stale and is republished (maybeStale),
-	// which would race the comparisons below. A node that joined before the last one learns
-	// of it at a refresh (or when that one queries it): refresh once all have joined, so that
-	// the wait does not hang on the DHT's schedule on a loaded machine.
 	for _, d := range m.ds {
 		d.refreshRoutingTable()
 	}
 	for i, d := range m.ds {
 		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
 	}
+	return m
+}
+
+// TestDirectFetchServesPublished: a node answers the direct record protocol with the exact
+// record it last stored (nothing before Publish, the new record after a republish, the Left
+// record after Leave), and the querier accepts it.
+func TestDirectFetchServesPublished(t *testing.T) {
+	m := trio(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	if _, err := m.ds[0].fetchDirect(ctx, m.hosts[1].ID()); !errors.Is(err, errNoDirectRecord) {
 		t.Fatalf("before Publish: %v, want %v", err, errNoDirectRecord)
 	}
@@ -229,16 +236,9 @@ func TestReadFrameBounds(t *testing.T) {
 // lookups walk to: the peer key keeps the record it had until the next full publish, and so
 // does the republish schedule.
 func TestMisplacedRecordMovesUnderItsAgentKeyOnly(t *testing.T) {
-	m := newMesh(t, 3, 1, WithCacheTTL(0))
+	m := trio(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	m.waitJoined(t)
-	for _, d := range m.ds {
-		d.refreshRoutingTable()
-	}
-	for i, d := range m.ds {
-		testsupport.WaitFor(t, 10*time.Second, fmt.Sprintf("node %d knows both others", i), func() bool { return d.Status().RoutingTableSize == 2 })
-	}
 	m.publishAll(t, ctx)
 	d := m.ds[1]
 	first := d.Status().Seq
