@@ -115,12 +115,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	ps.bootstrap = discovery.MergePeers(ps.bootstrap, h.ID())
 	for _, ai := range ps.bootstrap {
 		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-		if !cfg.Discovery {
-			// Without discovery the bootstrap peers are the node's only way into the mesh:
-			// kept connected. With it, discovery redials them while its routing table is
-			// small, and leaves them alone once the node knows the mesh: a bootstrap peer of a
-			// large mesh would otherwise hold a connection from every node, trim them, and
-			// take every one again a second later.
+		if !cfg.Discovery { // else discovery redials them while its table is small (docs/node.md)
 			ps.need(ai.ID)
 		}
 	}
