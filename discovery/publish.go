@@ -91,7 +91,7 @@ func (d *Discovery) publishLocal(ctx context.Context, ifNeeded bool) error {
 		return nil
 	}
 	m := d.local.manifest
-	onlyMoved := ifNeeded && d.local.misplaced && !d.local.published.IsZero() && d.local.lastErr == nil && !d.local.stale
+	onlyMoved := ifNeeded && d.local.misplaced && !d.local.needsFull()
 	d.mu.Unlock()
 	rec := d.newRecord(m.AgentID, false)
 	rec.Manifest = m
@@ -357,7 +357,13 @@ func (d *Discovery) republishLoop(r *rand.Rand, addrs event.Subscription) {
 func (d *Discovery) needsPublish() bool {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return d.local != nil && (d.local.published.IsZero() || d.local.lastErr != nil || d.local.stale || d.local.misplaced)
+	return d.local != nil && (d.local.needsFull() || d.local.misplaced)
+}
+
+// needsFull reports whether the record needs a full publish, both keys and the capability
+// advertisements: it was never published, its last attempt failed, or it is stale.
+func (l *localAgent) needsFull() bool {
+	return l.published.IsZero() || l.lastErr != nil || l.stale
 }
 
 // placement describes the routing table a record is placed from: its size, and its depth,
