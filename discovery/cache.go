@@ -187,6 +187,23 @@ func makeRoom[K comparable](m map[K]cacheEntry, now time.Time, size int) {
 	}
 }
 
+// drop forgets the live record of agentID if it names peer p, under the agent and under the
+// peer, and reports whether it did. A tombstone stays: an agent that left has no address to
+// have gone stale.
+func (c *cache) drop(agentID string, p peer.ID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.agents[agentID]
+	if !ok || e.rec.PeerID != p || e.rec.Left {
+		return false
+	}
+	delete(c.agents, agentID)
+	if q, ok := c.peers[p]; ok && q.rec.AgentID == agentID {
+		delete(c.peers, p)
+	}
+	return true
+}
+
 // providersOf returns the cached providers of a capability.
 func (c *cache) providersOf(cp capability) ([]peer.ID, bool) {
 	c.mu.Lock()

@@ -336,3 +336,33 @@ func TestCacheDropsARecordWhoseCertificateNoLongerStands(t *testing.T) {
 		t.Fatal("the peer index still serves the revoked record")
 	}
 }
+
+// A peer that could not be reached at the addresses of its cached record loses the entry, under
+// its agent and under itself, so that the next lookup asks the DHT; another peer's report does
+// not touch it, and neither does a tombstone's.
+func TestCacheDropsTheRecordOfAnUnreachablePeer(t *testing.T) {
+	clock := newFakeClock()
+	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
+	_, id := testKey(t)
+	_, other := testKey(t)
+	r := testRecord(id, 5, clock.Now().Add(time.Hour))
+	c.put(r)
+	if c.drop(r.AgentID, other) {
+		t.Fatal("a report naming another peer dropped the agent's record")
+	}
+	if !c.drop(r.AgentID, id) {
+		t.Fatal("the record of the unreachable peer was not dropped")
+	}
+	if _, ok := c.lookup(r.AgentID); ok {
+		t.Fatal("the agent still resolves from the cache")
+	}
+	if _, ok := c.lookupPeer(id); ok {
+		t.Fatal("the peer index still serves the dropped record")
+	}
+	left := testRecord(id, 6, clock.Now().Add(time.Hour))
+	left.Left = true
+	c.put(left)
+	if c.drop(left.AgentID, id) {
+		t.Fatal("a tombstone was dropped: an agent that left has no stale address")
+	}
+}

@@ -35,6 +35,15 @@ func (d *Discovery) Resolve(ctx context.Context, agentID string) (Record, error)
 	return live(d.cache.put(r))
 }
 
+// Unreachable tells discovery that p, the peer Resolve gave for agentID, could not be reached.
+// The cached record of the agent is dropped if it still names p, and Unreachable reports
+// whether it was: the next Resolve then walks the DHT, and finds where the agent is now if it
+// moved, or reserved a relay, after the record was cached. Only a cached record of p is
+// dropped, so a caller cannot make discovery forget another peer's agent.
+func (d *Discovery) Unreachable(agentID string, p peer.ID) bool {
+	return d.cache.drop(agentID, p)
+}
+
 // definitive reports whether a lookup that failed with err says that the mesh holds no such
 // record (ErrNoRecord): the DHT answered not found once the node settled in the mesh, or the
 // node is the mesh alone (no bootstrap peer, nobody in its routing table). A node still

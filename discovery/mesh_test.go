@@ -521,3 +521,41 @@ func TestEmptyQueryAnswerIsNotCached(t *testing.T) {
 		t.Fatalf("the query after agent 2 advertised: %v, %v; want agent 2", got, err)
 	}
 }
+
+// An agent that republishes with new addresses (it reserved a relay, or moved) is found where
+// it is now as soon as a peer that cached its old record reports it unreachable: the cache
+// answers until then, the DHT after.
+func TestUnreachablePeerIsResolvedAfreshFromTheDHT(t *testing.T) {
+	m := newMesh(t, 4, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	m.waitJoined(t)
+	m.publishAll(t, ctx)
+	old, err := m.ds[0].Resolve(ctx, agentID(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.ds[3].Publish(ctx, manifestFor(3)); err != nil {
+		t.Fatal(err)
+	}
+	now := m.ds[3].Status().Seq
+	if now == old.Seq {
+		t.Fatalf("the republish kept seq %d", now)
+	}
+	if r, _ := m.ds[0].Resolve(ctx, agentID(3)); r.Seq != old.Seq {
+		t.Fatalf("resolved seq %d before any report; the test wants the cached %d", r.Seq, old.Seq)
+	}
+	if m.ds[0].Unreachable(agentID(3), m.hosts[2].ID()) {
+		t.Fatal("a report naming a peer the record does not name dropped it")
+	}
+	if !m.ds[0].Unreachable(agentID(3), old.PeerID) {
+		t.Fatal("the cached record was not dropped")
+	}
+	r, err := m.ds[0].Resolve(ctx, agentID(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Seq != now {
+		t.Fatalf("resolved seq %d after the report, want the republished %d", r.Seq, now)
+	}
+}

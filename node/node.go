@@ -76,6 +76,16 @@ type Resolver interface {
 	ResolveAgent(ctx context.Context, agentID string) (peer.AddrInfo, error)
 }
 
+// CachingResolver is a Resolver that caches its answers, as discovery does. When the peer it
+// gave for an agent cannot be reached, the node tells it, and resolves the agent once more:
+// the agent may have moved, or reserved a relay, since the answer was cached.
+type CachingResolver interface {
+	Resolver
+	// Unreachable reports that p, given for agentID, could not be reached. It drops what is
+	// cached of the agent if that still names p, and reports whether it did.
+	Unreachable(agentID string, p peer.ID) bool
+}
+
 // New builds and starts a node. It loads the identity key from the data directory (creating it
 // with mode 0600 on first start) unless one is given, builds the libp2p host unless one is
 // given, and registers /iacp/1.0.0. A New that fails halfway closes what it built.

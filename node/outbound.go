@@ -235,19 +235,23 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 	if m.Envelope.Recipient.AgentID == n.cfg.AgentID {
 		return n.deliverLocal(m, raw, w)
 	}
-	p, err := n.recipient(ctx, m.Envelope.Recipient.AgentID)
+	to := m.Envelope.Recipient.AgentID
+	p, err := n.recipient(ctx, to)
 	if err != nil {
 		return err
 	}
-	n.mesh.watch(m.Envelope.Recipient.AgentID, p)
+	s, p, err := n.reach(ctx, to, p)
+	n.mesh.watch(to, p)
 	n.waitersMu.Lock()
 	w.peer = p
 	n.waitersMu.Unlock()
 	var lastErr error
 	for attempt := 0; attempt < 2; attempt++ {
-		s, err := n.session(ctx, p)
+		if attempt > 0 {
+			s, err = n.session(ctx, p)
+		}
 		if err != nil {
-			return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("cannot reach agent %s at peer %s", m.Envelope.Recipient.AgentID, p), Err: err}
+			return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("cannot reach agent %s at peer %s", to, p), Err: err}
 		}
 		if attempt > 0 {
 			// The first copy may have arrived before its session broke: a DUPLICATE now is a
@@ -271,6 +275,23 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 		lastErr = err
 	}
 	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", m.Envelope.Recipient.AgentID), Err: lastErr}
+}
+
+// reach opens a session to p, the peer agentID resolved to. When p cannot be reached and a
+// resolver dropped the answer it had cached (CachingResolver), the agent is resolved once
+// more, from the mesh: a node that reserved a relay or moved since its record was cached is
+// reached where it is now. It returns the session, the peer it is with, and the dial's error.
+func (n *wire) reach(ctx context.Context, agentID string, p peer.ID) (*session, peer.ID, error) {
+	s, err := n.session(ctx, p)
+	if err == nil || ctx.Err() != nil || !n.peers.unreachable(agentID, p) {
+		return s, p, err
+	}
+	q, rerr := n.recipient(ctx, agentID)
+	if rerr != nil {
+		return nil, p, err
+	}
+	s, err = n.session(ctx, q)
+	return s, q, err
 }
 
 // awaitReceipt waits for w's receipt (or reply) on session s. It reports heard when one came,

@@ -150,6 +150,21 @@ func (ps *peers) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
 }
 
+// unreachable tells the caching resolvers that p, where agentID resolved, could not be
+// reached, and reports whether any dropped a cached answer (then resolve asks the mesh again).
+func (ps *peers) unreachable(agentID string, p peer.ID) bool {
+	ps.mu.RLock()
+	resolvers := ps.resolvers
+	ps.mu.RUnlock()
+	dropped := false
+	for _, r := range resolvers {
+		if c, ok := r.(CachingResolver); ok && c.Unreachable(agentID, p) {
+			dropped = true
+		}
+	}
+	return dropped
+}
+
 func (ps *peers) neededPeers() []peer.ID {
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
