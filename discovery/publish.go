@@ -387,9 +387,8 @@ func (d *Discovery) placement() placement {
 // was published that the peers closest to its keys are likely others than those that store
 // it. A record published while the mesh was forming went to the closest peers the node knew
 // then, and lookups that walk to the peers closest now would miss it until the half-TTL
-// republish (in a simulated mesh that grew from 5 to 1000 nodes in five minutes, and whose
-// nodes did not stay connected to their bootstrap peers, 7 lookups in 100, all of agents among
-// the first 60 to join, found no record).
+// republish (in a simulated mesh that grew from 5 to 1000 nodes in five minutes, 7 lookups in
+// 100, all of agents among the first 60 to join, found no record).
 //
 //   - Stale, all of it published again, when the routing table has doubled since a publish
 //     from fewer than k peers (k the bucket size): every placement then was a guess.

@@ -4,8 +4,8 @@ import (
 	"time"
 )
 
-// maintain keeps the peers the node needs (bootstrap peers and peers added with AddPeer)
-// connected (IaCP 1.0 section 5.3.2): it protects their connections from the connection
+// maintain keeps the peers the node needs (peers added with AddPeer, and the bootstrap peers
+// when discovery is off) connected (IaCP 1.0 section 5.3.2): it protects their connections from the connection
 // manager, pings them every KeepAlive, and redials lost ones with exponential backoff and
 // jitter. It also sweeps idle rate-limit buckets.
 func (n *Node) maintain() {

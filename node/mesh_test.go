@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/libp2p/go-libp2p/core/network"
 	ma "github.com/multiformats/go-multiaddr"
 
 	"github.com/iacp-node/iacp-node/internal/testsupport"
@@ -161,4 +163,48 @@ func TestMesh_DeliveredBroadcastIDsSurviveARestart(t *testing.T) {
 		}
 	}
 	t.Fatalf("the delivered broadcast %s is not in the restored gossip window (%d ids)", sent.Envelope.MessageID, len(seen))
+}
+
+// Bootstrap peers are peers the node keeps connected (protected, pinged, redialled within a
+// second) only when it runs without discovery, where they are its one way into the mesh.
+// With discovery the DHT redials them while its routing table is small and leaves them alone
+// after: kept by every node of a large mesh, a bootstrap peer would trim the connections of
+// thousands and take each one back a second later.
+func TestMesh_BootstrapPeersAreKeptOnlyWithoutDiscovery(t *testing.T) {
+	mn := testsupport.Mocknet(t, 3, testsupport.FirstPort(5200), testsupport.LinkOnly())
+	boot, err := startNode(t, mn.Hosts[0], mn.Keys[0], agentName(0), WithDiscovery(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := boot.Addrs()[0].String()
+	withDHT, err := startNode(t, mn.Hosts[1], mn.Keys[1], agentName(1), WithDiscovery(true), WithBootstrap(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, err := startNode(t, mn.Hosts[2], mn.Keys[2], agentName(2), WithBootstrap(addr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.Contains(withDHT.peers.neededPeers(), boot.ID()) {
+		t.Error("with discovery, the node keeps its bootstrap peer connected itself; discovery owns its redials")
+	}
+	if !slices.Contains(alone.peers.neededPeers(), boot.ID()) {
+		t.Fatal("without discovery, the node does not keep its bootstrap peer connected")
+	}
+	// The one kept is redialled when its connection drops.
+	waitConnected := func() {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for alone.host.Network().Connectedness(boot.ID()) != network.Connected {
+			if time.Now().After(deadline) {
+				t.Fatal("the bootstrap peer was not redialled within 10 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitConnected()
+	if err := boot.host.Network().ClosePeer(alone.ID()); err != nil {
+		t.Fatal(err)
+	}
+	waitConnected()
 }

@@ -115,7 +115,9 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	ps.bootstrap = discovery.MergePeers(ps.bootstrap, h.ID())
 	for _, ai := range ps.bootstrap {
 		h.Peerstore().AddAddrs(ai.ID, ai.Addrs, time.Hour)
-		ps.need(ai.ID)
+		if !cfg.Discovery { // else discovery redials them while its table is small (docs/node.md)
+			ps.need(ai.ID)
+		}
 	}
 	return n, nil
 }
