@@ -274,7 +274,7 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 		}
 		lastErr = err
 	}
-	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", m.Envelope.Recipient.AgentID), Err: lastErr}
+	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", to), Err: lastErr}
 }
 
 // reach opens a session to p, the peer agentID resolved to. When p cannot be reached and a
