@@ -62,6 +62,12 @@ func newMesh(t *testing.T, nat1, nat2 NAT) *mesh {
 				peers, _ := n.cli("peers")
 				t.Logf("--- %s:\n%s\n%s", n.name, peers, n.logs())
 			}
+			// What each home waits to send, and where it finds the other.
+			for _, h := range [][2]*labNode{{m.alice, m.bob}, {m.bob, m.alice}} {
+				outbox, _ := h[0].cli("outbox")
+				rec, _ := h[0].cli("resolve", h[1].agent)
+				t.Logf("--- %s's outbox:\n%s\n--- %s resolves %s:\n%s", h[0].name, outbox, h[0].name, h[1].name, rec)
+			}
 		}
 	})
 	return m
@@ -115,6 +121,19 @@ func (n *labNode) send(to string, i int) string {
 		n.t.Fatal(err)
 	}
 	return id
+}
+
+// sendOnceKnown is send for the first message between two homes that started together: it
+// waits (within) until n resolves to. A node that settled in the mesh before the other
+// published its record finds no such agent, and refuses the message (AGENT_NOT_FOUND) rather
+// than queue it for an agent it has no sign of.
+func (n *labNode) sendOnceKnown(to string, i int, within time.Duration) string {
+	n.t.Helper()
+	testsupport.WaitFor(n.t, within, n.name+" to resolve "+to, func() bool {
+		var rec struct{}
+		return n.json(&rec, "resolve", to) == nil
+	})
+	return n.send(to, i)
 }
 
 func (n *labNode) trySend(to string, i int) (string, error) {

@@ -18,13 +18,7 @@ func TestNAT_RelayKilledMessagesFlowThroughAnother(t *testing.T) {
 	aliceP := alice.id()
 	in := receive(alice)
 	defer in.close()
-	// The test is about the relay's death, not the join: bob first finds alice's record (a
-	// message sent before that waits in the outbox for its next retry).
-	testsupport.WaitFor(t, 60*time.Second, "bob to resolve alice", func() bool {
-		var rec struct{}
-		return bob.json(&rec, "resolve", aliceID) == nil
-	})
-	ids := []string{bob.send(aliceID, 0)}
+	ids := []string{bob.sendOnceKnown(aliceID, 0, 60*time.Second)}
 	in.waitAll(t, 30*time.Second, ids)
 	var through string
 	testsupport.WaitFor(t, 10*time.Second, "bob's relayed connection to alice", func() bool {
@@ -71,7 +65,7 @@ func TestNAT_HomeCutOffAndBack(t *testing.T) {
 	alice, bob := m.alice, m.bob
 	in := receive(alice)
 	defer in.close()
-	ids := []string{bob.send(aliceID, 0)}
+	ids := []string{bob.sendOnceKnown(aliceID, 0, 60*time.Second)}
 	in.waitAll(t, 30*time.Second, ids)
 	testsupport.WaitFor(t, 30*time.Second, "bob to see alice alive", func() bool { return bob.stateOf(aliceID) == "alive" })
 
@@ -139,7 +133,7 @@ func TestNAT_LaptopMovesToAnotherNetwork(t *testing.T) {
 	alice, bob := m.alice, m.bob
 	in := receive(alice)
 	defer in.close()
-	ids := []string{bob.send(aliceID, 0)}
+	ids := []string{bob.sendOnceKnown(aliceID, 0, 60*time.Second)}
 	in.waitAll(t, 30*time.Second, ids)
 
 	moved := time.Now()

@@ -21,7 +21,7 @@ func TestNAT_TwoHomesReachEachOtherThroughARelayThenDirectly(t *testing.T) {
 
 	in := receive(alice)
 	defer in.close()
-	first := bob.send(aliceID, 0)
+	first := bob.sendOnceKnown(aliceID, 0, 30*time.Second)
 	in.waitAll(t, 30*time.Second, []string{first})
 	at, _ := in.at(first)
 	record(t, "first message through the relay, from both nodes' start", at.Sub(m.started))
