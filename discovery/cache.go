@@ -40,6 +40,7 @@ type cache struct {
 
 type cacheEntry struct {
 	rec   Record
+	found time.Time // when it was admitted
 	until time.Time
 }
 
@@ -163,7 +164,7 @@ func admit[K comparable](m map[K]cacheEntry, k K, rec Record, until, now time.Ti
 	if !ok && len(m) >= size {
 		makeRoom(m, now, size)
 	}
-	m[k] = cacheEntry{rec: rec, until: until}
+	m[k] = cacheEntry{rec: rec, found: now, until: until}
 	return rec
 }
 
@@ -187,14 +188,15 @@ func makeRoom[K comparable](m map[K]cacheEntry, now time.Time, size int) {
 	}
 }
 
-// drop forgets the live record of agentID if it names peer p, under the agent and under the
-// peer, and reports whether it did. A tombstone stays: an agent that left has no address to
-// have gone stale.
-func (c *cache) drop(agentID string, p peer.ID) bool {
+// drop forgets the record of agentID if it names peer p and was found before before, under
+// the agent and under the peer, and reports whether it did. A record found since is the one
+// the DHT holds now, and a lookup would find it again; a tombstone stays, since an agent that
+// left has no address to have gone stale.
+func (c *cache) drop(agentID string, p peer.ID, before time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.agents[agentID]
-	if !ok || e.rec.PeerID != p || e.rec.Left {
+	if !ok || e.rec.PeerID != p || e.rec.Left || !e.found.Before(before) {
 		return false
 	}
 	delete(c.agents, agentID)

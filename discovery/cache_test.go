@@ -339,18 +339,24 @@ func TestCacheDropsARecordWhoseCertificateNoLongerStands(t *testing.T) {
 
 // A peer that could not be reached at the addresses of its cached record loses the entry, under
 // its agent and under itself, so that the next lookup asks the DHT; another peer's report does
-// not touch it, and neither does a tombstone's.
+// not touch it, nor does a report on a record found during the resolve it followed (the DHT
+// would give it again), nor one on a tombstone.
 func TestCacheDropsTheRecordOfAnUnreachablePeer(t *testing.T) {
 	clock := newFakeClock()
 	c := newCache(clock.Now, time.Minute, 100, Validator{Namespace: AgentNamespace, Now: clock.Now})
 	_, id := testKey(t)
 	_, other := testKey(t)
 	r := testRecord(id, 5, clock.Now().Add(time.Hour))
+	resolving := clock.Now()
 	c.put(r)
-	if c.drop(r.AgentID, other) {
+	if c.drop(r.AgentID, id, resolving) {
+		t.Fatal("a record found by the resolve the report follows was dropped")
+	}
+	clock.Advance(time.Second)
+	if c.drop(r.AgentID, other, clock.Now()) {
 		t.Fatal("a report naming another peer dropped the agent's record")
 	}
-	if !c.drop(r.AgentID, id) {
+	if !c.drop(r.AgentID, id, clock.Now()) {
 		t.Fatal("the record of the unreachable peer was not dropped")
 	}
 	if _, ok := c.lookup(r.AgentID); ok {
@@ -362,7 +368,8 @@ func TestCacheDropsTheRecordOfAnUnreachablePeer(t *testing.T) {
 	left := testRecord(id, 6, clock.Now().Add(time.Hour))
 	left.Left = true
 	c.put(left)
-	if c.drop(left.AgentID, id) {
+	clock.Advance(time.Second)
+	if c.drop(left.AgentID, id, clock.Now()) {
 		t.Fatal("a tombstone was dropped: an agent that left has no stale address")
 	}
 }

@@ -35,13 +35,15 @@ func (d *Discovery) Resolve(ctx context.Context, agentID string) (Record, error)
 	return live(d.cache.put(r))
 }
 
-// Unreachable tells discovery that p, the peer Resolve gave for agentID, could not be reached.
-// The cached record of the agent is dropped if it still names p, and Unreachable reports
-// whether it was: the next Resolve then walks the DHT, and finds where the agent is now if it
-// moved, or reserved a relay, after the record was cached. Only a cached record of p is
+// Unreachable tells discovery that p, the peer Resolve gave for agentID, could not be reached;
+// since is when the caller began the resolve that gave it (on the clock of WithClock). The
+// cached record of the agent is dropped if it names p and was cached before since, and
+// Unreachable reports whether it was: the next Resolve then walks the DHT, and finds where the
+// agent is now if it moved, or reserved a relay, after the record was cached. A record that
+// resolve itself fetched is what the DHT holds now, and stays. Only a cached record of p is
 // dropped, so a caller cannot make discovery forget another peer's agent.
-func (d *Discovery) Unreachable(agentID string, p peer.ID) bool {
-	return d.cache.drop(agentID, p)
+func (d *Discovery) Unreachable(agentID string, p peer.ID, since time.Time) bool {
+	return d.cache.drop(agentID, p, since)
 }
 
 // definitive reports whether a lookup that failed with err says that the mesh holds no such

@@ -531,6 +531,7 @@ func TestUnreachablePeerIsResolvedAfreshFromTheDHT(t *testing.T) {
 	defer cancel()
 	m.waitJoined(t)
 	m.publishAll(t, ctx)
+	cachedAt := time.Now()
 	old, err := m.ds[0].Resolve(ctx, agentID(3))
 	if err != nil {
 		t.Fatal(err)
@@ -545,10 +546,13 @@ func TestUnreachablePeerIsResolvedAfreshFromTheDHT(t *testing.T) {
 	if r, _ := m.ds[0].Resolve(ctx, agentID(3)); r.Seq != old.Seq {
 		t.Fatalf("resolved seq %d before any report; the test wants the cached %d", r.Seq, old.Seq)
 	}
-	if m.ds[0].Unreachable(agentID(3), m.hosts[2].ID()) {
+	if m.ds[0].Unreachable(agentID(3), old.PeerID, cachedAt) {
+		t.Fatal("a report on a resolve that found the record in the DHT dropped it")
+	}
+	if m.ds[0].Unreachable(agentID(3), m.hosts[2].ID(), time.Now()) {
 		t.Fatal("a report naming a peer the record does not name dropped it")
 	}
-	if !m.ds[0].Unreachable(agentID(3), old.PeerID) {
+	if !m.ds[0].Unreachable(agentID(3), old.PeerID, time.Now()) {
 		t.Fatal("the cached record was not dropped")
 	}
 	r, err := m.ds[0].Resolve(ctx, agentID(3))

@@ -213,7 +213,9 @@ func (r dhtResolver) ResolveAgent(ctx context.Context, agentID string) (peer.Add
 }
 
 // Unreachable drops discovery's cached record of agentID if it names p (CachingResolver).
-func (r dhtResolver) Unreachable(agentID string, p peer.ID) bool { return r.d.Unreachable(agentID, p) }
+func (r dhtResolver) Unreachable(agentID string, p peer.ID, since time.Time) bool {
+	return r.d.Unreachable(agentID, p, since)
+}
 
 // subscribe subscribes to gossip's items that f selects, in a channel of buffer items
 // (pubsub.DefaultBufferSize when 0 or less), converted as they come (Node.Subscribe).

@@ -81,9 +81,11 @@ type Resolver interface {
 // the agent may have moved, or reserved a relay, since the answer was cached.
 type CachingResolver interface {
 	Resolver
-	// Unreachable reports that p, given for agentID, could not be reached. It drops what is
-	// cached of the agent if that still names p, and reports whether it did.
-	Unreachable(agentID string, p peer.ID) bool
+	// Unreachable reports that p, given for agentID by a resolve begun at since (on the
+	// node's Clock), could not be reached. It drops what it cached of the agent before since
+	// if that names p, and reports whether it did: an answer it looked up for that resolve is
+	// the mesh's latest, and asking again would give it again.
+	Unreachable(agentID string, p peer.ID, since time.Time) bool
 }
 
 // New builds and starts a node. It loads the identity key from the data directory (creating it

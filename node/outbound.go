@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -235,12 +236,12 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 	if m.Envelope.Recipient.AgentID == n.cfg.AgentID {
 		return n.deliverLocal(m, raw, w)
 	}
-	to := m.Envelope.Recipient.AgentID
+	to, since := m.Envelope.Recipient.AgentID, n.now()
 	p, err := n.recipient(ctx, to)
 	if err != nil {
 		return err
 	}
-	s, p, err := n.reach(ctx, to, p)
+	s, p, err := n.reach(ctx, to, p, since)
 	n.mesh.watch(to, p)
 	n.waitersMu.Lock()
 	w.peer = p
@@ -277,13 +278,15 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 	return &protocol.Error{Code: protocol.CodeAgentNotFound, Message: fmt.Sprintf("connection to agent %s failed before its receipt", to), Err: lastErr}
 }
 
-// reach opens a session to p, the peer agentID resolved to. When p cannot be reached and a
-// resolver dropped the answer it had cached (CachingResolver), the agent is resolved once
-// more, from the mesh: a node that reserved a relay or moved since its record was cached is
-// reached where it is now. It returns the session, the peer it is with, and the dial's error.
-func (n *wire) reach(ctx context.Context, agentID string, p peer.ID) (*session, peer.ID, error) {
+// reach opens a session to p, the peer agentID resolved to in a resolve begun at since. When p
+// cannot be reached and a resolver dropped an answer it had cached before since
+// (CachingResolver), the agent is resolved once more, from the mesh: a node that reserved a
+// relay or moved since its record was cached is reached where it is now. An answer looked up
+// for this send is not looked up again. It returns the session, the peer it is with, and the
+// dial's error.
+func (n *wire) reach(ctx context.Context, agentID string, p peer.ID, since time.Time) (*session, peer.ID, error) {
 	s, err := n.session(ctx, p)
-	if err == nil || ctx.Err() != nil || !n.peers.unreachable(agentID, p) {
+	if err == nil || ctx.Err() != nil || !n.peers.unreachable(agentID, p, since) {
 		return s, p, err
 	}
 	q, rerr := n.recipient(ctx, agentID)

@@ -150,15 +150,16 @@ func (ps *peers) resolve(ctx context.Context, agentID string) (peer.ID, error) {
 	return "", &protocol.Error{Code: protocol.CodeAgentNotFound, Message: "no peer known for agent " + agentID, Err: errors.Join(errs...)}
 }
 
-// unreachable tells the caching resolvers that p, where agentID resolved, could not be
-// reached, and reports whether any dropped a cached answer (then resolve asks the mesh again).
-func (ps *peers) unreachable(agentID string, p peer.ID) bool {
+// unreachable tells the caching resolvers that p, where agentID resolved in a resolve begun at
+// since, could not be reached, and reports whether any dropped an answer cached before it
+// (then resolve asks the mesh again).
+func (ps *peers) unreachable(agentID string, p peer.ID, since time.Time) bool {
 	ps.mu.RLock()
 	resolvers := ps.resolvers
 	ps.mu.RUnlock()
 	dropped := false
 	for _, r := range resolvers {
-		if c, ok := r.(CachingResolver); ok && c.Unreachable(agentID, p) {
+		if c, ok := r.(CachingResolver); ok && c.Unreachable(agentID, p, since) {
 			dropped = true
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/libp2p/go-libp2p/core/peer"
 
@@ -15,21 +16,7 @@ import (
 // cached. A send that cannot reach the peer of that answer tells the resolver, which drops it,
 // and resolves the agent once more: the message arrives on the first Send, not on a retry.
 func TestSend_AStaleCachedAnswerIsResolvedAgain(t *testing.T) {
-	mn := testsupport.Mocknet(t, 2, testsupport.FirstPort(5300))
-	carol, err := startNode(t, mn.Hosts[0], mn.Keys[0], agentName(0))
-	if err != nil {
-		t.Fatal(err)
-	}
-	bob, err := startNode(t, mn.Hosts[1], mn.Keys[1], agentName(1), WithInbox(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, _ := peer.IDFromPrivateKey(testsupport.Key(t))
-	r := &cachingResolver{
-		cached: map[string]peer.AddrInfo{agentName(1): {ID: gone}},
-		mesh:   map[string]peer.AddrInfo{agentName(1): {ID: bob.ID(), Addrs: bob.host.Addrs()}},
-	}
-	carol.AddResolver(r)
+	carol, bob, r := staleAnswer(t, 5300, time.Now().Add(-time.Second))
 	if err := carol.Send(testCtx(t), event(t, carol.Builder(), agentName(1))); err != nil {
 		t.Fatalf("carol to bob, whose cached answer names a peer that is gone: %v", err)
 	}
@@ -41,13 +28,50 @@ func TestSend_AStaleCachedAnswerIsResolvedAgain(t *testing.T) {
 	}
 }
 
-// cachingResolver answers from cached until told that the peer it gave is unreachable, and
-// from mesh after.
+// An answer the resolver looked up for the send itself is the mesh's latest: a send that cannot
+// reach its peer does not look it up again, and the message waits in the outbox.
+func TestSend_AFreshAnswerIsNotResolvedAgain(t *testing.T) {
+	carol, bob, r := staleAnswer(t, 5310, time.Now().Add(time.Hour)) // found during the send
+	if err := carol.Send(testCtx(t), event(t, carol.Builder(), agentName(1))); err != nil {
+		t.Fatalf("carol's durable send: %v", err)
+	}
+	if r.dropped != 0 || bob.Inbox().Len() != 0 {
+		t.Fatalf("the fresh answer was dropped %d times and bob holds %d messages; want it kept and the message queued", r.dropped, bob.Inbox().Len())
+	}
+}
+
+// staleAnswer starts carol and bob on a mocknet whose ports start at port, and gives carol a
+// caching resolver whose answer for bob's agent, found at cachedAt, names a peer that is gone;
+// the mesh, asked again, names bob.
+func staleAnswer(t *testing.T, port int, cachedAt time.Time) (carol, bob *Node, r *cachingResolver) {
+	t.Helper()
+	mn := testsupport.Mocknet(t, 2, testsupport.FirstPort(port))
+	carol, err := startNode(t, mn.Hosts[0], mn.Keys[0], agentName(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bob, err = startNode(t, mn.Hosts[1], mn.Keys[1], agentName(1), WithInbox(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, _ := peer.IDFromPrivateKey(testsupport.Key(t))
+	r = &cachingResolver{
+		cached:   map[string]peer.AddrInfo{agentName(1): {ID: gone}},
+		cachedAt: cachedAt,
+		mesh:     map[string]peer.AddrInfo{agentName(1): {ID: bob.ID(), Addrs: bob.host.Addrs()}},
+	}
+	carol.AddResolver(r)
+	return carol, bob, r
+}
+
+// cachingResolver answers from cached, found at cachedAt, until told that the peer it gave is
+// unreachable by a resolve begun after that, and from mesh after.
 type cachingResolver struct {
-	mu      sync.Mutex
-	cached  map[string]peer.AddrInfo
-	mesh    map[string]peer.AddrInfo
-	dropped int
+	mu       sync.Mutex
+	cached   map[string]peer.AddrInfo // since cachedAt
+	cachedAt time.Time
+	mesh     map[string]peer.AddrInfo
+	dropped  int
 }
 
 func (r *cachingResolver) ResolveAgent(_ context.Context, agentID string) (peer.AddrInfo, error) {
@@ -62,10 +86,10 @@ func (r *cachingResolver) ResolveAgent(_ context.Context, agentID string) (peer.
 	return peer.AddrInfo{}, protocol.Errorf(protocol.CodeAgentNotFound, "no record of %s", agentID)
 }
 
-func (r *cachingResolver) Unreachable(agentID string, p peer.ID) bool {
+func (r *cachingResolver) Unreachable(agentID string, p peer.ID, since time.Time) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if ai, ok := r.cached[agentID]; !ok || ai.ID != p {
+	if ai, ok := r.cached[agentID]; !ok || ai.ID != p || !r.cachedAt.Before(since) {
 		return false
 	}
 	delete(r.cached, agentID)
