@@ -166,6 +166,7 @@ func (ps *peers) unreachable(agentID string, p peer.ID, since time.Time) bool {
 	return dropped
 }
 
+// neededPeers lists the peers the node keeps connected (need).
 func (ps *peers) neededPeers() []peer.ID {
 	ps.mu.RLock()
 	defer ps.mu.RUnlock()
