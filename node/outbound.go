@@ -279,15 +279,19 @@ func (n *wire) transmit(ctx context.Context, m *protocol.Message, raw []byte, w 
 }
 
 // reach opens a session to p, the peer agentID resolved to in a resolve begun at since. When p
-// cannot be reached and a resolver dropped an answer it had cached before since
-// (CachingResolver), the agent is resolved once more, from the mesh: a node that reserved a
+// cannot be reached, a resolver that had cached that answer before since drops it
+// (CachingResolver), and the agent is resolved once more, from the mesh: a node that reserved a
 // relay or moved since its record was cached is reached where it is now. An answer looked up
-// for this send is not looked up again. It returns the session, the peer it is with, and the
-// dial's error.
+// for this send is not looked up again. A dial that used up the send's time (an address that
+// drops packets holds it until the deadline) still drops the cached answer, so the next
+// attempt asks the mesh. It returns the session, the peer it is with, and the dial's error.
 func (n *wire) reach(ctx context.Context, agentID string, p peer.ID, since time.Time) (*session, peer.ID, error) {
 	s, err := n.session(ctx, p)
-	if err == nil || ctx.Err() != nil || !n.peers.unreachable(agentID, p, since) {
-		return s, p, err
+	if err == nil {
+		return s, p, nil
+	}
+	if !n.peers.unreachable(agentID, p, since) || ctx.Err() != nil {
+		return nil, p, err
 	}
 	q, rerr := n.recipient(ctx, agentID)
 	if rerr != nil {
