@@ -59,7 +59,7 @@ func newNode(cfg Config, key crypto.PrivKey, h host.Host, b *protocol.Builder) (
 	if log == nil {
 		// go-log's bridge: the "logger" attribute names the subsystem whose level
 		// logging.SetLogLevel("iacp", ...) controls.
-		log = slog.New(logging.SlogHandler()).With("logger", "iacp")
+		log = slog.New(errorsAsText{logging.SlogHandler()}).With("logger", "iacp")
 	}
 	log = log.With("agent", cfg.AgentID, "peer", h.ID().ShortString())
 	ctx, cancel := context.WithCancel(context.Background())
