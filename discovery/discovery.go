@@ -18,6 +18,7 @@ import (
 	"github.com/libp2p/go-libp2p/core/host"
 	"github.com/libp2p/go-libp2p/core/peer"
 	"github.com/libp2p/go-libp2p/core/protocol"
+	"github.com/libp2p/go-libp2p/core/routing"
 	"github.com/libp2p/go-libp2p/p2p/discovery/mdns"
 	ma "github.com/multiformats/go-multiaddr"
 )
@@ -277,4 +278,29 @@ func (n *mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 		return
 	}
 	d.log.Info("mDNS found a peer on the local network", "remote", ai.ID.String())
+}
+
+// errNobodyAnswered is a put or provide whose DHT walk found no peer that answered it.
+var errNobodyAnswered = errors.New("no peer took it: no peer answered the DHT walk (is the node joined? see Status)")
+
+// answered runs op, a kad-dht put or provide, and returns errNobodyAnswered when op succeeded
+// although no peer answered its walk: kad-dht stores with the peers that answered, and
+// returns nil when that is nobody (every peer it asked failed), having stored nothing.
+func answered(ctx context.Context, op func(context.Context) error) error {
+	ctx, cancel := context.WithCancel(ctx)
+	qctx, events := routing.RegisterForQueryEvents(ctx)
+	heard := make(chan bool, 1)
+	go func() { // ends when cancel closes events
+		any := false
+		for e := range events {
+			any = any || e.Type == routing.PeerResponse
+		}
+		heard <- any
+	}()
+	err := op(qctx)
+	cancel()
+	if !<-heard && err == nil {
+		return errNobodyAnswered
+	}
+	return err
 }

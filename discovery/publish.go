@@ -204,7 +204,7 @@ func (d *Discovery) storeUnder(ctx context.Context, rec Record, keys ...string) 
 	errs := make([]error, len(keys))
 	for i, key := range keys {
 		wg.Go(func() {
-			if err := d.dht.PutValue(ctx, key, val); err != nil {
+			if err := answered(ctx, func(ctx context.Context) error { return d.dht.PutValue(ctx, key, val) }); err != nil {
 				errs[i] = fmt.Errorf("put %s: %w", key, err)
 			}
 		})
@@ -231,7 +231,7 @@ func (d *Discovery) provide(ctx context.Context, m protocol.Manifest) error {
 		wg.Go(func() {
 			key, err := CapabilityCID(c.kind, c.name)
 			if err == nil {
-				err = d.dht.Provide(ctx, key, true)
+				err = answered(ctx, func(ctx context.Context) error { return d.dht.Provide(ctx, key, true) })
 			}
 			if err != nil {
 				errs[i] = fmt.Errorf("provide %s: %w", c, err)
