@@ -281,7 +281,7 @@ func (n *mdnsNotifee) HandlePeerFound(ai peer.AddrInfo) {
 }
 
 // errNobodyAnswered is a put or provide whose DHT walk found no peer that answered it.
-var errNobodyAnswered = errors.New("no peer took it: no peer answered the DHT walk (is the node joined? see Status)")
+var errNobodyAnswered = errors.New("no peer took it: every peer the DHT walk asked failed to answer")
 
 // answered runs op, a kad-dht put or provide, and returns errNobodyAnswered when op succeeded
 // although no peer answered its walk: kad-dht stores with the peers that answered, and
@@ -291,11 +291,11 @@ func answered(ctx context.Context, op func(context.Context) error) error {
 	qctx, events := routing.RegisterForQueryEvents(ctx)
 	heard := make(chan bool, 1)
 	go func() { // ends when cancel closes events
-		any := false
+		got := false
 		for e := range events {
-			any = any || e.Type == routing.PeerResponse
+			got = got || e.Type == routing.PeerResponse
 		}
-		heard <- any
+		heard <- got
 	}()
 	err := op(qctx)
 	cancel()
