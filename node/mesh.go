@@ -212,7 +212,8 @@ func (r dhtResolver) ResolveAgent(ctx context.Context, agentID string) (peer.Add
 	return peer.AddrInfo{ID: rec.PeerID, Addrs: rec.Addrs}, nil
 }
 
-// Unreachable drops discovery's cached record of agentID if it names p (CachingResolver).
+// Unreachable drops discovery's cached record of agentID if it names p and was cached before
+// since (CachingResolver).
 func (r dhtResolver) Unreachable(agentID string, p peer.ID, since time.Time) bool {
 	return r.d.Unreachable(agentID, p, since)
 }
