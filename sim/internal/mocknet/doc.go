@@ -17,6 +17,9 @@
 // rather than its exclusive one, SetSchedule, through which the simulator's CPU cost model
 // delays a write's bytes by what sending and receiving them costs (docs/sim.md), and
 // SetLinker, UnlinkPeer and UnlinkAll, with which the simulator links the pairs of nodes that
-// dial each other rather than every pair (a million links at 1000 nodes); a lookup of the
-// links between two peers no longer makes the maps it looks into. The tests of go-libp2p's package stay there.
+// dial each other rather than every pair (a million links at 1000 nodes); a link made by a dial
+// goes with its last connection, a peer's table of connections keeps no empty map of a peer it
+// no longer has a connection to (and no longer indexes them by link, which nothing read), and
+// a lookup of the links between two peers no longer makes the maps it looks into. The tests
+// of go-libp2p's package stay there.
 package mocknet

@@ -5,7 +5,8 @@ import "github.com/libp2p/go-libp2p/core/peer"
 // What the simulator added to go-libp2p's mocknet: links made on a pair's first dial, links
 // removed per peer or all at once, and the schedule of the streams' writes.
 
-// linkOnDemand returns a link from pn to p made for this dial, when the linker allows one.
+// linkOnDemand returns a link from pn to p made for this dial, when the linker allows one. It
+// is removed when its last connection closes (link.release).
 func (mn *mocknet) linkOnDemand(pn *peernet, p peer.ID) (*link, bool) {
 	mn.Lock()
 	linker, target := mn.linker, mn.nets[p]
@@ -18,6 +19,7 @@ func (mn *mocknet) linkOnDemand(pn *peernet, p peer.ID) (*link, bool) {
 		return nil, false
 	}
 	l := newLink(mn, opts)
+	l.onDemand = true
 	l.nets = append(l.nets, pn, target)
 	mn.addLink(l)
 	return l, true

@@ -29,8 +29,9 @@ type peernet struct {
 	// conns are actual live connections between peers.
 	// many conns could run over each link.
 	// **conns are NOT shared between peers**
+	// A peer's map goes when its last connection does: a node of a large mesh connects to
+	// hundreds of peers over its life, a few dozen at a time.
 	connsByPeer map[peer.ID]map[*conn]struct{}
-	connsByLink map[*link]map[*conn]struct{}
 
 	// connection gater to check before dialing or accepting connections. May be nil to allow all.
 	gater connmgr.ConnectionGater
@@ -59,7 +60,6 @@ func newPeernet(m *mocknet, p peer.ID, opts PeerOptions, bus event.Bus) (*peerne
 		emitter: emitter,
 
 		connsByPeer: map[peer.ID]map[*conn]struct{}{},
-		connsByLink: map[*link]map[*conn]struct{}{},
 
 		notifs: make(map[network.Notifiee]struct{}),
 	}
@@ -220,12 +220,6 @@ func addConnPair(pn1, pn2 *peernet, c1, c2 *conn) {
 			pn.connsByPeer[c.RemotePeer()] = map[*conn]struct{}{}
 		}
 		pn.connsByPeer[c.RemotePeer()][c] = struct{}{}
-
-		_, found = pn.connsByLink[c.link]
-		if !found {
-			pn.connsByLink[c.link] = map[*conn]struct{}{}
-		}
-		pn.connsByLink[c.link][c] = struct{}{}
 	}
 	add(pn1, c1)
 	add(pn2, c2)
@@ -259,18 +253,16 @@ func (pn *peernet) addConn(c *conn) {
 // removeConn removes a given conn
 func (pn *peernet) removeConn(c *conn) {
 	pn.Lock()
-	cs, found := pn.connsByLink[c.link]
-	if !found || len(cs) < 1 {
-		panic(fmt.Sprintf("attempting to remove a conn that doesnt exist %p", c.link))
-	}
-	delete(cs, c)
-
-	cs, found = pn.connsByPeer[c.remote]
+	cs, found := pn.connsByPeer[c.remote]
 	if !found {
 		panic(fmt.Sprintf("attempting to remove a conn that doesnt exist %v", c.remote))
 	}
 	delete(cs, c)
+	if len(cs) == 0 {
+		delete(pn.connsByPeer, c.remote)
+	}
 	pn.Unlock()
+	c.link.release()
 
 	// notify asynchronously to mimic Swarm
 	// FIXME: IIRC, we wanted to make notify for Close synchronous
