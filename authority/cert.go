@@ -45,7 +45,8 @@ type CertRequest struct {
 	HeldSince time.Time
 }
 
-// Certificate is a signed certificate and its claims.
+// Certificate is a signed certificate and its claims. It is read-only once a Verifier made
+// it: Verifiers that share a CertCache hand the same Certificate to every caller.
 type Certificate struct {
 	// Raw is the compact JWS, what is sent and stored.
 	Raw string

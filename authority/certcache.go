@@ -7,25 +7,18 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// CertCache remembers certificates whose signature and form verified, by hash of the mesh
-// and the raw certificate, so that the Verifiers sharing it check a certificate's signature
-// once, not once each. A process that hosts many nodes (the simulator) gives them one: each
-// node checks each agent's certificate on first hearing the agent, N x N checks of N
-// certificates. The Certificates made from a hit share the cached raw text, so that the nodes
-// hold one copy of each certificate rather than one each. Only what verified is kept, and a
-// hit still runs every check that depends on the Verifier or the time (issuer, validity,
-// subject, holder, revocation). A node alone in its process keeps the certificates it
-// verified anyway, so a Verifier has none unless its owner passes one in (WithCertCache).
+// CertCache remembers the certificates that passed every check of a Verifier, by hash of the
+// mesh and the raw certificate, so that the Verifiers sharing it check a certificate's
+// signature and form once, not once each. A process that hosts many nodes (the simulator)
+// gives them one: each node checks each agent's certificate on first hearing the agent, N x N
+// checks of N certificates. A hit returns the Certificate the first check made, so that the
+// nodes hold one copy of each certificate rather than one each, and it still runs every check
+// that depends on the time or on the call (validity, subject, holder, revocation). A node
+// alone in its process keeps the certificates it verified anyway, so a Verifier has none
+// unless its owner passes one in (WithCertCache).
 type CertCache struct {
-	c    *lru.Cache[[sha256.Size]byte, cachedCert]
+	c    *lru.Cache[[sha256.Size]byte, *Certificate]
 	hits atomic.Uint64
-}
-
-// cachedCert is a certificate that verified: its claims, and its raw text, which every
-// Certificate made from a hit shares (so that N nodes hold one copy of it, not N).
-type cachedCert struct {
-	raw    string
-	claims certClaims
 }
 
 // NewCertCache returns a cache of up to n certificates; n <= 0 returns nil, no cache.
@@ -33,7 +26,7 @@ func NewCertCache(n int) *CertCache {
 	if n <= 0 {
 		return nil
 	}
-	c, _ := lru.New[[sha256.Size]byte, cachedCert](n) // fails only for a size < 1
+	c, _ := lru.New[[sha256.Size]byte, *Certificate](n) // fails only for a size < 1
 	return &CertCache{c: c}
 }
 
@@ -72,23 +65,22 @@ func certKey(meshID, raw string) [sha256.Size]byte {
 	return k
 }
 
-// get returns the raw text and the claims of raw if they verified for meshID before.
-func (c *CertCache) get(meshID, raw string) (string, certClaims, bool) {
+// get returns the certificate whose text is raw if it passed every check for meshID before.
+func (c *CertCache) get(meshID, raw string) (*Certificate, bool) {
 	if c == nil {
-		return raw, certClaims{}, false
+		return nil, false
 	}
-	e, ok := c.c.Get(certKey(meshID, raw))
-	if !ok {
-		return raw, certClaims{}, false
+	cert, ok := c.c.Get(certKey(meshID, raw))
+	if ok {
+		c.hits.Add(1)
 	}
-	c.hits.Add(1)
-	return e.raw, e.claims, true
+	return cert, ok
 }
 
-// add keeps the claims of raw, which verified for meshID. The claims are shared: no one
-// changes them after the parse.
-func (c *CertCache) add(meshID, raw string, claims certClaims) {
+// add keeps cert, which passed every check for meshID. It is shared: no one changes a
+// Certificate after the Verifier made it.
+func (c *CertCache) add(meshID string, cert *Certificate) {
 	if c != nil {
-		c.c.Add(certKey(meshID, raw), cachedCert{raw: raw, claims: claims})
+		c.c.Add(certKey(meshID, cert.Raw), cert)
 	}
 }

@@ -9,8 +9,9 @@ import (
 )
 
 // Verifiers that share a CertCache check a certificate's signature once: the second finds it
-// verified. Everything else is still each Verifier's own: its revocations, its clock, its
-// mesh. A certificate that failed is never kept.
+// verified, and gets the very Certificate the first one made. Everything else is still each
+// Verifier's own: its revocations, its clock, its mesh, and who it asks about. A certificate
+// that failed is never kept.
 func TestCertCache_OneSignatureCheckForEveryVerifierThatSharesIt(t *testing.T) {
 	cache := NewCertCache(8)
 	f := newFixture(t, WithCertCache(cache))
@@ -28,15 +29,13 @@ func TestCertCache_OneSignatureCheckForEveryVerifierThatSharesIt(t *testing.T) {
 	if cache.Hits() != 1 || cache.Len() != 1 {
 		t.Fatalf("after two verifiers: %d hits, %d kept; want 1 and 1", cache.Hits(), cache.Len())
 	}
-	if hit.Raw != copied || unsafe.StringData(hit.Raw) != unsafe.StringData(first.Raw) {
-		t.Fatal("the second verifier's certificate does not share the first one's raw text")
+	if hit != first || unsafe.StringData(hit.Raw) != unsafe.StringData(first.Raw) {
+		t.Fatal("the second verifier made a certificate of its own rather than share the first one's")
 	}
 
 	refused := func(v *Verifier, raw string, check Check) {
 		t.Helper()
-		_, err := v.Certificate(raw, f.agent, agentID)
-		var ce *CertError
-		if !errors.As(err, &ce) || ce.Check != check {
+		if _, err := v.Certificate(raw, f.agent, agentID); !isCheck(err, check) {
 			t.Fatalf("want a refusal by %v, got %v", check, err)
 		}
 	}
@@ -46,6 +45,12 @@ func TestCertCache_OneSignatureCheckForEveryVerifierThatSharesIt(t *testing.T) {
 	}
 	if _, err := second.ApplyRevocations(crl); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := second.Certificate(c.Raw, f.agent, "acme:host1:other"); !isCheck(err, CheckSubject) {
+		t.Fatalf("a hit asked for another agent: want a refusal by %v, got %v", CheckSubject, err)
+	}
+	if _, err := second.Certificate(c.Raw, peerOfKey(t, seedKey(t, seedOther)), agentID); !isCheck(err, CheckConfirmation) {
+		t.Fatalf("a hit asked for another peer: want a refusal by %v, got %v", CheckConfirmation, err)
 	}
 	refused(second, c.Raw, CheckRevoked)
 	if _, err := f.verifier.Certificate(c.Raw, f.agent, agentID); err != nil {
@@ -63,6 +68,12 @@ func TestCertCache_OneSignatureCheckForEveryVerifierThatSharesIt(t *testing.T) {
 	if cache.Len() != 1 {
 		t.Fatalf("%d certificates kept; a refused one was among them", cache.Len())
 	}
+}
+
+// isCheck reports whether err is a *CertError of check.
+func isCheck(err error, check Check) bool {
+	var ce *CertError
+	return errors.As(err, &ce) && ce.Check == check
 }
 
 // A nil cache is no cache: every check verifies the signature.

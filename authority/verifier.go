@@ -127,21 +127,14 @@ var certCheckOf = map[stage]Check{stageParse: CheckParse, stageAlg: CheckAlg, st
 // certTimes checks a certificate's iat, nbf, exp and held_since against the verifier's clock
 // and skew, and returns them.
 func (v *Verifier) certTimes(c *certClaims, who string) (iat, nbf, exp, since time.Time, err error) {
-	now := v.now()
 	iat, okI := timeOf(c.IssuedAt)
 	nbf, okN := timeOf(c.NotBefore)
-	exp, okE := timeOf(c.ExpiresAt)
-	switch {
-	case !okI || !okN:
+	exp, _ = timeOf(c.ExpiresAt)
+	if !okI || !okN {
 		return iat, nbf, exp, since, certError(who, CheckNotBefore, "iat and nbf are required")
-	case nbf.After(now.Add(v.skew)):
-		return iat, nbf, exp, since, certError(who, CheckNotBefore, "valid from %s (now %s, skew %v)", fmtTime(nbf), fmtTime(now), v.skew)
-	case iat.After(now.Add(v.skew)):
-		return iat, nbf, exp, since, certError(who, CheckNotBefore, "issued at %s, in the future (now %s, skew %v)", fmtTime(iat), fmtTime(now), v.skew)
-	case !okE:
-		return iat, nbf, exp, since, certError(who, CheckExpiry, "exp is required")
-	case !exp.After(now.Add(-v.skew)):
-		return iat, nbf, exp, since, certError(who, CheckExpiry, "expired at %s (now %s, skew %v)", fmtTime(exp), fmtTime(now), v.skew)
+	}
+	if err := v.inWindow(iat, nbf, exp, who); err != nil {
+		return iat, nbf, exp, since, err
 	}
 	since = iat
 	if c.HeldSince != nil {
@@ -152,6 +145,23 @@ func (v *Verifier) certTimes(c *certClaims, who string) (iat, nbf, exp, since ti
 	return iat, nbf, exp, since, nil
 }
 
+// inWindow checks that a certificate issued at iat, valid from nbf until exp (zero: missing),
+// is valid now, within the skew.
+func (v *Verifier) inWindow(iat, nbf, exp time.Time, who string) error {
+	now := v.now()
+	switch {
+	case nbf.After(now.Add(v.skew)):
+		return certError(who, CheckNotBefore, "valid from %s (now %s, skew %v)", fmtTime(nbf), fmtTime(now), v.skew)
+	case iat.After(now.Add(v.skew)):
+		return certError(who, CheckNotBefore, "issued at %s, in the future (now %s, skew %v)", fmtTime(iat), fmtTime(now), v.skew)
+	case exp.IsZero():
+		return certError(who, CheckExpiry, "exp is required")
+	case !exp.After(now.Add(-v.skew)):
+		return certError(who, CheckExpiry, "expired at %s (now %s, skew %v)", fmtTime(exp), fmtTime(now), v.skew)
+	}
+	return nil
+}
+
 // Certificate verifies the certificate raw for agent agentID on peer p. An empty agentID or p
 // skips that comparison (the certificate is still checked for a well-formed sub and cnf).
 // The checks run in the order of the Check constants; the first failure is returned as a
@@ -160,20 +170,23 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	if len(raw) > MaxCertBytes {
 		return nil, certError(agentID, CheckSize, "%d bytes, more than %d", len(raw), MaxCertBytes)
 	}
-	raw, c, known := v.certs.get(v.meshID, raw)
-	if !known {
-		if err := verifyJWS(raw, &c, exactTyp(typCert), v.meshKeyFor); err != nil {
-			who := agentID
-			if who == "" && err.stage > stageParse {
-				who = c.Subject
-			}
-			check := certCheckOf[err.stage]
-			if err.stage == stageSignature {
-				err.msg = "not signed by the mesh authority " + v.meshID
-			}
-			return nil, certError(who, check, "%s", err.msg)
+	if c, ok := v.certs.get(v.meshID, raw); ok {
+		if err := v.recheck(c, p, agentID); err != nil {
+			return nil, err
 		}
-		v.certs.add(v.meshID, raw, c)
+		return c, nil
+	}
+	var c certClaims
+	if err := verifyJWS(raw, &c, exactTyp(typCert), v.meshKeyFor); err != nil {
+		who := agentID
+		if who == "" && err.stage > stageParse {
+			who = c.Subject
+		}
+		check := certCheckOf[err.stage]
+		if err.stage == stageSignature {
+			err.msg = "not signed by the mesh authority " + v.meshID
+		}
+		return nil, certError(who, check, "%s", err.msg)
 	}
 	who := agentID
 	if who == "" {
@@ -212,9 +225,35 @@ func (v *Verifier) Certificate(raw string, p peer.ID, agentID string) (*Certific
 	if v.Revoked(c.ID) {
 		return nil, certError(who, CheckRevoked, "jti %s is on revocation list %d", c.ID, v.RevocationSeq())
 	}
-	return &Certificate{
+	cert := &Certificate{
 		Raw: raw, ID: c.ID, Issuer: c.Issuer, AgentID: c.Subject, Namespace: c.Namespace, Peer: holder,
 		Capabilities: slices.Clone(c.Capabilities), Permissions: slices.Clone(c.Permissions),
 		IssuedAt: iat, NotBefore: nbf, Expires: exp, HeldSince: since,
-	}, nil
+	}
+	v.certs.add(v.meshID, cert)
+	return cert, nil
+}
+
+// recheck runs on c, a certificate that passed every check of this mesh's Verifiers before
+// (it came from the CertCache), the checks whose outcome depends on the time or on the call:
+// validity now, the agent and the peer asked for, and revocation. It reports them as
+// Certificate does.
+func (v *Verifier) recheck(c *Certificate, p peer.ID, agentID string) error {
+	who := agentID
+	if who == "" {
+		who = c.AgentID
+	}
+	if err := v.inWindow(c.IssuedAt, c.NotBefore, c.Expires, who); err != nil {
+		return err
+	}
+	if agentID != "" && c.AgentID != agentID {
+		return certError(who, CheckSubject, "issued to %q", c.AgentID)
+	}
+	if p != "" && c.Peer != p {
+		return certError(who, CheckConfirmation, "bound to peer %s, not %s", c.Peer, p)
+	}
+	if v.Revoked(c.ID) {
+		return certError(who, CheckRevoked, "jti %s is on revocation list %d", c.ID, v.RevocationSeq())
+	}
+	return nil
 }
