@@ -53,7 +53,8 @@ The scenario language and the metrics are described in docs/sim.md.
 steady state (its sleep step named "steady", else its last sleep step) cost each node against
 the number of nodes: CPU seconds and KiB sent per node per minute, memory per node, and where
 the simulator itself was the bottleneck. --json and --html then write that sweep (the HTML
-draws the curves; flat is the goal). The scale scenario is made for it (docs/scale.md).
+draws the curves; flat is the goal). The scale scenario is made for it (docs/scale.md), and
+scale-1000 is its point at 1000 nodes, which needs a longer settle.
 One run's steady minute moves by a fifth from run to run on a shared machine: --repeat 3 runs
 every size three times, in rounds, and reports each size's median with its lowest and highest
 run, and the growth between those extremes.
