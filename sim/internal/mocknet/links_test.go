@@ -41,29 +41,43 @@ func TestLinks_ALinkMadeByADialGoesWithItsLastConnection(t *testing.T) {
 		if got := ls[0].Options().Latency; got != 5*time.Millisecond {
 			t.Fatalf("round %d: the link's latency is %v, want the linker's 5ms", round, got)
 		}
+		l := ls[0].(*link)
 		if err := a.Network().ClosePeer(b.ID()); err != nil {
 			t.Fatal(err)
 		}
-		gone := func() bool {
+		waitReleased(t, l)
+		left := func() int {
 			mn.Lock()
 			defer mn.Unlock()
-			return len(mn.links) == 0
+			return len(mn.links)
 		}
-		for i := 0; !gone(); i++ {
-			if i == 200 {
-				t.Fatalf("round %d: the link outlived its last connection: %d peers still in the links table", round, len(mn.links))
+		for i := 0; left() != 0; i++ { // the last end's release removes it just after
+			if i == 100 {
+				t.Fatalf("round %d: the link outlived its last connection: %d peers still in the links table", round, left())
 			}
-			time.Sleep(10 * time.Millisecond) // the far end closes on a goroutine of its own
+			time.Sleep(time.Millisecond)
 		}
 		for _, h := range []host.Host{a, b} {
 			pn := h.Network().(*peernet)
 			pn.RLock()
-			left := len(pn.connsByPeer)
+			maps := len(pn.connsByPeer)
 			pn.RUnlock()
-			if left != 0 {
-				t.Fatalf("round %d: %s keeps %d peers' connection maps with no connection in them", round, h.ID(), left)
+			if maps != 0 {
+				t.Fatalf("round %d: %s keeps %d peers' connection maps with no connection in them", round, h.ID(), maps)
 			}
 		}
+	}
+}
+
+// waitReleased waits until both ends of every connection on l have closed (the far end closes
+// on a goroutine of its own).
+func waitReleased(t *testing.T, l *link) {
+	t.Helper()
+	for i := 0; l.ends.Load() != 0; i++ {
+		if i == 200 {
+			t.Fatalf("%d connection ends still on the link", l.ends.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -75,10 +89,11 @@ func TestLinks_ALinkMadeByLinkPeersStays(t *testing.T) {
 	if _, err := mn.ConnectPeers(a.ID(), b.ID()); err != nil {
 		t.Fatal(err)
 	}
+	l := mn.LinksBetweenPeers(a.ID(), b.ID())[0].(*link)
 	if err := a.Network().ClosePeer(b.ID()); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(50 * time.Millisecond) // let the far end close
+	waitReleased(t, l)
 	if n := len(mn.LinksBetweenPeers(a.ID(), b.ID())); n != 1 {
 		t.Fatalf("%d links between the pair after their connection closed, want the one LinkPeers made", n)
 	}
