@@ -1,14 +1,13 @@
 package authority
 
 import (
-	"crypto/sha256"
 	"sync/atomic"
 
 	lru "github.com/hashicorp/golang-lru/v2"
 )
 
-// CertCache remembers the certificates that passed every check of a Verifier, by hash of the
-// mesh and the raw certificate, so that the Verifiers sharing it check a certificate's
+// CertCache remembers the certificates that passed every check of a Verifier, by mesh and raw
+// certificate, so that the Verifiers sharing it check a certificate's
 // signature and form once, not once each. A process that hosts many nodes (the simulator)
 // gives them one: each node checks each agent's certificate on first hearing the agent, N x N
 // checks of N certificates. A hit returns the Certificate the first check made, so that the
@@ -17,7 +16,7 @@ import (
 // alone in its process keeps the certificates it verified anyway, so a Verifier has none
 // unless its owner passes one in (WithCertCache).
 type CertCache struct {
-	c    *lru.Cache[[sha256.Size]byte, *Certificate]
+	c    *lru.Cache[certKey, *Certificate]
 	hits atomic.Uint64
 }
 
@@ -26,7 +25,7 @@ func NewCertCache(n int) *CertCache {
 	if n <= 0 {
 		return nil
 	}
-	c, _ := lru.New[[sha256.Size]byte, *Certificate](n) // fails only for a size < 1
+	c, _ := lru.New[certKey, *Certificate](n) // fails only for a size < 1
 	return &CertCache{c: c}
 }
 
@@ -54,23 +53,16 @@ func WithCertCache(c *CertCache) VerifierOption {
 }
 
 // certKey is the cache key of raw verified for the mesh meshID: a mesh's hit is never
-// another's.
-func certKey(meshID, raw string) [sha256.Size]byte {
-	h := sha256.New()
-	h.Write([]byte(meshID))
-	h.Write([]byte{0})
-	h.Write([]byte(raw))
-	var k [sha256.Size]byte
-	h.Sum(k[:0])
-	return k
-}
+// another's. The key kept is the Certificate's own text, so that it costs no copy; a lookup
+// hashes its text and allocates nothing.
+type certKey struct{ meshID, raw string }
 
 // get returns the certificate whose text is raw if it passed every check for meshID before.
 func (c *CertCache) get(meshID, raw string) (*Certificate, bool) {
 	if c == nil {
 		return nil, false
 	}
-	cert, ok := c.c.Get(certKey(meshID, raw))
+	cert, ok := c.c.Get(certKey{meshID, raw})
 	if ok {
 		c.hits.Add(1)
 	}
@@ -81,6 +73,6 @@ func (c *CertCache) get(meshID, raw string) (*Certificate, bool) {
 // Certificate after the Verifier made it.
 func (c *CertCache) add(meshID string, cert *Certificate) {
 	if c != nil {
-		c.c.Add(certKey(meshID, cert.Raw), cert)
+		c.c.Add(certKey{meshID, cert.Raw}, cert)
 	}
 }

@@ -192,7 +192,9 @@ func (c *core) reserve(t time.Time, d time.Duration) time.Time {
 	for k < len(c.busy) && !c.busy[k].to.After(now) {
 		k++
 	}
-	c.busy = c.busy[k:]
+	if k > 0 { // drop the spans past, keeping the array: slicing them off made each append a new one
+		c.busy = append(c.busy[:0], c.busy[k:]...)
+	}
 	i := 0
 	if len(c.busy) >= maxSpans {
 		i = len(c.busy)

@@ -46,9 +46,16 @@ type stream struct {
 // half is one direction of a stream. Guarded by mu.
 type half struct {
 	mu sync.Mutex
-	// changed is closed, and forgotten, when anything a waiter waits for happens (data,
-	// room, a close, a reset); it exists only while someone waits.
-	changed chan struct{}
+	// changed is broadcast when anything a waiter waits for happens (data, room, a close, a
+	// reset, a deadline moved); waiters counts the goroutines waiting on it. A waiter
+	// that must also wake at a time arms alarm for it: wakeAt is when alarm fires (zero:
+	// not armed), the soonest time any waiter asked for. The half allocates nothing per
+	// wait: a channel and a timer made at every wait were a tenth of a 700-node mesh's
+	// allocations.
+	changed sync.Cond
+	waiters int
+	alarm   *time.Timer
+	wakeAt  time.Time
 
 	// q holds what was written and not read; its first ready bytes have arrived. It holds
 	// chunks only while it has unread bytes (buffers kept by idle streams were once the
@@ -74,11 +81,17 @@ type mark struct {
 }
 
 func newStreamPair() (*stream, *stream) {
-	ab, ba := new(half), new(half)
+	ab, ba := newHalf(), newHalf()
 	sa := &stream{id: streamCounter.Add(1), in: ba, out: ab, stat: network.Stats{Direction: network.DirOutbound}}
 	sb := &stream{id: streamCounter.Add(1), in: ab, out: ba, stat: network.Stats{Direction: network.DirInbound}}
 	sa.rstream, sb.rstream = sb, sa
 	return sa, sb
+}
+
+func newHalf() *half {
+	h := new(half)
+	h.changed.L = &h.mu
+	return h
 }
 
 // failed returns why a read or write on h fails: network.ErrReset after a reset, ErrClosed
@@ -93,38 +106,44 @@ func (h *half) failed(closed bool) error {
 	return nil
 }
 
-// wait returns the channel closed at the next change; mu is held.
-func (h *half) wait() <-chan struct{} {
-	if h.changed == nil {
-		h.changed = make(chan struct{})
-	}
-	return h.changed
-}
-
 // notify wakes every waiter; mu is held.
 func (h *half) notify() {
-	if h.changed != nil {
-		close(h.changed)
-		h.changed = nil
+	if h.waiters > 0 {
+		h.changed.Broadcast()
 	}
 }
 
 // sleep waits until the next change or until d has passed (d > 0); mu is held, and released
-// while it waits.
+// while it waits. It may return early: every caller looks again at what it waits for.
 func (h *half) sleep(d time.Duration) {
-	ch := h.wait()
-	h.mu.Unlock()
 	if d > 0 {
-		t := time.NewTimer(d)
-		select {
-		case <-ch:
-		case <-t.C:
+		if at := time.Now().Add(d); h.wakeAt.IsZero() || at.Before(h.wakeAt) {
+			h.wakeAt = at
+			if h.alarm == nil {
+				h.alarm = time.AfterFunc(d, h.ring)
+			} else {
+				h.alarm.Reset(d)
+			}
 		}
-		t.Stop()
-	} else {
-		<-ch
 	}
+	h.waiters++
+	h.changed.Wait()
+	h.waiters--
+	if h.waiters == 0 && !h.wakeAt.IsZero() {
+		// Nobody waits for the alarm any more. Should it have fired already, ring only
+		// wakes whoever waits next, who looks again and waits again.
+		h.alarm.Stop()
+		h.wakeAt = time.Time{}
+	}
+}
+
+// ring is the alarm: it wakes every waiter, each of which arms it again for its own time if
+// that has not come.
+func (h *half) ring() {
 	h.mu.Lock()
+	h.wakeAt = time.Time{}
+	h.notify()
+	h.mu.Unlock()
 }
 
 // left returns how long until deadline (0 when there is none) and whether it has passed.

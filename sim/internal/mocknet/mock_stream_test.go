@@ -307,3 +307,53 @@ func TestStream_AWriteWaitingForRoomTimesOut(t *testing.T) {
 		t.Fatalf("a write into a full window past its deadline: %d, %v; want a timeout", n, err)
 	}
 }
+
+// A read waiting for a write on its way and a write waiting for room in the same direction
+// wait together; each ends at its own deadline, whichever is first, and no matter that the
+// other's wait ended before.
+func TestStream_TwoWaitsInOneDirectionEachEndAtTheirOwnDeadline(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		readIn, writeIn time.Duration
+	}{
+		{"the read's deadline first", 20 * time.Millisecond, 60 * time.Millisecond},
+		{"the write's deadline first", 60 * time.Millisecond, 20 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := pair(t, LinkOptions{})
+			a.Conn().(*conn).link.SetOptions(LinkOptions{Latency: time.Hour}) // from now on
+			if _, err := a.Write(make([]byte, window)); err != nil {          // fills the window, an hour away
+				t.Fatal(err)
+			}
+			now := time.Now()
+			if err := b.SetReadDeadline(now.Add(tc.readIn)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.SetWriteDeadline(now.Add(tc.writeIn)); err != nil {
+				t.Fatal(err)
+			}
+			read, wrote := make(chan error, 1), make(chan error, 1)
+			go func() {
+				_, err := b.Read(make([]byte, 8))
+				read <- err
+			}()
+			go func() {
+				_, err := a.Write([]byte("one more"))
+				wrote <- err
+			}()
+			for _, w := range []struct {
+				what string
+				ch   chan error
+			}{{"read", read}, {"write", wrote}} {
+				select {
+				case err := <-w.ch:
+					if !isTimeout(err) {
+						t.Fatalf("the waiting %s returned %v; want a timeout", w.what, err)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("the waiting %s outlived its deadline", w.what)
+				}
+			}
+		})
+	}
+}
