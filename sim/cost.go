@@ -192,7 +192,8 @@ func (c *core) reserve(t time.Time, d time.Duration) time.Time {
 	for k < len(c.busy) && !c.busy[k].to.After(now) {
 		k++
 	}
-	if k > 0 { // drop the spans past, keeping the array: slicing them off made each append a new one
+	if k > 0 {
+		// Drop the spans past but keep the array: slicing them off made appends allocate.
 		c.busy = append(c.busy[:0], c.busy[k:]...)
 	}
 	i := 0
