@@ -7,14 +7,14 @@ import (
 )
 
 // CertCache remembers the certificates that passed every check of a Verifier, by mesh and raw
-// certificate, so that the Verifiers sharing it check a certificate's
-// signature and form once, not once each. A process that hosts many nodes (the simulator)
-// gives them one: each node checks each agent's certificate on first hearing the agent, N x N
-// checks of N certificates. A hit returns the Certificate the first check made, so that the
-// nodes hold one copy of each certificate rather than one each, and it still runs every check
-// that depends on the time or on the call (validity, subject, holder, revocation). A node
-// alone in its process keeps the certificates it verified anyway, so a Verifier has none
-// unless its owner passes one in (WithCertCache).
+// certificate, so that the Verifiers sharing it check a certificate's signature and form once,
+// not once each. A process that hosts many nodes (the simulator) gives them one: each node
+// checks each agent's certificate on first hearing the agent, N x N checks of N certificates. A
+// hit returns the Certificate the first check made, so that the nodes hold one copy of each
+// certificate rather than one each, and it still runs every check that depends on the time or
+// on the call (validity, subject, holder, revocation). A node alone in its process keeps the
+// certificates it verified anyway, so a Verifier has none unless its owner passes one in
+// (WithCertCache).
 type CertCache struct {
 	c    *lru.Cache[certKey, *Certificate]
 	hits atomic.Uint64

@@ -88,6 +88,7 @@ func newStreamPair() (*stream, *stream) {
 	return sa, sb
 }
 
+// newHalf returns an empty direction whose waiters wait on its own lock.
 func newHalf() *half {
 	h := new(half)
 	h.changed.L = &h.mu
