@@ -77,7 +77,7 @@ type Report struct {
 	Liveness []transition `json:"liveness,omitempty"`
 	// DroppedItems counts gossip items the simulator's observers could not keep up with.
 	DroppedItems uint64 `json:"dropped_items"`
-	// PeakHeapPerNodeMiB is the largest heap-in-use per running node measured after a step.
+	// PeakHeapPerNodeMiB is the largest live heap per running node measured after a step.
 	PeakHeapPerNodeMiB float64 `json:"peak_heap_per_node_mib"`
 	// Reproduction compares this run with an earlier one (iacp-node sim --compare); nil
 	// without.

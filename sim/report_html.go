@@ -26,7 +26,7 @@ func (r *Report) WriteHTML(w io.Writer) error {
 		Cost: plot("CPU per node, step by step (steps of a second or more)", "seconds since the run began (end of each step)",
 			"CPU seconds per node per minute", costSeries(r), false),
 		Memory: plot("Memory per node, step by step", "seconds since the run began (end of each step)", "MiB per node",
-			stepSeries(r, "rss_per_node_mib", "resident", "heap_per_node_mib", "heap in use"), false),
+			stepSeries(r, "rss_per_node_mib", "resident", "heap_per_node_mib", "live heap"), false),
 	}
 	if r.Clock == ClockVirtual {
 		data.Clock = plot("The virtual clock against the wall clock", "wall-clock seconds", "virtual seconds", clockSeries(r), false)

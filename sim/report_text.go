@@ -39,7 +39,7 @@ func (r *Report) WriteText(w io.Writer) error {
 	for _, s := range r.Steps {
 		writeStepNotes(w, &s)
 	}
-	fmt.Fprintf(w, "peak heap in use per node: %.2f MiB; gossip items the observers dropped: %d\n", r.PeakHeapPerNodeMiB, r.DroppedItems)
+	fmt.Fprintf(w, "peak live heap per node: %.2f MiB; gossip items the observers dropped: %d\n", r.PeakHeapPerNodeMiB, r.DroppedItems)
 	if r.Reproduction != nil {
 		return r.Reproduction.WriteText(w)
 	}

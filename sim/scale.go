@@ -42,7 +42,7 @@ type ScalePoint struct {
 	ModelCPUPerNodeMin float64 `json:"model_cpu_s_per_node_min,omitempty"`
 	// WallS is how long the run took on the real clock (all of it, not the steady window).
 	WallS float64 `json:"wall_s"`
-	// RSSPerNodeMiB and HeapPerNodeMiB are the process's resident set and heap in use over the
+	// RSSPerNodeMiB and HeapPerNodeMiB are the process's resident set and live heap over the
 	// nodes, after the steady window.
 	RSSPerNodeMiB     float64 `json:"rss_per_node_mib"`
 	HeapPerNodeMiB    float64 `json:"heap_per_node_mib"`
@@ -361,7 +361,7 @@ func (sr *ScaleReport) WriteHTML(w io.Writer) error {
 			curve("KiB/node/min", func(p ScalePoint) float64 { return p.KiBPerNodeMin }), false),
 		RSS: plot("Memory per node", "nodes", "MiB per node",
 			append(curve("RSS", func(p ScalePoint) float64 { return p.RSSPerNodeMiB }),
-				curve("heap in use", func(p ScalePoint) float64 { return p.HeapPerNodeMiB })...), false),
+				curve("live heap", func(p ScalePoint) float64 { return p.HeapPerNodeMiB })...), false),
 	}
 	return scalePage.Execute(w, data)
 }
