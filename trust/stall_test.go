@@ -211,7 +211,10 @@ func TestStall_AtMostCertWaitersWaitForOneFetch(t *testing.T) {
 		}
 		return 0
 	}
-	testsupport.WaitFor(t, 10*time.Second, "the fetch and its waiters", func() bool { return waiting() == certWaiters })
+	// The staller's handler counts the ask on its own goroutine, after alice's fetch began.
+	testsupport.WaitFor(t, 10*time.Second, "the fetch, its waiters and the author asked", func() bool {
+		return waiting() == certWaiters && s.asked.Load() == 1
+	})
 	err := alice.certs.verify(testCtx(t), "test:stall:author", s.h.ID(), "")
 	if protocol.CodeOf(err) != protocol.CodeTimeout || !strings.Contains(err.Error(), "wait for its certificate already") {
 		t.Fatalf("one more message of the author: %v; want TIMEOUT at once", err)
